@@ -1,0 +1,5 @@
+list(APPEND MODEL_SOURCES
+  src/tensor.cpp
+  src/variable.cpp
+  src/initializer.cpp
+)

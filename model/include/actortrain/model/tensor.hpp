@@ -1,0 +1,39 @@
+#pragma once
+// Dense float32 tensors. Every batch is a row-major matrix whose rows are examples
+// (Eigen's default is column-major; row-major keeps one example contiguous, which is
+// what batching, sharding and the wire format want). Higher-rank data is flattened
+// into columns at the source (a 28x28 image is a row of 784).
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace actortrain::model {
+
+/// A batch or a variable: rows x cols, row-major, float32.
+using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// A row vector (one example, or a bias).
+using row_vector = Eigen::Matrix<float, 1, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Shape of a variable: {rows, cols}. Variables are always two-dimensional (a bias is
+/// {1, n}); rows are the unit of partitioning across parameter servers.
+struct shape2 {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t size() const { return rows * cols; }
+  friend bool operator==(const shape2& a, const shape2& b) {
+    return a.rows == b.rows && a.cols == b.cols;
+  }
+  friend bool operator!=(const shape2& a, const shape2& b) { return !(a == b); }
+};
+
+/// "[rows x cols]", for error messages.
+std::string to_string(const shape2& s);
+
+/// "[rows x cols]" of a matrix, for error messages.
+std::string shape_string(const matrix& m);
+
+}  // namespace actortrain::model

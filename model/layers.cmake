@@ -1,0 +1,3 @@
+# layers, losses, metrics
+list(APPEND MODEL_SOURCES
+)

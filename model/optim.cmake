@@ -1,0 +1,3 @@
+# optimizers, partitioners, checkpoint files
+list(APPEND MODEL_SOURCES
+)

@@ -1,0 +1,1 @@
+# tests of model/ core (variables, initializers, models, training)

@@ -1,0 +1,1 @@
+# tests of optimizers, partitioners, checkpoint files
