@@ -2,4 +2,7 @@ list(APPEND MODEL_SOURCES
   src/tensor.cpp
   src/variable.cpp
   src/initializer.cpp
+  src/model.cpp
+  src/progress.cpp
+  src/trainer.cpp
 )

@@ -20,7 +20,7 @@ parameter_store::parameter_store(const std::vector<variable_spec>& specs, uint64
     if (!s.init.fill)
       throw std::invalid_argument(fmt::format("variable '{}': no initializer", s.name));
     s.init.fill(m, draw(seed, i, 0x766172ULL));
-    values_.push_back(std::move(m));
+    values_.push_back(std::make_shared<matrix>(std::move(m)));
   }
 }
 

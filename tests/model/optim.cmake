@@ -1,1 +1,10 @@
 # tests of optimizers, partitioners, checkpoint files
+actortrain_test(model_optim_sgd_test SOURCES optim/sgd_test.cpp LABELS unit)
+actortrain_test(model_optim_adam_test SOURCES optim/adam_test.cpp LABELS unit)
+actortrain_test(model_optim_adagrad_test SOURCES optim/adagrad_test.cpp LABELS unit)
+actortrain_test(model_optim_rmsprop_test SOURCES optim/rmsprop_test.cpp LABELS unit)
+actortrain_test(model_optim_optimizer_test SOURCES optim/optimizer_test.cpp LABELS unit)
+actortrain_test(model_partitioner_test SOURCES partitioner_test.cpp LABELS unit)
+actortrain_test(model_npy_test SOURCES npy_test.cpp LABELS unit)
+actortrain_test(model_file_system_test SOURCES file_system_test.cpp LABELS unit)
+actortrain_test(model_checkpoint_test SOURCES checkpoint_test.cpp LABELS unit)

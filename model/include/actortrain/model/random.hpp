@@ -38,7 +38,7 @@ class rng {
   explicit rng(uint64_t seed, uint64_t stream = 0) : seed_(mix64(seed ^ mix64(stream))) {}
   uint64_t next() { return mix64(seed_ + counter_++); }
   float uniform() { return uniform01(next()); }
-  uint64_t below(uint64_t n) { return model::below(next(), n); }
+  uint64_t below(uint64_t n) { return ::actortrain::model::below(next(), n); }
   /// Standard normal (Box-Muller, one value per call).
   float normal() {
     float u1 = uniform();

@@ -9,6 +9,7 @@
 #include <actortrain/model/tensor.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct variable_spec {
 using variable_id = int32_t;
 
 /// Values of a model's variables, indexed by variable_id. Not thread-safe.
+///
+/// Each value sits behind a shared pointer so that it can change hands without a copy:
+/// a worker adopts the partitions it pulled (share-nothing in-process), and a local
+/// trainer owns and updates its values in place. A store that adopted values reads them
+/// only: writing through operator[] is for values the store allocated itself.
 class parameter_store {
  public:
   parameter_store() = default;
@@ -34,14 +40,28 @@ class parameter_store {
   /// (seed, variable index) so that adding a layer does not change earlier layers.
   parameter_store(const std::vector<variable_spec>& specs, uint64_t seed);
 
+  /// `n` empty variables (to be adopted).
+  explicit parameter_store(size_t n) : values_(n) {}
+
   size_t size() const { return values_.size(); }
-  matrix& operator[](variable_id i) { return values_[static_cast<size_t>(i)]; }
-  const matrix& operator[](variable_id i) const { return values_[static_cast<size_t>(i)]; }
-  std::vector<matrix>& values() { return values_; }
-  const std::vector<matrix>& values() const { return values_; }
+  matrix& operator[](variable_id i) { return *values_[static_cast<size_t>(i)]; }
+  const matrix& operator[](variable_id i) const { return *values_[static_cast<size_t>(i)]; }
+  /// True when variable i has a value.
+  bool has(variable_id i) const { return values_[static_cast<size_t>(i)] != nullptr; }
+  /// Variable i's storage, shared (no copy).
+  std::shared_ptr<const matrix> share(variable_id i) const { return values_[static_cast<size_t>(i)]; }
+  /// Makes `v` variable i's value without copying (the store only reads it).
+  void adopt(variable_id i, std::shared_ptr<const matrix> v) {
+    values_[static_cast<size_t>(i)] = std::const_pointer_cast<matrix>(std::move(v));
+  }
+  /// Drops every value (a worker lets go of what it pulled before pushing, so a ps shard
+  /// can write the next version in place).
+  void release() {
+    for (auto& v : values_) v.reset();
+  }
 
  private:
-  std::vector<matrix> values_;
+  std::vector<std::shared_ptr<matrix>> values_;
 };
 
 /// Touched rows of a sparse variable: `ids` sorted and unique, `rows` one row each.

@@ -1,0 +1,149 @@
+#pragma once
+// The embedding API: a parameter-server cluster inside an actor_system the application
+// owns. The cluster spawns ps shards, workers and a coordinator (and, per fit call,
+// dataset shards built with the user's dataset_fn), and offers Keras's fit / evaluate /
+// predict on them. fit is a thin blocking wrapper over the asynchronous start_fit +
+// join, so the simulator drives the same code a user runs.
+//
+//   caf::actor_system_config cfg;
+//   actortrain::configure(cfg);
+//   caf::actor_system sys{cfg};
+//   actortrain::cluster c{sys, {/*num_ps=*/2, /*num_workers=*/2}, mlp, *make_adam(),
+//                         softmax_cross_entropy(), {accuracy()}};
+//   auto history = c.fit([](const dataset::input_context& ctx) {
+//     return train.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).shuffle(60000, 1).batch(128);
+//   }, opts);
+//
+// Progress and callbacks run on the thread that calls fit/join (never in an actor).
+// Two clusters in one actor_system are independent (no global state). The destructor
+// stops every actor the cluster spawned. Not thread-safe: one application thread
+// drives a cluster. This header does not include CAF.
+
+#include <actortrain/dataset/input_context.hpp>
+#include <actortrain/model/loss.hpp>
+#include <actortrain/model/metric.hpp>
+#include <actortrain/model/model.hpp>
+#include <actortrain/model/optim/optimizer.hpp>
+#include <actortrain/model/trainer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caf {
+class actor_system;
+}  // namespace caf
+
+namespace actortrain {
+
+class event_queue;
+class fault_policy;
+struct event;
+
+/// How a cluster is laid out and behaves. Defaults give one ps shard and one worker.
+struct cluster_spec {
+  /// Parameter-server shards (variables are placed round-robin over them).
+  int num_ps = 1;
+  /// Workers (model replicas).
+  int num_workers = 1;
+  /// Input pipelines = dataset shards; 0 means one per worker. This is
+  /// input_context.num_input_pipelines (real, unlike TF's PS strategy).
+  int num_dataset_shards = 0;
+  /// How variables are split into partitions: "" or "none", "fixed_shards(n)",
+  /// "min_size(bytes, max_shards)", "max_size(bytes)".
+  std::string partitioner;
+  /// Consistency mode; only "async" for now (bounded staleness and sync come later).
+  std::string consistency = "async";
+  /// Steps per task sent to a worker (Keras's steps_per_execution): fewer round trips
+  /// with the coordinator for tiny models.
+  int steps_per_execution = 1;
+  /// Timeout of every request between actors.
+  std::chrono::milliseconds request_timeout{60000};
+  /// Timeout of a whole fit/evaluate call as seen by the application.
+  std::chrono::hours call_timeout{24 * 7};
+  /// Seeds initialization and dropout.
+  uint64_t seed = 1;
+  /// Batches each dataset shard prepares ahead of demand.
+  size_t prefetch = 2;
+  /// Run every actor on the system's scheduler, compute inline (no detached threads):
+  /// for CAF's deterministic test coordinator.
+  bool simulated = false;
+  /// JSON-lines metrics file ("" = none): steps, epochs and events, format in the README.
+  std::string metrics_file;
+  /// Auto-shard policy for fit(dataset) with a plain dataset.
+  dataset::auto_shard_policy auto_shard = dataset::auto_shard_policy::auto_;
+  /// A fault policy for the send seam (tests); null in production.
+  std::shared_ptr<fault_policy> faults;
+};
+
+/// What fit returns besides the history.
+struct fit_result {
+  model::history history;
+  int64_t steps = 0;
+  bool ran_out = false;
+};
+
+class cluster {
+ public:
+  /// Spawns the cluster's actors in `sys`. Throws std::logic_error if configure() was not
+  /// called on the system's config, std::invalid_argument for a bad spec (zero workers,
+  /// zero ps shards, an unknown partitioner or consistency mode, steps_per_execution < 1).
+  cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
+          model::loss_ptr loss, std::vector<model::metric_ptr> metrics = {});
+  ~cluster();
+  cluster(const cluster&) = delete;
+  cluster& operator=(const cluster&) = delete;
+
+  // -- asynchronous API (TensorFlow's ClusterCoordinator) ------------------------------
+
+  /// A fit in progress.
+  struct run_handle {
+    uint64_t id = 0;
+  };
+
+  /// Starts training on the pipelines `fn` builds (one per dataset shard, with a real
+  /// input_context). Never auto-shards on top of the user's shard() calls. Validation
+  /// data in opts.validation is split over the shards by data.
+  run_handle start_fit(dataset::dataset_fn fn, const model::fit_options& opts = {});
+  /// Processes the events that are ready (progress, metrics file); true when the run
+  /// has ended (then join() returns at once).
+  bool poll(const run_handle& h);
+  /// Waits for the run, printing progress on this thread; throws std::runtime_error with
+  /// the cluster's error text when the run failed.
+  fit_result join(const run_handle& h);
+
+  // -- blocking wrappers (Keras) ------------------------------------------------------
+
+  model::history fit(dataset::dataset_fn fn, const model::fit_options& opts = {});
+  /// A plain dataset is auto-sharded over the dataset shards by spec.auto_shard.
+  model::history fit(const dataset::dataset& data, const model::fit_options& opts = {});
+  /// Loss and metrics over `data` (split over the shards; every batch once).
+  std::map<std::string, double> evaluate(const dataset::dataset& data);
+  /// Model outputs for every example of `data`, in order, computed on this thread from
+  /// the trained variables.
+  model::matrix predict(const dataset::dataset& data);
+
+  /// The current values of every variable, assembled from the ps shards (a future: on the
+  /// test coordinator, run the scheduler before get()).
+  std::future<model::parameter_store> pull_variables();
+  /// pull_variables().get(), waiting at most the request timeout.
+  model::parameter_store variables();
+
+  const model::model& structure() const;
+  const cluster_spec& spec() const;
+  /// The event stream (the runner drains it during join/poll).
+  std::shared_ptr<event_queue> events() const;
+  /// Per-shard counters as text (applied, duplicates, rejected, staleness) — pulled.
+  std::string ps_report();
+
+  struct impl;
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace actortrain

@@ -1,0 +1,42 @@
+#pragma once
+// actortrain::configure: the one call an application makes on its actor_system_config
+// before building its actor_system. It registers every ActorTrain message type (one
+// type-ID block), the "actortrain" error category, and a thread hook that turns on
+// flush-to-zero / denormals-are-zero in every thread CAF starts (scheduler workers,
+// detached actors); optionally loads the middleman for clusters of processes.
+//
+//   caf::actor_system_config cfg;
+//   actortrain::configure(cfg);
+//   caf::actor_system sys{cfg};
+//
+// An application with message types of its own starts its type-ID block where ours
+// ends: CAF_BEGIN_TYPE_ID_BLOCK(my_app, actortrain::first_app_type_id) — the value is
+// caf::id_block::actortrain::end, re-exported by actortrain/actors/messages.hpp.
+//
+// fit() and the spawn functions check that configure() ran on the system's config and
+// fail with error_code::not_configured otherwise.
+
+#include <cstdint>
+
+namespace caf {
+class actor_system_config;
+class actor_system;
+}  // namespace caf
+
+namespace actortrain {
+
+struct configure_options {
+  /// Load caf::io::middleman (needed only for clusters of processes).
+  bool load_middleman = false;
+  /// Install the flush-to-zero thread hook (leave on: denormals cost ~40% on an MLP).
+  bool flush_to_zero = true;
+};
+
+/// Registers ActorTrain's types and hooks on `cfg`. Call once per config, before the
+/// actor_system is constructed. Throws std::logic_error if called twice on one config.
+void configure(caf::actor_system_config& cfg, const configure_options& opts = {});
+
+/// True when configure() ran on the config `sys` was built from.
+bool is_configured(const caf::actor_system& sys);
+
+}  // namespace actortrain

@@ -1,0 +1,88 @@
+#pragma once
+// coordinator: TensorFlow's ClusterCoordinator as an actor. Owns membership (workers it
+// monitors, with generations), the step queue and the dispatch gate, in-flight tracking,
+// epochs and steps_per_epoch, end-of-data handling, epoch-end evaluation (distributed
+// over the workers, every validation batch once), and the event stream. It never runs
+// user code: events go to a bounded queue drained on the application's thread.
+//
+//            spawn
+//              |  (first fit: init every ps shard with its partitions)
+//              v
+//   +------+  fit   +----------+ epoch done, +------------+  all eval     +-----------+
+//   | idle |------->| training |------------>| evaluating |-------------->| epoch end |
+//   +------+        +----------+ validation  +------------+  batches done +-----------+
+//      ^               |   ^                                                 |   |
+//      |               |   +---------------- next epoch ---------------------+   |
+//      +---------------+------------ last epoch / data ran out / error ----------+
+//                 reply run_summary (or the error) and run_done event
+//
+// Steps. A step id is (run, pipeline, position); positions count on across epochs, and
+// with steps_per_epoch = 0 an epoch of a pipeline ends at its first end_of_data reply.
+// Free workers get tasks of steps_per_execution consecutive positions of one pipeline,
+// pipelines taken round-robin; re-queued steps go first. A worker that goes down has
+// its steps re-queued only after every ps shard acknowledged the fence that excludes its
+// generation (so a late push of the lost worker cannot be applied). Application errors
+// (user_error, invalid_gradient) end the run at once; transport errors re-run the step,
+// and a step failing the same way `poison_limit` times ends the run (poison_step).
+
+#include <actortrain/actors/events.hpp>
+#include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/actors/send_seam.hpp>
+#include <actortrain/actors/worker.hpp>
+#include <actortrain/model/metric.hpp>
+#include <actortrain/model/partitioner.hpp>
+#include <actortrain/model/variable.hpp>
+
+#include <caf/all.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace actortrain {
+
+using coordinator_actor = caf::typed_actor<
+  caf::replies_to<fit_atom, run_spec>::with<run_summary>,
+  caf::replies_to<eval_atom, eval_spec>::with<eval_summary>,
+  caf::replies_to<status_atom>::with<cluster_status>,
+  caf::replies_to<join_atom, caf::actor, uint32_t>::with<uint64_t>>;  // a worker joins: its generation
+
+/// What the coordinator may dispatch now (the consistency modes plug in here).
+struct gate_view {
+  uint64_t dispatched = 0;        ///< steps dispatched in this run
+  uint64_t applied = 0;           ///< steps applied in this run
+  uint64_t oldest_unapplied = 0;  ///< dispatch index of the oldest step not applied yet
+  size_t in_flight = 0;
+};
+
+class dispatch_gate {
+ public:
+  virtual ~dispatch_gate() = default;
+  virtual std::string describe() const = 0;
+  /// True when one more step may be dispatched.
+  virtual bool may_dispatch(const gate_view& v) const = 0;
+};
+
+/// Asynchronous training: dispatch whenever a worker is free.
+std::unique_ptr<dispatch_gate> dispatch_when_free();
+
+struct coordinator_options {
+  std::vector<ps_shard_actor> ps;
+  std::vector<worker_actor> workers;  ///< ids 0..n-1, generation 1
+  std::shared_ptr<const model::placement> placement;
+  /// Initial values of every variable (sent to the shards before the first step).
+  std::shared_ptr<const model::parameter_store> initial;
+  std::vector<std::string> variable_names;
+  std::vector<std::shared_ptr<const model::metric>> metrics;  ///< prototypes (merge states)
+  std::shared_ptr<dispatch_gate> gate;  ///< null: dispatch_when_free()
+  std::shared_ptr<event_queue> events;  ///< may be null
+  seam_ptr seam;
+  caf::timespan timeout = std::chrono::seconds(60);
+  int32_t steps_per_execution = 1;
+  int32_t poison_limit = 3;
+  uint64_t coordinator_epoch = 1;
+};
+
+coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options opts);
+
+}  // namespace actortrain

@@ -1,0 +1,39 @@
+#pragma once
+// The actors' error codes: one enum, registered with CAF as category "actortrain", returned
+// through caf::result<T> / caf::expected<T>. Every error carries a text naming what is
+// wrong and where (variable, shapes, step, shard).
+
+#include <caf/error.hpp>
+#include <caf/make_message.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace actortrain {
+
+enum class error_code : uint8_t {
+  none = 0,
+  fenced_out,        ///< the message's epochs or worker generation are older than the receiver's
+  invalid_gradient,  ///< wrong shape, not finite, unknown partition or rows out of range
+  invalid_request,   ///< a malformed request (bad ids, wrong partition, empty step)
+  not_initialized,   ///< a ps shard asked to serve before it received its partitions
+  not_configured,    ///< actortrain::configure() was not called on the system's config
+  no_workers,        ///< a run was started with zero workers
+  user_error,        ///< an exception thrown by user code (a layer, a dataset_fn, a map)
+  poison_step,       ///< a step failed the same way too often
+  timeout,           ///< a request between actors timed out
+  worker_lost,       ///< the worker running a step went down
+  stopped,           ///< the cluster was stopped while the request was pending
+};
+
+std::string to_string(error_code x);
+
+/// An error of category "actortrain" with a message.
+caf::error make_error(error_code code, std::string what);
+
+/// The text of an error: for ours "<code>: <message>", for CAF's its rendering.
+std::string describe(const caf::error& e);
+
+}  // namespace actortrain
+
+CAF_ERROR_CODE_ENUM(actortrain::error_code, "actortrain")

@@ -1,0 +1,87 @@
+#pragma once
+// The coordinator's event stream. The coordinator never runs user code: it pushes
+// events into a bounded queue, and a runner on the application's thread drains it —
+// progress output, callbacks and the JSON-lines metrics writer run there. When the
+// queue is full, step events are dropped and counted (a slow callback slows only the
+// runner, never training); lifecycle events (epoch, worker, run) are always kept.
+// No CAF in this header.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <iosfwd>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace actortrain {
+
+enum class event_kind : uint8_t {
+  run_begin,       ///< a fit started (run, epochs)
+  epoch_begin,     ///< epoch started (expected steps in `count`, -1 unknown)
+  step_done,       ///< one step applied (step, worker, loss, examples, staleness, values)
+  epoch_done,      ///< epoch ended (values: loss, metrics, val_*)
+  worker_joined,   ///< worker, generation
+  worker_lost,     ///< worker, generation, text = why
+  steps_requeued,  ///< count steps of a lost worker back in the queue
+  evaluation_done, ///< values of an evaluate() call
+  warning,         ///< text
+  run_done,        ///< the run ended: values/history in `history`, or text = error
+};
+
+const char* to_string(event_kind k);
+
+struct event {
+  event_kind kind = event_kind::warning;
+  uint64_t run = 0;
+  int64_t epoch = -1;
+  uint32_t pipeline = 0;
+  uint64_t position = 0;
+  uint32_t worker = 0;
+  uint64_t generation = 0;
+  double loss = 0;
+  int64_t examples = 0;
+  int64_t count = 0;
+  uint64_t staleness = 0;
+  double seconds = 0;  ///< since the run began
+  std::map<std::string, double> values;
+  std::map<std::string, std::vector<double>> history;  ///< run_done
+  bool failed = false;                                 ///< run_done: the run ended with an error
+  std::string text;
+};
+
+/// A bounded multi-producer, single-consumer queue of events.
+class event_queue {
+ public:
+  explicit event_queue(size_t capacity = 4096) : capacity_(capacity) {}
+
+  /// Adds `e`. A full queue drops step events (counted) and keeps every other kind.
+  void push(event e);
+  /// The next event, waiting at most `wait` (zero: do not wait).
+  std::optional<event> pop(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  /// Step events dropped because the queue was full.
+  uint64_t dropped() const;
+  size_t size() const;
+
+ private:
+  mutable std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<event> q_;
+  size_t capacity_;
+  uint64_t dropped_ = 0;
+};
+
+/// Writes events as JSON lines (one object per line; format in the README).
+class metrics_writer {
+ public:
+  explicit metrics_writer(std::ostream& out) : out_(out) {}
+  void write(const event& e);
+
+ private:
+  std::ostream& out_;
+};
+
+}  // namespace actortrain

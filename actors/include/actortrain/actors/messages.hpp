@@ -1,0 +1,580 @@
+#pragma once
+// Every message between ActorTrain's actors: atoms, identity types (fence, step id),
+// tensor payloads and request/reply structs, all with inspect(), registered in one
+// type-ID block by actortrain::configure(). Includes CAF: only actor translation units
+// include this header.
+//
+// Identity. Every message carries a fence (coordinator_epoch, recovery_epoch,
+// worker_generation, plus the worker it speaks for); every step message the step id
+// (run, pipeline, position). Receivers keep the highest epochs they have seen and reject
+// older ones (error code fenced_out), so a zombie coordinator, a pre-recovery push or a
+// partitioned worker's late push cannot change state.
+//
+// Tensors. `tensor` shares an immutable matrix: in-process a message moves or shares it
+// and nothing is copied (a ps shard hands its current partition to a pull and writes the
+// next version in place only when no reader holds it any more). On the wire it is rows,
+// cols and raw little-endian floats; the reader checks the announced length against the
+// bytes that remain before allocating anything.
+
+#include <actortrain/model/tensor.hpp>
+
+#include <caf/all.hpp>
+#include <caf/binary_deserializer.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace actortrain {
+
+// -- atoms (0.17 style, at most 10 characters) ----------------------------------------
+
+using pull_atom = caf::atom_constant<caf::atom("pull")>;
+using pull_rows_atom = caf::atom_constant<caf::atom("pull_rows")>;
+using push_atom = caf::atom_constant<caf::atom("push")>;
+using hyper_atom = caf::atom_constant<caf::atom("hyper")>;
+using init_atom = caf::atom_constant<caf::atom("init")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using fence_atom = caf::atom_constant<caf::atom("fence")>;
+using batch_atom = caf::atom_constant<caf::atom("batch")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using eval_atom = caf::atom_constant<caf::atom("eval")>;
+using predict_atom = caf::atom_constant<caf::atom("predict")>;
+using join_atom = caf::atom_constant<caf::atom("join")>;
+using fit_atom = caf::atom_constant<caf::atom("fit")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using read_atom = caf::atom_constant<caf::atom("read")>;
+
+// -- identity -----------------------------------------------------------------------
+
+/// Who may change state. Ordered lexicographically by (coordinator_epoch,
+/// recovery_epoch); worker_generation is compared per worker.
+struct fence {
+  uint64_t coordinator_epoch = 0;
+  uint64_t recovery_epoch = 0;
+  uint64_t worker_generation = 0;
+  /// The worker this message speaks for (no_worker for the coordinator's own messages).
+  uint32_t worker = no_worker;
+  static constexpr uint32_t no_worker = std::numeric_limits<uint32_t>::max();
+};
+
+/// True when `a`'s epochs are older than `b`'s (a must be rejected by a receiver that saw b).
+inline bool epochs_older(const fence& a, const fence& b) {
+  return a.coordinator_epoch != b.coordinator_epoch ? a.coordinator_epoch < b.coordinator_epoch
+                                                    : a.recovery_epoch < b.recovery_epoch;
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fence& x) {
+  return f(caf::meta::type_name("fence"), x.coordinator_epoch, x.recovery_epoch, x.worker_generation,
+           x.worker);
+}
+
+/// A step: the batch at `position` of pipeline (dataset shard) `pipeline` in run `run`.
+/// Re-executing a step uses the same batch, so a step id names one computation.
+struct step_id {
+  uint64_t run = 0;
+  uint32_t pipeline = 0;
+  uint64_t position = 0;
+  friend bool operator==(const step_id& a, const step_id& b) {
+    return a.run == b.run && a.pipeline == b.pipeline && a.position == b.position;
+  }
+  friend bool operator!=(const step_id& a, const step_id& b) { return !(a == b); }
+  friend bool operator<(const step_id& a, const step_id& b) {
+    if (a.run != b.run) return a.run < b.run;
+    if (a.pipeline != b.pipeline) return a.pipeline < b.pipeline;
+    return a.position < b.position;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_id& x) {
+  return f(caf::meta::type_name("step_id"), x.run, x.pipeline, x.position);
+}
+
+std::string to_string(const step_id& s);
+
+// -- tensors ------------------------------------------------------------------------
+
+/// A shared, immutable row-major float matrix in a message (null = absent).
+struct tensor {
+  std::shared_ptr<const model::matrix> value;
+
+  tensor() = default;
+  // The object itself is never const (only the handle is), so take() may move out of it.
+  explicit tensor(model::matrix m) : value(std::make_shared<model::matrix>(std::move(m))) {}
+  explicit tensor(std::shared_ptr<const model::matrix> p) : value(std::move(p)) {}
+  int64_t rows() const { return value ? value->rows() : 0; }
+  int64_t cols() const { return value ? value->cols() : 0; }
+  /// The matrix, moved out when this is its only owner, else copied.
+  model::matrix take();
+};
+
+/// Largest tensor a peer may announce (2^31 floats): bounds allocations from the wire.
+constexpr uint64_t max_wire_floats = uint64_t{1} << 31;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor& x) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value) {
+    uint64_t rows = static_cast<uint64_t>(x.rows()), cols = static_cast<uint64_t>(x.cols());
+    size_t n = static_cast<size_t>(rows * cols);
+    return caf::error::eval([&] { return f(rows, cols); }, [&] { return f.begin_sequence(n); },
+                            [&]() -> caf::error {
+                              if (n == 0) return caf::none;
+                              return f.apply_raw(n * sizeof(float), const_cast<float*>(x.value->data()));
+                            },
+                            [&] { return f.end_sequence(); });
+  } else if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
+    uint64_t rows = 0, cols = 0;
+    size_t n = 0;
+    return caf::error::eval(
+      [&] { return f(rows, cols); }, [&] { return f.begin_sequence(n); },
+      [&]() -> caf::error {
+        // Check every announced length before allocating: a crafted header must not
+        // make us reserve gigabytes.
+        if (rows > max_wire_floats || cols > max_wire_floats || (cols != 0 && rows > max_wire_floats / cols) ||
+            rows * cols != n)
+          return caf::make_error(caf::sec::invalid_argument, "tensor: inconsistent dimensions");
+        if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&f))
+          if (bin->remaining() < n * sizeof(float))
+            return caf::make_error(caf::sec::end_of_stream, "tensor: length exceeds the message");
+        if (rows == 0 && cols == 0) {
+          x.value.reset();
+          return caf::none;
+        }
+        auto m = std::make_shared<model::matrix>(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+        if (n > 0)
+          if (auto err = f.apply_raw(n * sizeof(float), m->data())) return err;
+        x.value = std::move(m);
+        return caf::none;
+      },
+      [&] { return f.end_sequence(); });
+  } else {
+    auto r = x.rows(), c = x.cols();
+    return f(caf::meta::type_name("tensor"), r, c);
+  }
+}
+
+// -- parameter servers --------------------------------------------------------------
+
+/// One partition of a variable: rows [row_begin, row_end) of variable `variable`.
+struct partition_key {
+  int32_t variable = 0;
+  int32_t index = 0;
+  friend bool operator==(const partition_key& a, const partition_key& b) {
+    return a.variable == b.variable && a.index == b.index;
+  }
+  friend bool operator<(const partition_key& a, const partition_key& b) {
+    return a.variable != b.variable ? a.variable < b.variable : a.index < b.index;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_key& x) {
+  return f(caf::meta::type_name("partition_key"), x.variable, x.index);
+}
+
+/// What a ps shard holds of one partition, sent once at start (and on restore).
+struct partition_init {
+  partition_key key;
+  std::string name;     ///< variable name, for error messages
+  int64_t row_begin = 0;
+  bool sparse = false;  ///< embedding rows: pulled by id
+  tensor value;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_init& x) {
+  return f(caf::meta::type_name("partition_init"), x.key, x.name, x.row_begin, x.sparse, x.value);
+}
+
+struct init_request {
+  fence f;
+  std::vector<partition_init> partitions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, init_request& x) {
+  return f(caf::meta::type_name("init_request"), x.f, x.partitions);
+}
+
+struct pull_request {
+  fence f;
+  std::vector<partition_key> partitions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pull_request& x) {
+  return f(caf::meta::type_name("pull_request"), x.f, x.partitions);
+}
+
+struct partition_value {
+  partition_key key;
+  uint64_t version = 0;  ///< updates applied to this partition so far
+  tensor value;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_value& x) {
+  return f(caf::meta::type_name("partition_value"), x.key, x.version, x.value);
+}
+
+struct pull_reply {
+  std::vector<partition_value> values;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
+  return f(caf::meta::type_name("pull_reply"), x.values);
+}
+
+/// Rows `ids` (global row numbers of the variable) of the partitions this shard holds.
+struct pull_rows_request {
+  fence f;
+  int32_t variable = 0;
+  std::vector<int64_t> ids;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pull_rows_request& x) {
+  return f(caf::meta::type_name("pull_rows_request"), x.f, x.variable, x.ids);
+}
+
+struct rows_reply {
+  int32_t variable = 0;
+  uint64_t version = 0;
+  std::vector<int64_t> ids;
+  tensor rows;  ///< ids.size() x row width
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rows_reply& x) {
+  return f(caf::meta::type_name("rows_reply"), x.variable, x.version, x.ids, x.rows);
+}
+
+/// The gradient of one dense partition, computed on `read_version`.
+struct dense_slice {
+  partition_key key;
+  uint64_t read_version = 0;
+  tensor grad;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dense_slice& x) {
+  return f(caf::meta::type_name("dense_slice"), x.key, x.read_version, x.grad);
+}
+
+/// Row gradients of a sparse variable: ids (global rows, sorted, unique) in this shard's
+/// partitions, one gradient row each.
+struct sparse_slice {
+  int32_t variable = 0;
+  uint64_t read_version = 0;
+  std::vector<int64_t> ids;
+  tensor rows;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sparse_slice& x) {
+  return f(caf::meta::type_name("sparse_slice"), x.variable, x.read_version, x.ids, x.rows);
+}
+
+/// One step's gradients for one shard. Gradients are of the batch-mean loss;
+/// example_count lets a synchronous round form the example-weighted mean.
+struct push_request {
+  fence f;
+  step_id step;
+  int64_t example_count = 0;
+  std::vector<dense_slice> dense;
+  std::vector<sparse_slice> sparse;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, push_request& x) {
+  return f(caf::meta::type_name("push_request"), x.f, x.step, x.example_count, x.dense, x.sparse);
+}
+
+enum class push_status : uint8_t {
+  applied,    ///< applied now
+  duplicate,  ///< this step id was applied before: acknowledged, not applied again
+  held,       ///< accepted and held by the apply policy (synchronous rounds)
+};
+
+std::string to_string(push_status s);
+
+struct push_reply {
+  push_status status = push_status::applied;
+  uint64_t max_staleness = 0;  ///< max over slices of (version before apply - read_version)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, push_reply& x) {
+  auto s = static_cast<uint8_t>(x.status);
+  auto restore = [&]() -> caf::error {
+    if (s > static_cast<uint8_t>(push_status::held))
+      return caf::make_error(caf::sec::invalid_argument, "push_reply: bad status");
+    x.status = static_cast<push_status>(s);
+    return caf::none;
+  };
+  return f(caf::meta::type_name("push_reply"), s, x.max_staleness, caf::meta::load_callback(restore));
+}
+
+struct hyperparams_request {
+  fence f;
+  std::vector<std::pair<std::string, double>> values;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, hyperparams_request& x) {
+  return f(caf::meta::type_name("hyperparams_request"), x.f, x.values);
+}
+
+/// A shard's counters.
+struct ps_stats {
+  uint32_t shard = 0;
+  uint64_t applied = 0;
+  uint64_t duplicates = 0;
+  uint64_t rejected = 0;
+  uint64_t fenced = 0;
+  std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
+  std::vector<partition_value> versions;      ///< keys and versions (no values)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
+  return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.duplicates, x.rejected, x.fenced,
+           x.staleness_histogram, x.versions);
+}
+
+/// Raises the fence a shard enforces: from now on it rejects messages with older epochs,
+/// and for `f.worker` (if set) any generation below f.worker_generation.
+struct fence_request {
+  fence f;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fence_request& x) {
+  return f(caf::meta::type_name("fence_request"), x.f);
+}
+
+// -- dataset shards -----------------------------------------------------------------
+
+/// A batch as it travels: features (one per model input) and labels.
+struct batch_data {
+  std::vector<tensor> features;
+  tensor labels;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_data& x) {
+  return f(caf::meta::type_name("batch_data"), x.features, x.labels);
+}
+
+/// The batch of step `step`: element step.position - epoch_begin of the pipeline's pass
+/// over epoch `epoch` (positions count on across epochs within a run).
+struct batch_request {
+  fence f;
+  step_id step;
+  uint64_t epoch = 0;
+  uint64_t epoch_begin = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_request& x) {
+  return f(caf::meta::type_name("batch_request"), x.f, x.step, x.epoch, x.epoch_begin);
+}
+
+/// The batch at step.position, or end_of_data (a reply, not an error).
+struct batch_reply {
+  step_id step;
+  bool end_of_data = false;
+  batch_data batch;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_reply& x) {
+  return f(caf::meta::type_name("batch_reply"), x.step, x.end_of_data, x.batch);
+}
+
+// -- workers ------------------------------------------------------------------------
+
+/// k consecutive steps of one pipeline to run (steps_per_execution = k), with the
+/// dataset shard that serves them.
+struct step_task {
+  fence f;
+  caf::actor source;           ///< the dataset shard serving these steps' batches
+  std::vector<step_id> steps;  ///< consecutive positions of one pipeline, one epoch
+  uint64_t epoch = 0;
+  uint64_t epoch_begin = 0;    ///< position where that epoch starts
+  bool training = true;        ///< false: evaluation (forward only, no push)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_task& x) {
+  return f(caf::meta::type_name("step_task"), x.f, x.source, x.steps, x.epoch, x.epoch_begin, x.training);
+}
+
+/// Microseconds spent per phase of a step.
+struct phase_timings {
+  uint64_t batch_us = 0;
+  uint64_t pull_us = 0;
+  uint64_t compute_us = 0;
+  uint64_t push_us = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, phase_timings& x) {
+  return f(caf::meta::type_name("phase_timings"), x.batch_us, x.pull_us, x.compute_us, x.push_us);
+}
+
+struct step_result {
+  step_id step;
+  uint32_t worker = 0;
+  uint64_t generation = 0;
+  bool end_of_data = false;  ///< the pipeline had no batch at this position
+  double loss = 0;           ///< batch-mean loss
+  int64_t example_count = 0;
+  std::vector<std::vector<double>> metric_states;  ///< metric::state() per compiled metric
+  uint64_t max_staleness = 0;
+  phase_timings timings;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_result& x) {
+  return f(caf::meta::type_name("step_result"), x.step, x.worker, x.generation, x.end_of_data, x.loss,
+           x.example_count, x.metric_states, x.max_staleness, x.timings);
+}
+
+struct task_result {
+  std::vector<step_result> steps;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_result& x) {
+  return f(caf::meta::type_name("task_result"), x.steps);
+}
+
+// -- coordinator --------------------------------------------------------------------
+
+/// One fit call: train on `pipelines` (dataset shards, one per input pipeline) for
+/// `epochs`; evaluate on `eval_pipelines` after every epoch when there are any.
+struct run_spec {
+  std::vector<caf::actor> pipelines;
+  std::vector<caf::actor> eval_pipelines;
+  int32_t epochs = 1;
+  int64_t steps_per_epoch = 0;  ///< 0: an epoch ends with the data of every pipeline
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
+  return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch);
+}
+
+/// Values per epoch (Keras's History) as parallel vectors.
+struct run_summary {
+  uint64_t run = 0;
+  std::vector<std::string> keys;
+  std::vector<std::vector<double>> values;
+  int64_t steps = 0;
+  bool ran_out = false;  ///< steps_per_epoch outlasted the data
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
+  return f(caf::meta::type_name("run_summary"), x.run, x.keys, x.values, x.steps, x.ran_out);
+}
+
+/// Evaluate once over `pipelines` (every batch once).
+struct eval_spec {
+  std::vector<caf::actor> pipelines;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_spec& x) {
+  return f(caf::meta::type_name("eval_spec"), x.pipelines);
+}
+
+struct eval_summary {
+  std::vector<std::string> keys;
+  std::vector<double> values;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_summary& x) {
+  return f(caf::meta::type_name("eval_summary"), x.keys, x.values);
+}
+
+/// What `actortrain status` and the embedding app see.
+struct worker_status {
+  uint32_t id = 0;
+  uint64_t generation = 0;
+  bool alive = true;
+  bool busy = false;
+  uint64_t steps = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
+  return f(caf::meta::type_name("worker_status"), x.id, x.generation, x.alive, x.busy, x.steps);
+}
+
+struct cluster_status {
+  uint64_t run = 0;
+  bool training = false;
+  int64_t epoch = -1;
+  uint64_t steps_applied = 0;
+  std::vector<worker_status> workers;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
+  return f(caf::meta::type_name("cluster_status"), x.run, x.training, x.epoch, x.steps_applied, x.workers);
+}
+
+}  // namespace actortrain
+
+// One type-ID block for every ActorTrain message type, starting at CAF's first custom
+// id. An application that adds its own block starts it at
+// caf::id_block::actortrain::end (see actortrain/actors/configure.hpp).
+CAF_BEGIN_TYPE_ID_BLOCK(actortrain, caf::first_custom_type_id)
+CAF_ADD_TYPE_ID(actortrain, (actortrain::fence))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::step_id))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::tensor))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::partition_key))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::partition_init))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::init_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::pull_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::partition_value))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::pull_reply))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::pull_rows_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::rows_reply))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::dense_slice))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::sparse_slice))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::push_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::push_reply))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::hyperparams_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_stats))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::fence_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::batch_data))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::batch_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::batch_reply))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::step_task))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::phase_timings))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::step_result))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::task_result))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::run_spec))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::run_summary))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::eval_spec))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::eval_summary))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::worker_status))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::cluster_status))
+CAF_END_TYPE_ID_BLOCK(actortrain)
+
+namespace actortrain {
+/// Where an embedding application's own type-ID block may start.
+constexpr caf::type_id_t first_app_type_id = caf::id_block::actortrain::end;
+}  // namespace actortrain

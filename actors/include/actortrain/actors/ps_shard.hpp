@@ -1,0 +1,77 @@
+#pragma once
+// ps_shard: a parameter-server shard. Owns partitions (contiguous rows of variables),
+// their optimizer slots and a version each; serves pulls and applies pushes with the
+// optimizer it was handed (the maths is plugged in from outside, as in ps-lite).
+//
+//            spawn
+//              |
+//              v
+//       +-------------+   init (partitions + values)   +---------+
+//       | waiting for |------------------------------->| serving |<--+ pull, pull_rows,
+//       |   its data  |                                +---------+   | push, hyper, fence,
+//       +-------------+                                     |        | stats, init (restore)
+//         pull/push before init: not_initialized            +--------+
+//
+// Contract of push (per step id, per shard):
+//  - validated whole before anything changes: every slice names a partition this shard
+//    holds, has its shape, and is finite; sparse ids are sorted, unique and inside the
+//    shard's rows; otherwise invalid_gradient naming variable and shapes, counted in
+//    `rejected`, and nothing is applied.
+//  - idempotent: a step id applied before is acknowledged as push_status::duplicate and not
+//    applied again (the coordinator's watermark bounds the memory; see the fault-tolerance
+//    work).
+//  - fenced: a push whose epochs are older than the highest this shard has seen, or whose
+//    worker generation is below the one a fence request raised for that worker, is
+//    rejected with fenced_out.
+//  - the apply policy decides when: apply_now (asynchronous training) applies on
+//    arrival; a synchronous policy holds pushes for a round.
+//
+// A pull with coordinator epoch 0 is an observer's read (the application reading trained
+// variables): it passes any fence and raises none.
+//
+// Pulls hand out the current partition without copying it (in-process); the next push
+// writes in place when no reader holds the old version any more, else into a copy.
+
+#include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/send_seam.hpp>
+#include <actortrain/model/optim/optimizer.hpp>
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <memory>
+
+namespace actortrain {
+
+using ps_shard_actor = caf::typed_actor<
+  caf::replies_to<init_atom, init_request>::with<caf::ok_atom>,
+  caf::replies_to<pull_atom, pull_request>::with<pull_reply>,
+  caf::replies_to<pull_rows_atom, pull_rows_request>::with<rows_reply>,
+  caf::replies_to<push_atom, push_request>::with<push_reply>,
+  caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
+  caf::replies_to<fence_atom, fence_request>::with<fence>,
+  caf::replies_to<stats_atom>::with<ps_stats>>;
+
+/// When a validated, new push is applied. The ps shard calls on_push for every push that
+/// passed validation and is not a duplicate; `apply` applies it now.
+class apply_policy {
+ public:
+  virtual ~apply_policy() = default;
+  virtual std::string describe() const = 0;
+  virtual push_status on_push(push_request& req, const std::function<void(push_request&)>& apply) = 0;
+};
+
+/// Asynchronous training: every push is applied on arrival.
+std::unique_ptr<apply_policy> apply_now();
+
+struct ps_shard_options {
+  uint32_t index = 0;              ///< this shard's number (stats, errors)
+  std::shared_ptr<apply_policy> policy;  ///< null: apply_now()
+  size_t staleness_buckets = 16;   ///< histogram size; the last bucket counts >= size-1
+};
+
+/// Spawns a shard that updates with its own clone of `opt`. Throws std::invalid_argument
+/// if `opt` is null.
+ps_shard_actor spawn_ps_shard(caf::actor_system& sys, const model::optimizer& opt, ps_shard_options opts);
+
+}  // namespace actortrain

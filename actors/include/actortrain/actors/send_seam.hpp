@@ -1,0 +1,123 @@
+#pragma once
+// The send seam: the one path every framework message takes between ActorTrain's
+// actors. Without a fault policy it is a plain CAF request or send. With one, each
+// message is shown to the policy, which may deliver it, drop it (the requester then
+// sees its own timeout, as with a lost packet), deliver it twice (the receiver must be
+// idempotent), or delay it (which also reorders it behind later messages). Delays go
+// through a relay actor and the relay's timer, so on CAF's test coordinator they follow
+// simulated time: nothing sleeps.
+//
+// One seam per cluster (shared by its actors through a shared_ptr): two clusters in one
+// process do not see each other's faults. The seam is used only from actor threads;
+// the policy must be thread-safe when the cluster runs on a multi-threaded scheduler.
+//
+// Requests through the seam are untyped at the call site (the destination may be the
+// relay or the black hole instead of the real receiver), so the reply handlers are
+// matched at run time; a reply of an unexpected type reaches the error handler as
+// sec::unexpected_response.
+
+#include <actortrain/actors/messages.hpp>
+
+#include <caf/all.hpp>
+
+#include <memory>
+#include <string>
+
+namespace actortrain {
+
+/// What the seam does with one message.
+struct delivery {
+  enum class kind : uint8_t { deliver, drop, duplicate, delay };
+  kind what = kind::deliver;
+  caf::timespan delay{0};  ///< for kind::delay
+
+  static delivery deliver() { return {}; }
+  static delivery drop() { return {kind::drop, caf::timespan{0}}; }
+  static delivery duplicate() { return {kind::duplicate, caf::timespan{0}}; }
+  static delivery delay_by(caf::timespan d) { return {kind::delay, d}; }
+};
+
+/// What a fault policy sees of a message.
+struct message_info {
+  caf::actor_addr from;
+  caf::actor_addr to;
+  caf::atom_value kind;  ///< the message's leading atom (pull, push, batch, step, ...)
+  bool is_request = true;
+};
+
+/// Decides the fate of messages (the fault-tolerance work implements seeded plans).
+class fault_policy {
+ public:
+  virtual ~fault_policy() = default;
+  virtual delivery decide(const message_info& m) = 0;
+};
+
+using relay_atom = caf::atom_constant<caf::atom("relay")>;
+using fire_atom = caf::atom_constant<caf::atom("fire")>;
+
+class send_seam {
+ public:
+  /// Spawns the seam's helper actors (relay, black hole) in `sys` when a policy is given.
+  explicit send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> policy = nullptr);
+  ~send_seam();
+  send_seam(const send_seam&) = delete;
+  send_seam& operator=(const send_seam&) = delete;
+
+  /// A request from `self` to `dest` with a finite `timeout`; returns CAF's response
+  /// handle (call .then(on_reply, on_error) on it).
+  template <class Self, class Handle, class Atom, class... Ts>
+  auto request(Self* self, const Handle& dest, caf::timespan timeout, Atom a, Ts&&... xs) {
+    auto target = caf::actor_cast<caf::actor>(dest);
+    if (!policy_) return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+    auto d = policy_->decide(message_info{self->address(), target.address(), Atom::value, true});
+    switch (d.what) {
+      case delivery::kind::drop:
+        return self->request(black_hole_, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::duplicate:
+        caf::anon_send(target, a, xs...);  // the copy's reply goes nowhere
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::delay:
+        return self->request(relay_, timeout, relay_atom::value, target,
+                             caf::make_message(a, std::forward<Ts>(xs)...), d.delay, timeout);
+      case delivery::kind::deliver:
+      default:
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+    }
+  }
+
+  /// A one-way message from `self` to `dest`.
+  template <class Self, class Handle, class Atom, class... Ts>
+  void send(Self* self, const Handle& dest, Atom a, Ts&&... xs) {
+    auto target = caf::actor_cast<caf::actor>(dest);
+    if (!policy_) {
+      self->send(target, a, std::forward<Ts>(xs)...);
+      return;
+    }
+    auto d = policy_->decide(message_info{self->address(), target.address(), Atom::value, false});
+    switch (d.what) {
+      case delivery::kind::drop:
+        return;
+      case delivery::kind::duplicate:
+        self->send(target, a, xs...);
+        self->send(target, a, std::forward<Ts>(xs)...);
+        return;
+      case delivery::kind::delay:
+        self->delayed_send(target, d.delay, a, std::forward<Ts>(xs)...);
+        return;
+      case delivery::kind::deliver:
+      default:
+        self->send(target, a, std::forward<Ts>(xs)...);
+    }
+  }
+
+  bool has_policy() const { return policy_ != nullptr; }
+
+ private:
+  std::shared_ptr<fault_policy> policy_;
+  caf::actor black_hole_;
+  caf::actor relay_;
+};
+
+using seam_ptr = std::shared_ptr<send_seam>;
+
+}  // namespace actortrain

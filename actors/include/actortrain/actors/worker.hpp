@@ -1,0 +1,55 @@
+#pragma once
+// worker: a model replica (structure only). For every step of a task it fetches the
+// batch from the step's dataset shard, pulls the parameters from the ps shards (each in
+// parallel), runs forward and backward, validates the gradients (shapes, finite — so a
+// step is never half-rejected by the shards), pushes each shard its slices in parallel,
+// and reports a step_result. A task of k steps (steps_per_execution) runs them in order
+// and answers once.
+//
+//   idle --step_task--> batch --> pull --> compute --> validate --> push --+--> idle
+//    ^                                                                     | (next step)
+//    +--------------- task_result (all k steps) or the first error <-------+
+//
+// The worker lets go of pulled parameters before it pushes, so a ps shard in the same
+// process can write the next version in place. Every request has the configured timeout;
+// any error ends the task with that error (the coordinator decides what to re-run).
+// Production workers are detached (compute on their own thread); the simulator spawns
+// them on the test coordinator, compute inline.
+
+#include <actortrain/actors/dataset_shard.hpp>
+#include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/actors/send_seam.hpp>
+#include <actortrain/model/loss.hpp>
+#include <actortrain/model/metric.hpp>
+#include <actortrain/model/model.hpp>
+#include <actortrain/model/partitioner.hpp>
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+namespace actortrain {
+
+using worker_actor = caf::typed_actor<caf::replies_to<step_atom, step_task>::with<task_result>>;
+
+/// What a worker needs to know; shared, immutable parts by shared_ptr.
+struct worker_options {
+  uint32_t id = 0;  ///< tasks carry this id and the generation the coordinator gave it
+  model::model structure;
+  model::loss_ptr loss;
+  /// Prototypes: the worker clones them (metric states travel in step results).
+  std::vector<std::shared_ptr<const model::metric>> metrics;
+  std::shared_ptr<const model::placement> placement;
+  std::vector<ps_shard_actor> ps;                 ///< by ps index
+  seam_ptr seam;
+  caf::timespan timeout = std::chrono::seconds(60);
+  uint64_t seed = 0;  ///< dropout masks: draw(seed, step)
+  bool detached = true;
+};
+
+worker_actor spawn_worker(caf::actor_system& sys, worker_options opts);
+
+}  // namespace actortrain

@@ -1,0 +1,391 @@
+#include <actortrain/actors/cluster.hpp>
+#include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/coordinator.hpp>
+#include <actortrain/actors/dataset_shard.hpp>
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/events.hpp>
+#include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/actors/send_seam.hpp>
+#include <actortrain/actors/worker.hpp>
+#include <actortrain/model/partitioner.hpp>
+#include <actortrain/model/progress.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace actortrain {
+
+namespace {
+
+using run_outcome = caf::expected<run_summary>;
+
+// Sends one request to the coordinator and hands the answer to the application thread.
+template <class Reply, class Request>
+void ask_coordinator(caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout, Request req,
+                     std::shared_ptr<std::promise<caf::expected<Reply>>> out) {
+  if constexpr (std::is_same<Request, run_spec>::value) {
+    self->request(coord, timeout, fit_atom::value, std::move(req))
+      .then([out](Reply& r) { out->set_value(std::move(r)); },
+            [out](caf::error& e) { out->set_value(std::move(e)); });
+  } else {
+    self->request(coord, timeout, eval_atom::value, std::move(req))
+      .then([out](Reply& r) { out->set_value(std::move(r)); },
+            [out](caf::error& e) { out->set_value(std::move(e)); });
+  }
+}
+
+}  // namespace
+
+struct cluster::impl {
+  caf::actor_system& sys;
+  cluster_spec spec;
+  model::model structure;
+  model::loss_ptr loss;
+  std::vector<std::shared_ptr<const model::metric>> metrics;
+  std::shared_ptr<const model::placement> placement;
+  std::shared_ptr<event_queue> events = std::make_shared<event_queue>();
+  seam_ptr seam;
+  std::vector<ps_shard_actor> ps;
+  std::vector<worker_actor> workers;
+  coordinator_actor coordinator;
+  std::unique_ptr<std::ofstream> metrics_out;
+  std::unique_ptr<metrics_writer> writer;
+
+  // The run in progress (one at a time).
+  uint64_t next_run = 1;
+  uint64_t active = 0;
+  std::future<caf::expected<run_summary>> result;
+  std::vector<caf::actor> run_shards;
+  model::fit_options opts;
+  std::unique_ptr<model::progress_printer> progress;
+  int64_t epoch_samples = 0;
+  std::optional<fit_result> finished;
+  std::string failure;
+
+  impl(caf::actor_system& s, cluster_spec sp) : sys(s), spec(std::move(sp)) {}
+
+  caf::timespan timeout() const { return std::chrono::duration_cast<caf::timespan>(spec.request_timeout); }
+  caf::timespan call_timeout() const { return std::chrono::duration_cast<caf::timespan>(spec.call_timeout); }
+
+  int num_pipelines() const { return spec.num_dataset_shards > 0 ? spec.num_dataset_shards : spec.num_workers; }
+
+  std::vector<caf::actor> spawn_shards(const dataset::dataset_fn& fn) {
+    std::vector<caf::actor> out;
+    int n = num_pipelines();
+    for (int i = 0; i < n; ++i) {
+      dataset_shard_options o;
+      o.context = dataset::input_context{n, i, 1};
+      o.prefetch = spec.prefetch;
+      o.detached = !spec.simulated;
+      out.push_back(caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, o)));
+    }
+    return out;
+  }
+
+  void stop(std::vector<caf::actor>& actors) {
+    for (auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    actors.clear();
+  }
+
+  void handle(const event& e) {
+    if (writer) writer->write(e);
+    if (!progress) return;
+    switch (e.kind) {
+      case event_kind::epoch_begin:
+        epoch_samples = 0;
+        progress->begin_epoch(static_cast<int>(e.epoch), opts.epochs, e.count);
+        break;
+      case event_kind::step_done: {
+        epoch_samples += e.examples;
+        progress->update(e.count, epoch_samples, e.values);
+        break;
+      }
+      case event_kind::epoch_done:
+        progress->end_epoch(e.count, epoch_samples, e.values);
+        break;
+      case event_kind::worker_lost:
+        progress->note(fmt::format("worker {} (generation {}) lost: {}", e.worker, e.generation, e.text));
+        break;
+      case event_kind::steps_requeued:
+        progress->note(fmt::format("{} step(s) of worker {} re-queued", e.count, e.worker));
+        break;
+      case event_kind::worker_joined:
+        progress->note(fmt::format("worker {} joined (generation {})", e.worker, e.generation));
+        break;
+      case event_kind::warning:
+        progress->note("warning: " + e.text);
+        break;
+      default:
+        break;
+    }
+  }
+
+  void drain(std::chrono::milliseconds wait) {
+    auto first = events->pop(wait);
+    if (!first) return;
+    handle(*first);
+    while (auto e = events->pop()) handle(*e);
+  }
+
+  // Called once the result future is ready.
+  void complete() {
+    drain(std::chrono::milliseconds(0));
+    auto r = result.get();
+    stop(run_shards);
+    active = 0;
+    if (!r) {
+      failure = describe(r.error());
+      return;
+    }
+    fit_result out;
+    for (size_t i = 0; i < r->keys.size(); ++i)
+      for (auto v : r->values[i]) out.history.add(r->keys[i], v);
+    out.steps = r->steps;
+    out.ran_out = r->ran_out;
+    finished = std::move(out);
+  }
+};
+
+cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
+                 model::loss_ptr loss, std::vector<model::metric_ptr> metrics)
+  : impl_(std::make_unique<impl>(sys, std::move(spec))) {
+  auto& d = *impl_;
+  if (!is_configured(sys))
+    throw std::logic_error("actortrain::configure(cfg) was not called on this actor_system's config");
+  if (d.spec.num_workers < 1)
+    throw std::invalid_argument(fmt::format("cluster: num_workers = {}; at least one worker is needed", d.spec.num_workers));
+  if (d.spec.num_ps < 1)
+    throw std::invalid_argument(fmt::format("cluster: num_ps = {}; at least one ps shard is needed", d.spec.num_ps));
+  if (d.spec.num_dataset_shards < 0)
+    throw std::invalid_argument(fmt::format("cluster: num_dataset_shards = {} < 0", d.spec.num_dataset_shards));
+  if (d.spec.steps_per_execution < 1)
+    throw std::invalid_argument(fmt::format("cluster: steps_per_execution = {} < 1", d.spec.steps_per_execution));
+  if (d.spec.consistency != "async")
+    throw std::invalid_argument(fmt::format("cluster: consistency '{}' is not available (only 'async')", d.spec.consistency));
+  if (structure.empty()) throw std::invalid_argument("cluster: empty model");
+  if (!loss) throw std::invalid_argument("cluster: no loss");
+  d.structure = std::move(structure);
+  d.loss = std::move(loss);
+  for (auto& m : metrics) {
+    if (!m) throw std::invalid_argument("cluster: null metric");
+    d.metrics.push_back(std::shared_ptr<const model::metric>(std::move(m)));
+  }
+  auto part = d.spec.partitioner.empty() || d.spec.partitioner == "none" ? nullptr
+                                                                         : model::make_partitioner(d.spec.partitioner);
+  d.placement = std::make_shared<model::placement>(model::place(d.structure.variables(), part.get(), d.spec.num_ps));
+  if (!d.spec.metrics_file.empty()) {
+    d.metrics_out = std::make_unique<std::ofstream>(d.spec.metrics_file, std::ios::out | std::ios::app);
+    if (!*d.metrics_out) throw std::invalid_argument("cluster: cannot open metrics file " + d.spec.metrics_file);
+    d.writer = std::make_unique<metrics_writer>(*d.metrics_out);
+  }
+  d.seam = std::make_shared<send_seam>(sys, d.spec.faults);
+  for (int p = 0; p < d.spec.num_ps; ++p) {
+    ps_shard_options o;
+    o.index = static_cast<uint32_t>(p);
+    d.ps.push_back(spawn_ps_shard(sys, opt, o));
+  }
+  for (int w = 0; w < d.spec.num_workers; ++w) {
+    worker_options o;
+    o.id = static_cast<uint32_t>(w);
+    o.structure = d.structure;
+    o.loss = d.loss;
+    o.metrics = d.metrics;
+    o.placement = d.placement;
+    o.ps = d.ps;
+    o.seam = d.seam;
+    o.timeout = d.timeout();
+    o.seed = d.spec.seed;
+    o.detached = !d.spec.simulated;
+    d.workers.push_back(spawn_worker(sys, std::move(o)));
+  }
+  coordinator_options c;
+  c.ps = d.ps;
+  c.workers = d.workers;
+  c.placement = d.placement;
+  c.initial = std::make_shared<model::parameter_store>(d.structure.initial_parameters(d.spec.seed));
+  c.metrics = d.metrics;
+  c.events = d.events;
+  c.seam = d.seam;
+  c.timeout = d.timeout();
+  c.steps_per_execution = d.spec.steps_per_execution;
+  d.coordinator = spawn_coordinator(sys, std::move(c));
+}
+
+cluster::~cluster() {
+  auto& d = *impl_;
+  d.stop(d.run_shards);
+  caf::anon_send_exit(d.coordinator, caf::exit_reason::user_shutdown);
+  for (auto& w : d.workers) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  for (auto& p : d.ps) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+}
+
+cluster::run_handle cluster::start_fit(dataset::dataset_fn fn, const model::fit_options& opts) {
+  auto& d = *impl_;
+  if (d.active) throw std::logic_error("cluster::start_fit: a run is in progress (join it first)");
+  if (!fn) throw std::invalid_argument("cluster::start_fit: no dataset_fn");
+  if (opts.epochs < 0) throw std::invalid_argument(fmt::format("fit: epochs = {} < 0", opts.epochs));
+  if (opts.steps_per_epoch < 0)
+    throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
+  run_spec spec;
+  spec.epochs = opts.epochs;
+  spec.steps_per_epoch = opts.steps_per_epoch;
+  spec.pipelines = d.spawn_shards(fn);
+  d.run_shards = spec.pipelines;
+  if (opts.validation) {
+    auto val = *opts.validation;
+    spec.eval_pipelines = d.spawn_shards([val](const dataset::input_context& ctx) {
+      return dataset::auto_shard(val, ctx, dataset::auto_shard_policy::data);
+    });
+    d.run_shards.insert(d.run_shards.end(), spec.eval_pipelines.begin(), spec.eval_pipelines.end());
+  }
+  d.opts = opts;
+  std::ostream& out = opts.out ? *opts.out : std::cout;
+  d.progress = std::make_unique<model::progress_printer>(out, opts.verbose, model::progress_printer::stdout_is_terminal(out));
+  d.finished.reset();
+  d.failure.clear();
+  auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
+  d.result = promise->get_future();
+  d.active = d.next_run++;
+  d.sys.spawn(ask_coordinator<run_summary, run_spec>, d.coordinator, d.call_timeout(), std::move(spec), promise);
+  return run_handle{d.active};
+}
+
+bool cluster::poll(const run_handle& h) {
+  auto& d = *impl_;
+  if (d.active != h.id) return true;
+  d.drain(std::chrono::milliseconds(0));
+  if (d.result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+  d.complete();
+  return true;
+}
+
+fit_result cluster::join(const run_handle& h) {
+  auto& d = *impl_;
+  if (d.active == h.id) {
+    while (d.result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) d.drain(std::chrono::milliseconds(50));
+    d.complete();
+  }
+  if (!d.failure.empty()) throw std::runtime_error(d.failure);
+  if (!d.finished) throw std::logic_error("cluster::join: unknown run");
+  return *d.finished;
+}
+
+model::history cluster::fit(dataset::dataset_fn fn, const model::fit_options& opts) {
+  return join(start_fit(std::move(fn), opts)).history;
+}
+
+model::history cluster::fit(const dataset::dataset& data, const model::fit_options& opts) {
+  auto policy = impl_->spec.auto_shard;
+  return fit([data, policy](const dataset::input_context& ctx) { return dataset::auto_shard(data, ctx, policy); }, opts);
+}
+
+std::map<std::string, double> cluster::evaluate(const dataset::dataset& data) {
+  auto& d = *impl_;
+  if (d.active) throw std::logic_error("cluster::evaluate: a run is in progress");
+  eval_spec spec;
+  auto shards = d.spawn_shards([data](const dataset::input_context& ctx) {
+    return dataset::auto_shard(data, ctx, dataset::auto_shard_policy::data);
+  });
+  spec.pipelines = shards;
+  auto promise = std::make_shared<std::promise<caf::expected<eval_summary>>>();
+  auto fut = promise->get_future();
+  d.sys.spawn(ask_coordinator<eval_summary, eval_spec>, d.coordinator, d.call_timeout(), std::move(spec), promise);
+  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) d.drain(std::chrono::milliseconds(50));
+  d.drain(std::chrono::milliseconds(0));
+  d.stop(shards);
+  auto r = fut.get();
+  if (!r) throw std::runtime_error(describe(r.error()));
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < r->keys.size(); ++i) out[r->keys[i]] = r->values[i];
+  return out;
+}
+
+std::future<model::parameter_store> cluster::pull_variables() {
+  auto& d = *impl_;
+  auto promise = std::make_shared<std::promise<model::parameter_store>>();
+  auto fut = promise->get_future();
+  auto placement = d.placement;
+  auto ps = d.ps;
+  auto timeout = d.timeout();
+  auto n = d.structure.variables().size();
+  d.sys.spawn([promise, placement, ps, timeout, n](caf::event_based_actor* self) {
+    auto store = std::make_shared<model::parameter_store>(n);
+    auto remaining = std::make_shared<size_t>(ps.size());
+    auto failed = std::make_shared<bool>(false);
+    for (int p = 0; p < placement->num_ps(); ++p) {
+      pull_request req;
+      for (auto& part : placement->partitions_on(p)) req.partitions.push_back(partition_key{part.variable, part.index});
+      fence f;
+      f.coordinator_epoch = 0;  // read-only: never raises a shard's fence
+      req.f = f;
+      self->request(ps[static_cast<size_t>(p)], timeout, pull_atom::value, std::move(req))
+        .then(
+          [=](pull_reply& r) {
+            for (auto& pv : r.values) {
+              const auto& vp = placement->variable(pv.key.variable);
+              if (!store->has(pv.key.variable))
+                store->adopt(pv.key.variable, std::make_shared<model::matrix>(vp.shape.rows, vp.shape.cols));
+              const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
+              (*store)[pv.key.variable].middleRows(part.row_begin, part.rows()) = *pv.value.value;
+            }
+            if (--*remaining == 0 && !*failed) promise->set_value(std::move(*store));
+          },
+          [=](caf::error& e) {
+            if (*failed) return;
+            *failed = true;
+            promise->set_exception(std::make_exception_ptr(std::runtime_error("pulling variables: " + describe(e))));
+          });
+    }
+  });
+  return fut;
+}
+
+model::parameter_store cluster::variables() {
+  auto fut = pull_variables();
+  if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(1)) != std::future_status::ready)
+    throw std::runtime_error("cluster::variables: the ps shards did not answer in time");
+  return fut.get();
+}
+
+model::matrix cluster::predict(const dataset::dataset& data) {
+  auto params = variables();
+  model::executor ex{impl_->structure};
+  std::vector<model::matrix> parts;
+  int64_t rows = 0;
+  auto it = data.iterate(0);
+  while (auto e = it->next()) {
+    parts.push_back(ex.forward(params, e->features, false));
+    rows += parts.back().rows();
+  }
+  model::matrix all(rows, impl_->structure.output_width());
+  int64_t r = 0;
+  for (auto& p : parts) {
+    all.middleRows(r, p.rows()) = p;
+    r += p.rows();
+  }
+  return all;
+}
+
+const model::model& cluster::structure() const { return impl_->structure; }
+const cluster_spec& cluster::spec() const { return impl_->spec; }
+std::shared_ptr<event_queue> cluster::events() const { return impl_->events; }
+
+std::string cluster::ps_report() {
+  auto& d = *impl_;
+  std::string out;
+  caf::scoped_actor self{d.sys};
+  for (auto& p : d.ps)
+    self->request(p, d.timeout(), stats_atom::value)
+      .receive(
+        [&](ps_stats& s) {
+          out += fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}\n", s.shard, s.applied,
+                             s.duplicates, s.rejected, s.fenced);
+        },
+        [&](caf::error& e) { out += "ps: " + describe(e) + "\n"; });
+  return out;
+}
+
+}  // namespace actortrain

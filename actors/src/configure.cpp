@@ -1,0 +1,44 @@
+#include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/messages.hpp>
+#include <actortrain/model/fpu.hpp>
+
+#include <caf/io/middleman.hpp>
+#include <caf/thread_hook.hpp>
+
+#include <stdexcept>
+
+namespace actortrain {
+
+namespace {
+
+constexpr const char* configured_key = "actortrain.configured";
+
+class flush_to_zero_hook : public caf::thread_hook {
+ public:
+  void init(caf::actor_system&) override {}
+  void thread_started() override { model::enable_flush_to_zero(); }
+  void thread_terminates() override {}
+};
+
+std::string render_error(uint8_t code, caf::atom_value, const caf::message& ctx) {
+  std::string s = to_string(static_cast<error_code>(code));
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0)) s += ": " + ctx.get_as<std::string>(0);
+  return s;
+}
+
+}  // namespace
+
+void configure(caf::actor_system_config& cfg, const configure_options& opts) {
+  if (caf::get_or(cfg, configured_key, false))
+    throw std::logic_error("actortrain::configure called twice on one actor_system_config");
+  cfg.add_message_types<caf::id_block::actortrain>();
+  cfg.add_error_category(caf::atom("actortrain"), render_error);
+  if (opts.flush_to_zero) cfg.add_thread_hook<flush_to_zero_hook>();
+  if (opts.load_middleman) cfg.load<caf::io::middleman>();
+  cfg.set(configured_key, true);
+}
+
+bool is_configured(const caf::actor_system& sys) { return caf::get_or(sys.config(), configured_key, false); }
+
+}  // namespace actortrain

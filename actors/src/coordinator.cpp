@@ -1,0 +1,648 @@
+#include <actortrain/actors/coordinator.hpp>
+#include <actortrain/actors/errors.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace actortrain {
+
+namespace {
+
+class when_free_gate : public dispatch_gate {
+ public:
+  std::string describe() const override { return "async"; }
+  bool may_dispatch(const gate_view&) const override { return true; }
+};
+
+struct worker_slot {
+  worker_actor handle;
+  uint32_t id = 0;
+  uint64_t generation = 1;
+  bool alive = true;
+  bool busy = false;
+  uint64_t steps = 0;
+};
+
+struct pipeline_slot {
+  caf::actor shard;
+  uint64_t next = 0;         // next position to dispatch
+  uint64_t epoch_begin = 0;  // first position of the current epoch
+  uint64_t end = UINT64_MAX; // first position known to be past the data
+  bool ended() const { return next >= end; }
+};
+
+// A task handed to a worker, remembered until its result arrives.
+struct pending_task {
+  step_task task;
+  bool eval = false;
+};
+
+// Accumulates loss and metrics over steps (training) or batches (evaluation).
+struct accumulator {
+  double loss_sum = 0;
+  int64_t examples = 0;
+  std::vector<std::unique_ptr<model::metric>> metrics;
+  void reset(const std::vector<std::shared_ptr<const model::metric>>& protos) {
+    loss_sum = 0;
+    examples = 0;
+    metrics.clear();
+    for (auto& p : protos) metrics.push_back(p->clone());
+  }
+  void add(const step_result& r) {
+    loss_sum += r.loss * static_cast<double>(r.example_count);
+    examples += r.example_count;
+    for (size_t i = 0; i < metrics.size() && i < r.metric_states.size(); ++i) metrics[i]->merge(r.metric_states[i]);
+  }
+  std::map<std::string, double> values() const {
+    std::map<std::string, double> v;
+    v["loss"] = examples > 0 ? loss_sum / static_cast<double>(examples) : 0.0;
+    for (auto& m : metrics) v[m->name()] = m->result();
+    return v;
+  }
+};
+
+enum class phase { idle, initializing, training, evaluating };
+
+struct coord_state {
+  coordinator_options opts;
+  std::vector<worker_slot> workers;
+  bool ps_ready = false;
+  uint64_t run = 0;
+  phase ph = phase::idle;
+  // The current run.
+  run_spec spec;
+  int32_t epoch = 0;
+  std::vector<pipeline_slot> pipes;
+  std::vector<pipeline_slot> eval_pipes;
+  size_t rr = 0;  // round-robin pointer over pipelines
+  std::deque<step_task> requeued;
+  std::map<uint32_t, pending_task> in_flight;  // by worker id
+  std::map<step_id, int> failures;             // per step: failed attempts
+  int64_t dispatched_epoch = 0, applied_epoch = 0;
+  uint64_t dispatched_run = 0, applied_run = 0, steps_total = 0;
+  accumulator train_acc, eval_acc;
+  std::map<std::string, std::vector<double>> history;
+  std::map<std::string, double> epoch_values;
+  bool ran_out = false;
+  bool standalone_eval = false;
+  caf::typed_response_promise<run_summary> run_rp;
+  caf::typed_response_promise<eval_summary> eval_rp;
+  std::chrono::steady_clock::time_point started;
+  static inline const char* name = "coordinator";
+};
+
+using self_ptr = coordinator_actor::stateful_pointer<coord_state>;
+
+void emit(coord_state& st, event e) {
+  if (!st.opts.events) return;
+  e.run = st.run;
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.started).count();
+  st.opts.events->push(std::move(e));
+}
+
+fence current_fence(const coord_state& st) {
+  fence f;
+  f.coordinator_epoch = st.opts.coordinator_epoch;
+  return f;
+}
+
+void dispatch(self_ptr self);
+void end_epoch(self_ptr self);
+
+void fail_run(self_ptr self, caf::error err) {
+  auto& st = self->state;
+  auto text = describe(err);
+  if (st.ph == phase::idle) return;
+  bool eval_only = st.standalone_eval;
+  st.ph = phase::idle;
+  st.requeued.clear();
+  event e;
+  e.kind = event_kind::warning;
+  e.text = "the run failed: " + text;
+  emit(st, std::move(e));
+  if (eval_only)
+    st.eval_rp.deliver(std::move(err));
+  else
+    st.run_rp.deliver(std::move(err));
+}
+
+void finish_run(self_ptr self) {
+  auto& st = self->state;
+  st.ph = phase::idle;
+  run_summary s;
+  s.run = st.run;
+  s.steps = static_cast<int64_t>(st.applied_run);
+  s.ran_out = st.ran_out;
+  for (auto& [k, v] : st.history) {
+    s.keys.push_back(k);
+    s.values.push_back(v);
+  }
+  st.run_rp.deliver(std::move(s));
+}
+
+bool is_application_error(const caf::error& e) {
+  if (e.category() != caf::atom("actortrain")) return false;
+  auto c = static_cast<error_code>(e.code());
+  return c == error_code::user_error || c == error_code::invalid_gradient || c == error_code::invalid_request ||
+         c == error_code::not_initialized;
+}
+
+// The next task for a free worker, if the gate and the data allow one.
+std::optional<pending_task> next_task(coord_state& st) {
+  if (st.ph == phase::evaluating) {
+    for (size_t n = 0; n < st.eval_pipes.size(); ++n) {
+      auto p = (st.rr + n) % st.eval_pipes.size();
+      auto& ps = st.eval_pipes[p];
+      if (ps.ended()) continue;
+      st.rr = p + 1;
+      pending_task t;
+      t.eval = true;
+      t.task.f = current_fence(st);
+      t.task.source = ps.shard;
+      t.task.training = false;
+      for (int32_t k = 0; k < st.opts.steps_per_execution && ps.next < ps.end; ++k)
+        t.task.steps.push_back(step_id{st.run, static_cast<uint32_t>(p), ps.next++});
+      return t;
+    }
+    return std::nullopt;
+  }
+  if (st.ph != phase::training) return std::nullopt;
+  gate_view v{st.dispatched_run, st.applied_run, st.applied_run, st.in_flight.size()};
+  if (!st.opts.gate->may_dispatch(v)) return std::nullopt;
+  if (!st.requeued.empty()) {
+    pending_task t;
+    t.task = std::move(st.requeued.front());
+    st.requeued.pop_front();
+    t.task.f = current_fence(st);
+    return t;
+  }
+  int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
+  if (budget <= 0) return std::nullopt;
+  for (size_t n = 0; n < st.pipes.size(); ++n) {
+    auto p = (st.rr + n) % st.pipes.size();
+    auto& ps = st.pipes[p];
+    if (ps.ended()) continue;
+    st.rr = p + 1;
+    pending_task t;
+    t.task.f = current_fence(st);
+    t.task.source = ps.shard;
+    t.task.epoch = st.spec.steps_per_epoch > 0 ? 0 : static_cast<uint64_t>(st.epoch);
+    t.task.epoch_begin = ps.epoch_begin;
+    int64_t k = std::min<int64_t>(st.opts.steps_per_execution, budget);
+    for (int64_t j = 0; j < k && ps.next < ps.end; ++j)
+      t.task.steps.push_back(step_id{st.run, static_cast<uint32_t>(p), ps.next++});
+    st.dispatched_epoch += static_cast<int64_t>(t.task.steps.size());
+    st.dispatched_run += t.task.steps.size();
+    return t;
+  }
+  return std::nullopt;
+}
+
+void requeue(self_ptr self, step_task task, const caf::error& why) {
+  auto& st = self->state;
+  for (auto& s : task.steps) {
+    int& n = st.failures[s];
+    if (++n >= st.opts.poison_limit) {
+      fail_run(self, make_error(error_code::poison_step,
+                                fmt::format("step {} failed {} times; last: {}", to_string(s), n, describe(why))));
+      return;
+    }
+  }
+  st.requeued.push_back(std::move(task));
+}
+
+void on_task_result(self_ptr self, uint32_t wid, task_result& res) {
+  auto& st = self->state;
+  auto it = st.in_flight.find(wid);
+  if (it == st.in_flight.end()) return;  // a stale answer (the worker was declared lost)
+  bool eval = it->second.eval;
+  auto task = std::move(it->second.task);
+  st.in_flight.erase(it);
+  auto& w = st.workers[wid];
+  w.busy = false;
+  for (auto& r : res.steps) {
+    auto& pipes = eval ? st.eval_pipes : st.pipes;
+    if (r.step.pipeline >= pipes.size()) continue;
+    auto& ps = pipes[r.step.pipeline];
+    if (r.end_of_data) {
+      ps.end = std::min(ps.end, r.step.position);
+      continue;
+    }
+    if (eval) {
+      st.eval_acc.add(r);
+      continue;
+    }
+    st.train_acc.add(r);
+    ++st.applied_epoch;
+    ++st.applied_run;
+    ++w.steps;
+    event e;
+    e.kind = event_kind::step_done;
+    e.epoch = st.epoch;
+    e.pipeline = r.step.pipeline;
+    e.position = r.step.position;
+    e.worker = r.worker;
+    e.generation = r.generation;
+    e.loss = r.loss;
+    e.examples = r.example_count;
+    e.staleness = r.max_staleness;
+    e.count = st.applied_epoch;
+    e.values = st.train_acc.values();
+    emit(st, std::move(e));
+  }
+  // Positions handed out past a pipeline's end come back as end_of_data; nothing to redo.
+  dispatch(self);
+}
+
+void on_task_error(self_ptr self, uint32_t wid, caf::error& err) {
+  auto& st = self->state;
+  auto it = st.in_flight.find(wid);
+  if (it == st.in_flight.end()) return;
+  auto pt = std::move(it->second);
+  st.in_flight.erase(it);
+  st.workers[wid].busy = false;
+  if (is_application_error(err)) {
+    fail_run(self, std::move(err));
+    return;
+  }
+  if (pt.eval) {
+    // Evaluation is read-only: run the batches again.
+    auto& ps = st.eval_pipes[pt.task.steps.front().pipeline];
+    ps.next = std::min(ps.next, pt.task.steps.front().position);
+  } else {
+    requeue(self, std::move(pt.task), err);
+  }
+  dispatch(self);
+}
+
+void send_task(self_ptr self, worker_slot& w, pending_task t) {
+  auto& st = self->state;
+  w.busy = true;
+  auto wid = w.id;
+  t.task.f.worker = wid;
+  t.task.f.worker_generation = w.generation;
+  auto task = t.task;
+  st.in_flight.emplace(wid, std::move(t));
+  // A task may run steps_per_execution steps: give it that many timeouts.
+  auto timeout = st.opts.timeout * std::max<int64_t>(1, static_cast<int64_t>(task.steps.size()));
+  st.opts.seam->request(self, w.handle, timeout, step_atom::value, std::move(task))
+    .then([self, wid](task_result& r) { on_task_result(self, wid, r); },
+          [self, wid](caf::error& e) { on_task_error(self, wid, e); });
+}
+
+bool phase_complete(const coord_state& st) {
+  if (!st.in_flight.empty() || !st.requeued.empty()) return false;
+  if (st.ph == phase::evaluating) {
+    for (auto& p : st.eval_pipes)
+      if (!p.ended()) return false;
+    return true;
+  }
+  if (st.spec.steps_per_epoch > 0 && st.applied_epoch >= st.spec.steps_per_epoch) return true;
+  for (auto& p : st.pipes)
+    if (!p.ended()) return false;
+  return true;
+}
+
+void start_eval(self_ptr self, const std::vector<caf::actor>& shards) {
+  auto& st = self->state;
+  st.ph = phase::evaluating;
+  st.eval_acc.reset(st.opts.metrics);
+  st.eval_pipes.clear();
+  for (auto& s : shards) st.eval_pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});
+  st.rr = 0;
+}
+
+void begin_epoch(self_ptr self) {
+  auto& st = self->state;
+  st.ph = phase::training;
+  st.applied_epoch = 0;
+  st.dispatched_epoch = 0;
+  st.train_acc.reset(st.opts.metrics);
+  for (auto& p : st.pipes) {
+    if (st.spec.steps_per_epoch == 0) {
+      // A new pass: positions continue where the last epoch's data ended.
+      auto begin = p.end == UINT64_MAX ? p.next : p.end;
+      p.epoch_begin = begin;
+      p.next = begin;
+      p.end = UINT64_MAX;
+    }
+  }
+  event e;
+  e.kind = event_kind::epoch_begin;
+  e.epoch = st.epoch;
+  e.count = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch : -1;
+  emit(st, std::move(e));
+}
+
+void end_epoch(self_ptr self) {
+  auto& st = self->state;
+  if (st.ph == phase::training) {
+    st.epoch_values = st.train_acc.values();
+    if (st.spec.steps_per_epoch > 0 && st.applied_epoch < st.spec.steps_per_epoch) {
+      st.ran_out = true;
+      event w;
+      w.kind = event_kind::warning;
+      w.text = fmt::format("the input ran out of data after {} steps of epoch {}; training stops", st.applied_epoch,
+                           st.epoch + 1);
+      emit(st, std::move(w));
+    }
+    if (!st.spec.eval_pipelines.empty() && st.applied_epoch > 0) {
+      start_eval(self, st.spec.eval_pipelines);
+      return;
+    }
+  } else if (st.ph == phase::evaluating) {
+    for (auto& [k, v] : st.eval_acc.values()) st.epoch_values["val_" + k] = v;
+  }
+  if (st.applied_epoch == 0 && st.spec.steps_per_epoch == 0 && st.epoch == 0) {
+    fail_run(self, make_error(error_code::invalid_request, "the training data is empty: no step in the first epoch"));
+    return;
+  }
+  if (st.applied_epoch > 0) {
+    for (auto& [k, v] : st.epoch_values) st.history[k].push_back(v);
+    event e;
+    e.kind = event_kind::epoch_done;
+    e.epoch = st.epoch;
+    e.count = st.applied_epoch;
+    e.values = st.epoch_values;
+    emit(st, std::move(e));
+  }
+  ++st.epoch;
+  if (st.epoch >= st.spec.epochs || st.ran_out) {
+    finish_run(self);
+    return;
+  }
+  begin_epoch(self);
+}
+
+void dispatch(self_ptr self) {
+  auto& st = self->state;
+  for (;;) {
+    if (st.ph != phase::training && st.ph != phase::evaluating) return;
+    bool any = false;
+    for (auto& w : st.workers) {
+      if (!w.alive || w.busy) continue;
+      auto t = next_task(st);
+      if (!t) break;
+      if (t->task.steps.empty()) continue;
+      send_task(self, w, std::move(*t));
+      any = true;
+    }
+    if (phase_complete(st)) {
+      if (st.ph == phase::evaluating && st.standalone_eval) {
+        st.ph = phase::idle;
+        st.standalone_eval = false;
+        eval_summary s;
+        for (auto& [k, v] : st.eval_acc.values()) {
+          s.keys.push_back(k);
+          s.values.push_back(v);
+        }
+        event e;
+        e.kind = event_kind::evaluation_done;
+        e.values = st.eval_acc.values();
+        emit(st, std::move(e));
+        st.eval_rp.deliver(std::move(s));
+        return;
+      }
+      end_epoch(self);
+      continue;  // the next epoch (or evaluation) may dispatch at once
+    }
+    if (!any) return;
+  }
+}
+
+bool alive_workers(const coord_state& st) {
+  for (auto& w : st.workers)
+    if (w.alive) return true;
+  return false;
+}
+
+// A worker is gone: fence it out on every shard, then give its steps to others.
+void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
+  auto& st = self->state;
+  if (wid >= st.workers.size() || !st.workers[wid].alive) return;
+  auto& w = st.workers[wid];
+  w.alive = false;
+  w.busy = false;
+  event lost;
+  lost.kind = event_kind::worker_lost;
+  lost.worker = wid;
+  lost.generation = w.generation;
+  lost.text = describe(reason);
+  emit(st, std::move(lost));
+  std::optional<pending_task> pt;
+  if (auto it = st.in_flight.find(wid); it != st.in_flight.end()) {
+    pt = std::move(it->second);
+    st.in_flight.erase(it);
+  }
+  if (!alive_workers(st)) {
+    fail_run(self, make_error(error_code::worker_lost, fmt::format("all workers are lost (last: worker {}: {})", wid,
+                                                                   describe(reason))));
+    return;
+  }
+  if (!pt) return;
+  if (pt->eval) {
+    auto& ps = st.eval_pipes[pt->task.steps.front().pipeline];
+    ps.next = std::min(ps.next, pt->task.steps.front().position);
+    dispatch(self);
+    return;
+  }
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto task = std::make_shared<step_task>(std::move(pt->task));
+  fence f = current_fence(st);
+  f.worker = wid;
+  f.worker_generation = w.generation + 1;
+  auto requeue_now = [self, task, wid] {
+    auto& st = self->state;
+    event e;
+    e.kind = event_kind::steps_requeued;
+    e.worker = wid;
+    e.count = static_cast<int64_t>(task->steps.size());
+    emit(st, std::move(e));
+    requeue(self, std::move(*task), make_error(error_code::worker_lost, fmt::format("worker {} was lost", wid)));
+    dispatch(self);
+  };
+  for (auto& ps : st.opts.ps)
+    st.opts.seam->request(self, ps, st.opts.timeout, fence_atom::value, fence_request{f})
+      .then(
+        [remaining, requeue_now](fence&) {
+          if (--*remaining == 0) requeue_now();
+        },
+        [self](caf::error& e) {
+          fail_run(self, make_error(error_code::timeout, "a ps shard did not acknowledge a worker fence: " + describe(e)));
+        });
+}
+
+void init_shards(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  const auto& pl = *st.opts.placement;
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  for (int p = 0; p < pl.num_ps(); ++p) {
+    init_request req;
+    req.f = current_fence(st);
+    for (auto& part : pl.partitions_on(p)) {
+      const auto& vp = pl.variable(part.variable);
+      const auto& full = (*st.opts.initial)[part.variable];
+      req.partitions.push_back(partition_init{partition_key{part.variable, part.index}, vp.name, part.row_begin,
+                                              vp.sparse,
+                                              tensor{model::matrix(full.middleRows(part.row_begin, part.rows()))}});
+    }
+    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, init_atom::value, std::move(req))
+      .then(
+        [remaining, then](caf::ok_atom) {
+          if (--*remaining == 0) then();
+        },
+        [self](caf::error& e) { fail_run(self, std::move(e)); });
+  }
+}
+
+coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_options opts) {
+  auto& st = self->state;
+  st.opts = std::move(opts);
+  if (!st.opts.gate) st.opts.gate = dispatch_when_free();
+  st.started = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < st.opts.workers.size(); ++i) {
+    worker_slot w;
+    w.handle = st.opts.workers[i];
+    w.id = static_cast<uint32_t>(i);
+    self->monitor(w.handle);
+    st.workers.push_back(w);
+  }
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& w : st.workers)
+      if (w.handle.address() == dm.source) on_worker_down(self, w.id, dm.reason);
+  });
+  self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+    std::string what;
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
+    }
+    auto err = make_error(error_code::user_error, "coordinator: " + what);
+    fail_run(self, err);
+    return err;
+  });
+  return {
+    [self](fit_atom, run_spec& spec) -> caf::result<run_summary> {
+      auto& st = self->state;
+      if (st.ph != phase::idle)
+        return make_error(error_code::invalid_request, "a run is in progress: fit calls do not overlap");
+      if (spec.pipelines.empty()) return make_error(error_code::invalid_request, "fit without dataset shards");
+      if (spec.epochs < 0) return make_error(error_code::invalid_request, fmt::format("epochs = {} < 0", spec.epochs));
+      if (!alive_workers(st)) return make_error(error_code::no_workers, "the cluster has no live worker");
+      ++st.run;
+      st.spec = std::move(spec);
+      st.run_rp = self->make_response_promise<run_summary>();
+      st.epoch = 0;
+      st.history.clear();
+      st.ran_out = false;
+      st.dispatched_run = st.applied_run = 0;
+      st.requeued.clear();
+      st.failures.clear();
+      st.pipes.clear();
+      for (auto& s : st.spec.pipelines) st.pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});
+      st.rr = 0;
+      st.standalone_eval = false;
+      event e;
+      e.kind = event_kind::run_begin;
+      e.count = st.spec.epochs;
+      emit(st, std::move(e));
+      auto go = [self] {
+        auto& st = self->state;
+        st.ps_ready = true;
+        if (st.spec.epochs == 0) {
+          finish_run(self);
+          return;
+        }
+        begin_epoch(self);
+        dispatch(self);
+      };
+      st.ph = phase::initializing;
+      if (st.ps_ready)
+        go();
+      else
+        init_shards(self, go);
+      return st.run_rp;
+    },
+    [self](eval_atom, eval_spec& spec) -> caf::result<eval_summary> {
+      auto& st = self->state;
+      if (st.ph != phase::idle) return make_error(error_code::invalid_request, "evaluate while a run is in progress");
+      if (spec.pipelines.empty()) return make_error(error_code::invalid_request, "evaluate without dataset shards");
+      if (!alive_workers(st)) return make_error(error_code::no_workers, "the cluster has no live worker");
+      st.eval_rp = self->make_response_promise<eval_summary>();
+      st.standalone_eval = true;
+      auto shards = spec.pipelines;
+      auto go = [self, shards] {
+        self->state.ps_ready = true;
+        start_eval(self, shards);
+        dispatch(self);
+      };
+      st.ph = phase::initializing;
+      if (st.ps_ready)
+        go();
+      else
+        init_shards(self, go);
+      return st.eval_rp;
+    },
+    [self](status_atom) -> cluster_status {
+      auto& st = self->state;
+      cluster_status s;
+      s.run = st.run;
+      s.training = st.ph != phase::idle;
+      s.epoch = st.epoch;
+      s.steps_applied = st.applied_run;
+      for (auto& w : st.workers) s.workers.push_back(worker_status{w.id, w.generation, w.alive, w.busy, w.steps});
+      return s;
+    },
+    [self](join_atom, caf::actor handle, uint32_t id) -> caf::result<uint64_t> {
+      auto& st = self->state;
+      auto typed = caf::actor_cast<worker_actor>(handle);
+      if (id < st.workers.size()) {
+        auto& w = st.workers[id];
+        if (w.alive) return make_error(error_code::invalid_request, fmt::format("worker {} is already a member", id));
+        w.handle = typed;
+        w.alive = true;
+        w.busy = false;
+        ++w.generation;
+      } else if (id == st.workers.size()) {
+        worker_slot w;
+        w.handle = typed;
+        w.id = id;
+        st.workers.push_back(w);
+      } else {
+        return make_error(error_code::invalid_request,
+                          fmt::format("worker id {} leaves a gap (next is {})", id, st.workers.size()));
+      }
+      self->monitor(typed);
+      event e;
+      e.kind = event_kind::worker_joined;
+      e.worker = id;
+      e.generation = st.workers[id].generation;
+      emit(st, std::move(e));
+      dispatch(self);
+      return st.workers[id].generation;
+    },
+  };
+}
+
+}  // namespace
+
+std::unique_ptr<dispatch_gate> dispatch_when_free() { return std::make_unique<when_free_gate>(); }
+
+coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options opts) {
+  if (opts.ps.empty()) throw std::invalid_argument("spawn_coordinator: no ps shards");
+  if (!opts.placement || !opts.initial) throw std::invalid_argument("spawn_coordinator: no placement or initial values");
+  if (!opts.seam) throw std::invalid_argument("spawn_coordinator: no send seam");
+  if (opts.steps_per_execution < 1)
+    throw std::invalid_argument(fmt::format("steps_per_execution = {} < 1", opts.steps_per_execution));
+  return sys.spawn(coordinator_impl, std::move(opts));
+}
+
+}  // namespace actortrain

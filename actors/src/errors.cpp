@@ -1,0 +1,44 @@
+#include <actortrain/actors/errors.hpp>
+
+#include <caf/all.hpp>
+
+namespace actortrain {
+
+std::string to_string(error_code x) {
+  switch (x) {
+    case error_code::none: return "none";
+    case error_code::fenced_out: return "fenced_out";
+    case error_code::invalid_gradient: return "invalid_gradient";
+    case error_code::invalid_request: return "invalid_request";
+    case error_code::not_initialized: return "not_initialized";
+    case error_code::not_configured: return "not_configured";
+    case error_code::no_workers: return "no_workers";
+    case error_code::user_error: return "user_error";
+    case error_code::poison_step: return "poison_step";
+    case error_code::timeout: return "timeout";
+    case error_code::worker_lost: return "worker_lost";
+    case error_code::stopped: return "stopped";
+  }
+  return "unknown";
+}
+
+caf::error make_error(error_code code, std::string what) { return caf::make_error(code, std::move(what)); }
+
+std::string describe(const caf::error& e) {
+  if (!e) return "no error";
+  std::string text;
+  if (e.category() == caf::atom("actortrain"))
+    text = to_string(static_cast<error_code>(e.code()));
+  else if (e.category() == caf::atom("system"))
+    text = caf::to_string(static_cast<caf::sec>(e.code()));
+  else
+    text = caf::to_string(e.category()) + ":" + std::to_string(e.code());
+  auto& ctx = e.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    text += ": " + ctx.get_as<std::string>(0);
+  else if (!ctx.empty())
+    text += ": " + caf::to_string(ctx);
+  return text;
+}
+
+}  // namespace actortrain

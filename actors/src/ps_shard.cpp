@@ -1,0 +1,315 @@
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/model/fpu.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace actortrain {
+
+namespace {
+
+class apply_now_policy : public apply_policy {
+ public:
+  std::string describe() const override { return "apply_now"; }
+  push_status on_push(push_request& req, const std::function<void(push_request&)>& apply) override {
+    apply(req);
+    return push_status::applied;
+  }
+};
+
+struct partition {
+  std::string name;
+  int64_t row_begin = 0;
+  bool sparse = false;
+  std::shared_ptr<model::matrix> value;
+  model::slot_block slots;
+  uint64_t version = 0;
+};
+
+struct ps_state {
+  uint32_t index = 0;
+  bool initialized = false;
+  model::optimizer_ptr opt;
+  std::shared_ptr<apply_policy> policy;
+  std::map<partition_key, partition> parts;
+  // Highest epochs seen, and per worker the lowest generation still accepted.
+  fence seen;
+  std::map<uint32_t, uint64_t> min_generation;
+  std::set<step_id> applied_steps;
+  ps_stats stats;
+  static inline const char* name = "ps_shard";
+};
+
+using self_ptr = ps_shard_actor::stateful_pointer<ps_state>;
+
+// Rejects messages from the past; remembers newer epochs.
+caf::error check_fence(ps_state& st, const fence& f) {
+  if (epochs_older(f, st.seen)) {
+    ++st.stats.fenced;
+    return make_error(error_code::fenced_out,
+                      fmt::format("ps shard {}: message of epochs ({}, {}) after ({}, {})", st.index,
+                                  f.coordinator_epoch, f.recovery_epoch, st.seen.coordinator_epoch,
+                                  st.seen.recovery_epoch));
+  }
+  if (f.worker != fence::no_worker) {
+    auto i = st.min_generation.find(f.worker);
+    if (i != st.min_generation.end() && f.worker_generation < i->second) {
+      ++st.stats.fenced;
+      return make_error(error_code::fenced_out,
+                        fmt::format("ps shard {}: worker {} generation {} is fenced (now {})", st.index, f.worker,
+                                    f.worker_generation, i->second));
+    }
+  }
+  if (epochs_older(st.seen, f)) {
+    st.seen.coordinator_epoch = f.coordinator_epoch;
+    st.seen.recovery_epoch = f.recovery_epoch;
+  }
+  return caf::none;
+}
+
+bool all_finite(const model::matrix& m) { return m.allFinite(); }
+
+// Validates a push completely; returns the first problem.
+caf::error validate(const ps_state& st, const push_request& req) {
+  auto bad = [&](std::string what) {
+    return make_error(error_code::invalid_gradient,
+                      fmt::format("ps shard {}, step {}: {}", st.index, to_string(req.step), what));
+  };
+  if (req.example_count <= 0) return bad(fmt::format("example count {} <= 0", req.example_count));
+  for (auto& s : req.dense) {
+    auto i = st.parts.find(s.key);
+    if (i == st.parts.end())
+      return bad(fmt::format("no partition {}:{} on this shard", s.key.variable, s.key.index));
+    const auto& p = i->second;
+    if (p.sparse) return bad(fmt::format("variable {} is sparse: push rows, not a dense slice", p.name));
+    if (!s.grad.value) return bad(fmt::format("variable {}: empty gradient", p.name));
+    if (s.grad.rows() != p.value->rows() || s.grad.cols() != p.value->cols())
+      return bad(fmt::format("variable {} partition {}: gradient [{} x {}] for a partition of {}", p.name, s.key.index,
+                             s.grad.rows(), s.grad.cols(), model::shape_string(*p.value)));
+    if (!all_finite(*s.grad.value)) return bad(fmt::format("variable {}: gradient is not finite", p.name));
+  }
+  for (auto& s : req.sparse) {
+    if (s.ids.empty()) continue;
+    if (!s.rows.value || s.rows.rows() != static_cast<int64_t>(s.ids.size()))
+      return bad(fmt::format("sparse variable {}: {} ids but {} gradient rows", s.variable, s.ids.size(), s.rows.rows()));
+    if (!std::is_sorted(s.ids.begin(), s.ids.end()) || std::adjacent_find(s.ids.begin(), s.ids.end()) != s.ids.end())
+      return bad(fmt::format("sparse variable {}: ids not sorted and unique", s.variable));
+    for (auto id : s.ids) {
+      bool found = false;
+      for (auto& [k, p] : st.parts) {
+        if (k.variable != s.variable) continue;
+        if (id >= p.row_begin && id < p.row_begin + p.value->rows()) {
+          if (s.rows.cols() != p.value->cols())
+            return bad(fmt::format("variable {}: gradient rows of width {} for rows of width {}", p.name, s.rows.cols(),
+                                   p.value->cols()));
+          found = true;
+          break;
+        }
+      }
+      if (!found) return bad(fmt::format("sparse variable {}: row {} is not on this shard", s.variable, id));
+    }
+    if (!all_finite(*s.rows.value)) return bad(fmt::format("sparse variable {}: gradient is not finite", s.variable));
+  }
+  return caf::none;
+}
+
+// The partition's buffer to write the next version into: in place when nobody else
+// holds the current one, else a copy (readers keep the version they pulled).
+model::matrix& writable(partition& p) {
+  if (p.value.use_count() > 1) p.value = std::make_shared<model::matrix>(*p.value);
+  return *p.value;
+}
+
+void record_staleness(ps_state& st, uint64_t version, uint64_t read_version) {
+  auto lag = version >= read_version ? version - read_version : 0;
+  auto& h = st.stats.staleness_histogram;
+  h[std::min<size_t>(static_cast<size_t>(lag), h.size() - 1)] += 1;
+}
+
+}  // namespace
+
+std::unique_ptr<apply_policy> apply_now() { return std::make_unique<apply_now_policy>(); }
+
+namespace {
+
+ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr opt, ps_shard_options opts) {
+  auto& st = self->state;
+  st.index = opts.index;
+  st.opt = std::move(opt);
+  st.policy = opts.policy ? opts.policy : std::shared_ptr<apply_policy>(apply_now());
+  st.stats.shard = opts.index;
+  st.stats.staleness_histogram.assign(std::max<size_t>(2, opts.staleness_buckets), 0);
+  self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      return make_error(error_code::user_error, fmt::format("ps shard {}: {}", self->state.index, e.what()));
+    } catch (...) {
+      return make_error(error_code::user_error, fmt::format("ps shard {}: unknown exception", self->state.index));
+    }
+  });
+  auto not_ready = [self] {
+    return make_error(error_code::not_initialized,
+                      fmt::format("ps shard {} has not received its partitions", self->state.index));
+  };
+  return {
+    [self](init_atom, init_request& req) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (auto err = check_fence(st, req.f)) return err;
+      for (auto& p : req.partitions)
+        if (!p.value.value)
+          return make_error(error_code::invalid_request, fmt::format("init: partition of {} without values", p.name));
+      st.parts.clear();
+      for (auto& p : req.partitions) {
+        partition q;
+        q.name = p.name;
+        q.row_begin = p.row_begin;
+        q.sparse = p.sparse;
+        q.value = std::make_shared<model::matrix>(p.value.take());
+        q.slots = st.opt->make_slots(static_cast<size_t>(q.value->size()));
+        st.parts.emplace(p.key, std::move(q));
+      }
+      st.applied_steps.clear();
+      st.initialized = true;
+      return caf::ok_atom::value;
+    },
+    [self, not_ready](pull_atom, const pull_request& req) -> caf::result<pull_reply> {
+      auto& st = self->state;
+      if (!st.initialized) return not_ready();
+      // Coordinator epoch 0 marks an observer (the application reading variables): reads
+      // change nothing, so they pass without raising or checking the fence.
+      if (req.f.coordinator_epoch != 0)
+        if (auto err = check_fence(st, req.f)) return err;
+      pull_reply r;
+      r.values.reserve(req.partitions.size());
+      for (auto& k : req.partitions) {
+        auto i = st.parts.find(k);
+        if (i == st.parts.end())
+          return make_error(error_code::invalid_request,
+                            fmt::format("ps shard {}: no partition {}:{}", st.index, k.variable, k.index));
+        r.values.push_back(partition_value{k, i->second.version, tensor{std::shared_ptr<const model::matrix>(i->second.value)}});
+      }
+      return r;
+    },
+    [self, not_ready](pull_rows_atom, const pull_rows_request& req) -> caf::result<rows_reply> {
+      auto& st = self->state;
+      if (!st.initialized) return not_ready();
+      if (auto err = check_fence(st, req.f)) return err;
+      rows_reply r;
+      r.variable = req.variable;
+      int64_t width = -1;
+      for (auto& [k, p] : st.parts)
+        if (k.variable == req.variable) width = p.value->cols();
+      if (width < 0)
+        return make_error(error_code::invalid_request,
+                          fmt::format("ps shard {}: no rows of variable {}", st.index, req.variable));
+      model::matrix rows(static_cast<Eigen::Index>(req.ids.size()), width);
+      for (size_t j = 0; j < req.ids.size(); ++j) {
+        auto id = req.ids[j];
+        const partition* hit = nullptr;
+        for (auto& [k, p] : st.parts)
+          if (k.variable == req.variable && id >= p.row_begin && id < p.row_begin + p.value->rows()) hit = &p;
+        if (!hit)
+          return make_error(error_code::invalid_request,
+                            fmt::format("ps shard {}: row {} of variable {} is not here", st.index, id, req.variable));
+        rows.row(static_cast<Eigen::Index>(j)) = hit->value->row(id - hit->row_begin);
+        r.version = std::max(r.version, hit->version);
+      }
+      r.ids = req.ids;
+      r.rows = tensor{std::move(rows)};
+      return r;
+    },
+    [self, not_ready](push_atom, push_request& req) -> caf::result<push_reply> {
+      auto& st = self->state;
+      if (!st.initialized) return not_ready();
+      if (auto err = check_fence(st, req.f)) return err;
+      if (st.applied_steps.count(req.step)) {
+        ++st.stats.duplicates;
+        return push_reply{push_status::duplicate, 0};
+      }
+      if (auto err = validate(st, req)) {
+        ++st.stats.rejected;
+        return err;
+      }
+      uint64_t max_lag = 0;
+      auto apply = [self, &max_lag](push_request& r) {
+        auto& st = self->state;
+        for (auto& s : r.dense) {
+          auto& p = st.parts.at(s.key);
+          max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
+          record_staleness(st, p.version, s.read_version);
+          auto& w = writable(p);
+          st.opt->apply_dense(w.data(), s.grad.value->data(), static_cast<size_t>(w.size()), p.slots);
+          ++p.version;
+        }
+        for (auto& s : r.sparse) {
+          // Split the rows by partition (ids are sorted, partitions contiguous).
+          for (auto& [k, p] : st.parts) {
+            if (k.variable != s.variable) continue;
+            std::vector<int64_t> local;
+            std::vector<Eigen::Index> src;
+            for (size_t j = 0; j < s.ids.size(); ++j)
+              if (s.ids[j] >= p.row_begin && s.ids[j] < p.row_begin + p.value->rows()) {
+                local.push_back(s.ids[j] - p.row_begin);
+                src.push_back(static_cast<Eigen::Index>(j));
+              }
+            max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
+            record_staleness(st, p.version, s.read_version);
+            model::matrix g(static_cast<Eigen::Index>(local.size()), s.rows.cols());
+            for (size_t j = 0; j < src.size(); ++j) g.row(static_cast<Eigen::Index>(j)) = s.rows.value->row(src[j]);
+            auto& w = writable(p);
+            st.opt->apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
+            ++p.version;
+          }
+        }
+        st.applied_steps.insert(r.step);
+        ++st.stats.applied;
+      };
+      auto status = st.policy->on_push(req, apply);
+      return push_reply{status, max_lag};
+    },
+    [self](hyper_atom, const hyperparams_request& req) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (auto err = check_fence(st, req.f)) return err;
+      // Validate all first so a bad value changes nothing.
+      auto probe = st.opt->clone();
+      try {
+        for (auto& [k, v] : req.values) probe->set_hyperparam(k, v);
+      } catch (const std::invalid_argument& e) {
+        return make_error(error_code::invalid_request, fmt::format("ps shard {}: {}", st.index, e.what()));
+      }
+      st.opt = std::move(probe);
+      return caf::ok_atom::value;
+    },
+    [self](fence_atom, const fence_request& req) -> caf::result<fence> {
+      auto& st = self->state;
+      if (auto err = check_fence(st, req.f)) return err;
+      if (req.f.worker != fence::no_worker) {
+        auto& g = st.min_generation[req.f.worker];
+        g = std::max(g, req.f.worker_generation);
+      }
+      fence now = st.seen;
+      now.worker = req.f.worker;
+      now.worker_generation = req.f.worker == fence::no_worker ? 0 : st.min_generation[req.f.worker];
+      return now;
+    },
+    [self](stats_atom) -> ps_stats {
+      auto s = self->state.stats;
+      for (auto& [k, p] : self->state.parts) s.versions.push_back(partition_value{k, p.version, tensor{}});
+      return s;
+    },
+  };
+}
+
+}  // namespace
+
+ps_shard_actor spawn_ps_shard(caf::actor_system& sys, const model::optimizer& opt, ps_shard_options opts) {
+  return sys.spawn(ps_shard_impl, opt.clone(), std::move(opts));
+}
+
+}  // namespace actortrain

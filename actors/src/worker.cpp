@@ -1,0 +1,330 @@
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/worker.hpp>
+#include <actortrain/model/fpu.hpp>
+#include <actortrain/model/layers/gemm_tuning.hpp>
+#include <actortrain/model/random.hpp>
+
+#include <fmt/format.h>
+
+namespace actortrain {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+uint64_t micros_since(clock_type::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t).count());
+}
+
+struct worker_state {
+  worker_options opts;
+  std::unique_ptr<model::executor> exec;
+  model::parameter_store params;
+  model::gradient_store grads;
+  std::vector<std::unique_ptr<model::metric>> metrics;
+  model::matrix d_out;
+  // The task in progress.
+  step_task task;
+  size_t next = 0;
+  task_result result;
+  caf::typed_response_promise<task_result> rp;
+  bool busy = false;
+  // The step in progress.
+  dataset::element batch;
+  step_result current;
+  clock_type::time_point phase_start;
+  size_t outstanding = 0;
+  std::vector<uint64_t> read_version;  // per variable (max over its partitions)
+  static inline const char* name = "worker";
+};
+
+using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+void run_next(self_ptr self);
+
+void fail(self_ptr self, caf::error err) {
+  auto& st = self->state;
+  st.params.release();
+  st.busy = false;
+  st.rp.deliver(std::move(err));
+}
+
+void finish_task(self_ptr self) {
+  auto& st = self->state;
+  st.busy = false;
+  st.params.release();
+  st.rp.deliver(std::move(st.result));
+}
+
+// Pushes each shard its slices; the step is done when every shard acknowledged.
+void push(self_ptr self) {
+  auto& st = self->state;
+  const auto& pl = *st.opts.placement;
+  const int nps = pl.num_ps();
+  std::vector<push_request> reqs(static_cast<size_t>(nps));
+  for (auto& r : reqs) {
+    r.f = st.task.f;
+    r.step = st.current.step;
+    r.example_count = st.current.example_count;
+  }
+  for (auto& vp : pl.variables()) {
+    auto v = static_cast<size_t>(vp.variable);
+    if (st.grads.is_sparse[v]) {
+      auto& g = st.grads.sparse[v];
+      if (g.ids.empty()) continue;
+      auto groups = pl.group_rows(vp.variable, g.ids);
+      for (auto& grp : groups) {
+        sparse_slice s;
+        s.variable = vp.variable;
+        s.read_version = st.read_version[v];
+        model::matrix rows(static_cast<Eigen::Index>(grp.positions.size()), g.rows.cols());
+        for (size_t j = 0; j < grp.positions.size(); ++j) {
+          s.ids.push_back(g.ids[grp.positions[j]]);
+          rows.row(static_cast<Eigen::Index>(j)) = g.rows.row(static_cast<Eigen::Index>(grp.positions[j]));
+        }
+        s.rows = tensor{std::move(rows)};
+        reqs[static_cast<size_t>(grp.ps)].sparse.push_back(std::move(s));
+      }
+    } else if (vp.partitions.size() == 1) {
+      auto& part = vp.partitions[0];
+      reqs[static_cast<size_t>(part.ps)].dense.push_back(
+        dense_slice{partition_key{vp.variable, part.index}, st.read_version[v], tensor{std::move(st.grads.dense[v])}});
+      st.grads.dense[v] = model::matrix::Zero(vp.shape.rows, vp.shape.cols);
+    } else {
+      for (auto& part : vp.partitions)
+        reqs[static_cast<size_t>(part.ps)].dense.push_back(
+          dense_slice{partition_key{vp.variable, part.index}, st.read_version[v],
+                      tensor{model::matrix(st.grads.dense[v].middleRows(part.row_begin, part.rows()))}});
+    }
+  }
+  st.phase_start = clock_type::now();
+  st.outstanding = 0;
+  for (int p = 0; p < nps; ++p)
+    if (!reqs[static_cast<size_t>(p)].dense.empty() || !reqs[static_cast<size_t>(p)].sparse.empty()) ++st.outstanding;
+  if (st.outstanding == 0) {
+    st.result.steps.push_back(std::move(st.current));
+    run_next(self);
+    return;
+  }
+  for (int p = 0; p < nps; ++p) {
+    auto& r = reqs[static_cast<size_t>(p)];
+    if (r.dense.empty() && r.sparse.empty()) continue;
+    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, push_atom::value, std::move(r))
+      .then(
+        [self](push_reply& rep) {
+          auto& st = self->state;
+          if (st.outstanding == 0) return;  // the step failed already
+          st.current.max_staleness = std::max(st.current.max_staleness, rep.max_staleness);
+          if (--st.outstanding == 0) {
+            st.current.timings.push_us = micros_since(st.phase_start);
+            st.result.steps.push_back(std::move(st.current));
+            run_next(self);
+          }
+        },
+        [self](caf::error& e) {
+          if (self->state.outstanding == 0) return;
+          self->state.outstanding = 0;
+          fail(self, std::move(e));
+        });
+  }
+}
+
+std::string check_gradients(const worker_state& st) {
+  const auto& specs = st.opts.structure.variables();
+  for (size_t v = 0; v < specs.size(); ++v) {
+    bool finite = st.grads.is_sparse[v] ? st.grads.sparse[v].rows.allFinite() : st.grads.dense[v].allFinite();
+    if (!finite) return fmt::format("gradient of {} is not finite", specs[v].name);
+  }
+  return {};
+}
+
+void compute(self_ptr self) {
+  auto& st = self->state;
+  st.current.timings.pull_us = micros_since(st.phase_start);
+  auto t = clock_type::now();
+  const auto& out = st.exec->forward(st.params, st.batch.features, st.task.training,
+                                     model::draw(st.opts.seed, st.current.step.position, st.current.step.pipeline));
+  st.current.example_count = st.batch.rows();
+  st.current.loss = st.opts.loss->compute(out, st.batch.labels, st.task.training ? &st.d_out : nullptr);
+  st.current.metric_states.clear();
+  for (auto& m : st.metrics) {
+    m->reset();
+    m->update(out, st.batch.labels);
+    st.current.metric_states.push_back(m->state());
+  }
+  if (!st.task.training) {
+    st.params.release();
+    st.current.timings.compute_us = micros_since(t);
+    st.result.steps.push_back(std::move(st.current));
+    run_next(self);
+    return;
+  }
+  st.grads.zero();
+  st.exec->backward(st.params, st.d_out, st.grads);
+  st.params.release();  // let the shards write in place
+  st.current.timings.compute_us = micros_since(t);
+  auto problem = check_gradients(st);
+  if (!problem.empty()) {
+    fail(self, make_error(error_code::invalid_gradient,
+                          fmt::format("worker {}, step {}: {}", st.opts.id, to_string(st.current.step), problem)));
+    return;
+  }
+  push(self);
+}
+
+// Pulls every variable from the shards that hold it, in parallel, then computes.
+void pull(self_ptr self) {
+  auto& st = self->state;
+  const auto& pl = *st.opts.placement;
+  const int nps = pl.num_ps();
+  std::vector<pull_request> reqs(static_cast<size_t>(nps));
+  for (auto& vp : pl.variables())
+    for (auto& part : vp.partitions)
+      reqs[static_cast<size_t>(part.ps)].partitions.push_back(partition_key{vp.variable, part.index});
+  st.phase_start = clock_type::now();
+  st.outstanding = 0;
+  std::fill(st.read_version.begin(), st.read_version.end(), 0);
+  for (auto& r : reqs)
+    if (!r.partitions.empty()) ++st.outstanding;
+  for (int p = 0; p < nps; ++p) {
+    auto& r = reqs[static_cast<size_t>(p)];
+    if (r.partitions.empty()) continue;
+    r.f = st.task.f;
+    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_atom::value, std::move(r))
+      .then(
+        [self](pull_reply& rep) {
+          auto& st = self->state;
+          if (st.outstanding == 0) return;
+          const auto& pl = *st.opts.placement;
+          for (auto& pv : rep.values) {
+            auto v = static_cast<size_t>(pv.key.variable);
+            const auto& vp = pl.variable(pv.key.variable);
+            st.read_version[v] = std::max(st.read_version[v], pv.version);
+            if (vp.partitions.size() == 1) {
+              st.params.adopt(pv.key.variable, std::move(pv.value.value));  // zero copy
+            } else {
+              if (!st.params.has(pv.key.variable))
+                st.params.adopt(pv.key.variable, std::make_shared<model::matrix>(vp.shape.rows, vp.shape.cols));
+              const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
+              st.params[pv.key.variable].middleRows(part.row_begin, part.rows()) = *pv.value.value;
+            }
+          }
+          if (--st.outstanding == 0) compute(self);
+        },
+        [self](caf::error& e) {
+          if (self->state.outstanding == 0) return;
+          self->state.outstanding = 0;
+          fail(self, std::move(e));
+        });
+  }
+}
+
+void run_next(self_ptr self) {
+  auto& st = self->state;
+  if (st.next >= st.task.steps.size()) {
+    finish_task(self);
+    return;
+  }
+  st.current = step_result{};
+  st.current.step = st.task.steps[st.next++];
+  st.current.worker = st.opts.id;
+  st.current.generation = st.task.f.worker_generation;
+  st.phase_start = clock_type::now();
+  st.opts.seam
+    ->request(self, st.task.source, st.opts.timeout, batch_atom::value,
+              batch_request{st.task.f, st.current.step, st.task.epoch, st.task.epoch_begin})
+    .then(
+      [self](batch_reply& r) {
+        auto& st = self->state;
+        st.current.timings.batch_us = micros_since(st.phase_start);
+        if (r.end_of_data) {
+          // The rest of the task is past the end too: report it and stop.
+          st.current.end_of_data = true;
+          st.result.steps.push_back(std::move(st.current));
+          for (; st.next < st.task.steps.size(); ++st.next) {
+            step_result s;
+            s.step = st.task.steps[st.next];
+            s.worker = st.opts.id;
+            s.generation = st.task.f.worker_generation;
+            s.end_of_data = true;
+            st.result.steps.push_back(s);
+          }
+          finish_task(self);
+          return;
+        }
+        st.batch = to_element(std::move(r.batch));
+        if (st.batch.features.size() != st.opts.structure.num_inputs()) {
+          fail(self, make_error(error_code::user_error,
+                                fmt::format("step {}: the batch has {} feature tensors, the model {} inputs",
+                                            to_string(st.current.step), st.batch.features.size(),
+                                            st.opts.structure.num_inputs())));
+          return;
+        }
+        pull(self);
+      },
+      [self](caf::error& e) { fail(self, std::move(e)); });
+}
+
+worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
+  model::enable_flush_to_zero();
+  model::tune_gemm_blocking();
+  auto& st = self->state;
+  st.opts = std::move(opts);
+  st.exec = std::make_unique<model::executor>(st.opts.structure);
+  st.params = model::parameter_store{st.opts.structure.variables().size()};
+  st.grads = model::gradient_store{st.opts.structure.variables()};
+  st.read_version.assign(st.opts.structure.variables().size(), 0);
+  for (auto& m : st.opts.metrics) st.metrics.push_back(m->clone());
+  self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+    std::string what;
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
+    }
+    auto err = make_error(error_code::user_error,
+                          fmt::format("worker {}, step {}: {}", self->state.opts.id, to_string(self->state.current.step), what));
+    // CAF ends the actor after an exception; answer the task first so the coordinator
+    // learns what failed (an application error, which fails the run fast).
+    if (self->state.busy) fail(self, err);
+    return err;
+  });
+  return {
+    [self](step_atom, step_task& task) -> caf::result<task_result> {
+      auto& st = self->state;
+      if (st.busy)
+        return make_error(error_code::invalid_request, fmt::format("worker {} is busy with another task", st.opts.id));
+      if (task.steps.empty()) return make_error(error_code::invalid_request, "step task without steps");
+      if (!task.source) return make_error(error_code::invalid_request, "step task without a dataset shard");
+      if (task.f.worker != st.opts.id)
+        return make_error(error_code::invalid_request,
+                          fmt::format("worker {} got a task addressed to worker {}", st.opts.id, task.f.worker));
+      st.busy = true;
+      st.task = std::move(task);
+      st.next = 0;
+      st.result = task_result{};
+      st.rp = self->make_response_promise<task_result>();
+      run_next(self);
+      return st.rp;
+    },
+  };
+}
+
+}  // namespace
+
+worker_actor spawn_worker(caf::actor_system& sys, worker_options opts) {
+  if (opts.structure.empty()) throw std::invalid_argument("spawn_worker: empty model");
+  if (!opts.loss) throw std::invalid_argument("spawn_worker: no loss");
+  if (!opts.placement) throw std::invalid_argument("spawn_worker: no placement");
+  if (static_cast<int>(opts.ps.size()) != opts.placement->num_ps())
+    throw std::invalid_argument(fmt::format("spawn_worker: {} ps shards for a placement over {}", opts.ps.size(),
+                                            opts.placement->num_ps()));
+  if (!opts.seam) throw std::invalid_argument("spawn_worker: no send seam");
+  bool detached = opts.detached;
+  if (detached) return sys.spawn<caf::detached>(worker_impl, std::move(opts));
+  return sys.spawn(worker_impl, std::move(opts));
+}
+
+}  // namespace actortrain

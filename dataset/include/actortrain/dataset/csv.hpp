@@ -1,0 +1,34 @@
+#pragma once
+// CSV files of numbers.
+
+#include <actortrain/dataset/dataset.hpp>
+
+#include <string>
+#include <vector>
+
+namespace actortrain::dataset {
+
+/// How from_csv reads a file.
+struct csv_options {
+  /// Field separator. Fields may be double-quoted ("" inside quotes is a quote);
+  /// whitespace around a field is ignored.
+  char delimiter = ',';
+  /// The first non-blank line names the columns.
+  bool header = true;
+  /// The columns of the (single) feature matrix, in this order: names when `header`,
+  /// else 0-based indices written as decimal strings ("0", "3"). Empty: every column that
+  /// is not a label column, in file order.
+  std::vector<std::string> feature_columns;
+  /// The columns of the label matrix, named like feature_columns. Empty: no labels.
+  std::vector<std::string> label_columns;
+};
+
+/// Reads a CSV file now: one element per non-blank data line, features as one 1 x k
+/// matrix, labels as 1 x m. Every selected cell must be a number (std::from_chars syntax,
+/// also "nan" and "inf"). Throws file_error naming file, line and column, e.g.
+/// "train.csv:17: column 'age': 'abc' is not a number", for unreadable files, unknown or
+/// out-of-range columns, ragged rows and non-numeric cells; std::invalid_argument when no
+/// feature column remains.
+dataset from_csv(const std::string& path, const csv_options& options = {});
+
+}  // namespace actortrain::dataset

@@ -1,0 +1,199 @@
+// shuffle: tf.data's buffer algorithm with counter-based draws.
+//
+// The k-th output (k = 0, 1, ...) takes slot below(draw(seed, k, e), buffer size) of the
+// buffer, where e is the epoch (or 0 without reshuffle_each_iteration); the slot is
+// refilled with the next upstream element, or, once the upstream is exhausted, with the
+// buffer's last element. The same algorithm runs in three forms that give the same order:
+//   - on indices, over a whole random-access epoch of known size n: a permutation of n
+//     32-bit indices per iterator, then O(1) seeks and row gathers (the fast path);
+//   - on indices, streaming, over a random-access upstream too large or infinite for a
+//     permutation: a buffer of indices, seeks replay indices only;
+//   - on elements, over any other upstream: a buffer of elements, seeks replay elements.
+
+#include "node.hpp"
+
+#include <actortrain/model/random.hpp>
+
+#include <fmt/format.h>
+
+namespace actortrain::dataset::detail {
+namespace {
+
+/// The buffer algorithm over values of type T pulled from `pull()` (returns optional<T>).
+template <class T>
+class shuffle_buffer {
+ public:
+  shuffle_buffer(uint64_t buffer_size, uint64_t seed, uint64_t stream)
+      : buffer_size_(buffer_size), seed_(seed), stream_(stream) {}
+
+  template <class Pull>
+  std::optional<T> next(Pull&& pull) {
+    if (!filled_) {
+      filled_ = true;
+      while (buffer_.size() < buffer_size_) {
+        auto x = pull();
+        if (!x) {
+          exhausted_ = true;
+          break;
+        }
+        buffer_.push_back(std::move(*x));
+      }
+    }
+    if (buffer_.empty()) return std::nullopt;
+    const auto j = static_cast<size_t>(
+        model::below(model::draw(seed_, counter_++, stream_), buffer_.size()));
+    T out = std::move(buffer_[j]);
+    std::optional<T> refill;
+    if (!exhausted_) {
+      refill = pull();
+      if (!refill) exhausted_ = true;
+    }
+    if (refill) {
+      buffer_[j] = std::move(*refill);
+    } else {
+      if (j + 1 != buffer_.size()) buffer_[j] = std::move(buffer_.back());
+      buffer_.pop_back();
+    }
+    return out;
+  }
+
+ private:
+  uint64_t buffer_size_;
+  uint64_t seed_;
+  uint64_t stream_;
+  uint64_t counter_ = 0;
+  bool filled_ = false;
+  bool exhausted_ = false;
+  std::vector<T> buffer_;
+};
+
+class shuffle_node final : public node {
+ public:
+  shuffle_node(node_ptr upstream, uint64_t buffer_size, uint64_t seed, bool reshuffle)
+      : upstream_(std::move(upstream)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {}
+
+  node_kind kind() const override { return node_kind::shuffle; }
+  cardinality_info cardinality() const override { return upstream_->cardinality(); }
+  std::string label() const override {
+    return reshuffle_ ? fmt::format("shuffle({}, seed={})", buffer_size_, seed_)
+                      : fmt::format("shuffle({}, seed={}, reshuffle=false)", buffer_size_, seed_);
+  }
+  std::vector<node_ptr> inputs() const override { return {upstream_}; }
+  node_ptr rebuild(std::vector<node_ptr> in) const override {
+    return std::make_shared<shuffle_node>(std::move(in.at(0)), buffer_size_, seed_, reshuffle_);
+  }
+
+  /// Largest upstream given a permutation (4 bytes per element per iterator); larger or
+  /// infinite random-access upstreams stream indices instead.
+  static constexpr uint64_t max_permutation = uint64_t{1} << 26;
+
+  std::unique_ptr<accessor> access(uint64_t epoch) const override {
+    auto up = upstream_->access(epoch);
+    if (!up || up->size() > max_permutation) return nullptr;
+    auto order = permutation(up->size(), stream_of(epoch));
+    return std::make_unique<permutation_accessor>(std::move(up), std::move(order));
+  }
+
+ protected:
+  std::unique_ptr<iterator> stream(uint64_t epoch, uint64_t start) const override {
+    if (auto up = upstream_->access(epoch))
+      return replay_to(std::make_unique<index_iterator>(*this, std::move(up), stream_of(epoch)),
+                       start);
+    return replay_to(
+        std::make_unique<element_iterator>(*this, upstream_->iterate(epoch, 0), stream_of(epoch)),
+        start);
+  }
+
+ private:
+  uint64_t stream_of(uint64_t epoch) const { return reshuffle_ ? epoch : 0; }
+
+  /// The order of one epoch of n <= max_permutation elements.
+  std::vector<uint32_t> permutation(uint64_t n, uint64_t stream) const {
+    std::vector<uint32_t> order;
+    order.reserve(n);
+    shuffle_buffer<uint32_t> buf(buffer_size_, seed_, stream);
+    uint64_t next_index = 0;
+    auto pull = [&]() -> std::optional<uint32_t> {
+      if (next_index >= n) return std::nullopt;
+      return static_cast<uint32_t>(next_index++);
+    };
+    while (auto i = buf.next(pull)) order.push_back(*i);
+    return order;
+  }
+
+  class permutation_accessor final : public accessor {
+   public:
+    permutation_accessor(std::unique_ptr<accessor> up, std::vector<uint32_t> order)
+        : up_(std::move(up)), order_(std::move(order)) {}
+    uint64_t size() const override { return order_.size(); }
+    element get(uint64_t i) override { return up_->get(order_.at(i)); }
+    void gather(const std::vector<uint64_t>& positions, element& out) override {
+      mapped_.resize(positions.size());
+      for (size_t j = 0; j < positions.size(); ++j) mapped_[j] = order_.at(positions[j]);
+      up_->gather(mapped_, out);
+    }
+
+   private:
+    std::unique_ptr<accessor> up_;
+    std::vector<uint32_t> order_;
+    std::vector<uint64_t> mapped_;
+  };
+
+  class index_iterator final : public iterator {
+   public:
+    index_iterator(const shuffle_node& n, std::unique_ptr<accessor> up, uint64_t stream)
+        : up_(std::move(up)), buffer_(n.buffer_size_, n.seed_, stream) {}
+    std::optional<element> next() override {
+      const uint64_t size = up_->size();
+      auto i = buffer_.next([&]() -> std::optional<uint64_t> {
+        if (next_index_ >= size) return std::nullopt;
+        return next_index_++;
+      });
+      if (!i) return std::nullopt;
+      element e = up_->get(*i);
+      ++position_;
+      return e;
+    }
+    uint64_t position() const override { return position_; }
+    void rebase(uint64_t start) { position_ = start; }
+
+   private:
+    std::unique_ptr<accessor> up_;
+    shuffle_buffer<uint64_t> buffer_;
+    uint64_t next_index_ = 0;
+    uint64_t position_ = 0;
+  };
+
+  class element_iterator final : public iterator {
+   public:
+    element_iterator(const shuffle_node& n, std::unique_ptr<iterator> up, uint64_t stream)
+        : up_(std::move(up)), buffer_(n.buffer_size_, n.seed_, stream) {}
+    std::optional<element> next() override {
+      auto e = buffer_.next([&] { return up_->next(); });
+      if (e) ++position_;
+      return e;
+    }
+    uint64_t position() const override { return position_; }
+    void rebase(uint64_t start) { position_ = start; }
+
+   private:
+    std::unique_ptr<iterator> up_;
+    shuffle_buffer<element> buffer_;
+    uint64_t position_ = 0;
+  };
+
+  node_ptr upstream_;
+  uint64_t buffer_size_;
+  uint64_t seed_;
+  bool reshuffle_;
+};
+
+}  // namespace
+
+node_ptr make_shuffle_node(node_ptr upstream, uint64_t buffer_size, uint64_t seed,
+                           bool reshuffle_each_iteration) {
+  return std::make_shared<shuffle_node>(std::move(upstream), buffer_size, seed,
+                                        reshuffle_each_iteration);
+}
+
+}  // namespace actortrain::dataset::detail

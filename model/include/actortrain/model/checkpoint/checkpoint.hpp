@@ -1,0 +1,164 @@
+#pragma once
+// Checkpoint directories: the on-disk form of a coordinated checkpoint.
+//
+//   <root>/ckpt-000000000042/            one directory per checkpoint, step zero-padded
+//       dense.kernel.part0.npy           values of partition 0 of "dense/kernel"
+//       dense.kernel.part0.slot-m.npy    its optimizer slot "m"
+//       dense.kernel.part0.slot-v.npy
+//       ...
+//       manifest.json                    written last: the commit record
+//
+// File names: the variable name with '/' replaced by '.', then ".part<k>.npy" or
+// ".part<k>.slot-<slot>.npy". Every array is a float32 .npy file (numpy.load reads it)
+// of shape (row_end - row_begin, cols).
+//
+// Commit protocol (write_checkpoint): create the directory; write every .npy and fsync
+// it; fsync the directory; write manifest.json.tmp, fsync it, rename it to manifest.json
+// (atomic; the rename fsyncs the directory); fsync the root. A directory without a valid
+// manifest.json is *uncommitted*: never listed, never restored, removed by prune once a
+// newer checkpoint commits. A crash at any point therefore leaves either the previous
+// set of committed checkpoints or that set plus the new one.
+//
+// manifest.json (format_version 1; keys of objects sorted):
+//   { "format": "actortrain.checkpoint", "format_version": 1, "step": 42,
+//     "optimizer": { "describe": "adam(...)", "hyperparameters": { "beta_1": 0.9, ... } },
+//     "variables": [ { "name": "dense/kernel", "shape": [784, 300],
+//        "partitions": [ { "index": 0, "row_begin": 0, "row_end": 392, "iterations": 10,
+//            "file": { "name": "dense.kernel.part0.npy", "bytes": 470528, "crc32": 123 },
+//            "slots": { "m": { "name": "...slot-m.npy", "bytes": ..., "crc32": ... } } } ] } ],
+//     "extra": { ...caller's JSON: run, dataset positions, RNG, ... } }
+// crc32 is zlib's CRC-32 of the whole file (python: zlib.crc32(open(f, 'rb').read())).
+//
+// All I/O goes through a file_system (fault injection in tests). Functions here are
+// blocking and not synchronized: one writer per root at a time (the coordinator).
+
+#include <actortrain/model/checkpoint/checkpoint_error.hpp>
+#include <actortrain/model/checkpoint/file_system.hpp>
+#include <actortrain/model/partitioner.hpp>
+#include <actortrain/model/tensor.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace actortrain::model {
+
+/// The manifest format this code writes and the newest it reads.
+constexpr int checkpoint_format_version = 1;
+
+/// One partition: rows [row_begin, row_end) of a variable with its optimizer state.
+struct partition_data {
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  /// (row_end - row_begin) x cols.
+  matrix values;
+  /// Optimizer slots by name (optimizer::slot_names()), each shaped like `values`.
+  /// Empty for an optimizer without slots or a checkpoint of weights only.
+  std::map<std::string, matrix> slots;
+  /// slot_block::iterations of this partition.
+  int64_t iterations = 0;
+};
+
+/// A variable as saved: its full shape and its partitions in row order, which together
+/// cover rows [0, shape.rows) exactly once.
+struct variable_data {
+  std::string name;
+  shape2 shape;
+  std::vector<partition_data> partitions;
+};
+
+/// Everything a checkpoint holds.
+struct checkpoint_data {
+  /// The watermark: every step before it is applied, none after (the directory's number).
+  int64_t step = 0;
+  std::vector<variable_data> variables;
+  /// optimizer::describe() and optimizer::hyperparams() of the run (informational: the
+  /// restorer rebuilds its optimizer from its own configuration; a schedule's current
+  /// learning rate is in `hyperparams`).
+  std::string optimizer;
+  std::vector<std::pair<std::string, double>> hyperparams;
+  /// Opaque caller state (the coordinator's run, positions, RNG); stored verbatim.
+  nlohmann::json extra = nlohmann::json::object();
+};
+
+/// A committed checkpoint found under a root.
+struct checkpoint_info {
+  int64_t step = 0;
+  std::string path;  ///< <root>/ckpt-<step>
+};
+
+/// "ckpt-000000000042" (at least 12 digits).
+std::string checkpoint_dir_name(int64_t step);
+/// "<variable with / -> .>.part<k>.npy".
+std::string partition_file_name(const std::string& variable, size_t k);
+/// "<variable with / -> .>.part<k>.slot-<slot>.npy".
+std::string slot_file_name(const std::string& variable, size_t k, const std::string& slot);
+
+/// Writes and commits `data` as <root>/ckpt-<data.step>/ (creating root if needed) and
+/// returns that path. Every file is fsynced; the manifest is written last (see the commit
+/// protocol above). A leftover *uncommitted* directory of the same step is replaced.
+/// Throws:
+///  - std::invalid_argument, before touching the disk, for inconsistent data (partitions
+///    not covering the rows exactly, a matrix of the wrong shape, an empty or clashing
+///    name, a negative step);
+///  - checkpoint_error if a *committed* checkpoint of that step already exists (nothing
+///    is changed), or on any I/O failure: the partial directory is then removed and the
+///    message names the file and the cause; earlier checkpoints are untouched.
+std::string write_checkpoint(file_system& fs, const std::string& root, const checkpoint_data& data);
+
+/// Committed checkpoints under `root` — directories named ckpt-<digits> holding a
+/// manifest.json that parses, has a known format version and the directory's step —
+/// sorted by step. Arrays are not read (read_checkpoint checks them). An absent root
+/// gives an empty list; any other listing failure throws checkpoint_error.
+std::vector<checkpoint_info> list_checkpoints(file_system& fs, const std::string& root);
+
+/// The committed checkpoint with the highest step, if any.
+std::optional<checkpoint_info> latest_checkpoint(file_system& fs, const std::string& root);
+
+/// Reads and validates the manifest of checkpoint directory `dir` (no arrays). Throws
+/// checkpoint_error for a missing or malformed manifest.
+nlohmann::json read_manifest(file_system& fs, const std::string& dir);
+
+/// Reads a checkpoint directory completely, validating everything: the manifest's
+/// structure, partitions that cover each variable's rows exactly (no overlap, no gap),
+/// every file present with its recorded size and CRC, each array's shape against the
+/// manifest, the same slot names in every partition of a variable. Throws
+/// checkpoint_error naming the file and the problem.
+checkpoint_data read_checkpoint(file_system& fs, const std::string& dir);
+
+/// Deletes committed checkpoints beyond the newest `keep` (oldest first) and uncommitted
+/// directories older than the newest committed one (failed or interrupted writes; newer
+/// uncommitted ones may be in progress and stay). A committed checkpoint is uncommitted
+/// first (its manifest removed and the directory synced) and then deleted, so a crash
+/// mid-delete never leaves a listed but incomplete checkpoint. Returns the removed
+/// paths, oldest first. std::invalid_argument if keep < 1; checkpoint_error on I/O
+/// failure (what was removed before stays removed).
+std::vector<std::string> prune_checkpoints(file_system& fs, const std::string& root, size_t keep);
+
+/// The whole variable (shape.rows x shape.cols) from its partitions. Throws
+/// checkpoint_error if the partitions do not cover the rows exactly or have the wrong
+/// shape.
+matrix assemble_variable(const variable_data& v);
+
+/// The whole of slot `slot` likewise (checkpoint_error if a partition lacks it).
+matrix assemble_slot(const variable_data& v, const std::string& slot);
+
+/// The same variable cut into `ranges` (which must cover [0, rows) in order, else
+/// std::invalid_argument): values and every slot sliced from the assembled whole; each
+/// new partition's iterations = the maximum over the old partitions it overlaps (equal
+/// for dense variables; for lazily-updated sparse ones the larger count keeps Adam's
+/// bias correction from going backwards). One range gives the local-model form.
+variable_data repartition(const variable_data& v, const std::vector<row_range>& ranges);
+
+/// The checkpoint cut to `target`'s partitions (a different number of ps shards, or one
+/// partition each for a local model), variables in `target`'s order. Variables are
+/// matched by name and must agree in shape; a variable missing on either side throws
+/// checkpoint_error naming it (drop unwanted variables from `data` first).
+checkpoint_data repartition(const checkpoint_data& data, const placement& target);
+
+}  // namespace actortrain::model

@@ -1,0 +1,42 @@
+#pragma once
+// Embedding lookup (Keras's Embedding, with Flatten or a pooling combiner after it).
+//
+// Input: an [n x k] batch of ids stored as floats (each an integer in [0, vocab_size)).
+// Variable "embeddings" E {vocab_size x dim}, declared sparse: its gradient is the touched
+// rows only (ctx.grads->sparse[id], ids sorted and unique, repeats summed).
+//
+//   concat:  out_r = [E[x_r1], E[x_r2], ..., E[x_rk]]      [n x (k * dim)]
+//   sum:     out_r = sum_j E[x_rj]                          [n x dim]
+//   mean:    out_r = (1/k) sum_j E[x_rj]                    [n x dim]
+//
+// Backward, with G = dLoss/dout: row E[i] receives the sum over every occurrence (r, j) of
+// id i of G_r's j-th dim-wide segment (concat), G_r (sum) or G_r / k (mean). Ids have no
+// gradient: inputs_differentiable() is false and d_inputs are left untouched.
+
+#include <actortrain/model/initializer.hpp>
+#include <actortrain/model/layer.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace actortrain::model::layers {
+
+/// How the k embeddings of one row combine into the output.
+enum class combiner { concat, sum, mean };
+
+/// "concat", "sum", "mean".
+std::string to_string(combiner c);
+
+/// An embedding table of `vocab_size` rows of width `dim`, initialized by `init` (Keras's
+/// default U(-0.05, 0.05)). kind() is "embedding"; describe() gives vocabulary, width,
+/// combiner and initializer, e.g. "embedding(1000, 8, concat, init=uniform(-0.05, 0.05))".
+///
+/// Throws std::invalid_argument: here when vocab_size or dim <= 0 (or vocab_size > 2^24,
+/// past which float ids are no longer exact); from build() unless there is exactly one
+/// input of positive width; from forward() when the batch width differs from the built
+/// width, or when an id is not an integer in [0, vocab_size) — the message names the
+/// layer, the row, the column and the value.
+layer_ptr embedding(int64_t vocab_size, int64_t dim, combiner c = combiner::concat,
+                    initializer init = uniform(-0.05f, 0.05f));
+
+}  // namespace actortrain::model::layers

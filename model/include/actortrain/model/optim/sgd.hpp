@@ -1,0 +1,60 @@
+#pragma once
+// Stochastic gradient descent with optional (Nesterov) momentum, with Keras's update rules
+// (keras.optimizers.SGD; TF's ResourceApplyKerasMomentum):
+//
+//   plain:     w <- w - lr * g
+//   momentum:  v <- momentum * v - lr * g;  w <- w + v
+//   nesterov:  v <- momentum * v - lr * g;  w <- w + momentum * v - lr * g
+//
+// The velocity v is kept in units of the step (it already includes lr), as Keras does; a
+// learning-rate change therefore affects new gradients only. Nesterov momentum in this
+// form is from Sutskever, Martens, Dahl & Hinton, "On the importance of initialization and
+// momentum in deep learning", ICML 2013.
+//
+// Slots: {"momentum"} when built with momentum > 0, {} otherwise (as Keras, which creates
+// the slot only for a non-zero momentum). Because the slot layout is fixed at
+// construction, momentum can be changed at run time only on an optimizer built with a
+// non-zero momentum (it may then go to 0 and back).
+//
+// apply_rows is lazy: only touched rows and their velocity rows change (TF's
+// ResourceSparseApplyKerasMomentum); without momentum it equals apply_dense on those rows.
+
+#include <actortrain/model/optim/optimizer.hpp>
+
+namespace actortrain::model {
+
+struct sgd_options {
+  /// Step size. Keras's default 0.01.
+  double learning_rate = 0.01;
+  /// Velocity decay in [0, 1]; 0 disables momentum (no slot). Keras's default 0.
+  double momentum = 0.0;
+  /// Nesterov's look-ahead form of momentum (has no effect when momentum is 0).
+  bool nesterov = false;
+};
+
+class sgd final : public optimizer {
+ public:
+  /// Throws std::invalid_argument naming the bad option (negative learning rate,
+  /// momentum outside [0, 1]).
+  explicit sgd(const sgd_options& options = {});
+  optimizer_ptr clone() const override;
+
+ protected:
+  std::string check_change(size_t index, double value) const override;
+  void update_dense(float* values, const float* grads, size_t n, slot_block& s) const override;
+  void update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
+                   const float* grad_rows, slot_block& s) const override;
+
+ private:
+  template <class Run>
+  void dispatch(Run&& run) const;
+
+  size_t learning_rate_;
+  size_t momentum_;
+  size_t nesterov_;
+};
+
+/// An SGD optimizer with the given options.
+optimizer_ptr make_sgd(const sgd_options& options = {});
+
+}  // namespace actortrain::model

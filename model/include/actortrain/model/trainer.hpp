@@ -1,0 +1,116 @@
+#pragma once
+// Single-process training, Keras style: a trainer is a compiled model (structure,
+// optimizer, loss, metrics) that owns its parameters and runs fit / evaluate / predict
+// on the calling thread. The distributed coordinator offers the same three calls on a
+// cluster; this is the baseline it is measured against.
+//
+//   trainer t{model::sequential(784, {...}), adam(), softmax_cross_entropy(), {}};
+//   t.add_metric(accuracy());
+//   auto h = t.fit(train.shuffle(60000, 1).batch(128), {.epochs = 10, .validation = test.batch(1000)});
+//   fmt::print("{}\n", h.last("val_accuracy"));
+
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/loss.hpp>
+#include <actortrain/model/metric.hpp>
+#include <actortrain/model/model.hpp>
+#include <actortrain/model/optim/optimizer.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace actortrain::model {
+
+/// Per-epoch values, as Keras's History: history["loss"][epoch].
+class history {
+ public:
+  /// Values of `key` per epoch; throws std::out_of_range naming the key if unknown.
+  const std::vector<double>& operator[](const std::string& key) const;
+  /// The last epoch's value of `key`.
+  double last(const std::string& key) const;
+  bool has(const std::string& key) const { return values_.count(key) > 0; }
+  size_t epochs() const;
+  void add(const std::string& key, double v) { values_[key].push_back(v); }
+  const std::map<std::string, std::vector<double>>& values() const { return values_; }
+
+ private:
+  std::map<std::string, std::vector<double>> values_;
+};
+
+struct fit_options {
+  /// Passes over the data (or of steps_per_epoch steps each).
+  int epochs = 1;
+  /// 0: an epoch ends with the data (iterate(epoch) each epoch). > 0: an epoch is this
+  /// many steps drawn from one iterator that persists across epochs (Keras semantics
+  /// with an infinite dataset); training stops early, with a warning, if it runs out.
+  int64_t steps_per_epoch = 0;
+  /// Evaluated at each epoch end into val_<metric> keys (batched already).
+  std::optional<dataset::dataset> validation;
+  /// 0 silent, 1 progress bar (updated in place on a terminal), 2 one line per epoch.
+  int verbose = 1;
+  /// Where progress goes (stdout when null).
+  std::ostream* out = nullptr;
+  /// For fit(x, y): batch size and whether to reshuffle each epoch (seeded by seed).
+  int64_t batch_size = 32;
+  bool shuffle = true;
+  /// Seeds dropout masks and fit(x, y)'s shuffle; 0 uses the trainer's seed.
+  uint64_t seed = 0;
+};
+
+class trainer {
+ public:
+  /// Initializes parameters from `seed`. Throws std::invalid_argument for an empty model
+  /// or a null optimizer or loss.
+  trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed = 1);
+
+  /// Metrics reported beside the loss (their name() is the history key).
+  void add_metric(metric_ptr m);
+
+  /// Trains on `data` (batched elements: features feed the model inputs, labels the loss).
+  history fit(const dataset::dataset& data, const fit_options& opts = {});
+  /// Trains on tensors: x (one matrix per model input) and y, batched by opts.batch_size.
+  history fit(const std::vector<matrix>& x, const matrix& y, const fit_options& opts = {});
+  history fit(const matrix& x, const matrix& y, const fit_options& opts = {}) {
+    return fit(std::vector<matrix>{x}, y, opts);
+  }
+
+  /// Loss and metrics over `data` (each element once), keys as in history.
+  std::map<std::string, double> evaluate(const dataset::dataset& data, int verbose = 0);
+  std::map<std::string, double> evaluate(const std::vector<matrix>& x, const matrix& y,
+                                         int64_t batch_size = 256);
+
+  /// Model outputs for every example of `data`, in order (rows = examples).
+  matrix predict(const dataset::dataset& data);
+  matrix predict(const std::vector<matrix>& x, int64_t batch_size = 256);
+
+  const model& structure() const { return model_; }
+  parameter_store& parameters() { return params_; }
+  const parameter_store& parameters() const { return params_; }
+  /// The value of a variable by name ("dense/kernel"); throws std::out_of_range.
+  const matrix& variable(const std::string& name) const;
+  optimizer& optim() { return *opt_; }
+  /// Training steps taken over all fit calls.
+  int64_t steps() const { return steps_; }
+
+  /// One training step on a batch: forward, loss, backward, apply. Returns the loss.
+  double train_step(const dataset::element& batch);
+
+ private:
+  void check_element(const dataset::element& e) const;
+  model model_;
+  optimizer_ptr opt_;
+  loss_ptr loss_;
+  uint64_t seed_;
+  std::vector<metric_ptr> metrics_;
+  parameter_store params_;
+  gradient_store grads_;
+  std::vector<slot_block> slots_;
+  executor exec_;
+  matrix d_out_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace actortrain::model

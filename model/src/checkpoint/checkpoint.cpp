@@ -1,0 +1,585 @@
+#include <actortrain/model/checkpoint/checkpoint.hpp>
+#include <actortrain/model/checkpoint/npy.hpp>
+
+#include "crc32.hpp"
+#include "../optim/join.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace actortrain::model {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* format_name = "actortrain.checkpoint";
+constexpr const char* manifest_name = "manifest.json";
+constexpr const char* manifest_tmp_name = "manifest.json.tmp";
+constexpr const char* dir_prefix = "ckpt-";
+
+std::string file_stem(const std::string& variable) {
+  std::string stem = variable;
+  std::replace(stem.begin(), stem.end(), '/', '.');
+  return stem;
+}
+
+/// Why `ranges` do not tile [0, rows) in order, or "" if they do.
+std::string coverage_error(int64_t rows, const std::vector<row_range>& ranges) {
+  if (ranges.empty()) return "it has no partitions";
+  int64_t next = 0;
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const auto& r = ranges[k];
+    if (r.end <= r.begin)
+      return fmt::format("partition {} has the empty or reversed row range [{}, {})", k, r.begin,
+                         r.end);
+    if (r.begin < next)
+      return fmt::format("partition {} starts at row {} but partition {} ends at row {} "
+                         "(overlapping rows)",
+                         k, r.begin, k - 1, next);
+    if (r.begin > next)
+      return fmt::format("rows [{}, {}) are in no partition (gap before partition {})", next,
+                         r.begin, k);
+    next = r.end;
+  }
+  if (next < rows) return fmt::format("rows [{}, {}) are in no partition", next, rows);
+  if (next > rows)
+    return fmt::format("partitions end at row {} but the variable has {} rows", next, rows);
+  return {};
+}
+
+std::vector<row_range> ranges_of(const variable_data& v) {
+  std::vector<row_range> out;
+  out.reserve(v.partitions.size());
+  for (const auto& p : v.partitions) out.push_back({p.row_begin, p.row_end});
+  return out;
+}
+
+bool safe_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+}
+
+/// Checks everything write_checkpoint needs before it touches the disk.
+void validate_for_write(const checkpoint_data& data) {
+  auto bad = [](const std::string& what) {
+    throw std::invalid_argument(fmt::format("write_checkpoint: {}", what));
+  };
+  if (data.step < 0) bad(fmt::format("negative step {}", data.step));
+  for (const auto& [name, value] : data.hyperparams)
+    if (!std::isfinite(value)) bad(fmt::format("hyperparameter {} is not finite ({})", name, value));
+  try {
+    (void)data.extra.dump();
+  } catch (const json::exception& e) {
+    bad(fmt::format("extra is not serializable: {}", e.what()));
+  }
+  std::set<std::string> names;
+  std::set<std::string> files{manifest_name, manifest_tmp_name};
+  for (const auto& v : data.variables) {
+    if (v.name.empty() || v.name.find('\0') != std::string::npos)
+      bad(fmt::format("bad variable name '{}'", v.name));
+    if (!names.insert(v.name).second) bad(fmt::format("variable '{}' appears twice", v.name));
+    if (v.shape.rows < 1 || v.shape.cols < 1)
+      bad(fmt::format("variable '{}' has the empty shape {}", v.name, to_string(v.shape)));
+    if (auto err = coverage_error(v.shape.rows, ranges_of(v)); !err.empty())
+      bad(fmt::format("variable '{}' {}: {}", v.name, to_string(v.shape), err));
+    for (size_t k = 0; k < v.partitions.size(); ++k) {
+      const auto& p = v.partitions[k];
+      const shape2 want{p.row_end - p.row_begin, v.shape.cols};
+      if (p.values.rows() != want.rows || p.values.cols() != want.cols)
+        bad(fmt::format("variable '{}' partition {}: values are {}, rows [{}, {}) need {}", v.name,
+                        k, shape_string(p.values), p.row_begin, p.row_end, to_string(want)));
+      if (p.iterations < 0)
+        bad(fmt::format("variable '{}' partition {}: negative iterations {}", v.name, k,
+                        p.iterations));
+      if (!files.insert(partition_file_name(v.name, k)).second)
+        bad(fmt::format("variable '{}': file name {} clashes with another variable's", v.name,
+                        partition_file_name(v.name, k)));
+      for (const auto& [slot, m] : p.slots) {
+        if (!safe_file_name(slot)) bad(fmt::format("variable '{}': bad slot name '{}'", v.name, slot));
+        if (m.rows() != want.rows || m.cols() != want.cols)
+          bad(fmt::format("variable '{}' partition {}: slot '{}' is {}, expected {}", v.name, k, slot,
+                          shape_string(m), to_string(want)));
+        if (!files.insert(slot_file_name(v.name, k, slot)).second)
+          bad(fmt::format("variable '{}': file name {} clashes with another file", v.name,
+                          slot_file_name(v.name, k, slot)));
+      }
+    }
+  }
+}
+
+/// Writes one array and fsyncs it; returns its manifest record. Throws checkpoint_error.
+json write_array(file_system& fs, const std::string& dir, const std::string& name, const matrix& m) {
+  const std::string header = npy_header(shape2{m.rows(), m.cols()});
+  const std::string_view data(reinterpret_cast<const char*>(m.data()),
+                              static_cast<size_t>(m.size()) * sizeof(float));
+  const std::string path = join_path(dir, name);
+  if (auto st = fs.write_file(path, {header, data}); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.sync_file(path); !st.ok()) throw checkpoint_error(st.message());
+  const uint32_t crc = detail::crc32_update(detail::crc32_update(0, header), data);
+  return json{{"name", name}, {"bytes", header.size() + data.size()}, {"crc32", crc}};
+}
+
+// -- manifest reading --------------------------------------------------------------------
+
+/// Field access with errors that name the manifest and the JSON path.
+class manifest_reader {
+ public:
+  explicit manifest_reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void bad(const std::string& where, const std::string& what) const {
+    throw checkpoint_error(fmt::format("{}: {}{}{}", file_, where, where.empty() ? "" : ": ", what));
+  }
+
+  const json& field(const json& obj, const char* key, const std::string& where) const {
+    if (!obj.is_object()) bad(where, "expected an object");
+    auto it = obj.find(key);
+    if (it == obj.end()) bad(where, fmt::format("missing field '{}'", key));
+    return *it;
+  }
+
+  int64_t integer(const json& obj, const char* key, const std::string& where, int64_t min) const {
+    const json& j = field(obj, key, where);
+    const std::string at = where.empty() ? key : where + "." + key;
+    if (!j.is_number_integer()) bad(at, fmt::format("expected an integer, got {}", j.dump()));
+    if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      bad(at, fmt::format("{} is too large", j.dump()));
+    const auto v = j.get<int64_t>();
+    if (v < min) bad(at, fmt::format("{} is below {}", v, min));
+    return v;
+  }
+
+  std::string string(const json& obj, const char* key, const std::string& where) const {
+    const json& j = field(obj, key, where);
+    if (!j.is_string())
+      bad(where.empty() ? key : where + "." + key, fmt::format("expected a string, got {}", j.dump()));
+    return j.get<std::string>();
+  }
+
+  const json& array(const json& obj, const char* key, const std::string& where) const {
+    const json& j = field(obj, key, where);
+    if (!j.is_array()) bad(where.empty() ? key : where + "." + key, "expected an array");
+    return j;
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+};
+
+/// Parses a manifest and checks the header fields; throws checkpoint_error.
+json parse_manifest(file_system& fs, const std::string& dir) {
+  const std::string path = join_path(dir, manifest_name);
+  std::string text;
+  if (auto st = fs.read_file(path, text); !st.ok()) {
+    if (st.is_not_found())
+      throw checkpoint_error(fmt::format("{}: not a committed checkpoint (no {})", dir, manifest_name));
+    throw checkpoint_error(st.message());
+  }
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw checkpoint_error(fmt::format("{}: invalid JSON: {}", path, e.what()));
+  }
+  manifest_reader r(path);
+  if (!j.is_object()) r.bad("", "expected a JSON object");
+  if (r.string(j, "format", "") != format_name)
+    r.bad("format", fmt::format("expected \"{}\", got {}", format_name, j["format"].dump()));
+  const auto version = r.integer(j, "format_version", "", 1);
+  if (version > checkpoint_format_version)
+    r.bad("format_version", fmt::format("version {} is newer than this reader ({})", version,
+                                        checkpoint_format_version));
+  r.integer(j, "step", "", 0);
+  return j;
+}
+
+/// The step of a directory name "ckpt-<digits>", if it is one.
+std::optional<int64_t> step_of_dir_name(const std::string& name) {
+  const std::string prefix = dir_prefix;
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+bool is_committed(file_system& fs, const std::string& dir, int64_t step) {
+  try {
+    return parse_manifest(fs, dir).at("step").get<int64_t>() == step;
+  } catch (const checkpoint_error&) {
+    return false;
+  }
+}
+
+/// Every ckpt-<digits> directory under root with its step and commit state, by step.
+struct dir_entry {
+  int64_t step;
+  std::string path;
+  bool committed;
+};
+
+std::vector<dir_entry> scan(file_system& fs, const std::string& root) {
+  std::vector<std::string> names;
+  if (auto st = fs.list_dir(root, names); !st.ok()) {
+    if (st.is_not_found()) return {};
+    throw checkpoint_error(st.message());
+  }
+  std::vector<dir_entry> out;
+  for (const auto& name : names) {
+    const auto step = step_of_dir_name(name);
+    if (!step) continue;
+    const std::string path = join_path(root, name);
+    out.push_back({*step, path, is_committed(fs, path, *step)});
+  }
+  std::sort(out.begin(), out.end(), [](const dir_entry& a, const dir_entry& b) {
+    return a.step != b.step ? a.step < b.step : a.path < b.path;
+  });
+  return out;
+}
+
+/// Reads one array recorded in the manifest, checking name, size, CRC and shape.
+matrix read_array(file_system& fs, const std::string& dir, const manifest_reader& r,
+                  const json& record, const std::string& where, const shape2& want) {
+  const std::string name = r.string(record, "name", where);
+  if (!safe_file_name(name)) r.bad(where, fmt::format("unsafe file name '{}'", name));
+  const auto bytes = r.integer(record, "bytes", where, 0);
+  const auto crc = r.integer(record, "crc32", where, 0);
+  const std::string path = join_path(dir, name);
+  std::string content;
+  if (auto st = fs.read_file(path, content); !st.ok()) {
+    if (st.is_not_found())
+      throw checkpoint_error(fmt::format("{}: missing (listed in {} at {})", path, r.file(), where));
+    throw checkpoint_error(st.message());
+  }
+  if (static_cast<int64_t>(content.size()) != bytes)
+    throw checkpoint_error(fmt::format("{}: {} bytes, the manifest says {}", path, content.size(), bytes));
+  const uint32_t have_crc = detail::crc32_update(0, content);
+  if (have_crc != static_cast<uint32_t>(crc))
+    throw checkpoint_error(fmt::format("{}: CRC-32 {:08x} does not match the manifest's {:08x} "
+                                       "(corrupt file)",
+                                       path, have_crc, static_cast<uint32_t>(crc)));
+  matrix m = decode_npy(content, path);
+  if (m.rows() != want.rows || m.cols() != want.cols)
+    throw checkpoint_error(fmt::format("{}: shape {} but the manifest's rows need {}", path,
+                                       shape_string(m), to_string(want)));
+  return m;
+}
+
+void remove_committed(file_system& fs, const std::string& dir) {
+  // Uncommit first: a crash after this leaves an uncommitted leftover, never a listed
+  // checkpoint with missing arrays.
+  if (auto st = fs.remove_all(join_path(dir, manifest_name)); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.sync_dir(dir); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.remove_all(dir); !st.ok()) throw checkpoint_error(st.message());
+}
+
+}  // namespace
+
+// -- names -------------------------------------------------------------------------------
+
+std::string checkpoint_dir_name(int64_t step) {
+  return fmt::format("{}{:012d}", dir_prefix, step);
+}
+
+std::string partition_file_name(const std::string& variable, size_t k) {
+  return fmt::format("{}.part{}.npy", file_stem(variable), k);
+}
+
+std::string slot_file_name(const std::string& variable, size_t k, const std::string& slot) {
+  return fmt::format("{}.part{}.slot-{}.npy", file_stem(variable), k, slot);
+}
+
+// -- write -------------------------------------------------------------------------------
+
+std::string write_checkpoint(file_system& fs, const std::string& root, const checkpoint_data& data) {
+  validate_for_write(data);
+  const std::string dir = join_path(root, checkpoint_dir_name(data.step));
+  if (auto st = fs.create_dirs(root); !st.ok())
+    throw checkpoint_error(fmt::format("write_checkpoint {}: {}", dir, st.message()));
+  if (fs.exists(dir)) {
+    if (is_committed(fs, dir, data.step))
+      throw checkpoint_error(fmt::format("write_checkpoint {}: a committed checkpoint of step {} "
+                                         "already exists",
+                                         dir, data.step));
+    if (auto st = fs.remove_all(dir); !st.ok())
+      throw checkpoint_error(fmt::format("write_checkpoint {}: removing the uncommitted leftover: {}",
+                                         dir, st.message()));
+  }
+  if (auto st = fs.create_dir(dir); !st.ok())
+    throw checkpoint_error(fmt::format("write_checkpoint {}: {}", dir, st.message()));
+
+  try {
+    json variables = json::array();
+    for (const auto& v : data.variables) {
+      json parts = json::array();
+      for (size_t k = 0; k < v.partitions.size(); ++k) {
+        const auto& p = v.partitions[k];
+        json slots = json::object();
+        json record = write_array(fs, dir, partition_file_name(v.name, k), p.values);
+        for (const auto& [slot, m] : p.slots)
+          slots[slot] = write_array(fs, dir, slot_file_name(v.name, k, slot), m);
+        parts.push_back(json{{"index", k},
+                             {"row_begin", p.row_begin},
+                             {"row_end", p.row_end},
+                             {"iterations", p.iterations},
+                             {"file", std::move(record)},
+                             {"slots", std::move(slots)}});
+      }
+      variables.push_back(json{{"name", v.name},
+                               {"shape", json::array({v.shape.rows, v.shape.cols})},
+                               {"partitions", std::move(parts)}});
+    }
+    json hyper = json::object();
+    for (const auto& [name, value] : data.hyperparams) hyper[name] = value;
+    const json manifest{{"format", format_name},
+                        {"format_version", checkpoint_format_version},
+                        {"step", data.step},
+                        {"optimizer", json{{"describe", data.optimizer}, {"hyperparameters", hyper}}},
+                        {"variables", std::move(variables)},
+                        {"extra", data.extra}};
+    // The arrays' directory entries must be durable before the commit record is.
+    if (auto st = fs.sync_dir(dir); !st.ok()) throw checkpoint_error(st.message());
+    const std::string tmp = join_path(dir, manifest_tmp_name);
+    if (auto st = fs.write_file(tmp, manifest.dump(2) + "\n"); !st.ok())
+      throw checkpoint_error(st.message());
+    if (auto st = fs.sync_file(tmp); !st.ok()) throw checkpoint_error(st.message());
+    if (auto st = fs.rename(tmp, join_path(dir, manifest_name)); !st.ok())
+      throw checkpoint_error(st.message());
+    // The checkpoint directory's own entry in root.
+    if (auto st = fs.sync_dir(root); !st.ok()) throw checkpoint_error(st.message());
+  } catch (const checkpoint_error& e) {
+    const auto cleanup = fs.remove_all(dir);
+    throw checkpoint_error(fmt::format("write_checkpoint {} failed: {}{}", dir, e.what(),
+                                       cleanup.ok() ? std::string(" (partial directory removed)")
+                                                    : "; removing the partial directory also failed: " +
+                                                        cleanup.message()));
+  }
+  return dir;
+}
+
+// -- list and prune ----------------------------------------------------------------------
+
+std::vector<checkpoint_info> list_checkpoints(file_system& fs, const std::string& root) {
+  std::vector<checkpoint_info> out;
+  for (const auto& e : scan(fs, root))
+    if (e.committed) out.push_back({e.step, e.path});
+  return out;
+}
+
+std::optional<checkpoint_info> latest_checkpoint(file_system& fs, const std::string& root) {
+  auto all = list_checkpoints(fs, root);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+std::vector<std::string> prune_checkpoints(file_system& fs, const std::string& root, size_t keep) {
+  if (keep < 1)
+    throw std::invalid_argument("prune_checkpoints: keep must be >= 1, got 0 (it would delete "
+                                "every checkpoint)");
+  const auto entries = scan(fs, root);
+  size_t committed = 0;
+  int64_t newest = -1;
+  for (const auto& e : entries)
+    if (e.committed) {
+      ++committed;
+      newest = std::max(newest, e.step);
+    }
+  std::vector<std::string> removed;
+  size_t to_drop = committed > keep ? committed - keep : 0;
+  for (const auto& e : entries) {  // by step: oldest first
+    if (e.committed) {
+      if (to_drop == 0) continue;
+      --to_drop;
+      remove_committed(fs, e.path);
+    } else {
+      if (e.step >= newest) continue;  // may be a write in progress
+      if (auto st = fs.remove_all(e.path); !st.ok()) throw checkpoint_error(st.message());
+    }
+    removed.push_back(e.path);
+  }
+  if (!removed.empty())
+    if (auto st = fs.sync_dir(root); !st.ok()) throw checkpoint_error(st.message());
+  return removed;
+}
+
+// -- read --------------------------------------------------------------------------------
+
+nlohmann::json read_manifest(file_system& fs, const std::string& dir) {
+  return parse_manifest(fs, dir);
+}
+
+checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
+  const json j = parse_manifest(fs, dir);
+  const manifest_reader r(join_path(dir, manifest_name));
+  checkpoint_data out;
+  out.step = r.integer(j, "step", "", 0);
+
+  const json& opt = r.field(j, "optimizer", "");
+  out.optimizer = r.string(opt, "describe", "optimizer");
+  const json& hyper = r.field(opt, "hyperparameters", "optimizer");
+  if (!hyper.is_object()) r.bad("optimizer.hyperparameters", "expected an object");
+  for (const auto& [name, value] : hyper.items()) {
+    if (!value.is_number())
+      r.bad("optimizer.hyperparameters." + name, fmt::format("expected a number, got {}", value.dump()));
+    out.hyperparams.emplace_back(name, value.get<double>());
+  }
+  out.extra = r.field(j, "extra", "");
+
+  std::set<std::string> names;
+  const json& vars = r.array(j, "variables", "");
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const std::string where = fmt::format("variables[{}]", i);
+    const json& vj = vars[i];
+    variable_data v;
+    v.name = r.string(vj, "name", where);
+    if (v.name.empty()) r.bad(where, "empty variable name");
+    if (!names.insert(v.name).second) r.bad(where, fmt::format("variable '{}' appears twice", v.name));
+    const json& shape = r.array(vj, "shape", where);
+    if (shape.size() != 2 || !shape[0].is_number_integer() || !shape[1].is_number_integer() ||
+        shape[0].get<int64_t>() < 1 || shape[1].get<int64_t>() < 1)
+      r.bad(where + ".shape", fmt::format("expected [rows, cols] of positive integers, got {}", shape.dump()));
+    v.shape = {shape[0].get<int64_t>(), shape[1].get<int64_t>()};
+
+    const json& parts = r.array(vj, "partitions", where);
+    std::vector<row_range> ranges;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const std::string pw = fmt::format("{}.partitions[{}]", where, k);
+      const auto index = r.integer(parts[k], "index", pw, 0);
+      if (index != static_cast<int64_t>(k)) r.bad(pw, fmt::format("index {} out of order (expected {})", index, k));
+      ranges.push_back({r.integer(parts[k], "row_begin", pw, 0), r.integer(parts[k], "row_end", pw, 0)});
+    }
+    if (auto err = coverage_error(v.shape.rows, ranges); !err.empty())
+      r.bad(where, fmt::format("variable '{}' {}: {}", v.name, to_string(v.shape), err));
+
+    std::vector<std::string> slot_names;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const std::string pw = fmt::format("{}.partitions[{}]", where, k);
+      const json& pj = parts[k];
+      partition_data p;
+      p.row_begin = ranges[k].begin;
+      p.row_end = ranges[k].end;
+      p.iterations = r.integer(pj, "iterations", pw, 0);
+      const shape2 want{p.row_end - p.row_begin, v.shape.cols};
+      p.values = read_array(fs, dir, r, r.field(pj, "file", pw), pw + ".file", want);
+      const json& slots = r.field(pj, "slots", pw);
+      if (!slots.is_object()) r.bad(pw + ".slots", "expected an object");
+      std::vector<std::string> these;
+      for (const auto& [slot, record] : slots.items()) {
+        these.push_back(slot);
+        p.slots[slot] = read_array(fs, dir, r, record, pw + ".slots." + slot, want);
+      }
+      if (k == 0)
+        slot_names = these;
+      else if (these != slot_names)
+        r.bad(pw + ".slots", fmt::format("slots [{}] differ from partition 0's [{}]", detail::join(these),
+                                         detail::join(slot_names)));
+      v.partitions.push_back(std::move(p));
+    }
+    out.variables.push_back(std::move(v));
+  }
+  return out;
+}
+
+// -- assemble and repartition ------------------------------------------------------------
+
+namespace {
+
+/// Copies each partition's `pick(p)` matrix into the whole; throws checkpoint_error.
+template <class Pick>
+matrix assemble(const variable_data& v, const char* what, Pick pick) {
+  if (auto err = coverage_error(v.shape.rows, ranges_of(v)); !err.empty())
+    throw checkpoint_error(fmt::format("{} '{}' {}: {}", what, v.name, to_string(v.shape), err));
+  matrix whole(v.shape.rows, v.shape.cols);
+  for (size_t k = 0; k < v.partitions.size(); ++k) {
+    const auto& p = v.partitions[k];
+    const matrix& m = pick(p, k);
+    if (m.rows() != p.row_end - p.row_begin || m.cols() != v.shape.cols)
+      throw checkpoint_error(fmt::format("{} '{}' partition {}: {} for rows [{}, {}) of {}", what,
+                                         v.name, k, shape_string(m), p.row_begin, p.row_end,
+                                         to_string(v.shape)));
+    whole.middleRows(p.row_begin, p.row_end - p.row_begin) = m;
+  }
+  return whole;
+}
+
+}  // namespace
+
+matrix assemble_variable(const variable_data& v) {
+  return assemble(v, "variable", [](const partition_data& p, size_t) -> const matrix& { return p.values; });
+}
+
+matrix assemble_slot(const variable_data& v, const std::string& slot) {
+  return assemble(v, "variable", [&](const partition_data& p, size_t k) -> const matrix& {
+    auto it = p.slots.find(slot);
+    if (it == p.slots.end())
+      throw checkpoint_error(fmt::format("variable '{}' partition {} has no slot '{}'", v.name, k, slot));
+    return it->second;
+  });
+}
+
+variable_data repartition(const variable_data& v, const std::vector<row_range>& ranges) {
+  if (auto err = coverage_error(v.shape.rows, ranges); !err.empty())
+    throw std::invalid_argument(fmt::format("repartition '{}' {}: target ranges: {}", v.name,
+                                            to_string(v.shape), err));
+  const matrix values = assemble_variable(v);
+  std::map<std::string, matrix> slots;
+  if (!v.partitions.empty())
+    for (const auto& [slot, ignored] : v.partitions.front().slots) slots[slot] = assemble_slot(v, slot);
+  variable_data out;
+  out.name = v.name;
+  out.shape = v.shape;
+  out.partitions.reserve(ranges.size());
+  for (const auto& r : ranges) {
+    partition_data p;
+    p.row_begin = r.begin;
+    p.row_end = r.end;
+    p.values = values.middleRows(r.begin, r.rows());
+    for (const auto& [slot, whole] : slots) p.slots[slot] = whole.middleRows(r.begin, r.rows());
+    for (const auto& old : v.partitions)
+      if (old.row_begin < r.end && r.begin < old.row_end) p.iterations = std::max(p.iterations, old.iterations);
+    out.partitions.push_back(std::move(p));
+  }
+  return out;
+}
+
+checkpoint_data repartition(const checkpoint_data& data, const placement& target) {
+  checkpoint_data out;
+  out.step = data.step;
+  out.optimizer = data.optimizer;
+  out.hyperparams = data.hyperparams;
+  out.extra = data.extra;
+  for (const auto& tv : target.variables()) {
+    const auto it = std::find_if(data.variables.begin(), data.variables.end(),
+                                 [&](const variable_data& v) { return v.name == tv.name; });
+    if (it == data.variables.end())
+      throw checkpoint_error(fmt::format("repartition: the checkpoint of step {} has no variable '{}'",
+                                         data.step, tv.name));
+    if (it->shape != tv.shape)
+      throw checkpoint_error(fmt::format("repartition: variable '{}' is {} in the checkpoint but {} "
+                                         "in the target",
+                                         tv.name, to_string(it->shape), to_string(tv.shape)));
+    std::vector<row_range> ranges;
+    for (const auto& p : tv.partitions) ranges.push_back({p.row_begin, p.row_end});
+    out.variables.push_back(repartition(*it, ranges));
+  }
+  for (const auto& v : data.variables)
+    if (!target.find(v.name))
+      throw checkpoint_error(fmt::format("repartition: checkpoint variable '{}' is not in the "
+                                         "target placement",
+                                         v.name));
+  return out;
+}
+
+}  // namespace actortrain::model

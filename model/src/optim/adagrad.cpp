@@ -1,0 +1,56 @@
+#include <actortrain/model/optim/adagrad.hpp>
+
+#include "kernel.hpp"
+
+#include <cmath>
+
+namespace actortrain::model {
+
+struct adagrad::kernel {
+  float lr;
+  float epsilon;
+  void operator()(float* __restrict w, const float* __restrict g, float* const* slots,
+                  size_t n) const {
+    float* __restrict a = slots[0];
+    for (size_t i = 0; i < n; ++i) {
+      const float gi = g[i];
+      const float ai = a[i] + gi * gi;
+      a[i] = ai;
+      w[i] -= lr * gi / std::sqrt(ai + epsilon);
+    }
+  }
+};
+
+adagrad::adagrad(const adagrad_options& o) : optimizer("adagrad", {"accumulator"}) {
+  learning_rate_ = declare("learning_rate", o.learning_rate, value_range::non_negative);
+  initial_accumulator_value_ = declare("initial_accumulator_value", o.initial_accumulator_value,
+                                       value_range::non_negative, /*fixed=*/true);
+  epsilon_ = declare("epsilon", o.epsilon, value_range::positive);
+}
+
+optimizer_ptr adagrad::clone() const {
+  return std::make_unique<adagrad>(*this);
+}
+
+float adagrad::initial_slot_value(size_t) const {
+  return static_cast<float>(hp(initial_accumulator_value_));
+}
+
+adagrad::kernel adagrad::make_kernel() const {
+  return kernel{static_cast<float>(hp(learning_rate_)), static_cast<float>(hp(epsilon_))};
+}
+
+void adagrad::update_dense(float* values, const float* grads, size_t n, slot_block& s) const {
+  detail::run_dense(make_kernel(), values, grads, n, s);
+}
+
+void adagrad::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
+                          const float* grad_rows, slot_block& s) const {
+  detail::run_rows(make_kernel(), values, row_width, rows, num_rows, grad_rows, s);
+}
+
+optimizer_ptr make_adagrad(const adagrad_options& options) {
+  return std::make_unique<adagrad>(options);
+}
+
+}  // namespace actortrain::model

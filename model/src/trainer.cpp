@@ -1,0 +1,221 @@
+#include <actortrain/model/fpu.hpp>
+#include <actortrain/model/layers/gemm_tuning.hpp>
+#include <actortrain/model/progress.hpp>
+#include <actortrain/model/random.hpp>
+#include <actortrain/model/trainer.hpp>
+
+#include <iostream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace actortrain::model {
+
+const std::vector<double>& history::operator[](const std::string& key) const {
+  auto i = values_.find(key);
+  if (i == values_.end()) throw std::out_of_range(fmt::format("history has no key '{}'", key));
+  return i->second;
+}
+
+double history::last(const std::string& key) const {
+  const auto& v = (*this)[key];
+  if (v.empty()) throw std::out_of_range(fmt::format("history key '{}' is empty", key));
+  return v.back();
+}
+
+size_t history::epochs() const {
+  size_t n = 0;
+  for (auto& [k, v] : values_) n = std::max(n, v.size());
+  return n;
+}
+
+trainer::trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed)
+  : model_(std::move(m)), opt_(std::move(opt)), loss_(std::move(l)), seed_(seed),
+    exec_(model_.empty() ? throw std::invalid_argument("trainer: empty model") : model_) {
+  if (!opt_) throw std::invalid_argument("trainer: null optimizer");
+  tune_gemm_blocking();
+  if (!loss_) throw std::invalid_argument("trainer: null loss");
+  params_ = model_.initial_parameters(seed_);
+  grads_ = gradient_store{model_.variables()};
+  for (auto& v : model_.variables()) slots_.push_back(opt_->make_slots(static_cast<size_t>(v.shape.size())));
+}
+
+void trainer::add_metric(metric_ptr m) {
+  if (!m) throw std::invalid_argument("trainer::add_metric: null metric");
+  if (m->name() == "loss") throw std::invalid_argument("trainer::add_metric: 'loss' is always reported");
+  metrics_.push_back(std::move(m));
+}
+
+const matrix& trainer::variable(const std::string& name) const {
+  auto id = model_.find_variable(name);
+  if (id < 0) throw std::out_of_range(fmt::format("model has no variable '{}'", name));
+  return params_[id];
+}
+
+void trainer::check_element(const dataset::element& e) const {
+  if (e.features.size() != model_.num_inputs())
+    throw std::invalid_argument(fmt::format("the data has {} feature tensors, the model {} inputs",
+                                            e.features.size(), model_.num_inputs()));
+}
+
+double trainer::train_step(const dataset::element& batch) {
+  check_element(batch);
+  const matrix& out = exec_.forward(params_, batch.features, true, draw(seed_, static_cast<uint64_t>(steps_), 0x64726f70ULL));
+  double l = loss_->compute(out, batch.labels, &d_out_);
+  for (auto& m : metrics_) m->update(out, batch.labels);
+  grads_.zero();
+  exec_.backward(params_, d_out_, grads_);
+  const auto& specs = model_.variables();
+  for (size_t v = 0; v < specs.size(); ++v) {
+    auto& value = params_[static_cast<variable_id>(v)];
+    if (grads_.is_sparse[v]) {
+      auto& g = grads_.sparse[v];
+      if (g.ids.empty()) continue;
+      opt_->apply_rows(value.data(), static_cast<size_t>(value.cols()), g.ids.data(), g.ids.size(),
+                       g.rows.data(), slots_[v]);
+    } else {
+      opt_->apply_dense(value.data(), grads_.dense[v].data(), static_cast<size_t>(value.size()), slots_[v]);
+    }
+  }
+  ++steps_;
+  return l;
+}
+
+namespace {
+
+int64_t known_steps(const dataset::dataset& d) {
+  auto c = d.cardinality();
+  return c.kind == dataset::cardinality_kind::known ? c.n : -1;
+}
+
+}  // namespace
+
+history trainer::fit(const dataset::dataset& data, const fit_options& opts) {
+  if (opts.epochs < 0) throw std::invalid_argument(fmt::format("fit: epochs = {} < 0", opts.epochs));
+  if (opts.steps_per_epoch < 0)
+    throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
+  if (opts.steps_per_epoch == 0 && data.cardinality().kind == dataset::cardinality_kind::infinite)
+    throw std::invalid_argument("fit: the dataset is infinite (repeat()); set steps_per_epoch");
+  enable_flush_to_zero();
+  std::ostream& out = opts.out ? *opts.out : std::cout;
+  progress_printer progress{out, opts.verbose, progress_printer::stdout_is_terminal(out)};
+  uint64_t saved_seed = seed_;
+  if (opts.seed != 0) seed_ = opts.seed;
+  history h;
+  std::unique_ptr<dataset::iterator> persistent;
+  if (opts.steps_per_epoch > 0) persistent = data.iterate(0);
+  int64_t total = opts.steps_per_epoch > 0 ? opts.steps_per_epoch : known_steps(data);
+  bool ran_out = false;
+  for (int epoch = 0; epoch < opts.epochs && !ran_out; ++epoch) {
+    for (auto& m : metrics_) m->reset();
+    progress.begin_epoch(epoch, opts.epochs, total);
+    std::unique_ptr<dataset::iterator> fresh;
+    dataset::iterator* it = persistent.get();
+    if (!it) {
+      fresh = data.iterate(static_cast<uint64_t>(epoch));
+      it = fresh.get();
+    }
+    double loss_sum = 0;
+    int64_t samples = 0, step = 0;
+    std::map<std::string, double> values;
+    auto current = [&] {
+      values["loss"] = samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0;
+      for (auto& m : metrics_) values[m->name()] = m->result();
+    };
+    while (opts.steps_per_epoch == 0 || step < opts.steps_per_epoch) {
+      auto e = it->next();
+      if (!e) {
+        if (opts.steps_per_epoch > 0) {
+          progress.note(fmt::format("warning: the input ran out of data after {} steps of epoch {}; "
+                                    "training stops (use repeat() or fewer steps_per_epoch)",
+                                    step, epoch + 1));
+          ran_out = true;
+        }
+        break;
+      }
+      double l = train_step(*e);
+      loss_sum += l * static_cast<double>(e->rows());
+      samples += e->rows();
+      ++step;
+      if (opts.verbose == 1) {
+        current();
+        progress.update(step, samples, values);
+      }
+    }
+    current();
+    if (opts.validation) {
+      for (auto& [k, v] : evaluate(*opts.validation)) values["val_" + k] = v;
+    }
+    progress.end_epoch(step, samples, values);
+    for (auto& [k, v] : values) h.add(k, v);
+  }
+  seed_ = saved_seed;
+  return h;
+}
+
+history trainer::fit(const std::vector<matrix>& x, const matrix& y, const fit_options& opts) {
+  if (opts.batch_size <= 0) throw std::invalid_argument(fmt::format("fit: batch_size = {} <= 0", opts.batch_size));
+  auto ds = dataset::from_tensor_slices(x, y);
+  if (opts.shuffle) ds = ds.shuffle(static_cast<int64_t>(y.rows()), opts.seed ? opts.seed : seed_);
+  return fit(ds.batch(opts.batch_size), opts);
+}
+
+std::map<std::string, double> trainer::evaluate(const dataset::dataset& data, int verbose) {
+  if (data.cardinality().kind == dataset::cardinality_kind::infinite)
+    throw std::invalid_argument("evaluate: the dataset is infinite (repeat())");
+  std::vector<metric_ptr> ms;
+  for (auto& m : metrics_) ms.push_back(m->clone());
+  auto it = data.iterate(0);
+  double loss_sum = 0;
+  int64_t samples = 0;
+  while (auto e = it->next()) {
+    check_element(*e);
+    const matrix& out = exec_.forward(params_, e->features, false);
+    loss_sum += loss_->compute(out, e->labels, nullptr) * static_cast<double>(e->rows());
+    samples += e->rows();
+    for (auto& m : ms) m->update(out, e->labels);
+  }
+  std::map<std::string, double> r;
+  r["loss"] = samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0;
+  for (auto& m : ms) r[m->name()] = m->result();
+  if (verbose > 0) {
+    std::string s = fmt::format("evaluate: {} samples", samples);
+    for (auto& [k, v] : r) s += fmt::format(" - {}: {:.4f}", k, v);
+    std::cout << s << '\n';
+  }
+  return r;
+}
+
+std::map<std::string, double> trainer::evaluate(const std::vector<matrix>& x, const matrix& y,
+                                                int64_t batch_size) {
+  if (batch_size <= 0) throw std::invalid_argument(fmt::format("evaluate: batch_size = {} <= 0", batch_size));
+  return evaluate(dataset::from_tensor_slices(x, y).batch(batch_size));
+}
+
+matrix trainer::predict(const dataset::dataset& data) {
+  if (data.cardinality().kind == dataset::cardinality_kind::infinite)
+    throw std::invalid_argument("predict: the dataset is infinite (repeat())");
+  std::vector<matrix> parts;
+  int64_t rows = 0;
+  auto it = data.iterate(0);
+  while (auto e = it->next()) {
+    check_element(*e);
+    parts.push_back(exec_.forward(params_, e->features, false));
+    rows += parts.back().rows();
+  }
+  matrix all(rows, model_.output_width());
+  int64_t r = 0;
+  for (auto& p : parts) {
+    all.middleRows(r, p.rows()) = p;
+    r += p.rows();
+  }
+  return all;
+}
+
+matrix trainer::predict(const std::vector<matrix>& x, int64_t batch_size) {
+  if (batch_size <= 0) throw std::invalid_argument(fmt::format("predict: batch_size = {} <= 0", batch_size));
+  if (x.empty()) throw std::invalid_argument("predict: no inputs");
+  return predict(dataset::from_tensor_slices(x, matrix(x[0].rows(), 0)).batch(batch_size));
+}
+
+}  // namespace actortrain::model

@@ -1,0 +1,207 @@
+// ps_shard on CAF's test coordinator: exactly-once application per step id, validation
+// that names variable and shapes, fences, versions and staleness, copy-on-write pulls.
+
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/model/optim/sgd.hpp>
+
+// Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
+#include "caf_test.hpp"
+
+using namespace actortrain;
+using model::matrix;
+
+namespace {
+
+struct ps_fixture : testing::fixture {
+  ps_shard_actor ps;
+  caf::error last_error;
+
+  ps_fixture() {
+    ps = spawn_ps_shard(sys, *model::make_sgd({1.0}), ps_shard_options{});
+    init_request req;
+    req.f.coordinator_epoch = 1;
+    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}});
+    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}});
+    BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
+  }
+
+  ~ps_fixture() { caf::anon_send_exit(ps, caf::exit_reason::user_shutdown); }
+
+  template <class T, class... Ts>
+  caf::optional<T> ask(Ts&&... xs) {
+    auto rh = self->request(ps, std::chrono::seconds(10), std::forward<Ts>(xs)...);
+    sched.run();
+    caf::optional<T> out;
+    rh.receive([&](T& x) { out = std::move(x); }, [&](caf::error& e) { last_error = e; });
+    return out;
+  }
+
+  static fence epochs(uint64_t c, uint64_t worker = fence::no_worker, uint64_t gen = 0) {
+    fence f;
+    f.coordinator_epoch = c;
+    f.worker = static_cast<uint32_t>(worker);
+    f.worker_generation = gen;
+    return f;
+  }
+
+  push_request push_of(uint64_t position, matrix g, uint64_t read_version = 0, fence f = epochs(1)) {
+    push_request r;
+    r.f = f;
+    r.step = step_id{1, 0, position};
+    r.example_count = 4;
+    r.dense.push_back(dense_slice{partition_key{0, 0}, read_version, tensor{std::move(g)}});
+    return r;
+  }
+
+  matrix kernel() {
+    pull_request p;
+    p.f = epochs(1);
+    p.partitions.push_back(partition_key{0, 0});
+    auto r = ask<pull_reply>(pull_atom::value, p);
+    BOOST_REQUIRE(r);
+    return *r->values.at(0).value.value;
+  }
+
+  ps_stats stats() { return *ask<ps_stats>(stats_atom::value); }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(ps_shard, ps_fixture)
+
+BOOST_AUTO_TEST_CASE(a_push_is_applied_once_and_a_repeated_step_id_is_acknowledged_as_duplicate) {
+  auto first = ask<push_reply>(push_atom::value, push_of(7, matrix::Ones(2, 3)));
+  BOOST_REQUIRE(first);
+  BOOST_TEST(to_string(first->status) == "applied");
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));  // SGD lr 1: w -= g
+  auto again = ask<push_reply>(push_atom::value, push_of(7, matrix::Ones(2, 3)));
+  BOOST_REQUIRE(again);
+  BOOST_TEST(to_string(again->status) == "duplicate");
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));  // not applied twice
+  auto s = stats();
+  BOOST_TEST(s.applied == 1u);
+  BOOST_TEST(s.duplicates == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_wrong_shape_is_rejected_naming_variable_and_shapes_and_nothing_changes) {
+  auto r = ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(3, 3)));
+  BOOST_TEST(!r);
+  auto text = describe(last_error);
+  BOOST_TEST(text.find("invalid_gradient") != std::string::npos, text);
+  BOOST_TEST(text.find("dense/kernel") != std::string::npos, text);
+  BOOST_TEST(text.find("[3 x 3]") != std::string::npos, text);
+  BOOST_TEST(text.find("[2 x 3]") != std::string::npos, text);
+  BOOST_TEST(kernel().isZero());
+  BOOST_TEST(stats().rejected == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_gradient_that_is_not_finite_is_rejected_whole) {
+  matrix g = matrix::Ones(2, 3);
+  g(1, 2) = std::numeric_limits<float>::quiet_NaN();
+  auto req = push_of(1, g);
+  sparse_slice rows;  // a good sparse part in the same push must not be applied either
+  rows.variable = 1;
+  rows.ids = {2};
+  rows.rows = tensor{matrix::Ones(1, 2)};
+  req.sparse.push_back(rows);
+  BOOST_TEST(!static_cast<bool>(ask<push_reply>(push_atom::value, req)));
+  BOOST_TEST(describe(last_error).find("not finite") != std::string::npos, describe(last_error));
+  BOOST_TEST(kernel().isZero());
+  BOOST_TEST(stats().applied == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(sparse_rows_update_only_the_touched_rows) {
+  push_request req;
+  req.f = epochs(1);
+  req.step = step_id{1, 0, 3};
+  req.example_count = 2;
+  sparse_slice s;
+  s.variable = 1;
+  s.ids = {1, 4};
+  s.rows = tensor{matrix::Ones(2, 2)};
+  req.sparse.push_back(s);
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, req));
+  pull_rows_request pr;
+  pr.f = epochs(1);
+  pr.variable = 1;
+  pr.ids = {0, 1, 4};
+  auto rows = ask<rows_reply>(pull_rows_atom::value, pr);
+  BOOST_REQUIRE(rows);
+  const matrix& m = *rows->rows.value;
+  BOOST_TEST(m.row(0).isZero());
+  BOOST_TEST(m.row(1).isApproxToConstant(-1.0f));
+  BOOST_TEST(m.row(2).isApproxToConstant(-1.0f));
+}
+
+BOOST_AUTO_TEST_CASE(a_message_with_an_older_fence_is_rejected) {
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3), 0, epochs(3))));
+  BOOST_TEST(!static_cast<bool>(ask<push_reply>(push_atom::value, push_of(2, matrix::Ones(2, 3), 0, epochs(2)))));
+  BOOST_TEST(describe(last_error).find("fenced_out") != std::string::npos, describe(last_error));
+  BOOST_TEST(stats().fenced == 1u);
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+}
+
+BOOST_AUTO_TEST_CASE(a_fenced_worker_generation_cannot_push) {
+  fence_request fr;
+  fr.f = epochs(1, 0, 2);
+  auto ack = ask<fence>(fence_atom::value, fr);
+  BOOST_REQUIRE(ack);
+  BOOST_TEST(ack->worker_generation == 2u);
+  BOOST_TEST(!static_cast<bool>(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3), 0, epochs(1, 0, 1)))));
+  BOOST_TEST(static_cast<bool>(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3), 0, epochs(1, 0, 2)))));
+  BOOST_TEST(static_cast<bool>(ask<push_reply>(push_atom::value, push_of(2, matrix::Ones(2, 3), 0, epochs(1, 1, 1)))));
+}
+
+BOOST_AUTO_TEST_CASE(versions_count_updates_and_staleness_is_recorded) {
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3), 0)));
+  auto late = ask<push_reply>(push_atom::value, push_of(2, matrix::Ones(2, 3), 0));  // read v0, applied at v1
+  BOOST_REQUIRE(late);
+  BOOST_TEST(late->max_staleness == 1u);
+  auto s = stats();
+  BOOST_TEST(s.staleness_histogram.at(0) == 1u);
+  BOOST_TEST(s.staleness_histogram.at(1) == 1u);
+  bool found = false;
+  for (auto& v : s.versions)
+    if (v.key == partition_key{0, 0}) {
+      found = true;
+      BOOST_TEST(v.version == 2u);
+    }
+  BOOST_TEST(found);
+}
+
+BOOST_AUTO_TEST_CASE(a_reader_keeps_the_version_it_pulled_while_the_shard_moves_on) {
+  pull_request p;
+  p.f = epochs(1);
+  p.partitions.push_back(partition_key{0, 0});
+  auto held = ask<pull_reply>(pull_atom::value, p);  // holds version 0
+  BOOST_REQUIRE(held);
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3))));
+  BOOST_TEST(held->values[0].value.value->isZero());  // copy-on-write: unchanged
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+}
+
+BOOST_AUTO_TEST_CASE(hyperparameters_change_the_next_update_and_bad_ones_change_nothing) {
+  hyperparams_request h;
+  h.f = epochs(1);
+  h.values = {{"learning_rate", 0.5}};
+  BOOST_REQUIRE(ask<caf::ok_atom>(hyper_atom::value, h));
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3))));
+  BOOST_TEST(kernel().isApproxToConstant(-0.5f));
+  h.values = {{"learning_rate", 0.1}, {"no_such_thing", 1.0}};
+  BOOST_TEST(!ask<caf::ok_atom>(hyper_atom::value, h));
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(2, matrix::Ones(2, 3))));
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));  // still 0.5
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_without_partitions_says_so) {
+  auto fresh = spawn_ps_shard(sys, *model::make_sgd({1.0}), ps_shard_options{});
+  auto rh = self->request(fresh, std::chrono::seconds(10), pull_atom::value, pull_request{});
+  sched.run();
+  std::string text;
+  rh.receive([](pull_reply&) {}, [&](caf::error& e) { text = describe(e); });
+  BOOST_TEST(text.find("not_initialized") != std::string::npos, text);
+  caf::anon_send_exit(fresh, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

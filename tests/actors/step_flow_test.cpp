@@ -1,0 +1,130 @@
+// One step's messages, from whom to whom, on CAF's test coordinator: the worker fetches
+// the batch from the dataset shard, pulls from the ps shard, pushes its gradients there,
+// and answers the task.
+
+#include <actortrain/actors/dataset_shard.hpp>
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/actors/send_seam.hpp>
+#include <actortrain/actors/worker.hpp>
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/layers/dense.hpp>
+#include <actortrain/model/optim/sgd.hpp>
+
+// Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
+#include "caf_test.hpp"
+
+using namespace actortrain;
+using model::matrix;
+
+namespace {
+
+struct flow_fixture : testing::fixture {
+  model::model net = model::model::sequential(3, {model::layers::dense(1)});
+  std::shared_ptr<const model::placement> pl =
+    std::make_shared<model::placement>(model::place(net.variables(), nullptr, 1));
+  ps_shard_actor ps = spawn_ps_shard(sys, *model::make_sgd({0.1}), ps_shard_options{});
+  dataset_shard_actor shard;
+  worker_actor worker;
+  seam_ptr seam = std::make_shared<send_seam>(sys);
+
+  flow_fixture() {
+    matrix x = matrix::Ones(8, 3), y = matrix::Ones(8, 1);
+    dataset_shard_options so;
+    so.detached = false;
+    so.prefetch = 0;
+    shard = spawn_dataset_shard(
+      sys, [x, y](const dataset::input_context&) { return dataset::from_tensor_slices({x}, y).batch(4); }, so);
+    worker_options wo;
+    wo.structure = net;
+    wo.loss = model::mean_squared_error();
+    wo.placement = pl;
+    wo.ps = {ps};
+    wo.seam = seam;
+    wo.detached = false;
+    worker = spawn_worker(sys, wo);
+    init_request init;
+    init.f.coordinator_epoch = 1;
+    auto values = net.initial_parameters(1);
+    for (auto& vp : pl->variables())
+      init.partitions.push_back(partition_init{partition_key{vp.variable, 0}, vp.name, 0, false,
+                                               tensor{matrix(values[vp.variable])}});
+    self->send(ps, init_atom::value, init);
+    sched.run();
+  }
+
+  ~flow_fixture() {
+    for (auto a : {caf::actor_cast<caf::actor>(ps), caf::actor_cast<caf::actor>(shard), caf::actor_cast<caf::actor>(worker)})
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+
+  step_task task_at(uint64_t position) {
+    step_task t;
+    t.f.coordinator_epoch = 1;
+    t.f.worker = 0;
+    t.f.worker_generation = 1;
+    t.source = caf::actor_cast<caf::actor>(shard);
+    t.steps.push_back(step_id{1, 0, position});
+    return t;
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(step_flow, flow_fixture)
+
+BOOST_AUTO_TEST_CASE(one_step_goes_batch_pull_push_result) {
+  self->send(worker, step_atom::value, task_at(1));
+  expect((step_atom, step_task), from(self).to(worker));
+  expect((batch_atom, batch_request), from(worker).to(shard).with(_, _));
+  expect((batch_reply), from(shard).to(worker));
+  expect((pull_atom, pull_request), from(worker).to(ps));
+  expect((pull_reply), from(ps).to(worker));
+  expect((push_atom, push_request), from(worker).to(ps));
+  expect((push_reply), from(ps).to(worker));
+  expect((task_result), from(worker).to(self));
+  disallow((push_atom, push_request), from(worker).to(ps));
+}
+
+BOOST_AUTO_TEST_CASE(a_step_past_the_data_reports_end_of_data_and_pushes_nothing) {
+  auto rh = self->request(worker, std::chrono::seconds(10), step_atom::value, task_at(2));  // 2 batches: 0, 1
+  sched.run();
+  bool end = false;
+  rh.receive([&](task_result& r) { end = r.steps.size() == 1 && r.steps[0].end_of_data; },
+             [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_TEST(end);
+  auto s = self->request(ps, std::chrono::seconds(10), stats_atom::value);
+  sched.run();
+  s.receive([](ps_stats& st) { BOOST_TEST(st.applied == 0u); }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
+}
+
+BOOST_AUTO_TEST_CASE(steps_per_execution_runs_consecutive_steps_in_one_task) {
+  auto t = task_at(0);
+  t.steps.push_back(step_id{1, 0, 1});
+  auto rh = self->request(worker, std::chrono::seconds(10), step_atom::value, t);
+  sched.run();
+  size_t n = 0;
+  rh.receive(
+    [&](task_result& r) {
+      n = r.steps.size();
+      for (auto& s : r.steps) {
+        BOOST_TEST(!s.end_of_data);
+        BOOST_TEST(s.example_count == 4);
+        BOOST_TEST(std::isfinite(s.loss));
+      }
+    },
+    [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_TEST(n == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_for_another_worker_is_refused) {
+  auto t = task_at(0);
+  t.f.worker = 5;
+  auto rh = self->request(worker, std::chrono::seconds(10), step_atom::value, t);
+  sched.run();
+  std::string text;
+  rh.receive([](task_result&) {}, [&](caf::error& e) { text = describe(e); });
+  BOOST_TEST(text.find("worker 5") != std::string::npos, text);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,135 @@
+// The optimizer base contract (hyperparameter table, argument checks, clone) and the
+// make_optimizer spec parser.
+#include <actortrain/model/optim/all.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace actortrain::model;
+
+namespace {
+
+/// The message of the std::invalid_argument that `f` throws ("" if none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(optim_optimizer)
+
+BOOST_AUTO_TEST_CASE(hyperparams_are_sorted_by_name) {
+  adam opt;
+  const auto hp = opt.hyperparams();
+  BOOST_TEST_REQUIRE(hp.size() == 4u);
+  BOOST_TEST(hp[0].first == "beta_1");
+  BOOST_TEST(hp[1].first == "beta_2");
+  BOOST_TEST(hp[2].first == "epsilon");
+  BOOST_TEST(hp[3].first == "learning_rate");
+  BOOST_TEST(hp[3].second == 0.001);
+  BOOST_TEST(opt.hyperparam_names() ==
+             (std::vector<std::string>{"learning_rate", "beta_1", "beta_2", "epsilon"}));
+}
+
+BOOST_AUTO_TEST_CASE(set_hyperparam_rejects_unknown_names_and_bad_values) {
+  sgd opt;
+  auto unknown = error_of([&] { opt.set_hyperparam("lr", 0.1); });
+  BOOST_TEST(contains(unknown, "sgd"));
+  BOOST_TEST(contains(unknown, "'lr'"));
+  BOOST_TEST(contains(unknown, "learning_rate"));  // lists the known ones
+  auto negative = error_of([&] { opt.set_hyperparam("learning_rate", -1.0); });
+  BOOST_TEST(contains(negative, "learning_rate"));
+  BOOST_TEST(!error_of([&] { opt.set_hyperparam("learning_rate", std::nan("")); }).empty());
+  BOOST_TEST(!error_of([&] { opt.set_hyperparam("nesterov", 0.5); }).empty());
+  BOOST_TEST(opt.hyperparam("learning_rate") == 0.01);
+  BOOST_CHECK_THROW(opt.hyperparam("nope"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(clone_is_independent) {
+  adam opt;
+  auto copy = opt.clone();
+  copy->set_hyperparam("learning_rate", 0.5);
+  BOOST_TEST(opt.hyperparam("learning_rate") == 0.001);
+  BOOST_TEST(copy->hyperparam("learning_rate") == 0.5);
+  BOOST_TEST(copy->slot_names() == opt.slot_names());
+}
+
+BOOST_AUTO_TEST_CASE(rejects_slots_of_the_wrong_shape_without_side_effects) {
+  adam opt;
+  std::vector<float> w{1, 2, 3};
+  const std::vector<float> g{1, 1, 1};
+  auto s = opt.make_slots(2);
+  BOOST_CHECK_THROW(opt.apply_dense(w.data(), g.data(), 3, s), std::invalid_argument);
+  slot_block none;
+  BOOST_CHECK_THROW(opt.apply_dense(w.data(), g.data(), 3, none), std::invalid_argument);
+  BOOST_TEST(s.iterations == 0);
+  BOOST_TEST(w[0] == 1.0f);
+  auto ok = opt.make_slots(3);
+  BOOST_CHECK_THROW(opt.apply_rows(w.data(), 0, nullptr, 0, nullptr, ok), std::invalid_argument);
+  BOOST_CHECK_THROW(opt.apply_rows(w.data(), 2, nullptr, 0, nullptr, ok), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(parser_accepts_names_keywords_and_positionals) {
+  auto a = make_optimizer("adam");
+  BOOST_TEST(a->describe() == adam().describe());
+  auto b = make_optimizer("Adam(learning_rate=0.01)");
+  BOOST_TEST(b->hyperparam("learning_rate") == 0.01);
+  BOOST_TEST(b->hyperparam("beta_1") == 0.9);
+  auto c = make_optimizer(" sgd ( learning_rate = 0.1 , momentum=0.9, nesterov=1 ) ");
+  BOOST_TEST(c->name() == "sgd");
+  BOOST_TEST(c->hyperparam("momentum") == 0.9);
+  BOOST_TEST(c->hyperparam("nesterov") == 1.0);
+  BOOST_TEST(c->slot_names() == std::vector<std::string>{"momentum"});
+  auto d = make_optimizer("rmsprop(0.002, centered=true)");
+  BOOST_TEST(d->hyperparam("learning_rate") == 0.002);
+  BOOST_TEST(d->slot_names() == (std::vector<std::string>{"velocity", "average_gradient"}));
+  auto e = make_optimizer("adagrad(epsilon=1e-8,)");
+  BOOST_TEST(e->hyperparam("epsilon") == 1e-8);
+  BOOST_TEST(make_optimizer("sgd()")->describe() == sgd().describe());
+}
+
+BOOST_AUTO_TEST_CASE(describe_round_trips_through_the_parser) {
+  rmsprop_options o;
+  o.momentum = 0.5;
+  o.centered = true;
+  o.learning_rate = 0.0125;
+  for (const optimizer_ptr& opt :
+       {make_sgd({0.3, 0.7, true}), make_adam({0.02, 0.8, 0.99, 1e-6}), make_adagrad({}), make_rmsprop(o)}) {
+    auto again = make_optimizer(opt->describe());
+    BOOST_TEST(again->describe() == opt->describe());
+    BOOST_TEST(again->slot_names() == opt->slot_names());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(parser_rejects_with_the_bad_token_named) {
+  auto unknown = error_of([] { make_optimizer("adamw"); });
+  BOOST_TEST(contains(unknown, "'adamw'"));
+  BOOST_TEST(contains(unknown, "adagrad, adam, rmsprop, sgd"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(lr=0.1)"); }), "'lr'"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(learning_rate=abc)"); }), "'abc'"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(learning_rate=0.1"); }), "expected ',' or ')'"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(learning_rate=0.1) x"); }), "'x'"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(learning_rate=-1)"); }), "learning_rate"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(beta_1=0.9, beta_1=0.8)"); }), "twice"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(beta_1=0.9, 0.1)"); }), "positional"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("sgd(1,2,3,4)"); }), "too many"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("sgd(nesterov=2)"); }), "nesterov"));
+  BOOST_TEST(contains(error_of([] { make_optimizer(""); }), "empty"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("(0.1)"); }), "expected a name"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(,)"); }), "expected a value"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

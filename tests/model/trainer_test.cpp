@@ -1,0 +1,163 @@
+// The local trainer: fit / evaluate / predict on datasets and tensors, Keras's
+// steps_per_epoch semantics, repeated fit calls, and recovery of a planted model.
+
+#include <boost/test/unit_test.hpp>
+
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/all.hpp>
+
+#include <sstream>
+
+#include "gradient_check.hpp"
+
+using namespace actortrain::model;
+namespace ds = actortrain::dataset;
+using testing::random_matrix;
+
+namespace {
+
+// y = x W* + b* + noise: a planted linear model whose answer the test knows.
+struct planted {
+  matrix x, y, w;
+  float b = 0.5f;
+  explicit planted(int64_t n, uint64_t seed = 42) {
+    x = random_matrix(n, 5, seed);
+    w.resize(5, 1);
+    w << 1.5f, -2.0f, 0.5f, 3.0f, -1.0f;
+    matrix noise = random_matrix(n, 1, seed + 1, -0.01f, 0.01f);
+    y = (x * w).array() + b;
+    y += noise;
+  }
+};
+
+fit_options quiet(int epochs) {
+  fit_options o;
+  o.epochs = epochs;
+  o.verbose = 0;
+  return o;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(trainer_suite)
+
+BOOST_AUTO_TEST_CASE(recovers_a_planted_linear_model) {
+  planted p{1000};
+  trainer t{model::sequential(5, {layers::dense(1)}), make_adam({0.05}), mean_squared_error(), 3};
+  auto o = quiet(40);
+  o.batch_size = 32;
+  auto h = t.fit(p.x, p.y, o);
+  const matrix& w = t.variable("dense/kernel");
+  BOOST_TEST((w - p.w).cwiseAbs().maxCoeff() < 0.05, "learned W =\n" << w << "\nplanted W* =\n" << p.w);
+  BOOST_TEST(std::abs(t.variable("dense/bias")(0, 0) - p.b) < 0.05);
+  BOOST_TEST(h["loss"].size() == 40u);
+  BOOST_TEST(h["loss"].back() < 1e-3);
+}
+
+BOOST_AUTO_TEST_CASE(repeated_fit_calls_keep_training_as_in_the_tutorial_loop) {
+  planted p{1000, 7};
+  trainer t{model::sequential(5, {layers::dense(10), layers::dense(1)}), make_adam({1e-3}), mean_squared_error(), 1};
+  auto data = ds::from_tensor_slices({p.x}, p.y).shuffle(10, 1).repeat().batch(20);
+  fit_options o = quiet(5);
+  o.steps_per_epoch = 10;
+  std::vector<double> losses;
+  for (int call = 0; call < 20; ++call) losses.push_back(t.fit(data, o).last("loss"));
+  BOOST_TEST(t.steps() == 20 * 5 * 10);
+  // Each call is new training, not a restart: the loss keeps falling after the first call.
+  BOOST_TEST(losses.back() < 0.5 * losses[1]);
+  for (size_t k = 2; k < losses.size(); ++k) BOOST_TEST(losses[k] < losses[k - 1] * 1.02, "call " << k);
+}
+
+BOOST_AUTO_TEST_CASE(steps_per_epoch_on_finite_data_stops_when_it_runs_out) {
+  planted p{100};
+  trainer t{model::sequential(5, {layers::dense(1)}), make_sgd({0.01}), mean_squared_error()};
+  auto data = ds::from_tensor_slices({p.x}, p.y).batch(10);  // 10 batches in all
+  fit_options o = quiet(5);
+  o.steps_per_epoch = 4;
+  std::ostringstream out;
+  o.out = &out;
+  o.verbose = 2;
+  auto h = t.fit(data, o);
+  BOOST_TEST(t.steps() == 10);  // 4 + 4 + 2, then the data is gone
+  BOOST_TEST(h["loss"].size() == 3u);
+  BOOST_TEST(out.str().find("ran out of data") != std::string::npos, out.str());
+}
+
+BOOST_AUTO_TEST_CASE(an_infinite_dataset_needs_steps_per_epoch) {
+  planted p{50};
+  trainer t{model::sequential(5, {layers::dense(1)}), make_sgd({0.01}), mean_squared_error()};
+  auto data = ds::from_tensor_slices({p.x}, p.y).batch(10).repeat();
+  BOOST_CHECK_THROW(t.fit(data, quiet(1)), std::invalid_argument);
+  BOOST_CHECK_THROW(t.evaluate(data), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(without_steps_per_epoch_each_epoch_is_one_pass) {
+  planted p{100};
+  trainer t{model::sequential(5, {layers::dense(1)}), make_sgd({0.01}), mean_squared_error()};
+  t.fit(ds::from_tensor_slices({p.x}, p.y).batch(30), quiet(3));
+  BOOST_TEST(t.steps() == 3 * 4);
+}
+
+BOOST_AUTO_TEST_CASE(evaluate_and_predict_agree) {
+  matrix x = random_matrix(300, 4, 5);
+  matrix y(300, 1);
+  for (int i = 0; i < 300; ++i) y(i, 0) = x(i, 0) + x(i, 1) > 0 ? 1.f : 0.f;
+  trainer t{model::sequential(4, {layers::dense(8, layers::activation::relu), layers::dense(2)}), make_adam({0.01}),
+            softmax_cross_entropy(), 2};
+  t.add_metric(accuracy());
+  auto h = t.fit(x, y, quiet(30));
+  auto r = t.evaluate({x}, y, 64);
+  matrix pred = t.predict({x}, 64);
+  BOOST_TEST(pred.rows() == 300);
+  BOOST_TEST(pred.cols() == 2);
+  int correct = 0;
+  for (int i = 0; i < 300; ++i) {
+    Eigen::Index arg;
+    pred.row(i).maxCoeff(&arg);
+    correct += arg == static_cast<Eigen::Index>(y(i, 0));
+  }
+  BOOST_TEST(r.at("accuracy") == correct / 300.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(r.at("accuracy") > 0.9);
+  BOOST_TEST(softmax_cross_entropy()->compute(pred, y, nullptr) == r.at("loss"), boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(h.has("accuracy"));
+}
+
+BOOST_AUTO_TEST_CASE(training_is_deterministic_for_a_seed) {
+  planted p{200};
+  auto run = [&](uint64_t seed) {
+    trainer t{model::sequential(5, {layers::dense(4, layers::activation::relu), layers::dropout(0.3f), layers::dense(1)}),
+              make_adam({0.01}), mean_squared_error(), seed};
+    auto o = quiet(3);
+    t.fit(p.x, p.y, o);
+    return t.variable("dense/kernel");
+  };
+  BOOST_TEST((run(9) == run(9)));
+  BOOST_TEST((run(9) != run(10)));
+}
+
+BOOST_AUTO_TEST_CASE(data_that_does_not_fit_the_model_is_an_error) {
+  trainer t{model::sequential(5, {layers::dense(1)}), make_sgd({0.01}), mean_squared_error()};
+  auto bad = ds::from_tensor_slices({random_matrix(10, 4, 1)}, matrix::Zero(10, 1)).batch(5);
+  BOOST_CHECK_THROW(t.fit(bad, quiet(1)), std::invalid_argument);
+  auto two = ds::from_tensor_slices({random_matrix(10, 5, 1), random_matrix(10, 5, 2)}, matrix::Zero(10, 1)).batch(5);
+  BOOST_CHECK_THROW(t.fit(two, quiet(1)), std::invalid_argument);
+  BOOST_CHECK_THROW(trainer(model{}, make_sgd({0.1}), mean_squared_error()), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(progress_lines_report_loss_metrics_and_throughput) {
+  planted p{64};
+  trainer t{model::sequential(5, {layers::dense(1)}), make_sgd({0.01}), mean_squared_error()};
+  std::ostringstream out;
+  fit_options o = quiet(2);
+  o.verbose = 1;
+  o.out = &out;
+  o.validation = ds::from_tensor_slices({p.x}, p.y).batch(32);
+  t.fit(ds::from_tensor_slices({p.x}, p.y).batch(16), o);
+  auto s = out.str();
+  BOOST_TEST(s.find("Epoch 2/2") != std::string::npos, s);
+  BOOST_TEST(s.find("4/4 [") != std::string::npos, s);
+  BOOST_TEST(s.find("val_loss:") != std::string::npos, s);
+  BOOST_TEST(s.find("samples/s") != std::string::npos, s);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,48 @@
+// actortrain — the project's command line.
+//
+//   actortrain bench fashion-mnist [flags]   benchmark against a bare Eigen loop
+//   actortrain --help
+
+#include "bench.hpp"
+#include "flags.hpp"
+
+#include <iostream>
+#include <string>
+
+namespace {
+
+const char* usage =
+  "usage: actortrain COMMAND [flags]\n"
+  "\n"
+  "commands:\n"
+  "  bench fashion-mnist   train the Fashion-MNIST MLP as a bare Eigen loop and with the\n"
+  "                        framework, interleaved, and print samples/s, accuracy and ratios\n"
+  "\n"
+  "Run 'actortrain COMMAND ... --help' for a command's flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return actortrain::tools::run_main("actortrain", [&]() -> int {
+    if (argc < 2) {
+      std::cerr << usage;
+      return 2;
+    }
+    std::string cmd = argv[1];
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+      std::cout << usage;
+      return 0;
+    }
+    if (cmd == "bench") {
+      std::string what = argc > 2 ? argv[2] : "";
+      if (what == "fashion-mnist") return actortrain::tools::bench_fashion_mnist(argc, argv, 3);
+      if (what == "-h" || what == "--help") {
+        std::cout << "usage: actortrain bench fashion-mnist [flags]\n";
+        return 0;
+      }
+      throw actortrain::tools::usage_error(what.empty() ? "bench: which benchmark? (fashion-mnist)"
+                                                        : "bench: unknown benchmark '" + what + "'");
+    }
+    throw actortrain::tools::usage_error("unknown command '" + cmd + "' (see actortrain --help)");
+  });
+}

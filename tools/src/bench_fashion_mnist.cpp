@@ -1,0 +1,122 @@
+// actortrain bench fashion-mnist: the MLP 784-256-128-10 on Fashion-MNIST, batch 128,
+// Adam 1e-3, as
+//   bare  — a hand-written single-threaded Eigen loop (the baseline),
+//   local — the framework's single-process trainer (model graph, dataset pipeline),
+// interleaved round by round (seed = round), so slow phases of a shared machine hit
+// every variant alike. Prints per-round figures, per-variant medians and the ratios.
+
+#include "bare_mlp.hpp"
+#include "bench.hpp"
+#include "flags.hpp"
+
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/all.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace actortrain::tools {
+
+namespace ds = actortrain::dataset;
+namespace md = actortrain::model;
+
+namespace {
+
+struct figures {
+  double samples_per_second = 0;
+  double test_accuracy = 0;
+};
+
+figures run_local(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
+                  int64_t batch, double lr, uint64_t seed) {
+  using md::layers::activation;
+  auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
+                                         md::layers::dense(128, activation::relu), md::layers::dense(10)});
+  md::trainer t{mlp, md::make_adam({lr}), md::softmax_cross_entropy(), seed};
+  t.add_metric(md::accuracy());
+  md::fit_options opts;
+  opts.epochs = epochs;
+  opts.verbose = 0;
+  auto data = ds::from_tensor_slices({train.images}, train.labels).shuffle(train.images.rows(), seed).batch(batch).prefetch(4);
+  auto start = std::chrono::steady_clock::now();
+  t.fit(data, opts);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto r = t.evaluate(ds::from_tensor_slices({test.images}, test.labels).batch(1000));
+  return {static_cast<double>(train.images.rows()) * epochs / secs, r.at("accuracy")};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+}  // namespace
+
+int bench_fashion_mnist(int argc, char** argv, int first) {
+  int epochs = 10, rounds = 3;
+  int64_t batch = 128;
+  double lr = 1e-3;
+  std::string variants = "bare,local";
+  std::string data_dir = ds::fashion_mnist_default_dir;
+  flags f{"actortrain bench fashion-mnist",
+          "Trains the MLP 784-256-128-10 (Adam, batch 128) on Fashion-MNIST as each variant,\n"
+          "interleaved for --rounds rounds (round r uses seed r), and prints samples/s and test\n"
+          "accuracy per round, the median per variant, and each variant's ratio to 'bare'.\n"
+          "Variants: bare (hand-written Eigen loop, the baseline), local (the framework's\n"
+          "single-process trainer)."};
+  f.add("epochs", epochs, "epochs per training run")
+    .add("rounds", rounds, "rounds (each runs every variant once)")
+    .add("batch", batch, "batch size")
+    .add("lr", lr, "Adam learning rate")
+    .add("variants", variants, "comma-separated variants to run")
+    .add("data-dir", data_dir, "directory with the Fashion-MNIST .gz files");
+  if (!f.parse(argc, argv, first)) return 0;
+  if (epochs < 1 || rounds < 1 || batch < 1) throw usage_error("--epochs, --rounds and --batch must be >= 1");
+  std::vector<std::string> names;
+  {
+    std::stringstream ss{variants};
+    std::string v;
+    while (std::getline(ss, v, ',')) {
+      if (v != "bare" && v != "local") throw usage_error(fmt::format("--variants: unknown variant '{}'", v));
+      names.push_back(v);
+    }
+    if (names.empty()) throw usage_error("--variants: none given");
+  }
+  auto train = ds::load_fashion_mnist(ds::split::train, data_dir);
+  auto test = ds::load_fashion_mnist(ds::split::test, data_dir);
+  fmt::print("bench fashion-mnist: MLP 784-256-128-10, Adam({}), batch {}, {} epochs, {} rounds\n", lr, batch,
+             epochs, rounds);
+  std::map<std::string, std::vector<double>> sps, acc;
+  for (int r = 1; r <= rounds; ++r) {
+    for (auto& v : names) {
+      figures fig;
+      if (v == "bare") {
+        auto b = train_bare_mlp(train.images, train.labels, test.images, test.labels, epochs, batch,
+                                static_cast<float>(lr), static_cast<uint64_t>(r));
+        fig = {b.samples_per_second, b.test_accuracy};
+      } else {
+        fig = run_local(train, test, epochs, batch, lr, static_cast<uint64_t>(r));
+      }
+      sps[v].push_back(fig.samples_per_second);
+      acc[v].push_back(fig.test_accuracy);
+      fmt::print("round {} {:<6} {:>9.0f} samples/s  test accuracy {:.4f}\n", r, v, fig.samples_per_second,
+                 fig.test_accuracy);
+      std::fflush(stdout);
+    }
+  }
+  fmt::print("\nmedian over {} rounds:\n", rounds);
+  for (auto& v : names)
+    fmt::print("  {:<6} {:>9.0f} samples/s  test accuracy {:.4f} (min {:.4f})\n", v, median(sps[v]),
+               median(acc[v]), *std::min_element(acc[v].begin(), acc[v].end()));
+  if (sps.count("bare"))
+    for (auto& v : names)
+      if (v != "bare") fmt::print("  {}/bare = {:.3f}\n", v, median(sps[v]) / median(sps["bare"]));
+  return 0;
+}
+
+}  // namespace actortrain::tools
