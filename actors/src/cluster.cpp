@@ -282,25 +282,41 @@ model::history cluster::fit(const dataset::dataset& data, const model::fit_optio
   return fit([data, policy](const dataset::input_context& ctx) { return dataset::auto_shard(data, ctx, policy); }, opts);
 }
 
-std::map<std::string, double> cluster::evaluate(const dataset::dataset& data) {
+std::future<std::map<std::string, double>> cluster::evaluate_async(const dataset::dataset& data) {
   auto& d = *impl_;
   if (d.active) throw std::logic_error("cluster::evaluate: a run is in progress");
   eval_spec spec;
-  auto shards = d.spawn_shards([data](const dataset::input_context& ctx) {
+  spec.pipelines = d.spawn_shards([data](const dataset::input_context& ctx) {
     return dataset::auto_shard(data, ctx, dataset::auto_shard_policy::data);
   });
-  spec.pipelines = shards;
-  auto promise = std::make_shared<std::promise<caf::expected<eval_summary>>>();
+  auto promise = std::make_shared<std::promise<std::map<std::string, double>>>();
   auto fut = promise->get_future();
-  d.sys.spawn(ask_coordinator<eval_summary, eval_spec>, d.coordinator, d.call_timeout(), std::move(spec), promise);
-  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) d.drain(std::chrono::milliseconds(50));
-  d.drain(std::chrono::milliseconds(0));
-  d.stop(shards);
-  auto r = fut.get();
-  if (!r) throw std::runtime_error(describe(r.error()));
-  std::map<std::string, double> out;
-  for (size_t i = 0; i < r->keys.size(); ++i) out[r->keys[i]] = r->values[i];
-  return out;
+  d.sys.spawn([promise, spec](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+    auto shards = spec.pipelines;
+    auto stop = [shards] {
+      for (auto& a : shards) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    };
+    self->request(coord, timeout, eval_atom::value, spec)
+      .then(
+        [promise, stop](eval_summary& r) {
+          stop();
+          std::map<std::string, double> out;
+          for (size_t i = 0; i < r.keys.size(); ++i) out[r.keys[i]] = r.values[i];
+          promise->set_value(std::move(out));
+        },
+        [promise, stop](caf::error& e) {
+          stop();
+          promise->set_exception(std::make_exception_ptr(std::runtime_error(describe(e))));
+        });
+  }, d.coordinator, d.call_timeout());
+  return fut;
+}
+
+std::map<std::string, double> cluster::evaluate(const dataset::dataset& data) {
+  auto fut = evaluate_async(data);
+  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) impl_->drain(std::chrono::milliseconds(50));
+  impl_->drain(std::chrono::milliseconds(0));
+  return fut.get();
 }
 
 std::future<model::parameter_store> cluster::pull_variables() {
@@ -373,19 +389,44 @@ const model::model& cluster::structure() const { return impl_->structure; }
 const cluster_spec& cluster::spec() const { return impl_->spec; }
 std::shared_ptr<event_queue> cluster::events() const { return impl_->events; }
 
-std::string cluster::ps_report() {
+std::future<std::string> cluster::ps_report_async() {
   auto& d = *impl_;
-  std::string out;
-  caf::scoped_actor self{d.sys};
-  for (auto& p : d.ps)
-    self->request(p, d.timeout(), stats_atom::value)
-      .receive(
-        [&](ps_stats& s) {
-          out += fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}\n", s.shard, s.applied,
-                             s.duplicates, s.rejected, s.fenced);
-        },
-        [&](caf::error& e) { out += "ps: " + describe(e) + "\n"; });
-  return out;
+  auto promise = std::make_shared<std::promise<std::string>>();
+  auto fut = promise->get_future();
+  auto ps = d.ps;
+  auto timeout = d.timeout();
+  d.sys.spawn([promise, ps, timeout](caf::event_based_actor* self) {
+    auto lines = std::make_shared<std::vector<std::string>>(ps.size());
+    auto remaining = std::make_shared<size_t>(ps.size());
+    for (size_t i = 0; i < ps.size(); ++i)
+      self->request(ps[i], timeout, stats_atom::value)
+        .then(
+          [=](ps_stats& s) {
+            (*lines)[i] = fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}\n", s.shard, s.applied,
+                                      s.duplicates, s.rejected, s.fenced);
+            if (--*remaining == 0) {
+              std::string out;
+              for (auto& l : *lines) out += l;
+              promise->set_value(out);
+            }
+          },
+          [=](caf::error& e) {
+            (*lines)[i] = fmt::format("ps {}: {}\n", i, describe(e));
+            if (--*remaining == 0) {
+              std::string out;
+              for (auto& l : *lines) out += l;
+              promise->set_value(out);
+            }
+          });
+  });
+  return fut;
+}
+
+std::string cluster::ps_report() {
+  auto fut = ps_report_async();
+  if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(1)) != std::future_status::ready)
+    throw std::runtime_error("cluster::ps_report: the ps shards did not answer in time");
+  return fut.get();
 }
 
 }  // namespace actortrain

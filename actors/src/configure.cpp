@@ -7,12 +7,11 @@
 #include <caf/thread_hook.hpp>
 
 #include <stdexcept>
+#include <typeindex>
 
 namespace actortrain {
 
 namespace {
-
-constexpr const char* configured_key = "actortrain.configured";
 
 class flush_to_zero_hook : public caf::thread_hook {
  public:
@@ -27,18 +26,21 @@ std::string render_error(uint8_t code, caf::atom_value, const caf::message& ctx)
   return s;
 }
 
+// configure() registered our types on this config: the fence type stands for all.
+bool has_our_types(const caf::actor_system_config& cfg) {
+  return cfg.type_names_by_rtti.count(std::type_index(typeid(fence))) > 0;
+}
+
 }  // namespace
 
 void configure(caf::actor_system_config& cfg, const configure_options& opts) {
-  if (caf::get_or(cfg, configured_key, false))
-    throw std::logic_error("actortrain::configure called twice on one actor_system_config");
+  if (has_our_types(cfg)) throw std::logic_error("actortrain::configure called twice on one actor_system_config");
   cfg.add_message_types<caf::id_block::actortrain>();
   cfg.add_error_category(caf::atom("actortrain"), render_error);
   if (opts.flush_to_zero) cfg.add_thread_hook<flush_to_zero_hook>();
   if (opts.load_middleman) cfg.load<caf::io::middleman>();
-  cfg.set(configured_key, true);
 }
 
-bool is_configured(const caf::actor_system& sys) { return caf::get_or(sys.config(), configured_key, false); }
+bool is_configured(const caf::actor_system& sys) { return has_our_types(sys.config()); }
 
 }  // namespace actortrain

@@ -69,6 +69,12 @@ struct cluster_fixture : testing::fixture {
     return f.get();
   }
 
+  std::string report(cluster& c) {
+    auto f = c.ps_report_async();
+    sched.run();
+    return f.get();
+  }
+
   std::vector<event> drain(cluster& c) {
     std::vector<event> out;
     while (auto e = c.events()->pop()) out.push_back(*e);
@@ -79,6 +85,7 @@ struct cluster_fixture : testing::fixture {
 model::fit_options epochs(int n) {
   model::fit_options o;
   o.epochs = n;
+  o.verbose = 0;
   return o;
 }
 
@@ -93,7 +100,7 @@ BOOST_AUTO_TEST_CASE(every_position_of_every_pipeline_is_applied_exactly_once) {
   BOOST_TEST(r.history["loss"].size() == 2u);
   // 256 rows over 3 pipelines: 86, 85, 85 rows -> 9 batches each of 10 (last smaller).
   BOOST_TEST(r.steps == 2 * 27);
-  auto s = c.ps_report();
+  auto s = report(c);
   BOOST_TEST(s.find("ps 0: applied 54, duplicates 0, rejected 0") != std::string::npos, s);
   BOOST_TEST(s.find("ps 1: applied 54, duplicates 0, rejected 0") != std::string::npos, s);
 }
@@ -165,7 +172,7 @@ BOOST_AUTO_TEST_CASE(two_clusters_run_side_by_side) {
   for (int i = 0; i < 100000 && !(a.poll(ha) && b.poll(hb)); ++i) sched.run();
   BOOST_TEST(a.join(ha).steps == 8);
   BOOST_TEST(b.join(hb).steps == 3 * 8);
-  BOOST_TEST(a.ps_report().find("applied 8,") != std::string::npos, a.ps_report());
+  BOOST_TEST(report(a).find("applied 8,") != std::string::npos, report(a));
 }
 
 BOOST_AUTO_TEST_CASE(metrics_and_validation_reach_the_history) {
@@ -182,7 +189,9 @@ BOOST_AUTO_TEST_CASE(metrics_and_validation_reach_the_history) {
   BOOST_TEST(r.history.has("accuracy"));
   BOOST_TEST(r.history.has("val_accuracy"));
   BOOST_TEST(r.history.last("val_accuracy") > 0.9);
-  auto e = c.evaluate(d.batch(50));
+  auto fe = c.evaluate_async(d.batch(50));
+  sched.run();
+  auto e = fe.get();
   BOOST_TEST(e.at("accuracy") == r.history.last("val_accuracy"), boost::test_tools::tolerance(1e-9));
 }
 
@@ -200,7 +209,7 @@ BOOST_AUTO_TEST_CASE(a_gradient_that_is_not_finite_fails_the_run_before_any_shar
   } catch (const std::runtime_error& e) {
     BOOST_TEST(std::string(e.what()).find("not finite") != std::string::npos, e.what());
   }
-  auto s = c.ps_report();
+  auto s = report(c);
   BOOST_TEST(s.find("ps 0: applied 0,") != std::string::npos, s);  // batch 0 holds the NaN
   BOOST_TEST(s.find("ps 1: applied 0,") != std::string::npos, s);
 }

@@ -49,8 +49,9 @@ struct flow_fixture : testing::fixture {
     for (auto& vp : pl->variables())
       init.partitions.push_back(partition_init{partition_key{vp.variable, 0}, vp.name, 0, false,
                                                tensor{matrix(values[vp.variable])}});
-    self->send(ps, init_atom::value, init);
+    auto rh = self->request(ps, std::chrono::seconds(10), init_atom::value, init);
     sched.run();
+    rh.receive([](caf::ok_atom) {}, [](caf::error& e) { BOOST_FAIL(describe(e)); });
   }
 
   ~flow_fixture() {

@@ -121,8 +121,10 @@ class cluster {
   model::history fit(dataset::dataset_fn fn, const model::fit_options& opts = {});
   /// A plain dataset is auto-sharded over the dataset shards by spec.auto_shard.
   model::history fit(const dataset::dataset& data, const model::fit_options& opts = {});
-  /// Loss and metrics over `data` (split over the shards; every batch once).
+  /// Loss and metrics over `data` (split over the shards; every batch once). The future
+  /// form is for the test coordinator (run the scheduler, then get()).
   std::map<std::string, double> evaluate(const dataset::dataset& data);
+  std::future<std::map<std::string, double>> evaluate_async(const dataset::dataset& data);
   /// Model outputs for every example of `data`, in order, computed on this thread from
   /// the trained variables.
   model::matrix predict(const dataset::dataset& data);
@@ -137,7 +139,9 @@ class cluster {
   const cluster_spec& spec() const;
   /// The event stream (the runner drains it during join/poll).
   std::shared_ptr<event_queue> events() const;
-  /// Per-shard counters as text (applied, duplicates, rejected, staleness) — pulled.
+  /// Per-shard counters as text ("ps 0: applied 54, duplicates 0, rejected 0, fenced 0"),
+  /// one line per shard; the future form for the test coordinator.
+  std::future<std::string> ps_report_async();
   std::string ps_report();
 
   struct impl;
