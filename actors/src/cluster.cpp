@@ -185,6 +185,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   for (int p = 0; p < d.spec.num_ps; ++p) {
     ps_shard_options o;
     o.index = static_cast<uint32_t>(p);
+    o.detached = !d.spec.simulated;
     d.ps.push_back(spawn_ps_shard(sys, opt, o));
   }
   for (int w = 0; w < d.spec.num_workers; ++w) {
@@ -211,6 +212,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.seam = d.seam;
   c.timeout = d.timeout();
   c.steps_per_execution = d.spec.steps_per_execution;
+  c.detached = !d.spec.simulated;
   d.coordinator = spawn_coordinator(sys, std::move(c));
 }
 

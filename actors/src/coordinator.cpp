@@ -250,6 +250,10 @@ void on_task_result(self_ptr self, uint32_t wid, task_result& res) {
     e.loss = r.loss;
     e.examples = r.example_count;
     e.staleness = r.max_staleness;
+    e.batch_us = r.timings.batch_us;
+    e.pull_us = r.timings.pull_us;
+    e.compute_us = r.timings.compute_us;
+    e.push_us = r.timings.push_us;
     e.count = st.applied_epoch;
     e.values = st.train_acc.values();
     emit(st, std::move(e));
@@ -642,6 +646,8 @@ coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options 
   if (!opts.seam) throw std::invalid_argument("spawn_coordinator: no send seam");
   if (opts.steps_per_execution < 1)
     throw std::invalid_argument(fmt::format("steps_per_execution = {} < 1", opts.steps_per_execution));
+  bool detached = opts.detached;
+  if (detached) return sys.spawn<caf::detached>(coordinator_impl, std::move(opts));
   return sys.spawn(coordinator_impl, std::move(opts));
 }
 

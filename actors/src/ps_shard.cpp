@@ -72,7 +72,7 @@ caf::error check_fence(ps_state& st, const fence& f) {
   return caf::none;
 }
 
-bool all_finite(const model::matrix& m) { return m.allFinite(); }
+using model::all_finite;
 
 // Validates a push completely; returns the first problem.
 caf::error validate(const ps_state& st, const push_request& req) {
@@ -309,6 +309,8 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
 }  // namespace
 
 ps_shard_actor spawn_ps_shard(caf::actor_system& sys, const model::optimizer& opt, ps_shard_options opts) {
+  bool detached = opts.detached;
+  if (detached) return sys.spawn<caf::detached>(ps_shard_impl, opt.clone(), std::move(opts));
   return sys.spawn(ps_shard_impl, opt.clone(), std::move(opts));
 }
 

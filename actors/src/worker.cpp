@@ -89,7 +89,7 @@ void push(self_ptr self) {
       auto& part = vp.partitions[0];
       reqs[static_cast<size_t>(part.ps)].dense.push_back(
         dense_slice{partition_key{vp.variable, part.index}, st.read_version[v], tensor{std::move(st.grads.dense[v])}});
-      st.grads.dense[v] = model::matrix::Zero(vp.shape.rows, vp.shape.cols);
+      st.grads.dense[v] = model::matrix(vp.shape.rows, vp.shape.cols);  // zeroed by the next step
     } else {
       for (auto& part : vp.partitions)
         reqs[static_cast<size_t>(part.ps)].dense.push_back(
@@ -132,7 +132,7 @@ void push(self_ptr self) {
 std::string check_gradients(const worker_state& st) {
   const auto& specs = st.opts.structure.variables();
   for (size_t v = 0; v < specs.size(); ++v) {
-    bool finite = st.grads.is_sparse[v] ? st.grads.sparse[v].rows.allFinite() : st.grads.dense[v].allFinite();
+    bool finite = st.grads.is_sparse[v] ? model::all_finite(st.grads.sparse[v].rows) : model::all_finite(st.grads.dense[v]);
     if (!finite) return fmt::format("gradient of {} is not finite", specs[v].name);
   }
   return {};

@@ -1,7 +1,9 @@
 // actortrain bench fashion-mnist: the MLP 784-256-128-10 on Fashion-MNIST, batch 128,
 // Adam 1e-3, as
-//   bare  — a hand-written single-threaded Eigen loop (the baseline),
-//   local — the framework's single-process trainer (model graph, dataset pipeline),
+//   bare  — a hand-written single-threaded Eigen loop (the framework's own baseline),
+//   local — the framework's single-process trainer ("a": model graph, dataset pipeline),
+//   b     — the embedded cluster with 1 worker and 1 ps shard,
+//   c     — the embedded cluster with 2 workers and 2 ps shards (asynchronous),
 // interleaved round by round (seed = round), so slow phases of a shared machine hit
 // every variant alike. Prints per-round figures, per-variant medians and the ratios.
 
@@ -9,8 +11,12 @@
 #include "bench.hpp"
 #include "flags.hpp"
 
+#include <actortrain/actors/all.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +55,38 @@ figures run_local(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist
   return {static_cast<double>(train.images.rows()) * epochs / secs, r.at("accuracy")};
 }
 
+figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
+                    int64_t batch, double lr, uint64_t seed, int ps, int workers) {
+  using md::layers::activation;
+  caf::actor_system_config cfg;
+  configure(cfg);
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  cluster_spec spec;
+  spec.num_ps = ps;
+  spec.num_workers = workers;
+  spec.seed = seed;
+  auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
+                                         md::layers::dense(128, activation::relu), md::layers::dense(10)});
+  std::vector<md::metric_ptr> ms;
+  ms.push_back(md::accuracy());
+  cluster c{sys, spec, mlp, *md::make_adam({lr}), md::softmax_cross_entropy(), std::move(ms)};
+  auto all = ds::from_tensor_slices({train.images}, train.labels);
+  auto fn = [all, seed, batch](const ds::input_context& ctx) {
+    return all.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+      .shuffle(60000, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
+      .batch(batch);
+  };
+  md::fit_options opts;
+  opts.epochs = epochs;
+  opts.verbose = 0;
+  auto start = std::chrono::steady_clock::now();
+  c.fit(fn, opts);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto r = c.evaluate(ds::from_tensor_slices({test.images}, test.labels).batch(1000));
+  return {static_cast<double>(train.images.rows()) * epochs / secs, r.at("accuracy")};
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
@@ -61,14 +99,16 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
   int epochs = 10, rounds = 3;
   int64_t batch = 128;
   double lr = 1e-3;
-  std::string variants = "bare,local";
+  std::string variants = "bare,local,b,c";
   std::string data_dir = ds::fashion_mnist_default_dir;
   flags f{"actortrain bench fashion-mnist",
           "Trains the MLP 784-256-128-10 (Adam, batch 128) on Fashion-MNIST as each variant,\n"
           "interleaved for --rounds rounds (round r uses seed r), and prints samples/s and test\n"
           "accuracy per round, the median per variant, and each variant's ratio to 'bare'.\n"
-          "Variants: bare (hand-written Eigen loop, the baseline), local (the framework's\n"
-          "single-process trainer)."};
+          "Variants: bare (hand-written Eigen loop), local (the framework's single-process\n"
+          "trainer, 'a' in the ratios), b (embedded cluster: 1 worker, 1 ps shard), c (2 workers,\n"
+          "2 ps shards, asynchronous). Every variant runs with Eigen's GEMM blocking tuned for\n"
+          "this CPU (model::tune_gemm_blocking, process-wide), the bare loop included."};
   f.add("epochs", epochs, "epochs per training run")
     .add("rounds", rounds, "rounds (each runs every variant once)")
     .add("batch", batch, "batch size")
@@ -82,11 +122,13 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
     std::stringstream ss{variants};
     std::string v;
     while (std::getline(ss, v, ',')) {
-      if (v != "bare" && v != "local") throw usage_error(fmt::format("--variants: unknown variant '{}'", v));
+      if (v != "bare" && v != "local" && v != "b" && v != "c")
+        throw usage_error(fmt::format("--variants: unknown variant '{}' (bare, local, b, c)", v));
       names.push_back(v);
     }
     if (names.empty()) throw usage_error("--variants: none given");
   }
+  md::tune_gemm_blocking();  // process-wide: the same for every variant
   auto train = ds::load_fashion_mnist(ds::split::train, data_dir);
   auto test = ds::load_fashion_mnist(ds::split::test, data_dir);
   fmt::print("bench fashion-mnist: MLP 784-256-128-10, Adam({}), batch {}, {} epochs, {} rounds\n", lr, batch,
@@ -99,8 +141,11 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
         auto b = train_bare_mlp(train.images, train.labels, test.images, test.labels, epochs, batch,
                                 static_cast<float>(lr), static_cast<uint64_t>(r));
         fig = {b.samples_per_second, b.test_accuracy};
-      } else {
+      } else if (v == "local") {
         fig = run_local(train, test, epochs, batch, lr, static_cast<uint64_t>(r));
+      } else {
+        int n = v == "b" ? 1 : 2;
+        fig = run_cluster(train, test, epochs, batch, lr, static_cast<uint64_t>(r), n, n);
       }
       sps[v].push_back(fig.samples_per_second);
       acc[v].push_back(fig.test_accuracy);
@@ -113,9 +158,16 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
   for (auto& v : names)
     fmt::print("  {:<6} {:>9.0f} samples/s  test accuracy {:.4f} (min {:.4f})\n", v, median(sps[v]),
                median(acc[v]), *std::min_element(acc[v].begin(), acc[v].end()));
-  if (sps.count("bare"))
-    for (auto& v : names)
-      if (v != "bare") fmt::print("  {}/bare = {:.3f}\n", v, median(sps[v]) / median(sps["bare"]));
+  // a = the framework's single-process loop (local); the bare loop is the baseline of
+  // the framework itself.
+  auto ratio = [&](const std::string& num, const std::string& den, const std::string& label) {
+    if (sps.count(num) && sps.count(den)) fmt::print("  {} = {:.3f}\n", label, median(sps[num]) / median(sps[den]));
+  };
+  ratio("local", "bare", "local/bare");
+  ratio("b", "local", "b/a");
+  ratio("c", "local", "c/a");
+  ratio("b", "bare", "b/bare");
+  ratio("c", "bare", "c/bare");
   return 0;
 }
 

@@ -81,6 +81,8 @@ struct coordinator_options {
   int32_t steps_per_execution = 1;
   int32_t poison_limit = 3;
   uint64_t coordinator_epoch = 1;
+  /// Own thread (see ps_shard_options::detached); off in the simulator.
+  bool detached = false;
 };
 
 coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options opts);

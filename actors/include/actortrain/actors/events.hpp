@@ -47,6 +47,9 @@ struct event {
   int64_t count = 0;
   uint64_t staleness = 0;
   double seconds = 0;  ///< since the run began
+  /// step_done: microseconds the worker spent fetching the batch, pulling, computing and
+  /// pushing.
+  uint64_t batch_us = 0, pull_us = 0, compute_us = 0, push_us = 0;
   std::map<std::string, double> values;
   std::map<std::string, std::vector<double>> history;  ///< run_done
   bool failed = false;                                 ///< run_done: the run ended with an error

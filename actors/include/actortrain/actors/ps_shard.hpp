@@ -68,6 +68,10 @@ struct ps_shard_options {
   uint32_t index = 0;              ///< this shard's number (stats, errors)
   std::shared_ptr<apply_policy> policy;  ///< null: apply_now()
   size_t staleness_buckets = 16;   ///< histogram size; the last bucket counts >= size-1
+  /// Own thread. A shard on CAF's work-stealing scheduler waits for the pool's polling
+  /// (up to the relaxed sleep, 10 ms by default) when it was idle; a detached shard wakes
+  /// on its mailbox at once. Off in the simulator.
+  bool detached = false;
 };
 
 /// Spawns a shard that updates with its own clone of `opt`. Throws std::invalid_argument

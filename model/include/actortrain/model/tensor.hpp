@@ -36,4 +36,10 @@ std::string to_string(const shape2& s);
 /// "[rows x cols]" of a matrix, for error messages.
 std::string shape_string(const matrix& m);
 
+/// True when no value is NaN or infinite. A branch-free integer test on the exponent bits,
+/// which vectorizes (Eigen's allFinite() computes x - x and does not): workers and ps
+/// shards run it over every gradient of every step.
+bool all_finite(const float* values, size_t n);
+inline bool all_finite(const matrix& m) { return all_finite(m.data(), static_cast<size_t>(m.size())); }
+
 }  // namespace actortrain::model
