@@ -4,6 +4,8 @@
 #include <actortrain/model/layers/gemm_tuning.hpp>
 #include <actortrain/model/random.hpp>
 
+#include <deque>
+
 #include <fmt/format.h>
 
 namespace actortrain {
@@ -29,6 +31,12 @@ struct worker_state {
   task_result result;
   caf::typed_response_promise<task_result> rp;
   bool busy = false;
+  // Tasks that arrived while busy (the coordinator may re-send after a timeout of its
+  // own), served in order.
+  std::deque<std::pair<step_task, caf::typed_response_promise<task_result>>> waiting;
+  // Increases with every step attempt: replies that belong to an earlier step (late
+  // after a timeout) are recognized and ignored.
+  uint64_t seq = 0;
   // The step in progress.
   dataset::element batch;
   step_result current;
@@ -42,11 +50,31 @@ using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
 void run_next(self_ptr self);
 
+void start(self_ptr self, step_task task, caf::typed_response_promise<task_result> rp) {
+  auto& st = self->state;
+  st.busy = true;
+  st.task = std::move(task);
+  st.next = 0;
+  st.result = task_result{};
+  st.rp = std::move(rp);
+  run_next(self);
+}
+
+void start_waiting(self_ptr self) {
+  auto& st = self->state;
+  if (st.busy || st.waiting.empty()) return;
+  auto next = std::move(st.waiting.front());
+  st.waiting.pop_front();
+  start(self, std::move(next.first), std::move(next.second));
+}
+
 void fail(self_ptr self, caf::error err) {
   auto& st = self->state;
   st.params.release();
   st.busy = false;
+  ++st.seq;
   st.rp.deliver(std::move(err));
+  start_waiting(self);
 }
 
 void finish_task(self_ptr self) {
@@ -54,6 +82,7 @@ void finish_task(self_ptr self) {
   st.busy = false;
   st.params.release();
   st.rp.deliver(std::move(st.result));
+  start_waiting(self);
 }
 
 // Pushes each shard its slices; the step is done when every shard acknowledged.
@@ -111,9 +140,9 @@ void push(self_ptr self) {
     if (r.dense.empty() && r.sparse.empty()) continue;
     st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, push_atom::value, std::move(r))
       .then(
-        [self](push_reply& rep) {
+        [self, seq = st.seq](push_reply& rep) {
           auto& st = self->state;
-          if (st.outstanding == 0) return;  // the step failed already
+          if (st.seq != seq || st.outstanding == 0) return;  // a late reply, or the step failed already
           st.current.max_staleness = std::max(st.current.max_staleness, rep.max_staleness);
           if (--st.outstanding == 0) {
             st.current.timings.push_us = micros_since(st.phase_start);
@@ -121,8 +150,8 @@ void push(self_ptr self) {
             run_next(self);
           }
         },
-        [self](caf::error& e) {
-          if (self->state.outstanding == 0) return;
+        [self, seq = st.seq](caf::error& e) {
+          if (self->state.seq != seq || self->state.outstanding == 0) return;
           self->state.outstanding = 0;
           fail(self, std::move(e));
         });
@@ -192,9 +221,9 @@ void pull(self_ptr self) {
     r.f = st.task.f;
     st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_atom::value, std::move(r))
       .then(
-        [self](pull_reply& rep) {
+        [self, seq = st.seq](pull_reply& rep) {
           auto& st = self->state;
-          if (st.outstanding == 0) return;
+          if (st.seq != seq || st.outstanding == 0) return;
           const auto& pl = *st.opts.placement;
           for (auto& pv : rep.values) {
             auto v = static_cast<size_t>(pv.key.variable);
@@ -211,8 +240,8 @@ void pull(self_ptr self) {
           }
           if (--st.outstanding == 0) compute(self);
         },
-        [self](caf::error& e) {
-          if (self->state.outstanding == 0) return;
+        [self, seq = st.seq](caf::error& e) {
+          if (self->state.seq != seq || self->state.outstanding == 0) return;
           self->state.outstanding = 0;
           fail(self, std::move(e));
         });
@@ -225,6 +254,7 @@ void run_next(self_ptr self) {
     finish_task(self);
     return;
   }
+  ++st.seq;
   st.current = step_result{};
   st.current.step = st.task.steps[st.next++];
   st.current.worker = st.opts.id;
@@ -234,8 +264,9 @@ void run_next(self_ptr self) {
     ->request(self, st.task.source, st.opts.timeout, batch_atom::value,
               batch_request{st.task.f, st.current.step, st.task.epoch, st.task.epoch_begin})
     .then(
-      [self](batch_reply& r) {
+      [self, seq = st.seq](batch_reply& r) {
         auto& st = self->state;
+        if (st.seq != seq) return;
         st.current.timings.batch_us = micros_since(st.phase_start);
         if (r.end_of_data) {
           // The rest of the task is past the end too: report it and stop.
@@ -262,7 +293,9 @@ void run_next(self_ptr self) {
         }
         pull(self);
       },
-      [self](caf::error& e) { fail(self, std::move(e)); });
+      [self, seq = st.seq](caf::error& e) {
+        if (self->state.seq == seq) fail(self, std::move(e));
+      });
 }
 
 worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
@@ -288,26 +321,25 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
                           fmt::format("worker {}, step {}: {}", self->state.opts.id, to_string(self->state.current.step), what));
     // CAF ends the actor after an exception; answer the task first so the coordinator
     // learns what failed (an application error, which fails the run fast).
+    for (auto& w : self->state.waiting) w.second.deliver(err);
+    self->state.waiting.clear();
     if (self->state.busy) fail(self, err);
     return err;
   });
   return {
     [self](step_atom, step_task& task) -> caf::result<task_result> {
       auto& st = self->state;
-      if (st.busy)
-        return make_error(error_code::invalid_request, fmt::format("worker {} is busy with another task", st.opts.id));
       if (task.steps.empty()) return make_error(error_code::invalid_request, "step task without steps");
       if (!task.source) return make_error(error_code::invalid_request, "step task without a dataset shard");
       if (task.f.worker != st.opts.id)
         return make_error(error_code::invalid_request,
                           fmt::format("worker {} got a task addressed to worker {}", st.opts.id, task.f.worker));
-      st.busy = true;
-      st.task = std::move(task);
-      st.next = 0;
-      st.result = task_result{};
-      st.rp = self->make_response_promise<task_result>();
-      run_next(self);
-      return st.rp;
+      auto rp = self->make_response_promise<task_result>();
+      if (st.busy)
+        st.waiting.emplace_back(std::move(task), rp);
+      else
+        start(self, std::move(task), rp);
+      return rp;
     },
   };
 }

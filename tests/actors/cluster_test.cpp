@@ -5,6 +5,7 @@
 
 #include <actortrain/actors/cluster.hpp>
 #include <actortrain/actors/events.hpp>
+#include <actortrain/actors/send_seam.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 
@@ -297,4 +298,44 @@ BOOST_AUTO_TEST_CASE(a_threaded_cluster_trains_and_shuts_down_cleanly) {
   }
   // Leaving the scope destroys the cluster; the system's destructor then waits for every
   // actor: the test finishing is the check that nothing was left running.
+}
+
+namespace {
+
+// Duplicates every push and drops the first pull of each worker: the seam's faults.
+class test_faults : public fault_policy {
+ public:
+  delivery decide(const message_info& m) override {
+    if (m.kind == push_atom::value) return delivery::duplicate();
+    if (m.kind == pull_atom::value && dropped_ < 2) {
+      ++dropped_;
+      return delivery::drop();
+    }
+    return delivery::deliver();
+  }
+  int dropped_ = 0;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(duplicated_pushes_and_lost_pulls_still_apply_every_step_once, cluster_fixture) {
+  auto sp = spec(2, 2);
+  auto faults = std::make_shared<test_faults>();
+  sp.faults = faults;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+            model::mean_squared_error()};
+  auto h = c.start_fit(sharded(16), epochs(1));
+  // A dropped pull is noticed only through its timeout: when nothing else can run,
+  // move the simulated clock past the request timeout (not past the fit call's own).
+  for (int i = 0; i < 1000 && !c.poll(h); ++i) {
+    sched.run();
+    if (!sched.has_job()) sched.advance_time(sp.request_timeout + std::chrono::seconds(1));
+  }
+  auto r = c.join(h);
+  BOOST_TEST(faults->dropped_ == 2);
+  BOOST_TEST(r.steps == 16);  // 2 pipelines x 128 rows / 16
+  auto s = report(c);
+  // Every push arrived twice: applied once, acknowledged once as a duplicate.
+  BOOST_TEST(s.find("ps 0: applied 16, duplicates 16") != std::string::npos, s);
+  BOOST_TEST(s.find("ps 1: applied 16, duplicates 16") != std::string::npos, s);
 }

@@ -4,7 +4,7 @@
 // parallel), runs forward and backward, validates the gradients (shapes, finite — so a
 // step is never half-rejected by the shards), pushes each shard its slices in parallel,
 // and reports a step_result. A task of k steps (steps_per_execution) runs them in order
-// and answers once.
+// and answers once. Tasks that arrive while one runs wait their turn.
 //
 //   idle --step_task--> batch --> pull --> compute --> validate --> push --+--> idle
 //    ^                                                                     | (next step)
