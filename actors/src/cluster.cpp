@@ -400,26 +400,21 @@ std::future<std::string> cluster::ps_report_async() {
   d.sys.spawn([promise, ps, timeout](caf::event_based_actor* self) {
     auto lines = std::make_shared<std::vector<std::string>>(ps.size());
     auto remaining = std::make_shared<size_t>(ps.size());
+    auto done = [promise, lines, remaining](size_t i, std::string line) {
+      (*lines)[i] = std::move(line);
+      if (--*remaining > 0) return;
+      std::string out;
+      for (auto& l : *lines) out += l;
+      promise->set_value(out);
+    };
     for (size_t i = 0; i < ps.size(); ++i)
       self->request(ps[i], timeout, stats_atom::value)
         .then(
           [=](ps_stats& s) {
-            (*lines)[i] = fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}\n", s.shard, s.applied,
-                                      s.duplicates, s.rejected, s.fenced);
-            if (--*remaining == 0) {
-              std::string out;
-              for (auto& l : *lines) out += l;
-              promise->set_value(out);
-            }
+            done(i, fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}\n", s.shard, s.applied,
+                                s.duplicates, s.rejected, s.fenced));
           },
-          [=](caf::error& e) {
-            (*lines)[i] = fmt::format("ps {}: {}\n", i, describe(e));
-            if (--*remaining == 0) {
-              std::string out;
-              for (auto& l : *lines) out += l;
-              promise->set_value(out);
-            }
-          });
+          [=](caf::error& e) { done(i, fmt::format("ps {}: {}\n", i, describe(e))); });
   });
   return fut;
 }

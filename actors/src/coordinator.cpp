@@ -521,15 +521,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       if (w.handle.address() == dm.source) on_worker_down(self, w.id, dm.reason);
   });
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
-    std::string what;
-    try {
-      std::rethrow_exception(eptr);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-      what = "unknown exception";
-    }
-    auto err = make_error(error_code::user_error, "coordinator: " + what);
+    auto err = make_error(error_code::user_error, "coordinator: " + exception_text(eptr));
     fail_run(self, err);
     return err;
   });

@@ -68,14 +68,8 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
   st.pipeline = opts.context.input_pipeline_id;
   st.prefetch = opts.prefetch;
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
-    try {
-      std::rethrow_exception(eptr);
-    } catch (const std::exception& e) {
-      return make_error(error_code::user_error,
-                        fmt::format("dataset shard {}: {}", self->state.pipeline, e.what()));
-    } catch (...) {
-      return make_error(error_code::user_error, fmt::format("dataset shard {}: unknown exception", self->state.pipeline));
-    }
+    return make_error(error_code::user_error,
+                      fmt::format("dataset shard {}: {}", self->state.pipeline, exception_text(eptr)));
   });
   try {
     if (!fn) throw std::invalid_argument("no dataset_fn");

@@ -41,4 +41,14 @@ std::string describe(const caf::error& e) {
   return text;
 }
 
+std::string exception_text(const std::exception_ptr& eptr) {
+  try {
+    std::rethrow_exception(eptr);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 }  // namespace actortrain

@@ -145,13 +145,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
   st.stats.shard = opts.index;
   st.stats.staleness_histogram.assign(std::max<size_t>(2, opts.staleness_buckets), 0);
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
-    try {
-      std::rethrow_exception(eptr);
-    } catch (const std::exception& e) {
-      return make_error(error_code::user_error, fmt::format("ps shard {}: {}", self->state.index, e.what()));
-    } catch (...) {
-      return make_error(error_code::user_error, fmt::format("ps shard {}: unknown exception", self->state.index));
-    }
+    return make_error(error_code::user_error, fmt::format("ps shard {}: {}", self->state.index, exception_text(eptr)));
   });
   auto not_ready = [self] {
     return make_error(error_code::not_initialized,

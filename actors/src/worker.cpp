@@ -309,14 +309,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
   st.read_version.assign(st.opts.structure.variables().size(), 0);
   for (auto& m : st.opts.metrics) st.metrics.push_back(m->clone());
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
-    std::string what;
-    try {
-      std::rethrow_exception(eptr);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-      what = "unknown exception";
-    }
+    auto what = exception_text(eptr);
     auto err = make_error(error_code::user_error,
                           fmt::format("worker {}, step {}: {}", self->state.opts.id, to_string(self->state.current.step), what));
     // CAF ends the actor after an exception; answer the task first so the coordinator

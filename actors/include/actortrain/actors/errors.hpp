@@ -7,6 +7,7 @@
 #include <caf/make_message.hpp>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 
 namespace actortrain {
@@ -33,6 +34,10 @@ caf::error make_error(error_code code, std::string what);
 
 /// The text of an error: for ours "<code>: <message>", for CAF's its rendering.
 std::string describe(const caf::error& e);
+
+/// The message of a caught exception (what(), or "unknown exception"), for the
+/// exception handlers every framework actor installs.
+std::string exception_text(const std::exception_ptr& eptr);
 
 }  // namespace actortrain
 
