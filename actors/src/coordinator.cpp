@@ -23,7 +23,7 @@ struct worker_slot {
   uint32_t id = 0;
   uint64_t generation = 1;
   bool alive = true;
-  bool busy = false;
+  int outstanding = 0;  // tasks sent and not answered (the worker queues them)
   uint64_t steps = 0;
 };
 
@@ -80,7 +80,7 @@ struct coord_state {
   std::vector<pipeline_slot> eval_pipes;
   size_t rr = 0;  // round-robin pointer over pipelines
   std::deque<step_task> requeued;
-  std::map<uint32_t, pending_task> in_flight;  // by worker id
+  std::map<uint32_t, std::vector<pending_task>> in_flight;  // by worker id, in sending order
   std::map<step_id, int> failures;             // per step: failed attempts
   int64_t dispatched_epoch = 0, applied_epoch = 0;
   uint64_t dispatched_run = 0, applied_run = 0, steps_total = 0;
@@ -151,6 +151,28 @@ bool is_application_error(const caf::error& e) {
          c == error_code::not_initialized;
 }
 
+size_t in_flight_count(const coord_state& st) {
+  size_t n = 0;
+  for (auto& [w, tasks] : st.in_flight) n += tasks.size();
+  return n;
+}
+
+// Removes and returns the task of worker `wid` that starts with step `first`.
+std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, const step_id& first) {
+  auto it = st.in_flight.find(wid);
+  if (it == st.in_flight.end()) return std::nullopt;
+  auto& tasks = it->second;
+  for (auto t = tasks.begin(); t != tasks.end(); ++t)
+    if (t->task.steps.front() == first) {
+      auto out = std::move(*t);
+      tasks.erase(t);
+      if (tasks.empty()) st.in_flight.erase(it);
+      --st.workers[wid].outstanding;
+      return out;
+    }
+  return std::nullopt;
+}
+
 // The next task for a free worker, if the gate and the data allow one.
 std::optional<pending_task> next_task(coord_state& st) {
   if (st.ph == phase::evaluating) {
@@ -171,7 +193,7 @@ std::optional<pending_task> next_task(coord_state& st) {
     return std::nullopt;
   }
   if (st.ph != phase::training) return std::nullopt;
-  gate_view v{st.dispatched_run, st.applied_run, st.applied_run, st.in_flight.size()};
+  gate_view v{st.dispatched_run, st.applied_run, st.applied_run, in_flight_count(st)};
   if (!st.opts.gate->may_dispatch(v)) return std::nullopt;
   if (!st.requeued.empty()) {
     pending_task t;
@@ -215,15 +237,12 @@ void requeue(self_ptr self, step_task task, const caf::error& why) {
   st.requeued.push_back(std::move(task));
 }
 
-void on_task_result(self_ptr self, uint32_t wid, task_result& res) {
+void on_task_result(self_ptr self, uint32_t wid, const step_id& first, task_result& res) {
   auto& st = self->state;
-  auto it = st.in_flight.find(wid);
-  if (it == st.in_flight.end()) return;  // a stale answer (the worker was declared lost)
-  bool eval = it->second.eval;
-  auto task = std::move(it->second.task);
-  st.in_flight.erase(it);
+  auto pt = take_pending(st, wid, first);
+  if (!pt) return;  // a stale answer (the task was given up after a timeout or a loss)
+  bool eval = pt->eval;
   auto& w = st.workers[wid];
-  w.busy = false;
   for (auto& r : res.steps) {
     auto& pipes = eval ? st.eval_pipes : st.pipes;
     if (r.step.pipeline >= pipes.size()) continue;
@@ -262,13 +281,11 @@ void on_task_result(self_ptr self, uint32_t wid, task_result& res) {
   dispatch(self);
 }
 
-void on_task_error(self_ptr self, uint32_t wid, caf::error& err) {
+void on_task_error(self_ptr self, uint32_t wid, const step_id& first, caf::error& err) {
   auto& st = self->state;
-  auto it = st.in_flight.find(wid);
-  if (it == st.in_flight.end()) return;
-  auto pt = std::move(it->second);
-  st.in_flight.erase(it);
-  st.workers[wid].busy = false;
+  auto found = take_pending(st, wid, first);
+  if (!found) return;
+  auto pt = std::move(*found);
   if (is_application_error(err)) {
     fail_run(self, std::move(err));
     return;
@@ -285,17 +302,18 @@ void on_task_error(self_ptr self, uint32_t wid, caf::error& err) {
 
 void send_task(self_ptr self, worker_slot& w, pending_task t) {
   auto& st = self->state;
-  w.busy = true;
+  ++w.outstanding;
   auto wid = w.id;
   t.task.f.worker = wid;
   t.task.f.worker_generation = w.generation;
   auto task = t.task;
-  st.in_flight.emplace(wid, std::move(t));
+  auto first = task.steps.front();
+  st.in_flight[wid].push_back(std::move(t));
   // A task may run steps_per_execution steps: give it that many timeouts.
   auto timeout = st.opts.timeout * std::max<int64_t>(1, static_cast<int64_t>(task.steps.size()));
   st.opts.seam->request(self, w.handle, timeout, step_atom::value, std::move(task))
-    .then([self, wid](task_result& r) { on_task_result(self, wid, r); },
-          [self, wid](caf::error& e) { on_task_error(self, wid, e); });
+    .then([self, wid, first](task_result& r) { on_task_result(self, wid, first, r); },
+          [self, wid, first](caf::error& e) { on_task_error(self, wid, first, e); });
 }
 
 bool phase_complete(const coord_state& st) {
@@ -388,7 +406,7 @@ void dispatch(self_ptr self) {
     if (st.ph != phase::training && st.ph != phase::evaluating) return;
     bool any = false;
     for (auto& w : st.workers) {
-      if (!w.alive || w.busy) continue;
+      if (!w.alive || w.outstanding >= st.opts.tasks_per_worker) continue;
       auto t = next_task(st);
       if (!t) break;
       if (t->task.steps.empty()) continue;
@@ -430,16 +448,16 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
   if (wid >= st.workers.size() || !st.workers[wid].alive) return;
   auto& w = st.workers[wid];
   w.alive = false;
-  w.busy = false;
+  w.outstanding = 0;
   event lost;
   lost.kind = event_kind::worker_lost;
   lost.worker = wid;
   lost.generation = w.generation;
   lost.text = describe(reason);
   emit(st, std::move(lost));
-  std::optional<pending_task> pt;
+  std::vector<pending_task> lost_tasks;
   if (auto it = st.in_flight.find(wid); it != st.in_flight.end()) {
-    pt = std::move(it->second);
+    lost_tasks = std::move(it->second);
     st.in_flight.erase(it);
   }
   if (!alive_workers(st)) {
@@ -447,26 +465,33 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
                                                                    describe(reason))));
     return;
   }
-  if (!pt) return;
-  if (pt->eval) {
-    auto& ps = st.eval_pipes[pt->task.steps.front().pipeline];
-    ps.next = std::min(ps.next, pt->task.steps.front().position);
+  auto tasks = std::make_shared<std::vector<step_task>>();
+  for (auto& pt : lost_tasks) {
+    if (pt.eval) {
+      // Evaluation is read-only: run those batches again.
+      auto& ps = st.eval_pipes[pt.task.steps.front().pipeline];
+      ps.next = std::min(ps.next, pt.task.steps.front().position);
+    } else {
+      tasks->push_back(std::move(pt.task));
+    }
+  }
+  if (tasks->empty()) {
     dispatch(self);
     return;
   }
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
-  auto task = std::make_shared<step_task>(std::move(pt->task));
   fence f = current_fence(st);
   f.worker = wid;
   f.worker_generation = w.generation + 1;
-  auto requeue_now = [self, task, wid] {
+  auto requeue_now = [self, tasks, wid] {
     auto& st = self->state;
     event e;
     e.kind = event_kind::steps_requeued;
     e.worker = wid;
-    e.count = static_cast<int64_t>(task->steps.size());
+    for (auto& t : *tasks) e.count += static_cast<int64_t>(t.steps.size());
     emit(st, std::move(e));
-    requeue(self, std::move(*task), make_error(error_code::worker_lost, fmt::format("worker {} was lost", wid)));
+    for (auto& t : *tasks)
+      requeue(self, std::move(t), make_error(error_code::worker_lost, fmt::format("worker {} was lost", wid)));
     dispatch(self);
   };
   for (auto& ps : st.opts.ps)
@@ -594,7 +619,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       s.training = st.ph != phase::idle;
       s.epoch = st.epoch;
       s.steps_applied = st.applied_run;
-      for (auto& w : st.workers) s.workers.push_back(worker_status{w.id, w.generation, w.alive, w.busy, w.steps});
+      for (auto& w : st.workers) s.workers.push_back(worker_status{w.id, w.generation, w.alive, w.outstanding > 0, w.steps});
       return s;
     },
     [self](join_atom, caf::actor handle, uint32_t id) -> caf::result<uint64_t> {
@@ -605,7 +630,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
         if (w.alive) return make_error(error_code::invalid_request, fmt::format("worker {} is already a member", id));
         w.handle = typed;
         w.alive = true;
-        w.busy = false;
+        w.outstanding = 0;
         ++w.generation;
       } else if (id == st.workers.size()) {
         worker_slot w;
@@ -636,6 +661,8 @@ coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options 
   if (opts.ps.empty()) throw std::invalid_argument("spawn_coordinator: no ps shards");
   if (!opts.placement || !opts.initial) throw std::invalid_argument("spawn_coordinator: no placement or initial values");
   if (!opts.seam) throw std::invalid_argument("spawn_coordinator: no send seam");
+  if (opts.tasks_per_worker < 1)
+    throw std::invalid_argument(fmt::format("tasks_per_worker = {} < 1", opts.tasks_per_worker));
   if (opts.steps_per_execution < 1)
     throw std::invalid_argument(fmt::format("steps_per_execution = {} < 1", opts.steps_per_execution));
   bool detached = opts.detached;

@@ -68,11 +68,23 @@ void start_waiting(self_ptr self) {
   start(self, std::move(next.first), std::move(next.second));
 }
 
+// An application error ends the run: queued tasks would only compute on after it, so
+// they fail too. After a transport error (a timeout) the worker goes on with its queue.
+bool ends_the_run(const caf::error& e) {
+  if (e.category() != caf::atom("actortrain")) return false;
+  auto c = static_cast<error_code>(e.code());
+  return c == error_code::invalid_gradient || c == error_code::user_error;
+}
+
 void fail(self_ptr self, caf::error err) {
   auto& st = self->state;
   st.params.release();
   st.busy = false;
   ++st.seq;
+  if (ends_the_run(err)) {
+    for (auto& w : st.waiting) w.second.deliver(err);
+    st.waiting.clear();
+  }
   st.rp.deliver(std::move(err));
   start_waiting(self);
 }

@@ -9,6 +9,8 @@
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 
+#include <fmt/format.h>
+
 #include <set>
 #include <limits>
 
@@ -335,7 +337,13 @@ BOOST_FIXTURE_TEST_CASE(duplicated_pushes_and_lost_pulls_still_apply_every_step_
   BOOST_TEST(faults->dropped_ == 2);
   BOOST_TEST(r.steps == 16);  // 2 pipelines x 128 rows / 16
   auto s = report(c);
-  // Every push arrived twice: applied once, acknowledged once as a duplicate.
-  BOOST_TEST(s.find("ps 0: applied 16, duplicates 16") != std::string::npos, s);
-  BOOST_TEST(s.find("ps 1: applied 16, duplicates 16") != std::string::npos, s);
+  // Every push arrived at least twice (steps of a lost pull may also be re-run): each
+  // step applied exactly once per shard, every other arrival acknowledged as duplicate.
+  for (int p = 0; p < 2; ++p) {
+    auto at = s.find(fmt::format("ps {}: applied 16, duplicates ", p));
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, s);
+    auto dups = std::stoi(s.substr(at + std::string("ps 0: applied 16, duplicates ").size()));
+    BOOST_TEST(dups >= 16, s);
+    BOOST_TEST(dups <= 16 + 2 * 2, s);  // at most the two re-run tasks, twice each
+  }
 }

@@ -18,8 +18,9 @@
 //
 // Steps. A step id is (run, pipeline, position); positions count on across epochs, and
 // with steps_per_epoch = 0 an epoch of a pipeline ends at its first end_of_data reply.
-// Free workers get tasks of steps_per_execution consecutive positions of one pipeline,
-// pipelines taken round-robin; re-queued steps go first. A worker that goes down has
+// Workers get tasks of steps_per_execution consecutive positions of one pipeline,
+// pipelines taken round-robin, up to tasks_per_worker unanswered tasks each (the worker
+// queues them); re-queued steps go first. A worker that goes down has
 // its steps re-queued only after every ps shard acknowledged the fence that excludes its
 // generation (so a late push of the lost worker cannot be applied). Application errors
 // (user_error, invalid_gradient) end the run at once; transport errors re-run the step,
@@ -79,6 +80,9 @@ struct coordinator_options {
   seam_ptr seam;
   caf::timespan timeout = std::chrono::seconds(60);
   int32_t steps_per_execution = 1;
+  /// Tasks sent to a worker before it answers (it queues them): with 2, the worker
+  /// starts its next task without waiting for a round trip to the coordinator.
+  int32_t tasks_per_worker = 2;
   int32_t poison_limit = 3;
   uint64_t coordinator_epoch = 1;
   /// Own thread (see ps_shard_options::detached); off in the simulator.
