@@ -4,7 +4,9 @@
 #include <actortrain/model/layers/gemm_tuning.hpp>
 #include <actortrain/model/random.hpp>
 
+#include <algorithm>
 #include <deque>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -25,11 +27,22 @@ struct worker_state {
   model::gradient_store grads;
   std::vector<std::unique_ptr<model::metric>> metrics;
   model::matrix d_out;
-  // The task in progress.
+  // Tasks whose answer is pending: a task is answered once every step is computed and
+  // every push of every step acknowledged. Pushes are not waited for before the next
+  // step starts: CAF keeps each sender's messages in order, so the next pull reaches
+  // every shard after this push and sees its update.
+  struct task_record {
+    caf::typed_response_promise<task_result> rp;
+    task_result result;
+    size_t pending = 0;     // push acknowledgements outstanding
+    bool computed = false;  // every step computed and pushed
+  };
+  std::map<uint64_t, task_record> records;
+  uint64_t next_record = 0;
+  // The task being computed.
+  uint64_t current_record = 0;
   step_task task;
   size_t next = 0;
-  task_result result;
-  caf::typed_response_promise<task_result> rp;
   bool busy = false;
   // Tasks that arrived while busy (the coordinator may re-send after a timeout of its
   // own), served in order.
@@ -55,9 +68,20 @@ void start(self_ptr self, step_task task, caf::typed_response_promise<task_resul
   st.busy = true;
   st.task = std::move(task);
   st.next = 0;
-  st.result = task_result{};
-  st.rp = std::move(rp);
+  st.current_record = st.next_record++;
+  st.records[st.current_record].rp = std::move(rp);
   run_next(self);
+}
+
+// Answers a task when it is complete.
+void maybe_answer(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto i = st.records.find(id);
+  if (i == st.records.end() || !i->second.computed || i->second.pending > 0) return;
+  auto& steps = i->second.result.steps;
+  std::sort(steps.begin(), steps.end(), [](const step_result& a, const step_result& b) { return a.step < b.step; });
+  i->second.rp.deliver(std::move(i->second.result));
+  st.records.erase(i);
 }
 
 void start_waiting(self_ptr self) {
@@ -76,24 +100,35 @@ bool ends_the_run(const caf::error& e) {
   return c == error_code::invalid_gradient || c == error_code::user_error;
 }
 
-void fail(self_ptr self, caf::error err) {
+// Task `id` failed: answer it with the error; stop computing it if it is the current one.
+void fail_record(self_ptr self, uint64_t id, caf::error err) {
   auto& st = self->state;
-  st.params.release();
-  st.busy = false;
-  ++st.seq;
   if (ends_the_run(err)) {
     for (auto& w : st.waiting) w.second.deliver(err);
     st.waiting.clear();
   }
-  st.rp.deliver(std::move(err));
-  start_waiting(self);
+  if (auto i = st.records.find(id); i != st.records.end()) {
+    i->second.rp.deliver(err);
+    st.records.erase(i);
+  }
+  if (st.busy && st.current_record == id) {
+    st.params.release();
+    st.busy = false;
+    ++st.seq;
+    start_waiting(self);
+  }
 }
 
+void fail(self_ptr self, caf::error err) { fail_record(self, self->state.current_record, std::move(err)); }
+
+// Every step of the current task is computed (its pushes may still be in flight).
 void finish_task(self_ptr self) {
   auto& st = self->state;
   st.busy = false;
   st.params.release();
-  st.rp.deliver(std::move(st.result));
+  auto id = st.current_record;
+  if (auto i = st.records.find(id); i != st.records.end()) i->second.computed = true;
+  maybe_answer(self, id);
   start_waiting(self);
 }
 
@@ -138,36 +173,45 @@ void push(self_ptr self) {
                       tensor{model::matrix(st.grads.dense[v].middleRows(part.row_begin, part.rows()))}});
     }
   }
-  st.phase_start = clock_type::now();
-  st.outstanding = 0;
-  for (int p = 0; p < nps; ++p)
-    if (!reqs[static_cast<size_t>(p)].dense.empty() || !reqs[static_cast<size_t>(p)].sparse.empty()) ++st.outstanding;
-  if (st.outstanding == 0) {
-    st.result.steps.push_back(std::move(st.current));
+  // The step's acknowledgements are collected on the side while the next step runs.
+  struct acks {
+    step_result result;
+    size_t remaining = 0;
+    clock_type::time_point sent;
+  };
+  auto a = std::make_shared<acks>();
+  a->result = std::move(st.current);
+  a->sent = clock_type::now();
+  for (auto& r : reqs)
+    if (!r.dense.empty() || !r.sparse.empty()) ++a->remaining;
+  auto id = st.current_record;
+  auto& rec = st.records[id];
+  if (a->remaining == 0) {
+    rec.result.steps.push_back(std::move(a->result));
     run_next(self);
     return;
   }
+  rec.pending += a->remaining;
   for (int p = 0; p < nps; ++p) {
     auto& r = reqs[static_cast<size_t>(p)];
     if (r.dense.empty() && r.sparse.empty()) continue;
     st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, push_atom::value, std::move(r))
       .then(
-        [self, seq = st.seq](push_reply& rep) {
+        [self, id, a](push_reply& rep) {
           auto& st = self->state;
-          if (st.seq != seq || st.outstanding == 0) return;  // a late reply, or the step failed already
-          st.current.max_staleness = std::max(st.current.max_staleness, rep.max_staleness);
-          if (--st.outstanding == 0) {
-            st.current.timings.push_us = micros_since(st.phase_start);
-            st.result.steps.push_back(std::move(st.current));
-            run_next(self);
+          auto i = st.records.find(id);
+          if (i == st.records.end()) return;  // the task failed already
+          a->result.max_staleness = std::max(a->result.max_staleness, rep.max_staleness);
+          --i->second.pending;
+          if (--a->remaining == 0) {
+            a->result.timings.push_us = micros_since(a->sent);
+            i->second.result.steps.push_back(std::move(a->result));
           }
+          maybe_answer(self, id);
         },
-        [self, seq = st.seq](caf::error& e) {
-          if (self->state.seq != seq || self->state.outstanding == 0) return;
-          self->state.outstanding = 0;
-          fail(self, std::move(e));
-        });
+        [self, id](caf::error& e) { fail_record(self, id, std::move(e)); });
   }
+  run_next(self);
 }
 
 std::string check_gradients(const worker_state& st) {
@@ -196,7 +240,7 @@ void compute(self_ptr self) {
   if (!st.task.training) {
     st.params.release();
     st.current.timings.compute_us = micros_since(t);
-    st.result.steps.push_back(std::move(st.current));
+    st.records[st.current_record].result.steps.push_back(std::move(st.current));
     run_next(self);
     return;
   }
@@ -283,14 +327,15 @@ void run_next(self_ptr self) {
         if (r.end_of_data) {
           // The rest of the task is past the end too: report it and stop.
           st.current.end_of_data = true;
-          st.result.steps.push_back(std::move(st.current));
+          auto& res = st.records[st.current_record].result;
+          res.steps.push_back(std::move(st.current));
           for (; st.next < st.task.steps.size(); ++st.next) {
             step_result s;
             s.step = st.task.steps[st.next];
             s.worker = st.opts.id;
             s.generation = st.task.f.worker_generation;
             s.end_of_data = true;
-            st.result.steps.push_back(s);
+            res.steps.push_back(s);
           }
           finish_task(self);
           return;
@@ -326,9 +371,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
                           fmt::format("worker {}, step {}: {}", self->state.opts.id, to_string(self->state.current.step), what));
     // CAF ends the actor after an exception; answer the task first so the coordinator
     // learns what failed (an application error, which fails the run fast).
-    for (auto& w : self->state.waiting) w.second.deliver(err);
-    self->state.waiting.clear();
-    if (self->state.busy) fail(self, err);
+    auto& st = self->state;
+    for (auto& w : st.waiting) w.second.deliver(err);
+    st.waiting.clear();
+    for (auto& [id, rec] : st.records) rec.rp.deliver(err);
+    st.records.clear();
     return err;
   });
   return {
