@@ -200,6 +200,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     o.timeout = d.timeout();
     o.seed = d.spec.seed;
     o.detached = !d.spec.simulated;
+    o.overlap_push = d.spec.overlap_push;
     d.workers.push_back(spawn_worker(sys, std::move(o)));
   }
   coordinator_options c;

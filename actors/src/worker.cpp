@@ -206,12 +206,13 @@ void push(self_ptr self) {
           if (--a->remaining == 0) {
             a->result.timings.push_us = micros_since(a->sent);
             i->second.result.steps.push_back(std::move(a->result));
+            if (!st.opts.overlap_push && st.busy && st.current_record == id) run_next(self);
           }
           maybe_answer(self, id);
         },
         [self, id](caf::error& e) { fail_record(self, id, std::move(e)); });
   }
-  run_next(self);
+  if (st.opts.overlap_push) run_next(self);
 }
 
 std::string check_gradients(const worker_state& st) {

@@ -143,6 +143,18 @@ BOOST_AUTO_TEST_CASE(recovers_a_planted_linear_model) {
   BOOST_TEST(r.history["loss"].back() < 1e-3);
 }
 
+BOOST_AUTO_TEST_CASE(workers_that_wait_for_push_acks_train_the_same_model) {
+  auto sp = spec(2, 2);
+  sp.overlap_push = false;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto r = run(c, sharded(16), epochs(60));
+  auto vars = variables(c);
+  const matrix& w = vars[c.structure().find_variable("dense/kernel")];
+  BOOST_TEST((w - data.w).cwiseAbs().maxCoeff() < 0.05, "learned\n" << w << "\nplanted\n" << data.w);
+  BOOST_TEST(r.steps == 60 * 16);
+}
+
 BOOST_AUTO_TEST_CASE(twenty_fit_calls_all_train) {
   cluster c{sys, spec(1, 2), model::model::sequential(4, {model::layers::dense(8), model::layers::dense(1)}),
             *model::make_adam({1e-3}), model::mean_squared_error()};

@@ -56,7 +56,7 @@ figures run_local(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist
 }
 
 figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
-                    int64_t batch, double lr, uint64_t seed, int ps, int workers) {
+                    int64_t batch, double lr, uint64_t seed, int ps, int workers, bool overlap) {
   using md::layers::activation;
   caf::actor_system_config cfg;
   configure(cfg);
@@ -66,6 +66,7 @@ figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mni
   spec.num_ps = ps;
   spec.num_workers = workers;
   spec.seed = seed;
+  spec.overlap_push = overlap;
   auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
                                          md::layers::dense(128, activation::relu), md::layers::dense(10)});
   std::vector<md::metric_ptr> ms;
@@ -107,7 +108,8 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
           "accuracy per round, the median per variant, and each variant's ratio to 'bare'.\n"
           "Variants: bare (hand-written Eigen loop), local (the framework's single-process\n"
           "trainer, 'a' in the ratios), b (embedded cluster: 1 worker, 1 ps shard), c (2 workers,\n"
-          "2 ps shards, asynchronous). Every variant runs with Eigen's GEMM blocking tuned for\n"
+          "2 ps shards, asynchronous); bw and cw: b and c with workers that wait for the push\n"
+          "acknowledgements before the next step (cluster_spec::overlap_push = false). Every variant runs with Eigen's GEMM blocking tuned for\n"
           "this CPU (model::tune_gemm_blocking, process-wide), the bare loop included."};
   f.add("epochs", epochs, "epochs per training run")
     .add("rounds", rounds, "rounds (each runs every variant once)")
@@ -122,8 +124,8 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
     std::stringstream ss{variants};
     std::string v;
     while (std::getline(ss, v, ',')) {
-      if (v != "bare" && v != "local" && v != "b" && v != "c")
-        throw usage_error(fmt::format("--variants: unknown variant '{}' (bare, local, b, c)", v));
+      if (v != "bare" && v != "local" && v != "b" && v != "c" && v != "bw" && v != "cw")
+        throw usage_error(fmt::format("--variants: unknown variant '{}' (bare, local, b, c, bw, cw)", v));
       names.push_back(v);
     }
     if (names.empty()) throw usage_error("--variants: none given");
@@ -144,8 +146,8 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
       } else if (v == "local") {
         fig = run_local(train, test, epochs, batch, lr, static_cast<uint64_t>(r));
       } else {
-        int n = v == "b" ? 1 : 2;
-        fig = run_cluster(train, test, epochs, batch, lr, static_cast<uint64_t>(r), n, n);
+        int n = v[0] == 'b' ? 1 : 2;
+        fig = run_cluster(train, test, epochs, batch, lr, static_cast<uint64_t>(r), n, n, v.size() == 1);
       }
       sps[v].push_back(fig.samples_per_second);
       acc[v].push_back(fig.test_accuracy);

@@ -61,6 +61,10 @@ struct cluster_spec {
   /// Steps per task sent to a worker (Keras's steps_per_execution): fewer round trips
   /// with the coordinator for tiny models.
   int steps_per_execution = 1;
+  /// Workers start a step's successor as soon as its pushes are sent, instead of
+  /// waiting for the shards' acknowledgements (faster; with several workers, slightly
+  /// more asynchronous: other workers' updates interleave differently).
+  bool overlap_push = true;
   /// Timeout of every request between actors.
   std::chrono::milliseconds request_timeout{60000};
   /// Timeout of a whole fit/evaluate call as seen by the application.

@@ -47,6 +47,9 @@ struct worker_options {
   seam_ptr seam;
   caf::timespan timeout = std::chrono::seconds(60);
   uint64_t seed = 0;  ///< dropout masks: draw(seed, step)
+  /// Start the next step right after sending a step's pushes (their pull still sees the
+  /// update: CAF keeps a sender's messages in order). false: wait for the acks first.
+  bool overlap_push = true;
   bool detached = true;
 };
 
