@@ -359,3 +359,37 @@ BOOST_FIXTURE_TEST_CASE(duplicated_pushes_and_lost_pulls_still_apply_every_step_
     BOOST_TEST(dups <= 16 + 2 * 2, s);  // at most the two re-run tasks, twice each
   }
 }
+
+namespace {
+
+// Drops every push of one worker's steps: they can never complete.
+class black_hole_pushes : public fault_policy {
+ public:
+  delivery decide(const message_info& m) override {
+    return m.kind == push_atom::value ? delivery::drop() : delivery::deliver();
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_step_that_keeps_failing_ends_the_run_as_a_poison_step, cluster_fixture) {
+  auto sp = spec(1, 1);
+  sp.faults = std::make_shared<black_hole_pushes>();
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+            model::mean_squared_error()};
+  auto h = c.start_fit(sharded(64), epochs(1));
+  for (int i = 0; i < 1000 && !c.poll(h); ++i) {
+    sched.run();
+    if (!sched.has_job()) sched.advance_time(sp.request_timeout + std::chrono::seconds(1));
+  }
+  BOOST_REQUIRE(c.poll(h));
+  try {
+    c.join(h);
+    BOOST_FAIL("expected the run to fail");
+  } catch (const std::runtime_error& e) {
+    std::string what = e.what();
+    BOOST_TEST(what.find("poison_step") != std::string::npos, what);
+    BOOST_TEST(what.find("failed 3 times") != std::string::npos, what);
+    BOOST_TEST(what.find("position") != std::string::npos, what);
+  }
+}
