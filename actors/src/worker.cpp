@@ -50,6 +50,19 @@ struct worker_state {
   // Increases with every step attempt: replies that belong to an earlier step (late
   // after a timeout) are recognized and ignored.
   uint64_t seq = 0;
+  // The batch of the next step, asked for while this one computes.
+  struct prefetch_slot {
+    bool active = false;   // a request is out (or its answer is kept)
+    bool arrived = false;  // the answer is in `reply`
+    bool awaited = false;  // the step has started and waits for the answer
+    uint64_t id = 0;
+    uint64_t seq = 0;      // the step attempt that waits
+    step_id step;
+    caf::actor source;
+    batch_reply reply;
+  };
+  prefetch_slot prefetch;
+  uint64_t prefetch_id = 0;
   // The step in progress.
   dataset::element batch;
   step_result current;
@@ -62,6 +75,7 @@ struct worker_state {
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
 void run_next(self_ptr self);
+void prefetch_next(self_ptr self);
 
 void start(self_ptr self, step_task task, caf::typed_response_promise<task_result> rp) {
   auto& st = self->state;
@@ -305,6 +319,82 @@ void pull(self_ptr self) {
   }
 }
 
+// The batch of the current step arrived.
+void on_batch(self_ptr self, batch_reply& r) {
+  auto& st = self->state;
+  st.current.timings.batch_us = micros_since(st.phase_start);
+  if (r.end_of_data) {
+    // The rest of the task is past the end too: report it and stop.
+    st.current.end_of_data = true;
+    auto& res = st.records[st.current_record].result;
+    res.steps.push_back(std::move(st.current));
+    for (; st.next < st.task.steps.size(); ++st.next) {
+      step_result s;
+      s.step = st.task.steps[st.next];
+      s.worker = st.opts.id;
+      s.generation = st.task.f.worker_generation;
+      s.end_of_data = true;
+      res.steps.push_back(s);
+    }
+    finish_task(self);
+    return;
+  }
+  st.batch = to_element(std::move(r.batch));
+  if (st.batch.features.size() != st.opts.structure.num_inputs()) {
+    fail(self, make_error(error_code::user_error,
+                          fmt::format("step {}: the batch has {} feature tensors, the model {} inputs",
+                                      to_string(st.current.step), st.batch.features.size(),
+                                      st.opts.structure.num_inputs())));
+    return;
+  }
+  prefetch_next(self);
+  pull(self);
+}
+
+// Asks for the batch of the step after the current one (in this task, or the first of
+// the next queued task) so that it is there when that step starts.
+void prefetch_next(self_ptr self) {
+  auto& st = self->state;
+  const step_task* t = nullptr;
+  size_t index = 0;
+  if (st.next < st.task.steps.size()) {
+    t = &st.task;
+    index = st.next;
+  } else if (!st.waiting.empty()) {
+    t = &st.waiting.front().first;
+  }
+  if (!t || !t->source) return;
+  auto& pf = st.prefetch;
+  pf = worker_state::prefetch_slot{};
+  pf.active = true;
+  pf.step = t->steps[index];
+  pf.source = t->source;
+  pf.id = ++st.prefetch_id;
+  st.opts.seam
+    ->request(self, t->source, st.opts.timeout, batch_atom::value,
+              batch_request{t->f, pf.step, t->epoch, t->epoch_begin})
+    .then(
+      [self, id = pf.id](batch_reply& r) {
+        auto& pf = self->state.prefetch;
+        if (!pf.active || pf.id != id) return;
+        if (pf.awaited) {
+          pf.active = false;
+          if (self->state.seq == pf.seq) on_batch(self, r);
+          return;
+        }
+        pf.arrived = true;
+        pf.reply = std::move(r);
+      },
+      [self, id = pf.id](caf::error& e) {
+        auto& pf = self->state.prefetch;
+        if (!pf.active || pf.id != id) return;
+        bool awaited = pf.awaited;
+        auto seq = pf.seq;
+        pf.active = false;  // a failed prefetch is asked for again when the step starts
+        if (awaited && self->state.seq == seq) fail(self, std::move(e));
+      });
+}
+
 void run_next(self_ptr self) {
   auto& st = self->state;
   if (st.next >= st.task.steps.size()) {
@@ -317,39 +407,25 @@ void run_next(self_ptr self) {
   st.current.worker = st.opts.id;
   st.current.generation = st.task.f.worker_generation;
   st.phase_start = clock_type::now();
+  auto& pf = st.prefetch;
+  if (pf.active && pf.step == st.current.step && pf.source == st.task.source) {
+    if (pf.arrived) {
+      pf.active = false;
+      auto r = std::move(pf.reply);
+      on_batch(self, r);
+    } else {
+      pf.awaited = true;
+      pf.seq = st.seq;
+    }
+    return;
+  }
+  pf.active = false;
   st.opts.seam
     ->request(self, st.task.source, st.opts.timeout, batch_atom::value,
               batch_request{st.task.f, st.current.step, st.task.epoch, st.task.epoch_begin})
     .then(
       [self, seq = st.seq](batch_reply& r) {
-        auto& st = self->state;
-        if (st.seq != seq) return;
-        st.current.timings.batch_us = micros_since(st.phase_start);
-        if (r.end_of_data) {
-          // The rest of the task is past the end too: report it and stop.
-          st.current.end_of_data = true;
-          auto& res = st.records[st.current_record].result;
-          res.steps.push_back(std::move(st.current));
-          for (; st.next < st.task.steps.size(); ++st.next) {
-            step_result s;
-            s.step = st.task.steps[st.next];
-            s.worker = st.opts.id;
-            s.generation = st.task.f.worker_generation;
-            s.end_of_data = true;
-            res.steps.push_back(s);
-          }
-          finish_task(self);
-          return;
-        }
-        st.batch = to_element(std::move(r.batch));
-        if (st.batch.features.size() != st.opts.structure.num_inputs()) {
-          fail(self, make_error(error_code::user_error,
-                                fmt::format("step {}: the batch has {} feature tensors, the model {} inputs",
-                                            to_string(st.current.step), st.batch.features.size(),
-                                            st.opts.structure.num_inputs())));
-          return;
-        }
-        pull(self);
+        if (self->state.seq == seq) on_batch(self, r);
       },
       [self, seq = st.seq](caf::error& e) {
         if (self->state.seq == seq) fail(self, std::move(e));
@@ -388,9 +464,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
         return make_error(error_code::invalid_request,
                           fmt::format("worker {} got a task addressed to worker {}", st.opts.id, task.f.worker));
       auto rp = self->make_response_promise<task_result>();
-      if (st.busy)
+      if (st.busy) {
         st.waiting.emplace_back(std::move(task), rp);
-      else
+        // The current task is on its last step: this one is next, fetch its batch now.
+        if (st.waiting.size() == 1 && st.next >= st.task.steps.size() && !st.prefetch.active) prefetch_next(self);
+      } else
         start(self, std::move(task), rp);
       return rp;
     },

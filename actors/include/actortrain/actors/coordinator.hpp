@@ -80,9 +80,10 @@ struct coordinator_options {
   seam_ptr seam;
   caf::timespan timeout = std::chrono::seconds(60);
   int32_t steps_per_execution = 1;
-  /// Tasks sent to a worker before it answers (it queues them): with 2, the worker
-  /// starts its next task without waiting for a round trip to the coordinator.
-  int32_t tasks_per_worker = 2;
+  /// Tasks sent to a worker before it answers (it queues them): the worker starts its
+  /// next task without a round trip to the coordinator, and with 3 the task after that
+  /// is already queued while a step computes, so its batch is fetched in advance.
+  int32_t tasks_per_worker = 3;
   int32_t poison_limit = 3;
   uint64_t coordinator_epoch = 1;
   /// Own thread (see ps_shard_options::detached); off in the simulator.
