@@ -343,13 +343,8 @@ std::future<model::parameter_store> cluster::pull_variables() {
       self->request(ps[static_cast<size_t>(p)], timeout, pull_atom::value, std::move(req))
         .then(
           [=](pull_reply& r) {
-            for (auto& pv : r.values) {
-              const auto& vp = placement->variable(pv.key.variable);
-              if (!store->has(pv.key.variable))
-                store->adopt(pv.key.variable, std::make_shared<model::matrix>(vp.shape.rows, vp.shape.cols));
-              const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
-              (*store)[pv.key.variable].middleRows(part.row_begin, part.rows()) = *pv.value.value;
-            }
+            // Copies: the application may write to what it gets back.
+            for (auto& pv : r.values) store_partition(*store, *placement, pv, /*share=*/false);
             if (--*remaining == 0 && !*failed) promise->set_value(std::move(*store));
           },
           [=](caf::error& e) {
@@ -372,20 +367,7 @@ model::parameter_store cluster::variables() {
 model::matrix cluster::predict(const dataset::dataset& data) {
   auto params = variables();
   model::executor ex{impl_->structure};
-  std::vector<model::matrix> parts;
-  int64_t rows = 0;
-  auto it = data.iterate(0);
-  while (auto e = it->next()) {
-    parts.push_back(ex.forward(params, e->features, false));
-    rows += parts.back().rows();
-  }
-  model::matrix all(rows, impl_->structure.output_width());
-  int64_t r = 0;
-  for (auto& p : parts) {
-    all.middleRows(r, p.rows()) = p;
-    r += p.rows();
-  }
-  return all;
+  return model::predict(ex, params, data);
 }
 
 const model::model& cluster::structure() const { return impl_->structure; }

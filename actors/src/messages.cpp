@@ -1,4 +1,6 @@
 #include <actortrain/actors/messages.hpp>
+#include <actortrain/model/partitioner.hpp>
+#include <actortrain/model/variable.hpp>
 
 #include <fmt/format.h>
 
@@ -13,6 +15,18 @@ std::string to_string(push_status s) {
     case push_status::held: return "held";
   }
   return "unknown";
+}
+
+void store_partition(model::parameter_store& store, const model::placement& pl, partition_value& pv, bool share) {
+  const auto& vp = pl.variable(pv.key.variable);
+  if (share && vp.partitions.size() == 1) {
+    store.adopt(pv.key.variable, std::move(pv.value.value));
+    return;
+  }
+  if (!store.has(pv.key.variable))
+    store.adopt(pv.key.variable, std::make_shared<model::matrix>(vp.shape.rows, vp.shape.cols));
+  const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
+  store[pv.key.variable].middleRows(part.row_begin, part.rows()) = *pv.value.value;
 }
 
 model::matrix tensor::take() {

@@ -298,16 +298,8 @@ void pull(self_ptr self) {
           const auto& pl = *st.opts.placement;
           for (auto& pv : rep.values) {
             auto v = static_cast<size_t>(pv.key.variable);
-            const auto& vp = pl.variable(pv.key.variable);
             st.read_version[v] = std::max(st.read_version[v], pv.version);
-            if (vp.partitions.size() == 1) {
-              st.params.adopt(pv.key.variable, std::move(pv.value.value));  // zero copy
-            } else {
-              if (!st.params.has(pv.key.variable))
-                st.params.adopt(pv.key.variable, std::make_shared<model::matrix>(vp.shape.rows, vp.shape.cols));
-              const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
-              st.params[pv.key.variable].middleRows(part.row_begin, part.rows()) = *pv.value.value;
-            }
+            store_partition(st.params, pl, pv, /*share=*/true);  // whole variables: zero copy
           }
           if (--st.outstanding == 0) compute(self);
         },

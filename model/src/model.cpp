@@ -260,7 +260,8 @@ void executor::backward(const parameter_store& params, const matrix& d_output, g
                                             shape_string(d_output), shape_string(out)));
   if (grads.size() != c.variables.size())
     throw std::invalid_argument("backward: gradient store does not match the model");
-  std::vector<bool> has(c.nodes.size(), false);
+  auto& has = has_grad_;
+  has.assign(c.nodes.size(), 0);
   backward_context ctx{&params, &grads};
   for (size_t k = c.nodes.size(); k-- > 0;) {
     const auto& n = c.nodes[k];
@@ -283,7 +284,7 @@ void executor::backward(const parameter_store& params, const matrix& d_output, g
         d_ptrs_.push_back(nullptr);
       } else if (!has[i]) {
         d_ptrs_.push_back(&grads_[i]);
-        has[i] = true;
+        has[i] = 1;
         // The same node may feed this layer twice (add(x, x)): the second slot sums.
         for (size_t q = 0; q < j; ++q)
           if (n.inputs[q] == n.inputs[j]) {

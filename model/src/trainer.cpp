@@ -192,18 +192,21 @@ std::map<std::string, double> trainer::evaluate(const std::vector<matrix>& x, co
   return evaluate(dataset::from_tensor_slices(x, y).batch(batch_size));
 }
 
-matrix trainer::predict(const dataset::dataset& data) {
+matrix predict(executor& ex, const parameter_store& params, const dataset::dataset& data) {
   if (data.cardinality().kind == dataset::cardinality_kind::infinite)
     throw std::invalid_argument("predict: the dataset is infinite (repeat())");
+  const auto& m = ex.structure();
   std::vector<matrix> parts;
   int64_t rows = 0;
   auto it = data.iterate(0);
   while (auto e = it->next()) {
-    check_element(*e);
-    parts.push_back(exec_.forward(params_, e->features, false));
+    if (e->features.size() != m.num_inputs())
+      throw std::invalid_argument(fmt::format("the data has {} feature tensors, the model {} inputs",
+                                              e->features.size(), m.num_inputs()));
+    parts.push_back(ex.forward(params, e->features, false));
     rows += parts.back().rows();
   }
-  matrix all(rows, model_.output_width());
+  matrix all(rows, m.output_width());
   int64_t r = 0;
   for (auto& p : parts) {
     all.middleRows(r, p.rows()) = p;
@@ -211,6 +214,8 @@ matrix trainer::predict(const dataset::dataset& data) {
   }
   return all;
 }
+
+matrix trainer::predict(const dataset::dataset& data) { return ::actortrain::model::predict(exec_, params_, data); }
 
 matrix trainer::predict(const std::vector<matrix>& x, int64_t batch_size) {
   if (batch_size <= 0) throw std::invalid_argument(fmt::format("predict: batch_size = {} <= 0", batch_size));

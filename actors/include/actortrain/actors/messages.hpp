@@ -228,6 +228,20 @@ struct pull_reply {
   std::vector<partition_value> values;
 };
 
+}  // namespace actortrain
+
+namespace actortrain::model {
+class parameter_store;
+class placement;
+}  // namespace actortrain::model
+
+namespace actortrain {
+
+/// Puts a pulled partition into `store`. A variable held whole by one partition is
+/// adopted without a copy when `share` (the store then only reads it); otherwise the
+/// partition's rows are copied into a full matrix the store owns.
+void store_partition(model::parameter_store& store, const model::placement& pl, partition_value& pv, bool share);
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
   return f(caf::meta::type_name("pull_reply"), x.values);

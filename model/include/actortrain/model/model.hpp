@@ -120,6 +120,7 @@ class executor {
   std::vector<matrix> temp_;    // per node: scratch for summing fan-out gradients
   std::vector<const matrix*> in_ptrs_;
   std::vector<matrix*> d_ptrs_;
+  std::vector<char> has_grad_;  // per node, during backward (kept to avoid allocating per step)
   const std::vector<matrix>* inputs_ = nullptr;
 };
 

@@ -60,6 +60,12 @@ struct fit_options {
   uint64_t seed = 0;
 };
 
+/// The outputs of `ex` on every element of `data`, in order (rows = examples), computed
+/// from `params` in inference mode. Throws std::invalid_argument for an infinite dataset
+/// or elements that do not fit the model. The trainer and the cluster both predict
+/// through this.
+matrix predict(executor& ex, const parameter_store& params, const dataset::dataset& data);
+
 class trainer {
  public:
   /// Initializes parameters from `seed`. Throws std::invalid_argument for an empty model
