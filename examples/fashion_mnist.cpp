@@ -25,6 +25,7 @@ using md::layers::activation;
 int main(int argc, char** argv) {
   return actortrain::tools::run_main("fashion_mnist", [&] {
     int ps = 2, workers = 2, epochs = 10, verbose = 1, threads = 2, spe = 1;
+    bool pull_ahead = false;
     int64_t batch = 128;
     double lr = 1e-3;
     uint64_t seed = 1;
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
       .add("lr", lr, "Adam learning rate")
       .add("seed", seed, "seed of initialization and shuffling")
       .add("steps-per-execution", spe, "steps per task sent to a worker")
+      .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
       .add("threads", threads, "CAF scheduler threads")
       .add("metrics", metrics, "write JSON-lines metrics to this file")
       .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
     spec.num_workers = workers;
     spec.steps_per_execution = spe;
     spec.seed = seed;
+    spec.pull_ahead = pull_ahead;
     spec.metrics_file = metrics;
     auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
                                            md::layers::dense(128, activation::relu), md::layers::dense(10)});

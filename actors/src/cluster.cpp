@@ -201,6 +201,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     o.seed = d.spec.seed;
     o.detached = !d.spec.simulated;
     o.overlap_push = d.spec.overlap_push;
+    o.pull_ahead = d.spec.pull_ahead;
     d.workers.push_back(spawn_worker(sys, std::move(o)));
   }
   coordinator_options c;
@@ -213,6 +214,9 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.seam = d.seam;
   c.timeout = d.timeout();
   c.steps_per_execution = d.spec.steps_per_execution;
+  // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
+  // answers a task) one step later: one more task keeps its queue from running dry.
+  if (d.spec.pull_ahead) c.tasks_per_worker += 1;
   c.detached = !d.spec.simulated;
   d.coordinator = spawn_coordinator(sys, std::move(c));
 }

@@ -27,6 +27,7 @@ struct partition {
   int64_t row_begin = 0;
   bool sparse = false;
   std::shared_ptr<model::matrix> value;
+  std::shared_ptr<model::matrix> spare;  // an earlier version's buffer, for copy-on-write
   model::slot_block slots;
   uint64_t version = 0;
 };
@@ -120,8 +121,17 @@ caf::error validate(const ps_state& st, const push_request& req) {
 
 // The partition's buffer to write the next version into: in place when nobody else
 // holds the current one, else a copy (readers keep the version they pulled).
+// The copy goes into the buffer of an earlier version once its readers let go of it, so
+// a shard whose workers pull ahead copies but does not allocate.
 model::matrix& writable(partition& p) {
-  if (p.value.use_count() > 1) p.value = std::make_shared<model::matrix>(*p.value);
+  if (p.value.use_count() == 1) return *p.value;
+  std::shared_ptr<model::matrix> next = std::move(p.spare);
+  if (next && next.use_count() == 1)
+    *next = *p.value;
+  else
+    next = std::make_shared<model::matrix>(*p.value);
+  p.spare = std::move(p.value);
+  p.value = std::move(next);
   return *p.value;
 }
 

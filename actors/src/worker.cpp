@@ -67,8 +67,24 @@ struct worker_state {
   dataset::element batch;
   step_result current;
   clock_type::time_point phase_start;
-  size_t outstanding = 0;
   std::vector<uint64_t> read_version;  // per variable (max over its partitions)
+  // One set of pulls to every shard. With pull_ahead the next step's round is sent when
+  // a step starts computing, and its answers wait in the mailbox until that step.
+  struct pull_round {
+    bool active = false;   // requests are out (or their answers are kept)
+    bool awaited = false;  // a step waits for the answers
+    uint64_t id = 0;
+    uint64_t seq = 0;  // the step attempt that waits
+    fence f;           // asked under this fence; used only by a step of the same fence
+    size_t outstanding = 0;
+    model::parameter_store values;
+    std::vector<uint64_t> read_version;
+  };
+  pull_round round;
+  uint64_t round_id = 0;
+  // The gradient buffers last pushed, per variable: reused for a later step once the
+  // shard has let go of them (in-process), so a step allocates no gradient memory.
+  std::vector<std::shared_ptr<const model::matrix>> sent;
   static inline const char* name = "worker";
 };
 
@@ -76,6 +92,7 @@ using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
 void run_next(self_ptr self);
 void prefetch_next(self_ptr self);
+void send_round(self_ptr self, const fence& f);
 
 void start(self_ptr self, step_task task, caf::typed_response_promise<task_result> rp) {
   auto& st = self->state;
@@ -177,9 +194,15 @@ void push(self_ptr self) {
       }
     } else if (vp.partitions.size() == 1) {
       auto& part = vp.partitions[0];
+      tensor g{std::move(st.grads.dense[v])};
+      // The buffer pushed before this one, if its shard is done with it; else a new one.
+      // Either way the next step zeroes it.
+      tensor previous{std::move(st.sent[v])};
+      st.grads.dense[v] = previous.value && previous.value.use_count() == 1 ? previous.take()
+                                                                              : model::matrix(vp.shape.rows, vp.shape.cols);
+      st.sent[v] = g.value;
       reqs[static_cast<size_t>(part.ps)].dense.push_back(
-        dense_slice{partition_key{vp.variable, part.index}, st.read_version[v], tensor{std::move(st.grads.dense[v])}});
-      st.grads.dense[v] = model::matrix(vp.shape.rows, vp.shape.cols);  // zeroed by the next step
+        dense_slice{partition_key{vp.variable, part.index}, st.read_version[v], std::move(g)});
     } else {
       for (auto& part : vp.partitions)
         reqs[static_cast<size_t>(part.ps)].dense.push_back(
@@ -272,8 +295,33 @@ void compute(self_ptr self) {
   push(self);
 }
 
-// Pulls every variable from the shards that hold it, in parallel, then computes.
-void pull(self_ptr self) {
+bool same_fence(const fence& a, const fence& b) {
+  return a.coordinator_epoch == b.coordinator_epoch && a.recovery_epoch == b.recovery_epoch &&
+         a.worker_generation == b.worker_generation && a.worker == b.worker;
+}
+
+// The fence of the step after the current one, if one is known (this task's next step,
+// or the first of the next queued task).
+const fence* next_step_fence(const worker_state& st) {
+  if (st.next < st.task.steps.size()) return &st.task.f;
+  if (!st.waiting.empty()) return &st.waiting.front().first.f;
+  return nullptr;
+}
+
+// Makes the round's values the step's parameters, asks ahead for the next step's (with
+// pull_ahead), and computes.
+void install_round(self_ptr self) {
+  auto& st = self->state;
+  st.round.active = false;
+  st.params = std::move(st.round.values);
+  st.read_version = std::move(st.round.read_version);
+  if (st.opts.pull_ahead)
+    if (auto f = next_step_fence(st)) send_round(self, *f);
+  compute(self);
+}
+
+// Pulls every variable from the shards that hold it, in parallel, as one round.
+void send_round(self_ptr self, const fence& f) {
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
   const int nps = pl.num_ps();
@@ -281,34 +329,57 @@ void pull(self_ptr self) {
   for (auto& vp : pl.variables())
     for (auto& part : vp.partitions)
       reqs[static_cast<size_t>(part.ps)].partitions.push_back(partition_key{vp.variable, part.index});
-  st.phase_start = clock_type::now();
-  st.outstanding = 0;
-  std::fill(st.read_version.begin(), st.read_version.end(), 0);
+  auto& rd = st.round;
+  rd = worker_state::pull_round{};
+  rd.active = true;
+  rd.id = ++st.round_id;
+  rd.f = f;
+  rd.values = model::parameter_store{st.opts.structure.variables().size()};
+  rd.read_version.assign(st.opts.structure.variables().size(), 0);
   for (auto& r : reqs)
-    if (!r.partitions.empty()) ++st.outstanding;
+    if (!r.partitions.empty()) ++rd.outstanding;
   for (int p = 0; p < nps; ++p) {
     auto& r = reqs[static_cast<size_t>(p)];
     if (r.partitions.empty()) continue;
-    r.f = st.task.f;
+    r.f = f;
     st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_atom::value, std::move(r))
       .then(
-        [self, seq = st.seq](pull_reply& rep) {
+        [self, id = rd.id](pull_reply& rep) {
           auto& st = self->state;
-          if (st.seq != seq || st.outstanding == 0) return;
+          auto& rd = st.round;
+          if (!rd.active || rd.id != id || rd.outstanding == 0) return;
           const auto& pl = *st.opts.placement;
           for (auto& pv : rep.values) {
             auto v = static_cast<size_t>(pv.key.variable);
-            st.read_version[v] = std::max(st.read_version[v], pv.version);
-            store_partition(st.params, pl, pv, /*share=*/true);  // whole variables: zero copy
+            rd.read_version[v] = std::max(rd.read_version[v], pv.version);
+            store_partition(rd.values, pl, pv, /*share=*/true);  // whole variables: zero copy
           }
-          if (--st.outstanding == 0) compute(self);
+          if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
         },
-        [self, seq = st.seq](caf::error& e) {
-          if (self->state.seq != seq || self->state.outstanding == 0) return;
-          self->state.outstanding = 0;
-          fail(self, std::move(e));
+        [self, id = rd.id](caf::error& e) {
+          auto& st = self->state;
+          auto& rd = st.round;
+          if (!rd.active || rd.id != id) return;
+          bool awaited = rd.awaited && rd.seq == st.seq;
+          rd = worker_state::pull_round{};  // a failed round ahead is sent again when its step starts
+          if (awaited) fail(self, std::move(e));
         });
   }
+}
+
+// The step needs its parameters: from the round sent ahead when it is for this fence,
+// else from a new one.
+void pull(self_ptr self) {
+  auto& st = self->state;
+  st.phase_start = clock_type::now();
+  auto& rd = st.round;
+  if (!rd.active || !same_fence(rd.f, st.task.f)) send_round(self, st.task.f);
+  if (rd.outstanding == 0) {
+    install_round(self);
+    return;
+  }
+  rd.awaited = true;
+  rd.seq = st.seq;
 }
 
 // The batch of the current step arrived.
@@ -433,6 +504,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
   st.params = model::parameter_store{st.opts.structure.variables().size()};
   st.grads = model::gradient_store{st.opts.structure.variables()};
   st.read_version.assign(st.opts.structure.variables().size(), 0);
+  st.sent.resize(st.opts.structure.variables().size());
   for (auto& m : st.opts.metrics) st.metrics.push_back(m->clone());
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     auto what = exception_text(eptr);

@@ -155,6 +155,32 @@ BOOST_AUTO_TEST_CASE(workers_that_wait_for_push_acks_train_the_same_model) {
   BOOST_TEST(r.steps == 60 * 16);
 }
 
+BOOST_AUTO_TEST_CASE(workers_that_pull_ahead_train_the_same_model_one_update_behind) {
+  auto sp = spec(1, 1);
+  sp.pull_ahead = true;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto h = c.start_fit(sharded(16), epochs(60));
+  sched.run();  // without polling: the events stay in the queue for the test
+  uint64_t max_staleness = 0;
+  size_t steps = 0, behind = 0;
+  for (auto& e : drain(c))
+    if (e.kind == event_kind::step_done) {
+      ++steps;
+      max_staleness = std::max(max_staleness, e.staleness);
+      behind += e.staleness == 1;
+    }
+  BOOST_REQUIRE(c.poll(h));
+  auto r = c.join(h);
+  BOOST_TEST(r.steps == 60 * 16);
+  BOOST_TEST(steps == 60u * 16u);
+  BOOST_TEST(max_staleness == 1u);  // one worker: only its own last update is missing
+  BOOST_TEST(behind > steps / 2);   // and the rounds sent ahead are used
+  auto vars = variables(c);
+  const matrix& w = vars[c.structure().find_variable("dense/kernel")];
+  BOOST_TEST((w - data.w).cwiseAbs().maxCoeff() < 0.05, "learned\n" << w << "\nplanted\n" << data.w);
+}
+
 BOOST_AUTO_TEST_CASE(twenty_fit_calls_all_train) {
   cluster c{sys, spec(1, 2), model::model::sequential(4, {model::layers::dense(8), model::layers::dense(1)}),
             *model::make_adam({1e-3}), model::mean_squared_error()};

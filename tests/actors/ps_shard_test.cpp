@@ -181,6 +181,27 @@ BOOST_AUTO_TEST_CASE(a_reader_keeps_the_version_it_pulled_while_the_shard_moves_
   BOOST_TEST(kernel().isApproxToConstant(-1.0f));
 }
 
+BOOST_AUTO_TEST_CASE(copy_on_write_reuses_the_buffer_of_a_version_nobody_reads_any_more) {
+  pull_request p;
+  p.f = epochs(1);
+  p.partitions.push_back(partition_key{0, 0});
+  auto first = ask<pull_reply>(pull_atom::value, p);  // version 0
+  BOOST_REQUIRE(first);
+  const matrix* old_buffer = first->values[0].value.value.get();
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3))));  // copied: version 0 is read
+  auto second = ask<pull_reply>(pull_atom::value, p);  // version 1
+  BOOST_REQUIRE(second);
+  BOOST_TEST(second->values[0].value.value.get() != old_buffer);
+  first = caf::none;  // nobody reads version 0 now
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(2, matrix::Ones(2, 3))));  // version 1 is read
+  auto third = ask<pull_reply>(pull_atom::value, p);
+  BOOST_REQUIRE(third);
+  BOOST_TEST(third->values[0].value.value.get() == old_buffer);  // version 2 went into version 0's buffer
+  BOOST_TEST(third->values[0].version == 2u);
+  BOOST_TEST(second->values[0].value.value->isApproxToConstant(-1.0f));  // the reader's version, unchanged
+  BOOST_TEST(kernel().isApproxToConstant(-2.0f));
+}
+
 BOOST_AUTO_TEST_CASE(hyperparameters_change_the_next_update_and_bad_ones_change_nothing) {
   hyperparams_request h;
   h.f = epochs(1);

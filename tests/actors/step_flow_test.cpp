@@ -35,14 +35,7 @@ struct flow_fixture : testing::fixture {
     so.prefetch = 0;
     shard = spawn_dataset_shard(
       sys, [x, y](const dataset::input_context&) { return dataset::from_tensor_slices({x}, y).batch(4); }, so);
-    worker_options wo;
-    wo.structure = net;
-    wo.loss = model::mean_squared_error();
-    wo.placement = pl;
-    wo.ps = {ps};
-    wo.seam = seam;
-    wo.detached = false;
-    worker = spawn_worker(sys, wo);
+    worker = spawn_worker(sys, options());
     init_request init;
     init.f.coordinator_epoch = 1;
     auto values = net.initial_parameters(1);
@@ -52,6 +45,32 @@ struct flow_fixture : testing::fixture {
     auto rh = self->request(ps, std::chrono::seconds(10), init_atom::value, init);
     sched.run();
     rh.receive([](caf::ok_atom) {}, [](caf::error& e) { BOOST_FAIL(describe(e)); });
+  }
+
+  worker_options options() {
+    worker_options wo;
+    wo.structure = net;
+    wo.loss = model::mean_squared_error();
+    wo.placement = pl;
+    wo.ps = {ps};
+    wo.seam = seam;
+    wo.detached = false;
+    return wo;
+  }
+
+  // Runs a two-step task on `w`; returns each step's staleness as the shard saw it.
+  std::vector<uint64_t> staleness_of_two_steps(worker_actor w) {
+    auto t = task_at(0);
+    t.steps.push_back(step_id{1, 0, 1});
+    auto rh = self->request(w, std::chrono::seconds(10), step_atom::value, t);
+    sched.run();
+    std::vector<uint64_t> out;
+    rh.receive(
+      [&](task_result& r) {
+        for (auto& s : r.steps) out.push_back(s.max_staleness);
+      },
+      [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+    return out;
   }
 
   ~flow_fixture() {
@@ -116,6 +135,22 @@ BOOST_AUTO_TEST_CASE(steps_per_execution_runs_consecutive_steps_in_one_task) {
     },
     [&](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(n == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_next_step_reads_the_update_of_the_one_before) {
+  BOOST_TEST(staleness_of_two_steps(worker) == (std::vector<uint64_t>{0, 0}));
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_that_pulls_ahead_reads_one_update_behind_and_the_shard_applies_both) {
+  auto o = options();
+  o.pull_ahead = true;
+  auto ahead = spawn_worker(sys, o);
+  // Step 1's parameters were asked for when step 0 started computing, before its push.
+  BOOST_TEST(staleness_of_two_steps(ahead) == (std::vector<uint64_t>{0, 1}));
+  auto s = self->request(ps, std::chrono::seconds(10), stats_atom::value);
+  sched.run();
+  s.receive([](ps_stats& st) { BOOST_TEST(st.applied == 2u); }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
+  caf::anon_send_exit(ahead, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_CASE(a_task_for_another_worker_is_refused) {

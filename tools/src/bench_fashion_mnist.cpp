@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -56,7 +57,7 @@ figures run_local(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist
 }
 
 figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
-                    int64_t batch, double lr, uint64_t seed, int ps, int workers, bool overlap) {
+                    int64_t batch, double lr, uint64_t seed, int ps, int workers, bool overlap, bool ahead) {
   using md::layers::activation;
   caf::actor_system_config cfg;
   configure(cfg);
@@ -67,6 +68,7 @@ figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mni
   spec.num_workers = workers;
   spec.seed = seed;
   spec.overlap_push = overlap;
+  spec.pull_ahead = ahead;
   auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
                                          md::layers::dense(128, activation::relu), md::layers::dense(10)});
   std::vector<md::metric_ptr> ms;
@@ -88,6 +90,28 @@ figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mni
   return {static_cast<double>(train.images.rows()) * epochs / secs, r.at("accuracy")};
 }
 
+// b or c, optionally with one suffix: w (wait for push acks) or p (pull ahead).
+struct cluster_kind {
+  int size = 1;  // ps shards = workers
+  bool wait = false;
+  bool ahead = false;
+};
+
+std::optional<cluster_kind> cluster_variant(const std::string& v) {
+  if (v.empty() || v.size() > 2 || (v[0] != 'b' && v[0] != 'c')) return std::nullopt;
+  cluster_kind k;
+  k.size = v[0] == 'b' ? 1 : 2;
+  if (v.size() == 2) {
+    if (v[1] == 'w')
+      k.wait = true;
+    else if (v[1] == 'p')
+      k.ahead = true;
+    else
+      return std::nullopt;
+  }
+  return k;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
@@ -100,7 +124,7 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
   int epochs = 10, rounds = 3;
   int64_t batch = 128;
   double lr = 1e-3;
-  std::string variants = "bare,local,b,c";
+  std::string variants = "bare,local,b,c,bp";
   std::string data_dir = ds::fashion_mnist_default_dir;
   flags f{"actortrain bench fashion-mnist",
           "Trains the MLP 784-256-128-10 (Adam, batch 128) on Fashion-MNIST as each variant,\n"
@@ -108,9 +132,11 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
           "accuracy per round, the median per variant, and each variant's ratio to 'bare'.\n"
           "Variants: bare (hand-written Eigen loop), local (the framework's single-process\n"
           "trainer, 'a' in the ratios), b (embedded cluster: 1 worker, 1 ps shard), c (2 workers,\n"
-          "2 ps shards, asynchronous); bw and cw: b and c with workers that wait for the push\n"
-          "acknowledgements before the next step (cluster_spec::overlap_push = false). Every variant runs with Eigen's GEMM blocking tuned for\n"
-          "this CPU (model::tune_gemm_blocking, process-wide), the bare loop included."};
+          "2 ps shards, asynchronous). Suffixes change b and c: 'w' workers wait for the push\n"
+          "acknowledgements before the next step (cluster_spec::overlap_push = false), 'p' workers\n"
+          "pull the next step's parameters while a step computes (cluster_spec::pull_ahead).\n"
+          "Every variant runs with Eigen's GEMM blocking tuned for this CPU\n"
+          "(model::tune_gemm_blocking, process-wide), the bare loop included."};
   f.add("epochs", epochs, "epochs per training run")
     .add("rounds", rounds, "rounds (each runs every variant once)")
     .add("batch", batch, "batch size")
@@ -124,8 +150,8 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
     std::stringstream ss{variants};
     std::string v;
     while (std::getline(ss, v, ',')) {
-      if (v != "bare" && v != "local" && v != "b" && v != "c" && v != "bw" && v != "cw")
-        throw usage_error(fmt::format("--variants: unknown variant '{}' (bare, local, b, c, bw, cw)", v));
+      if (v != "bare" && v != "local" && !cluster_variant(v))
+        throw usage_error(fmt::format("--variants: unknown variant '{}' (bare, local, b, c, bw, cw, bp, cp)", v));
       names.push_back(v);
     }
     if (names.empty()) throw usage_error("--variants: none given");
@@ -146,8 +172,9 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
       } else if (v == "local") {
         fig = run_local(train, test, epochs, batch, lr, static_cast<uint64_t>(r));
       } else {
-        int n = v[0] == 'b' ? 1 : 2;
-        fig = run_cluster(train, test, epochs, batch, lr, static_cast<uint64_t>(r), n, n, v.size() == 1);
+        auto cv = *cluster_variant(v);
+        fig = run_cluster(train, test, epochs, batch, lr, static_cast<uint64_t>(r), cv.size, cv.size, !cv.wait,
+                          cv.ahead);
       }
       sps[v].push_back(fig.samples_per_second);
       acc[v].push_back(fig.test_accuracy);
@@ -168,6 +195,8 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
   ratio("local", "bare", "local/bare");
   ratio("b", "local", "b/a");
   ratio("c", "local", "c/a");
+  ratio("bp", "local", "bp/a");
+  ratio("cp", "local", "cp/a");
   ratio("b", "bare", "b/bare");
   ratio("c", "bare", "c/bare");
   return 0;

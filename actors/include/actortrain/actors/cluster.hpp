@@ -65,6 +65,10 @@ struct cluster_spec {
   /// waiting for the shards' acknowledgements (faster; with several workers, slightly
   /// more asynchronous: other workers' updates interleave differently).
   bool overlap_push = true;
+  /// Workers ask for the next step's parameters while a step computes, so they never
+  /// wait for a pull; each step then reads parameters without its predecessor's update
+  /// (staleness one higher: 1 with a single worker instead of 0).
+  bool pull_ahead = false;
   /// Timeout of every request between actors.
   std::chrono::milliseconds request_timeout{60000};
   /// Timeout of a whole fit/evaluate call as seen by the application.

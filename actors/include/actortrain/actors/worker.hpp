@@ -50,6 +50,10 @@ struct worker_options {
   /// Start the next step right after sending a step's pushes (their pull still sees the
   /// update: CAF keeps a sender's messages in order). false: wait for the acks first.
   bool overlap_push = true;
+  /// Ask for the next step's parameters when a step starts computing, so that they are
+  /// there when it ends: the worker never waits for a pull, and each step reads
+  /// parameters that lack its predecessor's update (one more step of staleness).
+  bool pull_ahead = false;
   bool detached = true;
 };
 
