@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "thread_name.hpp"
+
 namespace actortrain {
 
 namespace {
@@ -529,6 +531,7 @@ void init_shards(self_ptr self, std::function<void()> then) {
 }
 
 coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_options opts) {
+  if (opts.detached) detail::name_this_thread("at.coordinator");
   auto& st = self->state;
   st.opts = std::move(opts);
   if (!st.opts.gate) st.opts.gate = dispatch_when_free();

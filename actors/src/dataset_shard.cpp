@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "thread_name.hpp"
+
 namespace actortrain {
 
 batch_data to_batch(dataset::element&& e) {
@@ -64,6 +66,7 @@ ready_batch produce(shard_state& st, uint64_t epoch, uint64_t index) {
 }
 
 dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn fn, dataset_shard_options opts) {
+  if (opts.detached) detail::name_this_thread(fmt::format("at.data{}", opts.context.input_pipeline_id));
   auto& st = self->state;
   st.pipeline = opts.context.input_pipeline_id;
   st.prefetch = opts.prefetch;

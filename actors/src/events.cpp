@@ -23,15 +23,21 @@ const char* to_string(event_kind k) {
 }
 
 void event_queue::push(event e) {
+  bool wake = true;
   {
     std::lock_guard<std::mutex> lock{mtx_};
-    if (q_.size() >= capacity_ && e.kind == event_kind::step_done) {
-      ++dropped_;
-      return;
+    if (e.kind == event_kind::step_done) {
+      if (q_.size() >= capacity_) {
+        ++dropped_;
+        return;
+      }
+      // Steps come by the thousand per second: the consumer picks them up when its wait
+      // ends, and is woken early only to keep the queue from filling.
+      wake = q_.size() + 1 >= capacity_ / 2;
     }
     q_.push_back(std::move(e));
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 std::optional<event> event_queue::pop(std::chrono::milliseconds wait) {

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "thread_name.hpp"
+
 namespace actortrain {
 
 namespace {
@@ -148,6 +150,7 @@ std::unique_ptr<apply_policy> apply_now() { return std::make_unique<apply_now_po
 namespace {
 
 ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr opt, ps_shard_options opts) {
+  if (opts.detached) detail::name_this_thread(fmt::format("at.ps{}", opts.index));
   auto& st = self->state;
   st.index = opts.index;
   st.opt = std::move(opt);

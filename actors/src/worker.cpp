@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "thread_name.hpp"
+
 namespace actortrain {
 
 namespace {
@@ -496,6 +498,7 @@ void run_next(self_ptr self) {
 }
 
 worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
+  if (opts.detached) detail::name_this_thread(fmt::format("at.worker{}", opts.id));
   model::enable_flush_to_zero();
   model::tune_gemm_blocking();
   auto& st = self->state;

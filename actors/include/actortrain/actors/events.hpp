@@ -62,6 +62,8 @@ class event_queue {
   explicit event_queue(size_t capacity = 4096) : capacity_(capacity) {}
 
   /// Adds `e`. A full queue drops step events (counted) and keeps every other kind.
+  /// A waiting consumer is woken at once for every kind but step events, which it finds
+  /// when its wait ends (or when the queue is half full).
   void push(event e);
   /// The next event, waiting at most `wait` (zero: do not wait).
   std::optional<event> pop(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
