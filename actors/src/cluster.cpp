@@ -44,6 +44,7 @@ struct cluster::impl {
   cluster_spec spec;
   model::model structure;
   model::loss_ptr loss;
+  model::optimizer_ptr optimizer;  // a copy of the shards': checks hyperparameter changes
   std::vector<std::shared_ptr<const model::metric>> metrics;
   std::shared_ptr<const model::placement> placement;
   std::shared_ptr<event_queue> events = std::make_shared<event_queue>();
@@ -123,6 +124,13 @@ struct cluster::impl {
     }
   }
 
+  // Waits for `fut` on the application thread, handling events meanwhile.
+  template <class T>
+  void wait(std::future<T>& fut) {
+    while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) drain(std::chrono::milliseconds(50));
+    drain(std::chrono::milliseconds(0));
+  }
+
   void drain(std::chrono::milliseconds wait) {
     auto first = events->pop(wait);
     if (!first) return;
@@ -169,6 +177,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   if (!loss) throw std::invalid_argument("cluster: no loss");
   d.structure = std::move(structure);
   d.loss = std::move(loss);
+  d.optimizer = opt.clone();
   for (auto& m : metrics) {
     if (!m) throw std::invalid_argument("cluster: null metric");
     d.metrics.push_back(std::shared_ptr<const model::metric>(std::move(m)));
@@ -229,10 +238,10 @@ cluster::~cluster() {
   for (auto& p : d.ps) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
 }
 
-cluster::run_handle cluster::start_fit(dataset::dataset_fn fn, const model::fit_options& opts) {
+cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_options& opts) {
   auto& d = *impl_;
-  if (d.active) throw std::logic_error("cluster::start_fit: a run is in progress (join it first)");
-  if (!fn) throw std::invalid_argument("cluster::start_fit: no dataset_fn");
+  if (d.active) throw std::logic_error("cluster::schedule: a run is in progress (join it first)");
+  if (!fn) throw std::invalid_argument("cluster::schedule: no dataset_fn");
   if (opts.epochs < 0) throw std::invalid_argument(fmt::format("fit: epochs = {} < 0", opts.epochs));
   if (opts.steps_per_epoch < 0)
     throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
@@ -260,7 +269,7 @@ cluster::run_handle cluster::start_fit(dataset::dataset_fn fn, const model::fit_
   return run_handle{d.active};
 }
 
-bool cluster::poll(const run_handle& h) {
+bool cluster::done(const run_handle& h) {
   auto& d = *impl_;
   if (d.active != h.id) return true;
   d.drain(std::chrono::milliseconds(0));
@@ -281,13 +290,47 @@ fit_result cluster::join(const run_handle& h) {
 }
 
 model::history cluster::fit(dataset::dataset_fn fn, const model::fit_options& opts) {
-  return join(start_fit(std::move(fn), opts)).history;
+  return join(schedule(std::move(fn), opts)).history;
 }
 
 model::history cluster::fit(const dataset::dataset& data, const model::fit_options& opts) {
   auto policy = impl_->spec.auto_shard;
   return fit([data, policy](const dataset::input_context& ctx) { return dataset::auto_shard(data, ctx, policy); }, opts);
 }
+
+namespace {
+
+// Asks the coordinator for one evaluation over `spec.pipelines` (stopped afterwards) and
+// hands `convert(summary)` to the application thread.
+template <class T, class Convert>
+std::future<T> ask_evaluation(caf::actor_system& sys, coordinator_actor coord, caf::timespan timeout, eval_spec spec,
+                              Convert convert) {
+  auto promise = std::make_shared<std::promise<T>>();
+  auto fut = promise->get_future();
+  sys.spawn([promise, spec, coord, timeout, convert](caf::event_based_actor* self) {
+    auto shards = spec.pipelines;
+    auto stop = [shards] {
+      for (auto& a : shards) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    };
+    self->request(coord, timeout, eval_atom::value, spec)
+      .then(
+        [promise, stop, convert](eval_summary& r) {
+          stop();
+          try {
+            promise->set_value(convert(r));
+          } catch (...) {
+            promise->set_exception(std::current_exception());
+          }
+        },
+        [promise, stop](caf::error& e) {
+          stop();
+          promise->set_exception(std::make_exception_ptr(std::runtime_error(describe(e))));
+        });
+  });
+  return fut;
+}
+
+}  // namespace
 
 std::future<std::map<std::string, double>> cluster::evaluate_async(const dataset::dataset& data) {
   auto& d = *impl_;
@@ -296,34 +339,75 @@ std::future<std::map<std::string, double>> cluster::evaluate_async(const dataset
   spec.pipelines = d.spawn_shards([data](const dataset::input_context& ctx) {
     return dataset::auto_shard(data, ctx, dataset::auto_shard_policy::data);
   });
-  auto promise = std::make_shared<std::promise<std::map<std::string, double>>>();
-  auto fut = promise->get_future();
-  d.sys.spawn([promise, spec](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
-    auto shards = spec.pipelines;
-    auto stop = [shards] {
-      for (auto& a : shards) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    };
-    self->request(coord, timeout, eval_atom::value, spec)
-      .then(
-        [promise, stop](eval_summary& r) {
-          stop();
-          std::map<std::string, double> out;
-          for (size_t i = 0; i < r.keys.size(); ++i) out[r.keys[i]] = r.values[i];
-          promise->set_value(std::move(out));
-        },
-        [promise, stop](caf::error& e) {
-          stop();
-          promise->set_exception(std::make_exception_ptr(std::runtime_error(describe(e))));
-        });
-  }, d.coordinator, d.call_timeout());
-  return fut;
+  return ask_evaluation<std::map<std::string, double>>(d.sys, d.coordinator, d.call_timeout(), std::move(spec),
+                                                       [](eval_summary& r) {
+                                                         std::map<std::string, double> out;
+                                                         for (size_t i = 0; i < r.keys.size(); ++i)
+                                                           out[r.keys[i]] = r.values[i];
+                                                         return out;
+                                                       });
 }
 
 std::map<std::string, double> cluster::evaluate(const dataset::dataset& data) {
   auto fut = evaluate_async(data);
-  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) impl_->drain(std::chrono::milliseconds(50));
-  impl_->drain(std::chrono::milliseconds(0));
+  impl_->wait(fut);
   return fut.get();
+}
+
+std::future<model::matrix> cluster::predict_async(const dataset::dataset& data) {
+  auto& d = *impl_;
+  if (d.active) throw std::logic_error("cluster::predict: a run is in progress");
+  if (data.cardinality().kind == dataset::cardinality_kind::infinite)
+    throw std::invalid_argument("predict: the dataset is infinite (repeat())");
+  // One pipeline reads the data in order; the workers share its batches.
+  dataset_shard_options o;
+  o.context = dataset::input_context{1, 0, 1};
+  o.prefetch = d.spec.prefetch;
+  o.detached = !d.spec.simulated;
+  eval_spec spec;
+  spec.outputs = true;
+  spec.pipelines.push_back(caf::actor_cast<caf::actor>(
+    spawn_dataset_shard(d.sys, [data](const dataset::input_context&) { return data; }, o)));
+  auto width = d.structure.output_width();
+  return ask_evaluation<model::matrix>(d.sys, d.coordinator, d.call_timeout(), std::move(spec),
+                                       [width](eval_summary& r) {
+                                         std::vector<model::matrix> parts;
+                                         parts.reserve(r.outputs.size());
+                                         for (auto& t : r.outputs) parts.push_back(t.take());
+                                         return model::stack_rows(parts, width);
+                                       });
+}
+
+model::matrix cluster::predict(const dataset::dataset& data) {
+  auto fut = predict_async(data);
+  impl_->wait(fut);
+  return fut.get();
+}
+
+std::future<void> cluster::set_hyperparams_async(const std::map<std::string, double>& values) {
+  auto& d = *impl_;
+  // Every shard holds a copy of this optimizer: what it refuses, they would.
+  auto probe = d.optimizer->clone();
+  for (auto& [k, v] : values) probe->set_hyperparam(k, v);
+  hyperparams_request req;
+  for (auto& kv : values) req.values.push_back(kv);
+  auto promise = std::make_shared<std::promise<void>>();
+  auto fut = promise->get_future();
+  d.sys.spawn([promise, req](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+    self->request(coord, timeout, hyper_atom::value, req)
+      .then([promise](caf::ok_atom) { promise->set_value(); },
+            [promise](caf::error& e) {
+              promise->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: " + describe(e))));
+            });
+  }, d.coordinator, d.timeout());
+  d.optimizer = std::move(probe);
+  return fut;
+}
+
+void cluster::set_hyperparams(const std::map<std::string, double>& values) {
+  auto fut = set_hyperparams_async(values);
+  impl_->wait(fut);
+  fut.get();
 }
 
 std::future<model::parameter_store> cluster::pull_variables() {
@@ -366,12 +450,6 @@ model::parameter_store cluster::variables() {
   if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(1)) != std::future_status::ready)
     throw std::runtime_error("cluster::variables: the ps shards did not answer in time");
   return fut.get();
-}
-
-model::matrix cluster::predict(const dataset::dataset& data) {
-  auto params = variables();
-  model::executor ex{impl_->structure};
-  return model::predict(ex, params, data);
 }
 
 const model::model& cluster::structure() const { return impl_->structure; }

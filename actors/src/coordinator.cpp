@@ -91,6 +91,8 @@ struct coord_state {
   std::map<std::string, double> epoch_values;
   bool ran_out = false;
   bool standalone_eval = false;
+  bool eval_outputs = false;              // the standalone evaluation is a predict
+  std::map<step_id, tensor> outputs;      // its outputs so far, by step
   caf::typed_response_promise<run_summary> run_rp;
   caf::typed_response_promise<eval_summary> eval_rp;
   std::chrono::steady_clock::time_point started;
@@ -121,6 +123,8 @@ void fail_run(self_ptr self, caf::error err) {
   if (st.ph == phase::idle) return;
   bool eval_only = st.standalone_eval;
   st.ph = phase::idle;
+  st.eval_outputs = false;
+  st.outputs.clear();
   st.requeued.clear();
   event e;
   e.kind = event_kind::warning;
@@ -188,6 +192,7 @@ std::optional<pending_task> next_task(coord_state& st) {
       t.task.f = current_fence(st);
       t.task.source = ps.shard;
       t.task.training = false;
+      t.task.outputs = st.eval_outputs;
       for (int32_t k = 0; k < st.opts.steps_per_execution && ps.next < ps.end; ++k)
         t.task.steps.push_back(step_id{st.run, static_cast<uint32_t>(p), ps.next++});
       return t;
@@ -254,7 +259,10 @@ void on_task_result(self_ptr self, uint32_t wid, const step_id& first, task_resu
       continue;
     }
     if (eval) {
-      st.eval_acc.add(r);
+      if (st.eval_outputs)
+        st.outputs[r.step] = std::move(r.outputs);  // a re-run batch replaces its first answer
+      else
+        st.eval_acc.add(r);
       continue;
     }
     st.train_acc.add(r);
@@ -420,9 +428,15 @@ void dispatch(self_ptr self) {
         st.ph = phase::idle;
         st.standalone_eval = false;
         eval_summary s;
-        for (auto& [k, v] : st.eval_acc.values()) {
-          s.keys.push_back(k);
-          s.values.push_back(v);
+        if (st.eval_outputs) {
+          for (auto& [step, out] : st.outputs) s.outputs.push_back(std::move(out));
+          st.outputs.clear();
+          st.eval_outputs = false;
+        } else {
+          for (auto& [k, v] : st.eval_acc.values()) {
+            s.keys.push_back(k);
+            s.values.push_back(v);
+          }
         }
         event e;
         e.kind = event_kind::evaluation_done;
@@ -602,6 +616,8 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       if (!alive_workers(st)) return make_error(error_code::no_workers, "the cluster has no live worker");
       st.eval_rp = self->make_response_promise<eval_summary>();
       st.standalone_eval = true;
+      st.eval_outputs = spec.outputs;
+      st.outputs.clear();
       auto shards = spec.pipelines;
       auto go = [self, shards] {
         self->state.ps_ready = true;
@@ -614,6 +630,25 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       else
         init_shards(self, go);
       return st.eval_rp;
+    },
+    [self](hyper_atom, hyperparams_request& req) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      req.f = current_fence(st);
+      auto rp = self->make_response_promise<caf::ok_atom>();
+      auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+      auto failed = std::make_shared<bool>(false);
+      for (auto& ps : st.opts.ps)
+        st.opts.seam->request(self, ps, st.opts.timeout, hyper_atom::value, req)
+          .then(
+            [rp, remaining, failed](caf::ok_atom) mutable {
+              if (--*remaining == 0 && !*failed) rp.deliver(caf::ok_atom::value);
+            },
+            [rp, failed](caf::error& e) mutable {
+              if (*failed) return;
+              *failed = true;
+              rp.deliver(std::move(e));
+            });
+      return rp;
     },
     [self](status_atom) -> cluster_status {
       auto& st = self->state;

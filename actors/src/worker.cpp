@@ -270,12 +270,16 @@ void compute(self_ptr self) {
   const auto& out = st.exec->forward(st.params, st.batch.features, st.task.training,
                                      model::draw(st.opts.seed, st.current.step.position, st.current.step.pipeline));
   st.current.example_count = st.batch.rows();
-  st.current.loss = st.opts.loss->compute(out, st.batch.labels, st.task.training ? &st.d_out : nullptr);
-  st.current.metric_states.clear();
-  for (auto& m : st.metrics) {
-    m->reset();
-    m->update(out, st.batch.labels);
-    st.current.metric_states.push_back(m->state());
+  if (st.task.outputs) {
+    st.current.outputs = tensor{model::matrix(out)};  // predict: the data may have no labels
+  } else {
+    st.current.loss = st.opts.loss->compute(out, st.batch.labels, st.task.training ? &st.d_out : nullptr);
+    st.current.metric_states.clear();
+    for (auto& m : st.metrics) {
+      m->reset();
+      m->update(out, st.batch.labels);
+      st.current.metric_states.push_back(m->state());
+    }
   }
   if (!st.task.training) {
     st.params.release();

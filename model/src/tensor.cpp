@@ -1,6 +1,7 @@
 #include <actortrain/model/tensor.hpp>
 
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,22 @@ bool all_finite(const float* values, size_t n) {
     bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
   return bad == 0;
+}
+
+matrix stack_rows(const std::vector<matrix>& parts, Eigen::Index cols) {
+  Eigen::Index rows = 0;
+  for (auto& p : parts) {
+    if (p.cols() != cols)
+      throw std::invalid_argument(fmt::format("stack_rows: a part of {} columns among parts of {}", p.cols(), cols));
+    rows += p.rows();
+  }
+  matrix all(rows, cols);
+  Eigen::Index r = 0;
+  for (auto& p : parts) {
+    all.middleRows(r, p.rows()) = p;
+    r += p.rows();
+  }
+  return all;
 }
 
 }  // namespace actortrain::model

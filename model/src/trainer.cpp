@@ -197,22 +197,14 @@ matrix predict(executor& ex, const parameter_store& params, const dataset::datas
     throw std::invalid_argument("predict: the dataset is infinite (repeat())");
   const auto& m = ex.structure();
   std::vector<matrix> parts;
-  int64_t rows = 0;
   auto it = data.iterate(0);
   while (auto e = it->next()) {
     if (e->features.size() != m.num_inputs())
       throw std::invalid_argument(fmt::format("the data has {} feature tensors, the model {} inputs",
                                               e->features.size(), m.num_inputs()));
     parts.push_back(ex.forward(params, e->features, false));
-    rows += parts.back().rows();
   }
-  matrix all(rows, m.output_width());
-  int64_t r = 0;
-  for (auto& p : parts) {
-    all.middleRows(r, p.rows()) = p;
-    r += p.rows();
-  }
-  return all;
+  return stack_rows(parts, m.output_width());
 }
 
 matrix trainer::predict(const dataset::dataset& data) { return ::actortrain::model::predict(exec_, params_, data); }

@@ -60,9 +60,9 @@ struct cluster_fixture : testing::fixture {
 
   fit_result run(cluster& c, ds::dataset_fn fn, model::fit_options o) {
     o.verbose = 0;
-    auto h = c.start_fit(std::move(fn), o);
-    for (int i = 0; i < 100000 && !c.poll(h); ++i) sched.run();
-    BOOST_REQUIRE(c.poll(h));
+    auto h = c.schedule(std::move(fn), o);
+    for (int i = 0; i < 100000 && !c.done(h); ++i) sched.run();
+    BOOST_REQUIRE(c.done(h));
     return c.join(h);
   }
 
@@ -115,7 +115,7 @@ BOOST_AUTO_TEST_CASE(step_events_name_each_position_once) {
             model::mean_squared_error()};
   model::fit_options o = epochs(1);
   o.verbose = 0;
-  auto h = c.start_fit(sharded(16), o);
+  auto h = c.schedule(sharded(16), o);
   // Drive the scheduler without polling, so the events stay in the queue for the test.
   sched.run();
   std::set<std::pair<uint32_t, uint64_t>> positions;
@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(step_events_name_each_position_once) {
   BOOST_TEST(steps == 16u);               // 128 rows per pipeline / 16
   for (uint32_t p = 0; p < 2; ++p)
     for (uint64_t k = 0; k < 8; ++k) BOOST_TEST(positions.count({p, k}) == 1u, "pipeline " << p << " position " << k);
-  BOOST_TEST(c.poll(h));
+  BOOST_TEST(c.done(h));
 }
 
 BOOST_AUTO_TEST_CASE(recovers_a_planted_linear_model) {
@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(workers_that_pull_ahead_train_the_same_model_one_update_beh
   sp.pull_ahead = true;
   cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
             model::mean_squared_error()};
-  auto h = c.start_fit(sharded(16), epochs(60));
+  auto h = c.schedule(sharded(16), epochs(60));
   sched.run();  // without polling: the events stay in the queue for the test
   uint64_t max_staleness = 0;
   size_t steps = 0, behind = 0;
@@ -170,7 +170,7 @@ BOOST_AUTO_TEST_CASE(workers_that_pull_ahead_train_the_same_model_one_update_beh
       max_staleness = std::max(max_staleness, e.staleness);
       behind += e.staleness == 1;
     }
-  BOOST_REQUIRE(c.poll(h));
+  BOOST_REQUIRE(c.done(h));
   auto r = c.join(h);
   BOOST_TEST(r.steps == 60 * 16);
   BOOST_TEST(steps == 60u * 16u);
@@ -208,9 +208,9 @@ BOOST_AUTO_TEST_CASE(two_clusters_run_side_by_side) {
   sb.seed = 7;
   cluster b{sys, sb, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.1}),
             model::mean_squared_error()};
-  auto ha = a.start_fit(sharded(32), epochs(1));
-  auto hb = b.start_fit(sharded(32), epochs(3));
-  for (int i = 0; i < 100000 && !(a.poll(ha) && b.poll(hb)); ++i) sched.run();
+  auto ha = a.schedule(sharded(32), epochs(1));
+  auto hb = b.schedule(sharded(32), epochs(3));
+  for (int i = 0; i < 100000 && !(a.done(ha) && b.done(hb)); ++i) sched.run();
   BOOST_TEST(a.join(ha).steps == 8);
   BOOST_TEST(b.join(hb).steps == 3 * 8);
   BOOST_TEST(report(a).find("applied 8,") != std::string::npos, report(a));
@@ -242,8 +242,8 @@ BOOST_AUTO_TEST_CASE(a_gradient_that_is_not_finite_fails_the_run_before_any_shar
   auto d = ds::from_tensor_slices({x}, data.y);
   cluster c{sys, spec(2, 1), model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.1}),
             model::mean_squared_error()};
-  auto h = c.start_fit([d](const ds::input_context&) { return d.batch(8); }, epochs(1));
-  for (int i = 0; i < 1000 && !c.poll(h); ++i) sched.run();
+  auto h = c.schedule([d](const ds::input_context&) { return d.batch(8); }, epochs(1));
+  for (int i = 0; i < 1000 && !c.done(h); ++i) sched.run();
   try {
     c.join(h);
     BOOST_FAIL("expected the run to fail");
@@ -274,8 +274,8 @@ BOOST_AUTO_TEST_CASE(a_user_exception_surfaces_with_its_message) {
   cluster c{sys, spec(1, 1),
             model::model::sequential(4, {model::layers::dense(2), std::make_shared<exploding>(), model::layers::dense(1)}),
             *model::make_sgd({0.1}), model::mean_squared_error()};
-  auto h = c.start_fit(sharded(8), epochs(1));
-  for (int i = 0; i < 1000 && !c.poll(h); ++i) sched.run();
+  auto h = c.schedule(sharded(8), epochs(1));
+  for (int i = 0; i < 1000 && !c.done(h); ++i) sched.run();
   try {
     c.join(h);
     BOOST_FAIL("expected the run to fail");
@@ -364,10 +364,10 @@ BOOST_FIXTURE_TEST_CASE(duplicated_pushes_and_lost_pulls_still_apply_every_step_
   sp.faults = faults;
   cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
             model::mean_squared_error()};
-  auto h = c.start_fit(sharded(16), epochs(1));
+  auto h = c.schedule(sharded(16), epochs(1));
   // A dropped pull is noticed only through its timeout: when nothing else can run,
   // move the simulated clock past the request timeout (not past the fit call's own).
-  for (int i = 0; i < 1000 && !c.poll(h); ++i) {
+  for (int i = 0; i < 1000 && !c.done(h); ++i) {
     sched.run();
     if (!sched.has_job()) sched.advance_time(sp.request_timeout + std::chrono::seconds(1));
   }
@@ -403,12 +403,12 @@ BOOST_FIXTURE_TEST_CASE(a_step_that_keeps_failing_ends_the_run_as_a_poison_step,
   sp.faults = std::make_shared<black_hole_pushes>();
   cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
             model::mean_squared_error()};
-  auto h = c.start_fit(sharded(64), epochs(1));
-  for (int i = 0; i < 1000 && !c.poll(h); ++i) {
+  auto h = c.schedule(sharded(64), epochs(1));
+  for (int i = 0; i < 1000 && !c.done(h); ++i) {
     sched.run();
     if (!sched.has_job()) sched.advance_time(sp.request_timeout + std::chrono::seconds(1));
   }
-  BOOST_REQUIRE(c.poll(h));
+  BOOST_REQUIRE(c.done(h));
   try {
     c.join(h);
     BOOST_FAIL("expected the run to fail");
@@ -418,4 +418,118 @@ BOOST_FIXTURE_TEST_CASE(a_step_that_keeps_failing_ends_the_run_as_a_poison_step,
     BOOST_TEST(what.find("failed 3 times") != std::string::npos, what);
     BOOST_TEST(what.find("position") != std::string::npos, what);
   }
+}
+
+namespace {
+
+// Delays every third push by 10 ms of (simulated) time: it then arrives behind later
+// messages. Counts the delays and, per receiver, the step tasks it sees.
+class delaying_faults : public fault_policy {
+ public:
+  delivery decide(const message_info& m) override {
+    if (m.kind == step_atom::value) ++tasks_to[m.to];
+    if (m.kind == push_atom::value && ++pushes_ % 3 == 0) {
+      ++delayed;
+      return delivery::delay_by(std::chrono::milliseconds(10));
+    }
+    return delivery::deliver();
+  }
+  int delayed = 0;
+  std::map<caf::actor_addr, int> tasks_to;
+
+ private:
+  int pushes_ = 0;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(delayed_pushes_arrive_late_and_are_applied_once, cluster_fixture) {
+  auto sp = spec(2, 2);
+  auto faults = std::make_shared<delaying_faults>();
+  sp.faults = faults;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+            model::mean_squared_error()};
+  auto h = c.schedule(sharded(16), epochs(1));
+  // The relay holds a delayed push until the simulated clock reaches its time.
+  for (int i = 0; i < 1000 && !c.done(h); ++i) {
+    sched.run();
+    if (!sched.has_job()) sched.advance_time(std::chrono::milliseconds(10));
+  }
+  auto r = c.join(h);
+  BOOST_TEST(r.steps == 16);
+  BOOST_TEST(faults->delayed >= 16 * 2 / 3 - 1);  // pushes: 16 steps x 2 shards
+  auto s = report(c);
+  BOOST_TEST(s.find("ps 0: applied 16, duplicates 0, rejected 0, fenced 0") != std::string::npos, s);
+  BOOST_TEST(s.find("ps 1: applied 16, duplicates 0, rejected 0, fenced 0") != std::string::npos, s);
+}
+
+BOOST_FIXTURE_TEST_CASE(predict_runs_on_the_workers_and_returns_every_row_in_order, cluster_fixture) {
+  auto sp = spec(2, 2);
+  auto faults = std::make_shared<delaying_faults>();  // delays pushes only; counts tasks
+  sp.faults = faults;
+  auto net = model::model::sequential(4, {model::layers::dense(3, model::layers::activation::tanh),
+                                          model::layers::dense(2)});
+  cluster c{sys, sp, net, *model::make_adam({0.01}), model::mean_squared_error()};
+  auto y2 = matrix(data.x.rows(), 2);
+  y2 << data.y, -data.y;
+  auto train = ds::from_tensor_slices({data.x}, y2);
+  auto h = c.schedule([train](const ds::input_context& ctx) {
+    return train.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(16);
+  }, epochs(1));
+  for (int i = 0; i < 1000 && !c.done(h); ++i) {
+    sched.run();
+    if (!sched.has_job()) sched.advance_time(std::chrono::milliseconds(10));
+  }
+  c.join(h);
+  faults->tasks_to.clear();
+  // 250 rows without labels in batches of 32: the last batch is short.
+  auto x = random_matrix(250, 4, 11);
+  auto data_in = ds::from_tensor_slices({x}).batch(32);
+  auto fut = c.predict_async(data_in);
+  sched.run();
+  auto out = fut.get();
+  auto vars = variables(c);
+  model::executor ex{net};
+  auto expected = model::predict(ex, vars, data_in);
+  BOOST_REQUIRE(out.rows() == 250);
+  BOOST_REQUIRE(out.cols() == 2);
+  BOOST_TEST((out - expected).cwiseAbs().maxCoeff() < 1e-6);
+  BOOST_TEST(faults->tasks_to.size() == 2u);  // both workers computed batches
+  int tasks = 0;
+  for (auto& [to, n] : faults->tasks_to) tasks += n;
+  BOOST_TEST(tasks >= 8);  // 8 batches (plus positions found past the end)
+  BOOST_CHECK_THROW(c.predict_async(ds::from_tensor_slices({x}).repeat().batch(32)), std::invalid_argument);
+}
+
+BOOST_FIXTURE_TEST_CASE(hyperparameters_change_on_every_shard_and_bad_ones_change_nothing, cluster_fixture) {
+  cluster c{sys, spec(2, 1), model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+            model::mean_squared_error()};
+  run(c, sharded(16), epochs(1));
+  auto set = [&](std::map<std::string, double> v) {
+    auto f = c.set_hyperparams_async(v);
+    sched.run();
+    f.get();
+  };
+  set({{"learning_rate", 0.0}});
+  auto before = variables(c);
+  run(c, sharded(16), epochs(1));  // learning rate 0: nothing moves
+  auto after = variables(c);
+  for (size_t v = 0; v < before.size(); ++v)
+    BOOST_TEST((before[static_cast<model::variable_id>(v)] - after[static_cast<model::variable_id>(v)]).cwiseAbs().maxCoeff() == 0.0f);
+  try {
+    set({{"learning_rate", 0.1}, {"momentum_typo", 0.9}});
+    BOOST_FAIL("expected an error");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("momentum_typo") != std::string::npos, e.what());
+  }
+  BOOST_CHECK_THROW(set({{"learning_rate", -1.0}}), std::invalid_argument);
+  run(c, sharded(16), epochs(1));  // still 0: the refused changes did not reach any shard
+  auto still = variables(c);
+  for (size_t v = 0; v < before.size(); ++v)
+    BOOST_TEST((before[static_cast<model::variable_id>(v)] - still[static_cast<model::variable_id>(v)]).cwiseAbs().maxCoeff() == 0.0f);
+  set({{"learning_rate", 0.05}});
+  run(c, sharded(16), epochs(1));
+  auto moved = variables(c);
+  BOOST_TEST((before[c.structure().find_variable("dense/kernel")] - moved[c.structure().find_variable("dense/kernel")])
+               .cwiseAbs().maxCoeff() > 0.0f);
 }

@@ -2,8 +2,9 @@
 // The embedding API: a parameter-server cluster inside an actor_system the application
 // owns. The cluster spawns ps shards, workers and a coordinator (and, per fit call,
 // dataset shards built with the user's dataset_fn), and offers Keras's fit / evaluate /
-// predict on them. fit is a thin blocking wrapper over the asynchronous start_fit +
-// join, so the simulator drives the same code a user runs.
+// predict on them. fit is a thin blocking wrapper over the asynchronous schedule +
+// join (TensorFlow's ClusterCoordinator), so the simulator drives the same code a user
+// runs; evaluate and predict wrap evaluate_async and predict_async the same way.
 //
 //   caf::actor_system_config cfg;
 //   actortrain::configure(cfg);
@@ -108,18 +109,19 @@ class cluster {
 
   // -- asynchronous API (TensorFlow's ClusterCoordinator) ------------------------------
 
-  /// A fit in progress.
+  /// A scheduled fit (TensorFlow's RemoteValue for a whole run): done() and join() take it.
   struct run_handle {
     uint64_t id = 0;
   };
 
-  /// Starts training on the pipelines `fn` builds (one per dataset shard, with a real
-  /// input_context). Never auto-shards on top of the user's shard() calls. Validation
-  /// data in opts.validation is split over the shards by data.
-  run_handle start_fit(dataset::dataset_fn fn, const model::fit_options& opts = {});
-  /// Processes the events that are ready (progress, metrics file); true when the run
-  /// has ended (then join() returns at once).
-  bool poll(const run_handle& h);
+  /// Schedules training on the pipelines `fn` builds (one per dataset shard, with a real
+  /// input_context) and returns at once. Never auto-shards on top of the user's shard()
+  /// calls. Validation data in opts.validation is split over the shards by data. One run
+  /// at a time: std::logic_error while another is scheduled and not joined.
+  run_handle schedule(dataset::dataset_fn fn, const model::fit_options& opts = {});
+  /// Processes the events that are ready (progress, metrics file) without waiting; true
+  /// when the run has ended (then join() returns at once).
+  bool done(const run_handle& h);
   /// Waits for the run, printing progress on this thread; throws std::runtime_error with
   /// the cluster's error text when the run failed.
   fit_result join(const run_handle& h);
@@ -133,9 +135,17 @@ class cluster {
   /// form is for the test coordinator (run the scheduler, then get()).
   std::map<std::string, double> evaluate(const dataset::dataset& data);
   std::future<std::map<std::string, double>> evaluate_async(const dataset::dataset& data);
-  /// Model outputs for every example of `data`, in order, computed on this thread from
-  /// the trained variables.
+  /// Model outputs for every example of `data`, in order. The workers compute them, each
+  /// batch once, from one dataset shard that reads `data` in order (labels are not
+  /// needed). Throws std::invalid_argument for an infinite dataset.
   model::matrix predict(const dataset::dataset& data);
+  std::future<model::matrix> predict_async(const dataset::dataset& data);
+
+  /// Changes optimizer hyperparameters ("learning_rate", "beta_1", ...) on every ps
+  /// shard; they apply from the next push. A name or value the optimizer refuses changes
+  /// nothing on any shard and throws std::invalid_argument naming it.
+  void set_hyperparams(const std::map<std::string, double>& values);
+  std::future<void> set_hyperparams_async(const std::map<std::string, double>& values);
 
   /// The current values of every variable, assembled from the ps shards (a future: on the
   /// test coordinator, run the scheduler before get()).
@@ -145,7 +155,7 @@ class cluster {
 
   const model::model& structure() const;
   const cluster_spec& spec() const;
-  /// The event stream (the runner drains it during join/poll).
+  /// The event stream (drained during join, done, evaluate and predict).
   std::shared_ptr<event_queue> events() const;
   /// Per-shard counters as text ("ps 0: applied 54, duplicates 0, rejected 0, fenced 0"),
   /// one line per shard; the future form for the test coordinator.

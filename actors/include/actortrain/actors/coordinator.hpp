@@ -46,6 +46,9 @@ using coordinator_actor = caf::typed_actor<
   caf::replies_to<fit_atom, run_spec>::with<run_summary>,
   caf::replies_to<eval_atom, eval_spec>::with<eval_summary>,
   caf::replies_to<status_atom>::with<cluster_status>,
+  // New optimizer hyperparameters for every ps shard (under the coordinator's fence);
+  // ok once every shard took them, else the first shard's error.
+  caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
   caf::replies_to<join_atom, caf::actor, uint32_t>::with<uint64_t>>;  // a worker joins: its generation
 
 /// What the coordinator may dispatch now (the consistency modes plug in here).

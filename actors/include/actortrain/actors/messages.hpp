@@ -425,11 +425,13 @@ struct step_task {
   uint64_t epoch = 0;
   uint64_t epoch_begin = 0;    ///< position where that epoch starts
   bool training = true;        ///< false: evaluation (forward only, no push)
+  bool outputs = false;        ///< evaluation for predict: return the model's outputs, skip loss and metrics
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_task& x) {
-  return f(caf::meta::type_name("step_task"), x.f, x.source, x.steps, x.epoch, x.epoch_begin, x.training);
+  return f(caf::meta::type_name("step_task"), x.f, x.source, x.steps, x.epoch, x.epoch_begin, x.training,
+           x.outputs);
 }
 
 /// Microseconds spent per phase of a step.
@@ -455,12 +457,13 @@ struct step_result {
   std::vector<std::vector<double>> metric_states;  ///< metric::state() per compiled metric
   uint64_t max_staleness = 0;
   phase_timings timings;
+  tensor outputs;  ///< the model's outputs for the batch, when the task asked for them
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("step_result"), x.step, x.worker, x.generation, x.end_of_data, x.loss,
-           x.example_count, x.metric_states, x.max_staleness, x.timings);
+           x.example_count, x.metric_states, x.max_staleness, x.timings, x.outputs);
 }
 
 struct task_result {
@@ -502,24 +505,28 @@ typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.run, x.keys, x.values, x.steps, x.ran_out);
 }
 
-/// Evaluate once over `pipelines` (every batch once).
+/// Evaluate once over `pipelines` (every batch once); with `outputs` (predict), collect
+/// the model's outputs instead of loss and metrics.
 struct eval_spec {
   std::vector<caf::actor> pipelines;
+  bool outputs = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_spec& x) {
-  return f(caf::meta::type_name("eval_spec"), x.pipelines);
+  return f(caf::meta::type_name("eval_spec"), x.pipelines, x.outputs);
 }
 
 struct eval_summary {
   std::vector<std::string> keys;
   std::vector<double> values;
+  /// With eval_spec::outputs: one per batch, by pipeline, then position.
+  std::vector<tensor> outputs;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_summary& x) {
-  return f(caf::meta::type_name("eval_summary"), x.keys, x.values);
+  return f(caf::meta::type_name("eval_summary"), x.keys, x.values, x.outputs);
 }
 
 /// What `actortrain status` and the embedding app see.

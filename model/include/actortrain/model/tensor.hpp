@@ -42,4 +42,8 @@ std::string shape_string(const matrix& m);
 bool all_finite(const float* values, size_t n);
 inline bool all_finite(const matrix& m) { return all_finite(m.data(), static_cast<size_t>(m.size())); }
 
+/// The parts one under the other (every part has `cols` columns): batches of outputs
+/// into one matrix.
+matrix stack_rows(const std::vector<matrix>& parts, Eigen::Index cols);
+
 }  // namespace actortrain::model
