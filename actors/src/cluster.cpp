@@ -171,6 +171,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     throw std::invalid_argument(fmt::format("cluster: num_dataset_shards = {} < 0", d.spec.num_dataset_shards));
   if (d.spec.steps_per_execution < 1)
     throw std::invalid_argument(fmt::format("cluster: steps_per_execution = {} < 1", d.spec.steps_per_execution));
+  if (d.spec.tasks_in_flight < 0)
+    throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
   if (d.spec.consistency != "async")
     throw std::invalid_argument(fmt::format("cluster: consistency '{}' is not available (only 'async')", d.spec.consistency));
   if (structure.empty()) throw std::invalid_argument("cluster: empty model");
@@ -225,7 +227,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.steps_per_execution = d.spec.steps_per_execution;
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
   // answers a task) one step later: one more task keeps its queue from running dry.
-  if (d.spec.pull_ahead) c.tasks_per_worker += 1;
+  c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;
   c.detached = !d.spec.simulated;
   d.coordinator = spawn_coordinator(sys, std::move(c));
 }

@@ -284,6 +284,27 @@ BOOST_AUTO_TEST_CASE(a_user_exception_surfaces_with_its_message) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_dataset_fn_that_throws_fails_the_run_naming_its_pipeline) {
+  cluster c{sys, spec(1, 2), model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.1}),
+            model::mean_squared_error()};
+  auto d = ds::from_tensor_slices({data.x}, data.y);
+  auto h = c.schedule([d](const ds::input_context& ctx) {
+    // A pipeline of 2 needs a batch size its replicas divide: TensorFlow's wording.
+    if (ctx.input_pipeline_id == 1) ds::input_context{2, 1, 4}.get_per_replica_batch_size(130);
+    return d.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(8);
+  }, epochs(1));
+  for (int i = 0; i < 1000 && !c.done(h); ++i) sched.run();
+  BOOST_REQUIRE(c.done(h));
+  try {
+    c.join(h);
+    BOOST_FAIL("expected the run to fail");
+  } catch (const std::runtime_error& e) {
+    std::string what = e.what();
+    BOOST_TEST(what.find("input pipeline 1 of 2") != std::string::npos, what);
+    BOOST_TEST(what.find("130") != std::string::npos, what);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_cluster_specs_are_refused_with_the_value) {
   auto net = model::model::sequential(4, {model::layers::dense(1)});
   try {
@@ -295,6 +316,9 @@ BOOST_AUTO_TEST_CASE(bad_cluster_specs_are_refused_with_the_value) {
   BOOST_CHECK_THROW((cluster{sys, spec(0, 1), net, *model::make_sgd({0.1}), model::mean_squared_error()}),
                     std::invalid_argument);
   auto s = spec(1, 1);
+  s.tasks_in_flight = -1;
+  BOOST_CHECK_THROW((cluster{sys, s, net, *model::make_sgd({0.1}), model::mean_squared_error()}), std::invalid_argument);
+  s = spec(1, 1);
   s.partitioner = "bogus(3)";
   BOOST_CHECK_THROW((cluster{sys, s, net, *model::make_sgd({0.1}), model::mean_squared_error()}), std::invalid_argument);
   s = spec(1, 1);

@@ -62,6 +62,10 @@ struct cluster_spec {
   /// Steps per task sent to a worker (Keras's steps_per_execution): fewer round trips
   /// with the coordinator for tiny models.
   int steps_per_execution = 1;
+  /// Tasks a worker holds at once (it queues them, so its next step needs no round trip
+  /// to the coordinator); 0 picks 3, or 4 with pull_ahead. More in flight means more
+  /// steps to re-run when a worker is lost.
+  int tasks_in_flight = 0;
   /// Workers start a step's successor as soon as its pushes are sent, instead of
   /// waiting for the shards' acknowledgements (faster; with several workers, slightly
   /// more asynchronous: other workers' updates interleave differently).
