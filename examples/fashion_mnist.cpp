@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     int64_t batch = 128;
     double lr = 1e-3;
     uint64_t seed = 1;
-    std::string data_dir = ds::fashion_mnist_default_dir, metrics;
+    std::string data_dir = ds::fashion_mnist_default_dir, metrics, partitioner;
     actortrain::tools::flags f{"fashion_mnist",
                                "Trains an MLP 784-256-128-10 on Fashion-MNIST with an embedded parameter-server "
                                "cluster\n(asynchronous), and prints the test accuracy."};
@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
       .add("seed", seed, "seed of initialization and shuffling")
       .add("steps-per-execution", spe, "steps per task sent to a worker")
       .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
+      .add("partitioner", partitioner, "split variables over the ps shards: fixed_shards(n), min_size(bytes, n), max_size(bytes)")
       .add("threads", threads, "CAF scheduler threads")
       .add("metrics", metrics, "write JSON-lines metrics to this file")
       .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
     spec.steps_per_execution = spe;
     spec.seed = seed;
     spec.pull_ahead = pull_ahead;
+    spec.partitioner = partitioner;
     spec.metrics_file = metrics;
     auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
                                            md::layers::dense(128, activation::relu), md::layers::dense(10)});
