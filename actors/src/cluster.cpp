@@ -478,8 +478,8 @@ std::future<std::string> cluster::ps_report_async() {
       self->request(ps[i], timeout, stats_atom::value)
         .then(
           [=](ps_stats& s) {
-            done(i, fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}\n", s.shard, s.applied,
-                                s.duplicates, s.rejected, s.fenced));
+            done(i, fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}, remembered {}\n", s.shard,
+                                s.applied, s.duplicates, s.rejected, s.fenced, s.remembered));
           },
           [=](caf::error& e) { done(i, fmt::format("ps {}: {}\n", i, describe(e))); });
   });

@@ -82,6 +82,9 @@ struct coord_state {
   std::vector<pipeline_slot> eval_pipes;
   size_t rr = 0;  // round-robin pointer over pipelines
   std::deque<step_task> requeued;
+  // Tasks of lost workers, waiting for every shard to acknowledge the fence that
+  // excludes them before they are re-queued.
+  std::map<uint32_t, std::vector<step_task>> fencing;
   std::map<uint32_t, std::vector<pending_task>> in_flight;  // by worker id, in sending order
   std::map<step_id, int> failures;             // per step: failed attempts
   int64_t dispatched_epoch = 0, applied_epoch = 0;
@@ -126,6 +129,7 @@ void fail_run(self_ptr self, caf::error err) {
   st.eval_outputs = false;
   st.outputs.clear();
   st.requeued.clear();
+  st.fencing.clear();
   event e;
   e.kind = event_kind::warning;
   e.text = "the run failed: " + text;
@@ -310,15 +314,36 @@ void on_task_error(self_ptr self, uint32_t wid, const step_id& first, caf::error
   dispatch(self);
 }
 
+// Per pipeline, the lowest position of the run that is not known applied: below it every
+// step is applied on every shard it touches, so shards may forget those step ids.
+std::vector<uint64_t> watermark(const coord_state& st) {
+  std::vector<uint64_t> w;
+  w.reserve(st.pipes.size());
+  for (auto& p : st.pipes) w.push_back(p.next);
+  auto lower = [&w](const step_task& t) {
+    for (auto& s : t.steps)
+      if (s.pipeline < w.size()) w[s.pipeline] = std::min(w[s.pipeline], s.position);
+  };
+  for (auto& [wid, tasks] : st.in_flight)
+    for (auto& t : tasks)
+      if (!t.eval) lower(t.task);
+  for (auto& t : st.requeued) lower(t);
+  for (auto& [wid, tasks] : st.fencing)
+    for (auto& t : tasks) lower(t);
+  return w;
+}
+
 void send_task(self_ptr self, worker_slot& w, pending_task t) {
   auto& st = self->state;
   ++w.outstanding;
   auto wid = w.id;
   t.task.f.worker = wid;
   t.task.f.worker_generation = w.generation;
+  bool eval = t.eval;
   auto task = t.task;
   auto first = task.steps.front();
   st.in_flight[wid].push_back(std::move(t));
+  if (!eval) task.watermark = watermark(st);  // with this task in flight: it is not applied yet
   // A task may run steps_per_execution steps: give it that many timeouts.
   auto timeout = st.opts.timeout * std::max<int64_t>(1, static_cast<int64_t>(task.steps.size()));
   st.opts.seam->request(self, w.handle, timeout, step_atom::value, std::move(task))
@@ -327,7 +352,7 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
 }
 
 bool phase_complete(const coord_state& st) {
-  if (!st.in_flight.empty() || !st.requeued.empty()) return false;
+  if (!st.in_flight.empty() || !st.requeued.empty() || !st.fencing.empty()) return false;
   if (st.ph == phase::evaluating) {
     for (auto& p : st.eval_pipes)
       if (!p.ended()) return false;
@@ -481,32 +506,39 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
                                                                    describe(reason))));
     return;
   }
-  auto tasks = std::make_shared<std::vector<step_task>>();
+  std::vector<step_task> tasks;
   for (auto& pt : lost_tasks) {
     if (pt.eval) {
       // Evaluation is read-only: run those batches again.
       auto& ps = st.eval_pipes[pt.task.steps.front().pipeline];
       ps.next = std::min(ps.next, pt.task.steps.front().position);
     } else {
-      tasks->push_back(std::move(pt.task));
+      tasks.push_back(std::move(pt.task));
     }
   }
-  if (tasks->empty()) {
+  if (tasks.empty()) {
     dispatch(self);
     return;
   }
+  // Kept in the state meanwhile: they hold the watermark down and the phase open.
+  auto& waiting = st.fencing[wid];
+  for (auto& t : tasks) waiting.push_back(std::move(t));
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
   fence f = current_fence(st);
   f.worker = wid;
   f.worker_generation = w.generation + 1;
-  auto requeue_now = [self, tasks, wid] {
+  auto requeue_now = [self, wid] {
     auto& st = self->state;
+    auto it = st.fencing.find(wid);
+    if (it == st.fencing.end()) return;
+    auto fenced = std::move(it->second);
+    st.fencing.erase(it);
     event e;
     e.kind = event_kind::steps_requeued;
     e.worker = wid;
-    for (auto& t : *tasks) e.count += static_cast<int64_t>(t.steps.size());
+    for (auto& t : fenced) e.count += static_cast<int64_t>(t.steps.size());
     emit(st, std::move(e));
-    for (auto& t : *tasks)
+    for (auto& t : fenced)
       requeue(self, std::move(t), make_error(error_code::worker_lost, fmt::format("worker {} was lost", wid)));
     dispatch(self);
   };
@@ -583,6 +615,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.ran_out = false;
       st.dispatched_run = st.applied_run = 0;
       st.requeued.clear();
+      st.fencing.clear();
       st.failures.clear();
       st.pipes.clear();
       for (auto& s : st.spec.pipelines) st.pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});

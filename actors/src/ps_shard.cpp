@@ -43,6 +43,10 @@ struct ps_state {
   // Highest epochs seen, and per worker the lowest generation still accepted.
   fence seen;
   std::map<uint32_t, uint64_t> min_generation;
+  // De-duplication: the step ids of the newest run seen that were applied at or above
+  // its watermark (below it, everything is known applied).
+  uint64_t run = 0;
+  std::vector<uint64_t> watermark;  // per pipeline
   std::set<step_id> applied_steps;
   ps_stats stats;
   static inline const char* name = "ps_shard";
@@ -76,6 +80,31 @@ caf::error check_fence(ps_state& st, const fence& f) {
 }
 
 using model::all_finite;
+
+// True when `step` was applied before (or belongs to a run that is over). Moves the
+// shard to a newer run and raises its watermark, forgetting the ids below it.
+bool seen_before(ps_state& st, const push_request& req) {
+  const auto& step = req.step;
+  if (step.run < st.run) return true;
+  if (step.run > st.run) {
+    st.run = step.run;
+    st.watermark.clear();
+    st.applied_steps.clear();
+  }
+  if (st.watermark.size() < req.watermark.size()) st.watermark.resize(req.watermark.size(), 0);
+  bool raised = false;
+  for (size_t p = 0; p < req.watermark.size(); ++p)
+    if (req.watermark[p] > st.watermark[p]) {
+      st.watermark[p] = req.watermark[p];
+      raised = true;
+    }
+  if (raised)
+    for (auto i = st.applied_steps.begin(); i != st.applied_steps.end();)
+      i = i->pipeline < st.watermark.size() && i->position < st.watermark[i->pipeline] ? st.applied_steps.erase(i)
+                                                                                      : std::next(i);
+  if (step.pipeline < st.watermark.size() && step.position < st.watermark[step.pipeline]) return true;
+  return st.applied_steps.count(step) > 0;
+}
 
 // Validates a push completely; returns the first problem.
 caf::error validate(const ps_state& st, const push_request& req) {
@@ -182,6 +211,8 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
         st.parts.emplace(p.key, std::move(q));
       }
       st.applied_steps.clear();
+      st.watermark.clear();
+      st.run = 0;
       st.initialized = true;
       return caf::ok_atom::value;
     },
@@ -235,7 +266,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       auto& st = self->state;
       if (!st.initialized) return not_ready();
       if (auto err = check_fence(st, req.f)) return err;
-      if (st.applied_steps.count(req.step)) {
+      if (seen_before(st, req)) {
         ++st.stats.duplicates;
         return push_reply{push_status::duplicate, 0};
       }
@@ -307,6 +338,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
     },
     [self](stats_atom) -> ps_stats {
       auto s = self->state.stats;
+      s.remembered = self->state.applied_steps.size();
       for (auto& [k, p] : self->state.parts) s.versions.push_back(partition_value{k, p.version, tensor{}});
       return s;
     },

@@ -175,6 +175,7 @@ void push(self_ptr self) {
     r.f = st.task.f;
     r.step = st.current.step;
     r.example_count = st.current.example_count;
+    r.watermark = st.task.watermark;
   }
   for (auto& vp : pl.variables()) {
     auto v = static_cast<size_t>(vp.variable);

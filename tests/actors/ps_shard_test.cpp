@@ -202,6 +202,30 @@ BOOST_AUTO_TEST_CASE(copy_on_write_reuses_the_buffer_of_a_version_nobody_reads_a
   BOOST_TEST(kernel().isApproxToConstant(-2.0f));
 }
 
+BOOST_AUTO_TEST_CASE(the_watermark_bounds_what_a_shard_remembers_and_what_is_below_it_is_a_duplicate) {
+  auto push_at = [&](uint64_t run, uint64_t position, uint64_t watermark) {
+    auto r = push_of(position, matrix::Ones(2, 3));
+    r.step.run = run;
+    r.watermark = {watermark};
+    auto rep = ask<push_reply>(push_atom::value, r);
+    BOOST_REQUIRE(rep);
+    return to_string(rep->status);
+  };
+  for (uint64_t k = 0; k < 5; ++k) BOOST_TEST(push_at(1, k, 0) == "applied");
+  BOOST_TEST(stats().remembered == 5u);
+  BOOST_TEST(push_at(1, 5, 3) == "applied");
+  BOOST_TEST(stats().remembered == 3u);  // 3, 4, 5: below 3 everything is known applied
+  BOOST_TEST(push_at(1, 1, 3) == "duplicate");  // forgotten, but below the watermark
+  BOOST_TEST(push_at(1, 4, 3) == "duplicate");  // remembered
+  BOOST_TEST(push_at(1, 6, 2) == "applied");    // an older watermark lowers nothing
+  BOOST_TEST(stats().remembered == 4u);
+  BOOST_TEST(push_at(2, 0, 0) == "applied");  // a new run starts afresh
+  BOOST_TEST(stats().remembered == 1u);
+  BOOST_TEST(push_at(1, 7, 0) == "duplicate");  // a run that is over applies nothing
+  BOOST_TEST(stats().applied == 8u);
+  BOOST_TEST(kernel().isApproxToConstant(-8.0f));
+}
+
 BOOST_AUTO_TEST_CASE(hyperparameters_change_the_next_update_and_bad_ones_change_nothing) {
   hyperparams_request h;
   h.f = epochs(1);

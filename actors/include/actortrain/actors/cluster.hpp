@@ -161,7 +161,8 @@ class cluster {
   const cluster_spec& spec() const;
   /// The event stream (drained during join, done, evaluate and predict).
   std::shared_ptr<event_queue> events() const;
-  /// Per-shard counters as text ("ps 0: applied 54, duplicates 0, rejected 0, fenced 0"),
+  /// Per-shard counters as text ("ps 0: applied 54, duplicates 0, rejected 0, fenced 0,
+  /// remembered 3": step ids kept for de-duplication, bounded by the watermark),
   /// one line per shard; the future form for the test coordinator.
   std::future<std::string> ps_report_async();
   std::string ps_report();

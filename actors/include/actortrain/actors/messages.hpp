@@ -305,11 +305,14 @@ struct push_request {
   int64_t example_count = 0;
   std::vector<dense_slice> dense;
   std::vector<sparse_slice> sparse;
+  /// The coordinator's watermark for step.run (see step_task): the shard forgets the
+  /// step ids below it, and answers a push below it as a duplicate.
+  std::vector<uint64_t> watermark;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
-  return f(caf::meta::type_name("push_request"), x.f, x.step, x.example_count, x.dense, x.sparse);
+  return f(caf::meta::type_name("push_request"), x.f, x.step, x.example_count, x.dense, x.sparse, x.watermark);
 }
 
 enum class push_status : uint8_t {
@@ -354,13 +357,14 @@ struct ps_stats {
   uint64_t duplicates = 0;
   uint64_t rejected = 0;
   uint64_t fenced = 0;
+  uint64_t remembered = 0;  ///< step ids kept for de-duplication (bounded by the watermark)
   std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
   std::vector<partition_value> versions;      ///< keys and versions (no values)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
-  return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.duplicates, x.rejected, x.fenced,
+  return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.duplicates, x.rejected, x.fenced, x.remembered,
            x.staleness_histogram, x.versions);
 }
 
@@ -426,12 +430,15 @@ struct step_task {
   uint64_t epoch_begin = 0;    ///< position where that epoch starts
   bool training = true;        ///< false: evaluation (forward only, no push)
   bool outputs = false;        ///< evaluation for predict: return the model's outputs, skip loss and metrics
+  /// Per pipeline of the run: every position below is applied on every shard (the
+  /// coordinator's watermark; workers pass it on in their pushes).
+  std::vector<uint64_t> watermark;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_task& x) {
   return f(caf::meta::type_name("step_task"), x.f, x.source, x.steps, x.epoch, x.epoch_begin, x.training,
-           x.outputs);
+           x.outputs, x.watermark);
 }
 
 /// Microseconds spent per phase of a step.
