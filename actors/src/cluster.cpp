@@ -51,6 +51,7 @@ struct cluster::impl {
   seam_ptr seam;
   std::vector<ps_shard_actor> ps;
   std::vector<worker_actor> workers;
+  std::vector<worker_actor> replaced;  // predecessors of restarted workers (stopped with the rest)
   coordinator_actor coordinator;
   std::unique_ptr<std::ofstream> metrics_out;
   std::unique_ptr<metrics_writer> writer;
@@ -82,8 +83,34 @@ struct cluster::impl {
       o.prefetch = spec.prefetch;
       o.detached = !spec.simulated;
       out.push_back(caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, o)));
+      named(out.back(), actor_role::dataset, static_cast<uint32_t>(i));
     }
     return out;
+  }
+
+  // Tells the fault policy (if any) what a spawned actor is.
+  template <class Handle>
+  void named(const Handle& h, actor_role role, uint32_t index) {
+    if (spec.faults) spec.faults->on_spawn(caf::actor_cast<caf::actor_addr>(h), role, index);
+  }
+
+  worker_actor spawn_worker_with_id(uint32_t id) {
+    worker_options o;
+    o.id = id;
+    o.structure = structure;
+    o.loss = loss;
+    o.metrics = metrics;
+    o.placement = placement;
+    o.ps = ps;
+    o.seam = seam;
+    o.timeout = timeout();
+    o.seed = spec.seed;
+    o.detached = !spec.simulated;
+    o.overlap_push = spec.overlap_push;
+    o.pull_ahead = spec.pull_ahead;
+    auto w = spawn_worker(sys, std::move(o));
+    named(w, actor_role::worker, id);
+    return w;
   }
 
   void stop(std::vector<caf::actor>& actors) {
@@ -198,23 +225,9 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     o.index = static_cast<uint32_t>(p);
     o.detached = !d.spec.simulated;
     d.ps.push_back(spawn_ps_shard(sys, opt, o));
+    d.named(d.ps.back(), actor_role::ps, static_cast<uint32_t>(p));
   }
-  for (int w = 0; w < d.spec.num_workers; ++w) {
-    worker_options o;
-    o.id = static_cast<uint32_t>(w);
-    o.structure = d.structure;
-    o.loss = d.loss;
-    o.metrics = d.metrics;
-    o.placement = d.placement;
-    o.ps = d.ps;
-    o.seam = d.seam;
-    o.timeout = d.timeout();
-    o.seed = d.spec.seed;
-    o.detached = !d.spec.simulated;
-    o.overlap_push = d.spec.overlap_push;
-    o.pull_ahead = d.spec.pull_ahead;
-    d.workers.push_back(spawn_worker(sys, std::move(o)));
-  }
+  for (int w = 0; w < d.spec.num_workers; ++w) d.workers.push_back(d.spawn_worker_with_id(static_cast<uint32_t>(w)));
   coordinator_options c;
   c.ps = d.ps;
   c.workers = d.workers;
@@ -225,11 +238,13 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.seam = d.seam;
   c.timeout = d.timeout();
   c.steps_per_execution = d.spec.steps_per_execution;
+  c.worker_wait = d.timeout();  // when every worker is lost, wait this long for one to join
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
   // answers a task) one step later: one more task keeps its queue from running dry.
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;
   c.detached = !d.spec.simulated;
   d.coordinator = spawn_coordinator(sys, std::move(c));
+  d.named(d.coordinator, actor_role::coordinator, 0);
 }
 
 cluster::~cluster() {
@@ -237,6 +252,7 @@ cluster::~cluster() {
   d.stop(d.run_shards);
   caf::anon_send_exit(d.coordinator, caf::exit_reason::user_shutdown);
   for (auto& w : d.workers) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  for (auto& w : d.replaced) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   for (auto& p : d.ps) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
 }
 
@@ -410,6 +426,56 @@ void cluster::set_hyperparams(const std::map<std::string, double>& values) {
   auto fut = set_hyperparams_async(values);
   impl_->wait(fut);
   fut.get();
+}
+
+namespace {
+
+std::future<uint64_t> ask_to_join(caf::actor_system& sys, coordinator_actor coord, caf::timespan timeout,
+                                  worker_actor w, uint32_t id) {
+  auto promise = std::make_shared<std::promise<uint64_t>>();
+  auto fut = promise->get_future();
+  sys.spawn([promise, coord, timeout, w, id](caf::event_based_actor* self) {
+    self->request(coord, timeout, join_atom::value, caf::actor_cast<caf::actor>(w), id)
+      .then([promise](uint64_t generation) { promise->set_value(generation); },
+            [promise, w, id](caf::error& e) {
+              caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+              promise->set_exception(
+                std::make_exception_ptr(std::runtime_error(fmt::format("worker {} cannot join: {}", id, describe(e)))));
+            });
+  });
+  return fut;
+}
+
+}  // namespace
+
+std::future<uint64_t> cluster::restart_worker_async(uint32_t id) {
+  auto& d = *impl_;
+  if (id >= d.workers.size())
+    throw std::invalid_argument(fmt::format("restart_worker: no worker {} (the cluster has {})", id, d.workers.size()));
+  auto w = d.spawn_worker_with_id(id);
+  d.replaced.push_back(d.workers[id]);
+  d.workers[id] = w;
+  return ask_to_join(d.sys, d.coordinator, d.timeout(), w, id);
+}
+
+std::future<uint64_t> cluster::add_worker_async() {
+  auto& d = *impl_;
+  auto id = static_cast<uint32_t>(d.workers.size());
+  auto w = d.spawn_worker_with_id(id);
+  d.workers.push_back(w);
+  return ask_to_join(d.sys, d.coordinator, d.timeout(), w, id);
+}
+
+uint64_t cluster::restart_worker(uint32_t id) {
+  auto fut = restart_worker_async(id);
+  impl_->wait(fut);
+  return fut.get();
+}
+
+uint64_t cluster::add_worker() {
+  auto fut = add_worker_async();
+  impl_->wait(fut);
+  return fut.get();
 }
 
 std::future<model::parameter_store> cluster::pull_variables() {

@@ -94,6 +94,8 @@ struct coord_state {
   std::map<std::string, double> epoch_values;
   bool ran_out = false;
   bool standalone_eval = false;
+  uint64_t outages = 0;  // times every worker was lost; a join ends the current one
+  std::string outage_reason;
   bool eval_outputs = false;              // the standalone evaluation is a predict
   std::map<step_id, tensor> outputs;      // its outputs so far, by step
   caf::typed_response_promise<run_summary> run_rp;
@@ -119,6 +121,7 @@ fence current_fence(const coord_state& st) {
 
 void dispatch(self_ptr self);
 void end_epoch(self_ptr self);
+void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason);
 
 void fail_run(self_ptr self, caf::error err) {
   auto& st = self->state;
@@ -184,7 +187,7 @@ std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, const st
 }
 
 // The next task for a free worker, if the gate and the data allow one.
-std::optional<pending_task> next_task(coord_state& st) {
+std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   if (st.ph == phase::evaluating) {
     for (size_t n = 0; n < st.eval_pipes.size(); ++n) {
       auto p = (st.rr + n) % st.eval_pipes.size();
@@ -206,10 +209,16 @@ std::optional<pending_task> next_task(coord_state& st) {
   if (st.ph != phase::training) return std::nullopt;
   gate_view v{st.dispatched_run, st.applied_run, st.applied_run, in_flight_count(st)};
   if (!st.opts.gate->may_dispatch(v)) return std::nullopt;
-  if (!st.requeued.empty()) {
+  // Re-queued steps go first, but not back to the worker (generation) they just failed
+  // on while another worker is alive: a cut-off worker would fail them again and again.
+  int alive = 0;
+  for (auto& w : st.workers) alive += w.alive ? 1 : 0;
+  for (auto i = st.requeued.begin(); i != st.requeued.end(); ++i) {
+    bool failed_here = i->f.worker == to.id && i->f.worker_generation == to.generation;
+    if (failed_here && alive > 1) continue;
     pending_task t;
-    t.task = std::move(st.requeued.front());
-    st.requeued.pop_front();
+    t.task = std::move(*i);
+    st.requeued.erase(i);
     t.task.f = current_fence(st);
     return t;
   }
@@ -297,6 +306,12 @@ void on_task_result(self_ptr self, uint32_t wid, const step_id& first, task_resu
 
 void on_task_error(self_ptr self, uint32_t wid, const step_id& first, caf::error& err) {
   auto& st = self->state;
+  // The worker is gone (its mailbox bounced the task): handle it as its down message
+  // would, once, instead of counting a failure against each of its steps.
+  if (err == caf::sec::request_receiver_down) {
+    on_worker_down(self, wid, err);
+    return;
+  }
   auto found = take_pending(st, wid, first);
   if (!found) return;
   auto pt = std::move(*found);
@@ -319,7 +334,8 @@ void on_task_error(self_ptr self, uint32_t wid, const step_id& first, caf::error
 std::vector<uint64_t> watermark(const coord_state& st) {
   std::vector<uint64_t> w;
   w.reserve(st.pipes.size());
-  for (auto& p : st.pipes) w.push_back(p.next);
+  // Positions at or past a pipeline's end were not applied: the next epoch uses them.
+  for (auto& p : st.pipes) w.push_back(std::min(p.next, p.end));
   auto lower = [&w](const step_task& t) {
     for (auto& s : t.steps)
       if (s.pipeline < w.size()) w[s.pipeline] = std::min(w[s.pipeline], s.position);
@@ -442,8 +458,8 @@ void dispatch(self_ptr self) {
     bool any = false;
     for (auto& w : st.workers) {
       if (!w.alive || w.outstanding >= st.opts.tasks_per_worker) continue;
-      auto t = next_task(st);
-      if (!t) break;
+      auto t = next_task(st, w);
+      if (!t) continue;  // another worker may still get one (re-queued steps avoid some)
       if (t->task.steps.empty()) continue;
       send_task(self, w, std::move(*t));
       any = true;
@@ -501,10 +517,16 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
     lost_tasks = std::move(it->second);
     st.in_flight.erase(it);
   }
-  if (!alive_workers(st)) {
-    fail_run(self, make_error(error_code::worker_lost, fmt::format("all workers are lost (last: worker {}: {})", wid,
-                                                                   describe(reason))));
-    return;
+  if (!alive_workers(st) && st.ph != phase::idle) {
+    // Wait for a worker to join (a restart, a newcomer); fail the run if none does.
+    auto id = ++st.outages;
+    st.outage_reason = fmt::format("all workers are lost (last: worker {}: {})", wid, describe(reason));
+    event warn;
+    warn.kind = event_kind::warning;
+    warn.text = st.outage_reason + fmt::format("; waiting {} s for a worker to join",
+                                               std::chrono::duration_cast<std::chrono::seconds>(st.opts.worker_wait).count());
+    emit(st, std::move(warn));
+    self->delayed_send(self, st.opts.worker_wait, outage_atom::value, id);
   }
   std::vector<step_task> tasks;
   for (auto& pt : lost_tasks) {
@@ -683,6 +705,11 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
             });
       return rp;
     },
+    [self](outage_atom, uint64_t id) {
+      auto& st = self->state;
+      if (id != st.outages || alive_workers(st)) return;
+      fail_run(self, make_error(error_code::worker_lost, st.outage_reason + ", and none joined in time"));
+    },
     [self](status_atom) -> cluster_status {
       auto& st = self->state;
       cluster_status s;
@@ -713,6 +740,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
                           fmt::format("worker id {} leaves a gap (next is {})", id, st.workers.size()));
       }
       self->monitor(typed);
+      ++st.outages;  // a pending outage check finds a member
       event e;
       e.kind = event_kind::worker_joined;
       e.worker = id;

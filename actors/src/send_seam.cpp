@@ -48,6 +48,28 @@ caf::behavior relay(caf::stateful_actor<relay_state>* self) {
 
 }  // namespace
 
+const char* to_string(actor_role r) {
+  switch (r) {
+    case actor_role::any: return "any";
+    case actor_role::coordinator: return "coordinator";
+    case actor_role::worker: return "worker";
+    case actor_role::ps: return "ps";
+    case actor_role::dataset: return "dataset";
+  }
+  return "unknown";
+}
+
+bool send_seam::crashed(const caf::actor_addr& a) {
+  std::lock_guard<std::mutex> lock{mtx_};
+  return crashes_.count(a) > 0;
+}
+
+void send_seam::mark(const caf::actor_addr& a, bool now) {
+  std::lock_guard<std::mutex> lock{mtx_};
+  auto& c = crashes_[a];
+  c = c || now;
+}
+
 send_seam::send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> policy) : policy_(std::move(policy)) {
   if (policy_) {
     black_hole_ = sys.spawn(black_hole);

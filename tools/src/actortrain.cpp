@@ -1,10 +1,12 @@
 // actortrain — the project's command line.
 //
 //   actortrain bench fashion-mnist [flags]   benchmark against a bare Eigen loop
+//   actortrain soak [flags]                  the fault simulator over many seeds
 //   actortrain --help
 
 #include "bench.hpp"
 #include "flags.hpp"
+#include "soak.hpp"
 
 #include <iostream>
 #include <string>
@@ -17,6 +19,8 @@ const char* usage =
   "commands:\n"
   "  bench fashion-mnist   train the Fashion-MNIST MLP as a bare Eigen loop and with the\n"
   "                        framework, interleaved, and print samples/s, accuracy and ratios\n"
+  "  soak                  run the fault simulator over many seeded fault plans and check\n"
+  "                        exactly-once application and visitation\n"
   "\n"
   "Run 'actortrain COMMAND ... --help' for a command's flags.\n";
 
@@ -33,6 +37,7 @@ int main(int argc, char** argv) {
       std::cout << usage;
       return 0;
     }
+    if (cmd == "soak") return actortrain::tools::soak(argc, argv, 2);
     if (cmd == "bench") {
       std::string what = argc > 2 ? argv[2] : "";
       if (what == "fashion-mnist") return actortrain::tools::bench_fashion_mnist(argc, argv, 3);

@@ -74,7 +74,8 @@ struct cluster_spec {
   /// wait for a pull; each step then reads parameters without its predecessor's update
   /// (staleness one higher: 1 with a single worker instead of 0).
   bool pull_ahead = false;
-  /// Timeout of every request between actors.
+  /// Timeout of every request between actors; also how long a run waits for a worker
+  /// to join (restart_worker, add_worker) once every worker is lost.
   std::chrono::milliseconds request_timeout{60000};
   /// Timeout of a whole fit/evaluate call as seen by the application.
   std::chrono::hours call_timeout{24 * 7};
@@ -150,6 +151,16 @@ class cluster {
   /// nothing on any shard and throws std::invalid_argument naming it.
   void set_hyperparams(const std::map<std::string, double>& values);
   std::future<void> set_hyperparams_async(const std::map<std::string, double>& values);
+
+  /// Elastic membership. restart_worker spawns a new worker for lost worker `id`, which
+  /// rejoins under a new generation (its predecessor's late messages are fenced out);
+  /// add_worker spawns one more. During a run the newcomer gets tasks at once. The
+  /// future holds the generation, or throws std::runtime_error with the coordinator's
+  /// refusal (restarting a worker that is alive, an unknown id).
+  std::future<uint64_t> restart_worker_async(uint32_t id);
+  std::future<uint64_t> add_worker_async();
+  uint64_t restart_worker(uint32_t id);
+  uint64_t add_worker();
 
   /// The current values of every variable, assembled from the ps shards (a future: on the
   /// test coordinator, run the scheduler before get()).

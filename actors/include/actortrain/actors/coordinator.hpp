@@ -49,7 +49,9 @@ using coordinator_actor = caf::typed_actor<
   // New optimizer hyperparameters for every ps shard (under the coordinator's fence);
   // ok once every shard took them, else the first shard's error.
   caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
-  caf::replies_to<join_atom, caf::actor, uint32_t>::with<uint64_t>>;  // a worker joins: its generation
+  caf::replies_to<join_atom, caf::actor, uint32_t>::with<uint64_t>,  // a worker joins: its generation
+  // Sent to itself when every worker is lost: the run fails unless one joined since.
+  caf::reacts_to<outage_atom, uint64_t>>;
 
 /// What the coordinator may dispatch now (the consistency modes plug in here).
 struct gate_view {
@@ -88,6 +90,8 @@ struct coordinator_options {
   /// is already queued while a step computes, so its batch is fetched in advance.
   int32_t tasks_per_worker = 3;
   int32_t poison_limit = 3;
+  /// How long a run waits for a worker to join once every worker is lost.
+  caf::timespan worker_wait = std::chrono::seconds(60);
   uint64_t coordinator_epoch = 1;
   /// Own thread (see ps_shard_options::detached); off in the simulator.
   bool detached = false;

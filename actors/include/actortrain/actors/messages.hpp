@@ -49,6 +49,7 @@ using done_atom = caf::atom_constant<caf::atom("done")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
+using outage_atom = caf::atom_constant<caf::atom("outage")>;
 
 // -- identity -----------------------------------------------------------------------
 

@@ -5,7 +5,10 @@
 // sees its own timeout, as with a lost packet), deliver it twice (the receiver must be
 // idempotent), or delay it (which also reorders it behind later messages). Delays go
 // through a relay actor and the relay's timer, so on CAF's test coordinator they follow
-// simulated time: nothing sleeps.
+// simulated time: nothing sleeps. It may also crash the sender: the message is lost and
+// the sending actor stops (exit reason kill) when its current handler returns; `crash_after`
+// delivers the message and crashes the sender at its next one (a worker that pushed to
+// every shard but never reported). A crashed actor's later sends are all dropped.
 //
 // One seam per cluster (shared by its actors through a shared_ptr): two clusters in one
 // process do not see each other's faults. The seam is used only from actor threads;
@@ -20,14 +23,16 @@
 
 #include <caf/all.hpp>
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace actortrain {
 
 /// What the seam does with one message.
 struct delivery {
-  enum class kind : uint8_t { deliver, drop, duplicate, delay };
+  enum class kind : uint8_t { deliver, drop, duplicate, delay, crash, crash_after };
   kind what = kind::deliver;
   caf::timespan delay{0};  ///< for kind::delay
 
@@ -35,7 +40,14 @@ struct delivery {
   static delivery drop() { return {kind::drop, caf::timespan{0}}; }
   static delivery duplicate() { return {kind::duplicate, caf::timespan{0}}; }
   static delivery delay_by(caf::timespan d) { return {kind::delay, d}; }
+  static delivery crash() { return {kind::crash, caf::timespan{0}}; }
+  static delivery crash_after() { return {kind::crash_after, caf::timespan{0}}; }
 };
+
+/// What an actor of a cluster is, for fault policies that target roles.
+enum class actor_role : uint8_t { any, coordinator, worker, ps, dataset };
+
+const char* to_string(actor_role r);
 
 /// What a fault policy sees of a message.
 struct message_info {
@@ -50,6 +62,8 @@ class fault_policy {
  public:
   virtual ~fault_policy() = default;
   virtual delivery decide(const message_info& m) = 0;
+  /// The cluster names each actor it spawns (a restarted worker again, with its id).
+  virtual void on_spawn(const caf::actor_addr&, actor_role, uint32_t /*index*/) {}
 };
 
 using relay_atom = caf::atom_constant<caf::atom("relay")>;
@@ -69,9 +83,10 @@ class send_seam {
   auto request(Self* self, const Handle& dest, caf::timespan timeout, Atom a, Ts&&... xs) {
     auto target = caf::actor_cast<caf::actor>(dest);
     if (!policy_) return self->request(target, timeout, a, std::forward<Ts>(xs)...);
-    auto d = policy_->decide(message_info{self->address(), target.address(), Atom::value, true});
+    auto d = fate(self, message_info{self->address(), target.address(), Atom::value, true});
     switch (d.what) {
       case delivery::kind::drop:
+      case delivery::kind::crash:
         return self->request(black_hole_, timeout, a, std::forward<Ts>(xs)...);
       case delivery::kind::duplicate:
         caf::anon_send(target, a, xs...);  // the copy's reply goes nowhere
@@ -80,6 +95,7 @@ class send_seam {
         return self->request(relay_, timeout, relay_atom::value, target,
                              caf::make_message(a, std::forward<Ts>(xs)...), d.delay, timeout);
       case delivery::kind::deliver:
+      case delivery::kind::crash_after:
       default:
         return self->request(target, timeout, a, std::forward<Ts>(xs)...);
     }
@@ -93,9 +109,10 @@ class send_seam {
       self->send(target, a, std::forward<Ts>(xs)...);
       return;
     }
-    auto d = policy_->decide(message_info{self->address(), target.address(), Atom::value, false});
+    auto d = fate(self, message_info{self->address(), target.address(), Atom::value, false});
     switch (d.what) {
       case delivery::kind::drop:
+      case delivery::kind::crash:
         return;
       case delivery::kind::duplicate:
         self->send(target, a, xs...);
@@ -105,6 +122,7 @@ class send_seam {
         self->delayed_send(target, d.delay, a, std::forward<Ts>(xs)...);
         return;
       case delivery::kind::deliver:
+      case delivery::kind::crash_after:
       default:
         self->send(target, a, std::forward<Ts>(xs)...);
     }
@@ -113,7 +131,26 @@ class send_seam {
   bool has_policy() const { return policy_ != nullptr; }
 
  private:
+  // The policy's decision, after the seam's own: a crashed sender loses everything, and a
+  // doomed one (crash_after) crashes now. A crash stops `self` once its handler returns.
+  template <class Self>
+  delivery fate(Self* self, const message_info& m) {
+    auto d = crashed(m.from) ? delivery::crash() : policy_->decide(m);
+    if (d.what == delivery::kind::crash) {
+      mark(m.from, /*now=*/true);
+      self->quit(caf::exit_reason::kill);
+    } else if (d.what == delivery::kind::crash_after) {
+      mark(m.from, /*now=*/false);
+    }
+    return d;
+  }
+  // True when `a` crashed or is doomed to crash at this send.
+  bool crashed(const caf::actor_addr& a);
+  void mark(const caf::actor_addr& a, bool now);
+
   std::shared_ptr<fault_policy> policy_;
+  std::mutex mtx_;
+  std::map<caf::actor_addr, bool> crashes_;  // true: crashed; false: crashes at its next send
   caf::actor black_hole_;
   caf::actor relay_;
 };

@@ -1,0 +1,77 @@
+#pragma once
+// A fault plan: a fault policy for the send seam made of rules, written by hand or drawn
+// from a seed. A rule picks messages by sender and receiver role (and index), message
+// kind and occurrence — "the 3rd push worker 1 sends to ps 0" — and does something to
+// them: drop, duplicate, delay (reordering them behind later messages), crash the sender
+// before the message leaves, or crash it at its next message after this one is delivered.
+//
+// Worker crashes at each phase of a step, as rules:
+//   before pull                     {worker w, pull, crash}
+//   after pull (computed, no push)  {worker w, push, crash}
+//   after pushing to some shards    {worker w -> ps 0, push, crash_after}   (2+ shards)
+//   after pushing, before reporting {worker w -> ps last, push, crash_after}
+// A partitioned worker that comes back: {worker w, any kind, count = m, drop}. A slow
+// worker: {worker w, push, count = m, delay}.
+//
+// Thread-safe (one mutex); deterministic for a deterministic message order, as on CAF's
+// test coordinator. Matching uses the roles the cluster reports through on_spawn.
+
+#include <actortrain/actors/send_seam.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace actortrain {
+
+struct fault_rule {
+  delivery::kind what = delivery::kind::drop;
+  actor_role from = actor_role::any;
+  int32_t from_index = -1;  ///< -1: any index
+  actor_role to = actor_role::any;
+  int32_t to_index = -1;
+  /// Message kind ("pull", "push", "batch", "step", "fence", "init", ...); empty: any.
+  std::string message;
+  uint64_t first = 1;  ///< the first matching message it applies to (1-based)
+  uint64_t count = 1;  ///< consecutive matching messages it applies to
+  caf::timespan delay{0};
+};
+
+/// "crash worker 1 at its 3rd push", for reports and reproduction.
+std::string to_string(const fault_rule& r);
+
+class fault_plan : public fault_policy {
+ public:
+  explicit fault_plan(std::vector<fault_rule> rules = {});
+
+  /// `faults` rules drawn from `seed` for a cluster of `num_workers` workers and
+  /// `num_ps` shards running about `steps` steps: worker crashes at every phase, lost,
+  /// duplicated and delayed messages, a slow worker, a partitioned worker. Crashes hit at
+  /// most num_workers - 1 distinct workers, unless the caller restarts lost workers.
+  static std::shared_ptr<fault_plan> random(uint64_t seed, int num_workers, int num_ps, int64_t steps, int faults);
+
+  delivery decide(const message_info& m) override;
+  void on_spawn(const caf::actor_addr& a, actor_role role, uint32_t index) override;
+
+  const std::vector<fault_rule>& rules() const { return rules_; }
+  /// One line per injected fault, in order ("push worker 1 -> ps 0 #3: crash").
+  std::vector<std::string> injected() const;
+
+ private:
+  struct who {
+    actor_role role = actor_role::any;
+    uint32_t index = 0;
+  };
+  bool matches(const fault_rule& r, const who& from, const who& to, const std::string& kind) const;
+
+  std::vector<fault_rule> rules_;
+  std::vector<uint64_t> seen_;  // per rule: matching messages so far
+  std::map<caf::actor_addr, who> roles_;
+  std::vector<std::string> log_;
+  mutable std::mutex mtx_;
+};
+
+}  // namespace actortrain

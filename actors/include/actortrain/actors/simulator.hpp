@@ -1,0 +1,59 @@
+#pragma once
+// The fault simulator: a whole embedded cluster on CAF's deterministic test coordinator
+// (inline compute, simulated time), trained under a fault plan, then checked:
+//   - completion with the exact step count;
+//   - exactly-once visitation: every batch of every pipeline and epoch is in exactly one
+//     applied step, and no (pipeline, position) twice;
+//   - exactly-once application: every shard applied each step once (the model touches
+//     every shard in every step), so applied == steps on each;
+//   - determinism: a trace hash over the applied steps (pipeline, position, worker,
+//     generation, loss bits), the membership events and the final parameters' bits; the
+//     same seed, plan and shape give the same hash, in this process or another.
+// Time advances only to the next pending timer, so a delayed message arrives when it is
+// due and timeouts fire only when nothing else can happen. Lost workers are restarted
+// (a new generation) when the simulator sees them go. This header does not include CAF.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace actortrain {
+
+class fault_plan;
+
+/// The cluster and job the simulator trains: a planted linear model (4 inputs), SGD.
+struct sim_shape {
+  int num_ps = 2;
+  int num_workers = 3;
+  int num_pipelines = 3;
+  int64_t rows = 144;
+  int64_t batch = 8;
+  int epochs = 2;
+  int steps_per_execution = 1;
+  bool pull_ahead = false;
+  /// Faults in a random plan (simulate(seed, shape)).
+  int faults = 4;
+};
+
+struct sim_result {
+  uint64_t seed = 0;
+  bool completed = false;   ///< fit returned without an error
+  std::string error;        ///< its text otherwise
+  int64_t steps = 0;        ///< what fit reported
+  int64_t expected_steps = 0;
+  uint64_t trace_hash = 0;
+  std::vector<std::string> plan;       ///< the rules, one line each
+  std::vector<std::string> injected;   ///< the faults that fired, in order
+  std::vector<std::string> violations; ///< empty: every check passed
+  int restarts = 0;                    ///< lost workers restarted
+  double simulated_seconds = 0;        ///< simulated time the run took
+  bool ok() const { return violations.empty(); }
+};
+
+/// Runs `shape` under a random plan drawn from `seed` (shape.faults rules).
+sim_result simulate(uint64_t seed, const sim_shape& shape = {});
+/// Runs `shape` under `plan` (null: no faults); `seed` seeds the model and data.
+sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault_plan> plan);
+
+}  // namespace actortrain

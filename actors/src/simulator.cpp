@@ -1,0 +1,242 @@
+#include <actortrain/actors/cluster.hpp>
+#include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/events.hpp>
+#include <actortrain/actors/fault_plan.hpp>
+#include <actortrain/actors/simulator.hpp>
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/all.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace actortrain {
+
+namespace {
+
+// FNV-1a over the bytes of what the trace contains.
+struct trace_hasher {
+  uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, size_t n) {
+    auto c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= c[i];
+      h *= 1099511628211ull;
+    }
+  }
+  template <class T>
+  void add(const T& x) {
+    static_assert(std::is_trivially_copyable<T>::value, "plain values only");
+    bytes(&x, sizeof(T));
+  }
+};
+
+// "ps 0: applied 54, ..." -> 54 for each shard, in order.
+std::vector<int64_t> applied_counts(const std::string& report) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while ((at = report.find("applied ", at)) != std::string::npos) {
+    at += 8;
+    out.push_back(std::stoll(report.substr(at)));
+  }
+  return out;
+}
+
+// The planted linear model's data: y = x w + 0.25.
+struct job {
+  model::matrix x, y;
+  explicit job(int64_t rows, uint64_t seed) {
+    model::rng g{seed, /*stream=*/7};
+    x.resize(rows, 4);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = 2 * g.uniform() - 1;
+    model::matrix w(4, 1);
+    w << 1.0f, -2.0f, 0.5f, 1.5f;
+    y = (x * w).array() + 0.25f;
+  }
+};
+
+}  // namespace
+
+sim_result simulate(uint64_t seed, const sim_shape& shape) {
+  int64_t steps_per_epoch = 0;
+  for (int p = 0; p < shape.num_pipelines; ++p) {
+    int64_t rows = shape.rows / shape.num_pipelines + (p < shape.rows % shape.num_pipelines ? 1 : 0);
+    steps_per_epoch += (rows + shape.batch - 1) / shape.batch;
+  }
+  return simulate(seed, shape,
+                  fault_plan::random(seed, shape.num_workers, shape.num_ps, steps_per_epoch * shape.epochs, shape.faults));
+}
+
+sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault_plan> plan) {
+  if (shape.num_ps < 1 || shape.num_ps > 4)
+    throw std::invalid_argument(fmt::format("simulate: num_ps = {} (1 to 4: the model has 4 variables)", shape.num_ps));
+  if (shape.num_workers < 1 || shape.num_pipelines < 1 || shape.rows < 1 || shape.batch < 1 || shape.epochs < 1)
+    throw std::invalid_argument("simulate: workers, pipelines, rows, batch and epochs must be >= 1");
+  sim_result res;
+  res.seed = seed;
+  if (plan)
+    for (auto& r : plan->rules()) res.plan.push_back(to_string(r));
+
+  caf::actor_system_config cfg;
+  configure(cfg);
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  caf::actor_system sys{cfg};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  auto started = sched.clock().now();
+
+  job data{shape.rows, seed};
+  auto all = dataset::from_tensor_slices({data.x}, data.y);
+  auto batch = shape.batch;
+  // What each (epoch, pipeline) must contribute.
+  std::vector<int64_t> batches(static_cast<size_t>(shape.num_pipelines));
+  for (int p = 0; p < shape.num_pipelines; ++p) {
+    auto c = all.shard(shape.num_pipelines, p).batch(batch).cardinality();
+    batches[static_cast<size_t>(p)] = c.n;
+    res.expected_steps += c.n * shape.epochs;
+  }
+
+  cluster_spec spec;
+  spec.num_ps = shape.num_ps;
+  spec.num_workers = shape.num_workers;
+  spec.num_dataset_shards = shape.num_pipelines;
+  spec.steps_per_execution = shape.steps_per_execution;
+  spec.pull_ahead = shape.pull_ahead;
+  spec.simulated = true;
+  spec.seed = seed;
+  spec.request_timeout = std::chrono::seconds(5);
+  spec.faults = plan;
+  using model::layers::activation;
+  auto net = model::model::sequential(4, {model::layers::dense(4, activation::tanh), model::layers::dense(1)});
+  auto owned = std::make_unique<cluster>(sys, spec, net, *model::make_sgd({0.05}), model::mean_squared_error());
+  auto& c = *owned;
+  // On every way out: stop the cluster and run the test scheduler until its actors are
+  // gone (the system's destructor waits for them, and only this thread runs them).
+  struct stop_first {
+    std::unique_ptr<cluster>& owned;
+    caf::scheduler::test_coordinator& sched;
+    ~stop_first() {
+      owned.reset();
+      for (int i = 0; i < 100000 && (sched.try_run_once() || sched.clock().trigger_timeout()); ++i) {
+      }
+    }
+  } stopper{owned, sched};
+
+  model::fit_options opts;
+  opts.epochs = shape.epochs;
+  opts.verbose = 0;
+  auto h = c.schedule([all, batch](const dataset::input_context& ctx) {
+    return all.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(batch);
+  }, opts);
+
+  trace_hasher trace;
+  std::map<std::pair<int64_t, uint32_t>, int64_t> per_epoch_pipeline;
+  std::set<std::pair<uint32_t, uint64_t>> positions;
+  int64_t step_events = 0;
+  std::vector<std::future<uint64_t>> joins;
+  bool hung = false;
+  for (int guard = 0;; ++guard) {
+    while (sched.try_run_once()) {
+    }
+    while (auto e = c.events()->pop()) {
+      switch (e->kind) {
+        case event_kind::step_done:
+          ++step_events;
+          ++per_epoch_pipeline[{e->epoch, e->pipeline}];
+          if (!positions.emplace(e->pipeline, e->position).second)
+            res.violations.push_back(fmt::format("pipeline {} position {} applied twice", e->pipeline, e->position));
+          trace.add(e->pipeline);
+          trace.add(e->position);
+          trace.add(e->worker);
+          trace.add(e->generation);
+          trace.add(e->loss);
+          break;
+        case event_kind::worker_lost:
+          trace.add(uint8_t{1});
+          trace.add(e->worker);
+          trace.add(e->generation);
+          if (res.restarts < 50) {
+            ++res.restarts;
+            joins.push_back(c.restart_worker_async(e->worker));
+          }
+          break;
+        case event_kind::worker_joined:
+          trace.add(uint8_t{2});
+          trace.add(e->worker);
+          trace.add(e->generation);
+          break;
+        default:
+          break;
+      }
+    }
+    if (c.done(h)) break;
+    if (sched.has_job()) continue;
+    // Nothing can happen until the next timer: a delayed message or a timeout.
+    if (guard > 1000000 || !sched.clock().trigger_timeout()) {
+      hung = true;
+      break;
+    }
+  }
+  res.simulated_seconds = std::chrono::duration<double>(sched.clock().now() - started).count();
+  if (plan) res.injected = plan->injected();
+  if (hung) {
+    res.violations.push_back("the run hung: nothing left to run and no timer pending");
+    return res;
+  }
+  try {
+    auto r = c.join(h);
+    res.completed = true;
+    res.steps = r.steps;
+  } catch (const std::exception& e) {
+    res.error = e.what();
+  }
+  // Restarts asked for near the end are answered after it.
+  for (int i = 0; i < 100000 && sched.try_run_once(); ++i) {
+  }
+  for (auto& j : joins)
+    if (j.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      res.violations.push_back("a restarted worker was never answered by the coordinator");
+  if (!res.completed) {
+    // A step that failed the same way poison_limit times is a correct outcome.
+    if (res.error.find("poison_step") == std::string::npos) res.violations.push_back("the run failed: " + res.error);
+    return res;
+  }
+  if (res.steps != res.expected_steps)
+    res.violations.push_back(fmt::format("{} steps, expected {}", res.steps, res.expected_steps));
+  if (step_events != res.expected_steps)
+    res.violations.push_back(fmt::format("{} applied steps reported, expected {}", step_events, res.expected_steps));
+  for (int e = 0; e < shape.epochs; ++e)
+    for (int p = 0; p < shape.num_pipelines; ++p) {
+      auto n = per_epoch_pipeline[{e, static_cast<uint32_t>(p)}];
+      if (n != batches[static_cast<size_t>(p)])
+        res.violations.push_back(fmt::format("epoch {} pipeline {}: {} batches applied, the data has {}", e, p, n,
+                                             batches[static_cast<size_t>(p)]));
+    }
+  auto report_future = c.ps_report_async();
+  while (sched.try_run_once()) {
+  }
+  auto counts = applied_counts(report_future.get());
+  if (static_cast<int>(counts.size()) != shape.num_ps) res.violations.push_back("not every ps shard reported");
+  for (size_t p = 0; p < counts.size(); ++p)
+    if (counts[p] != res.expected_steps)
+      res.violations.push_back(fmt::format("ps {} applied {} steps, expected {} (each once)", p, counts[p],
+                                           res.expected_steps));
+  auto vars_future = c.pull_variables();
+  while (sched.try_run_once()) {
+  }
+  auto vars = vars_future.get();
+  for (size_t v = 0; v < vars.size(); ++v) {
+    const auto& m = vars[static_cast<model::variable_id>(v)];
+    trace.bytes(m.data(), static_cast<size_t>(m.size()) * sizeof(float));
+  }
+  res.trace_hash = trace.h;
+  return res;
+}
+
+}  // namespace actortrain
