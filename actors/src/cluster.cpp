@@ -39,6 +39,26 @@ void ask_coordinator(caf::event_based_actor* self, coordinator_actor coord, caf:
 
 }  // namespace
 
+namespace {
+
+std::future<uint64_t> ask_to_join(caf::actor_system& sys, coordinator_actor coord, caf::timespan timeout,
+                                  worker_actor w, uint32_t id) {
+  auto promise = std::make_shared<std::promise<uint64_t>>();
+  auto fut = promise->get_future();
+  sys.spawn([promise, coord, timeout, w, id](caf::event_based_actor* self) {
+    self->request(coord, timeout, join_atom::value, caf::actor_cast<caf::actor>(w), id)
+      .then([promise](uint64_t generation) { promise->set_value(generation); },
+            [promise, w, id](caf::error& e) {
+              caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+              promise->set_exception(
+                std::make_exception_ptr(std::runtime_error(fmt::format("worker {} cannot join: {}", id, describe(e)))));
+            });
+  });
+  return fut;
+}
+
+}  // namespace
+
 struct cluster::impl {
   caf::actor_system& sys;
   cluster_spec spec;
@@ -65,6 +85,8 @@ struct cluster::impl {
   std::unique_ptr<model::progress_printer> progress;
   int64_t epoch_samples = 0;
   std::optional<fit_result> finished;
+  int restarts = 0;                       // lost workers replaced in this run
+  std::vector<std::future<uint64_t>> joins;  // their admissions
   std::string failure;
 
   impl(caf::actor_system& s, cluster_spec sp) : sys(s), spec(std::move(sp)) {}
@@ -94,6 +116,8 @@ struct cluster::impl {
     if (spec.faults) spec.faults->on_spawn(caf::actor_cast<caf::actor_addr>(h), role, index);
   }
 
+  std::future<uint64_t> join_cluster(worker_actor w, uint32_t id) { return ask_to_join(sys, coordinator, timeout(), w, id); }
+
   worker_actor spawn_worker_with_id(uint32_t id) {
     worker_options o;
     o.id = id;
@@ -120,6 +144,13 @@ struct cluster::impl {
 
   void handle(const event& e) {
     if (writer) writer->write(e);
+    if (e.kind == event_kind::worker_lost && spec.restart_lost_workers && active && e.worker < workers.size()) {
+      ++restarts;
+      auto w = spawn_worker_with_id(e.worker);
+      replaced.push_back(workers[e.worker]);
+      workers[e.worker] = w;
+      joins.push_back(join_cluster(w, e.worker));
+    }
     if (!progress) return;
     switch (e.kind) {
       case event_kind::epoch_begin:
@@ -180,6 +211,8 @@ struct cluster::impl {
       for (auto v : r->values[i]) out.history.add(r->keys[i], v);
     out.steps = r->steps;
     out.ran_out = r->ran_out;
+    out.restarts = restarts;
+    for (auto& v : r->visits) out.visits.push_back(visited_step{v.run, v.pipeline, v.position, v.worker, v.generation});
     finished = std::move(out);
   }
 };
@@ -264,6 +297,7 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   if (opts.steps_per_epoch < 0)
     throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
   run_spec spec;
+  spec.visitation_log = d.spec.visitation_log;
   spec.epochs = opts.epochs;
   spec.steps_per_epoch = opts.steps_per_epoch;
   spec.pipelines = d.spawn_shards(fn);
@@ -279,6 +313,8 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   std::ostream& out = opts.out ? *opts.out : std::cout;
   d.progress = std::make_unique<model::progress_printer>(out, opts.verbose, model::progress_printer::stdout_is_terminal(out));
   d.finished.reset();
+  d.restarts = 0;
+  d.joins.clear();
   d.failure.clear();
   auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
   d.result = promise->get_future();
@@ -428,25 +464,6 @@ void cluster::set_hyperparams(const std::map<std::string, double>& values) {
   fut.get();
 }
 
-namespace {
-
-std::future<uint64_t> ask_to_join(caf::actor_system& sys, coordinator_actor coord, caf::timespan timeout,
-                                  worker_actor w, uint32_t id) {
-  auto promise = std::make_shared<std::promise<uint64_t>>();
-  auto fut = promise->get_future();
-  sys.spawn([promise, coord, timeout, w, id](caf::event_based_actor* self) {
-    self->request(coord, timeout, join_atom::value, caf::actor_cast<caf::actor>(w), id)
-      .then([promise](uint64_t generation) { promise->set_value(generation); },
-            [promise, w, id](caf::error& e) {
-              caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-              promise->set_exception(
-                std::make_exception_ptr(std::runtime_error(fmt::format("worker {} cannot join: {}", id, describe(e)))));
-            });
-  });
-  return fut;
-}
-
-}  // namespace
 
 std::future<uint64_t> cluster::restart_worker_async(uint32_t id) {
   auto& d = *impl_;
@@ -455,7 +472,7 @@ std::future<uint64_t> cluster::restart_worker_async(uint32_t id) {
   auto w = d.spawn_worker_with_id(id);
   d.replaced.push_back(d.workers[id]);
   d.workers[id] = w;
-  return ask_to_join(d.sys, d.coordinator, d.timeout(), w, id);
+  return d.join_cluster(w, id);
 }
 
 std::future<uint64_t> cluster::add_worker_async() {
@@ -463,7 +480,7 @@ std::future<uint64_t> cluster::add_worker_async() {
   auto id = static_cast<uint32_t>(d.workers.size());
   auto w = d.spawn_worker_with_id(id);
   d.workers.push_back(w);
-  return ask_to_join(d.sys, d.coordinator, d.timeout(), w, id);
+  return d.join_cluster(w, id);
 }
 
 uint64_t cluster::restart_worker(uint32_t id) {

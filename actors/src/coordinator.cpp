@@ -94,6 +94,7 @@ struct coord_state {
   std::map<std::string, double> epoch_values;
   bool ran_out = false;
   bool standalone_eval = false;
+  std::vector<visit> visits;  // the run's applied steps, with run_spec::visitation_log
   uint64_t outages = 0;  // times every worker was lost; a join ends the current one
   std::string outage_reason;
   bool eval_outputs = false;              // the standalone evaluation is a predict
@@ -150,6 +151,8 @@ void finish_run(self_ptr self) {
   s.run = st.run;
   s.steps = static_cast<int64_t>(st.applied_run);
   s.ran_out = st.ran_out;
+  s.visits = std::move(st.visits);
+  st.visits.clear();
   for (auto& [k, v] : st.history) {
     s.keys.push_back(k);
     s.values.push_back(v);
@@ -279,6 +282,7 @@ void on_task_result(self_ptr self, uint32_t wid, const step_id& first, task_resu
       continue;
     }
     st.train_acc.add(r);
+    if (st.spec.visitation_log) st.visits.push_back(visit{r.step.run, r.step.pipeline, r.step.position, r.worker, r.generation});
     ++st.applied_epoch;
     ++st.applied_run;
     ++w.steps;
@@ -634,6 +638,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.run_rp = self->make_response_promise<run_summary>();
       st.epoch = 0;
       st.history.clear();
+      st.visits.clear();
       st.ran_out = false;
       st.dispatched_run = st.applied_run = 0;
       st.requeued.clear();

@@ -5,6 +5,7 @@
 
 #include <actortrain/actors/cluster.hpp>
 #include <actortrain/actors/events.hpp>
+#include <actortrain/actors/fault_plan.hpp>
 #include <actortrain/actors/send_seam.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
@@ -369,6 +370,54 @@ BOOST_AUTO_TEST_CASE(a_threaded_cluster_trains_and_shuts_down_cleanly) {
   }
   // Leaving the scope destroys the cluster; the system's destructor then waits for every
   // actor: the test finishing is the check that nothing was left running.
+}
+
+BOOST_AUTO_TEST_CASE(a_threaded_cluster_replaces_killed_workers_and_applies_every_step_once) {
+  caf::actor_system_config cfg;
+  configure(cfg);
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  planted data{256};
+  auto d = ds::from_tensor_slices({data.x}, data.y);
+  // Worker 1 dies after pushing its 15th step's slice to ps 0 (before ps 1); worker 0
+  // dies before its 30th pull. Both are replaced under new generations.
+  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
+    {delivery::kind::crash_after, actor_role::worker, 1, actor_role::ps, 0, "push", 15, 1, {}},
+    {delivery::kind::crash, actor_role::worker, 0, actor_role::ps, 0, "pull", 30, 1, {}}});
+  fit_result r;
+  std::string report;
+  {
+    cluster_spec s;
+    s.num_ps = 2;
+    s.num_workers = 2;
+    s.faults = plan;
+    s.restart_lost_workers = true;
+    s.visitation_log = true;
+    s.request_timeout = std::chrono::seconds(10);
+    cluster c{sys, s, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+              model::mean_squared_error()};
+    model::fit_options o;
+    o.epochs = 20;
+    o.verbose = 0;
+    r = c.join(c.schedule([d](const ds::input_context& ctx) {
+      return d.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(16);
+    }, o));
+    report = c.ps_report();
+  }
+  BOOST_TEST(plan->injected().size() == 2u);
+  BOOST_TEST(r.restarts == 2);
+  BOOST_TEST(r.steps == 20 * 16);
+  BOOST_REQUIRE(r.visits.size() == 320u);
+  std::set<std::pair<uint32_t, uint64_t>> seen;
+  std::set<std::pair<uint32_t, uint64_t>> computed_by;  // (worker, generation)
+  for (auto& v : r.visits) {
+    BOOST_TEST(seen.emplace(v.pipeline, v.position).second, "pipeline " << v.pipeline << " position " << v.position);
+    computed_by.emplace(v.worker, v.generation);
+  }
+  BOOST_TEST(computed_by.size() == 4u);  // both workers, before and after their restart
+  BOOST_TEST(report.find("ps 0: applied 320, ") != std::string::npos, report);
+  BOOST_TEST(report.find("ps 1: applied 320, ") != std::string::npos, report);
+  BOOST_TEST(r.history["loss"].back() < 0.01);  // the planted model is still learned
 }
 
 namespace {

@@ -92,6 +92,21 @@ struct cluster_spec {
   dataset::auto_shard_policy auto_shard = dataset::auto_shard_policy::auto_;
   /// A fault policy for the send seam (tests); null in production.
   std::shared_ptr<fault_policy> faults;
+  /// Record which worker (generation) applied each step: fit_result::visits.
+  bool visitation_log = false;
+  /// Replace a worker the coordinator lost (its actor died) with a new one, as
+  /// restart_worker does, while a run is joined or polled.
+  bool restart_lost_workers = false;
+};
+
+/// One applied step: the batch at `position` of input pipeline `pipeline`, computed by
+/// `worker` in its `generation`. Every (pipeline, position) of a run appears once.
+struct visited_step {
+  uint64_t run = 0;
+  uint32_t pipeline = 0;
+  uint64_t position = 0;
+  uint32_t worker = 0;
+  uint64_t generation = 0;
 };
 
 /// What fit returns besides the history.
@@ -99,6 +114,10 @@ struct fit_result {
   model::history history;
   int64_t steps = 0;
   bool ran_out = false;
+  /// With cluster_spec::visitation_log: every applied step, in the order applied.
+  std::vector<visited_step> visits;
+  /// Workers replaced during the run (cluster_spec::restart_lost_workers).
+  int restarts = 0;
 };
 
 class cluster {

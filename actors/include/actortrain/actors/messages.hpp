@@ -492,11 +492,27 @@ struct run_spec {
   std::vector<caf::actor> eval_pipelines;
   int32_t epochs = 1;
   int64_t steps_per_epoch = 0;  ///< 0: an epoch ends with the data of every pipeline
+  bool visitation_log = false;  ///< return a visit per applied step in run_summary
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
-  return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch);
+  return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch,
+           x.visitation_log);
+}
+
+/// One applied step of a run: which batch, and which worker (generation) computed it.
+struct visit {
+  uint64_t run = 0;
+  uint32_t pipeline = 0;
+  uint64_t position = 0;
+  uint32_t worker = 0;
+  uint64_t generation = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, visit& x) {
+  return f(caf::meta::type_name("visit"), x.run, x.pipeline, x.position, x.worker, x.generation);
 }
 
 /// Values per epoch (Keras's History) as parallel vectors.
@@ -506,11 +522,12 @@ struct run_summary {
   std::vector<std::vector<double>> values;
   int64_t steps = 0;
   bool ran_out = false;  ///< steps_per_epoch outlasted the data
+  std::vector<visit> visits;  ///< with run_spec::visitation_log, in the order applied
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
-  return f(caf::meta::type_name("run_summary"), x.run, x.keys, x.values, x.steps, x.ran_out);
+  return f(caf::meta::type_name("run_summary"), x.run, x.keys, x.values, x.steps, x.ran_out, x.visits);
 }
 
 /// Evaluate once over `pipelines` (every batch once); with `outputs` (predict), collect
@@ -596,6 +613,7 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::phase_timings))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::step_result))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::task_result))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::run_spec))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::visit))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::run_summary))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::eval_spec))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::eval_summary))

@@ -86,8 +86,11 @@ class send_seam {
     auto d = fate(self, message_info{self->address(), target.address(), Atom::value, true});
     switch (d.what) {
       case delivery::kind::drop:
-      case delivery::kind::crash:
         return self->request(black_hole_, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::crash:
+        // CAF keeps a quitting actor until its awaited responses are settled: this one
+        // fails at once, so the actor ends now (its error handlers run on the way out).
+        return self->request(black_hole_, caf::timespan{0}, a, std::forward<Ts>(xs)...);
       case delivery::kind::duplicate:
         caf::anon_send(target, a, xs...);  // the copy's reply goes nowhere
         return self->request(target, timeout, a, std::forward<Ts>(xs)...);
