@@ -67,6 +67,16 @@ struct cluster_fixture : testing::fixture {
     return c.join(h);
   }
 
+  // Runs the scheduler until run `h` is done; when nothing can run, moves the simulated
+  // clock by `tick` (a request timeout, or the delay of a held message).
+  void drive(cluster& c, const cluster::run_handle& h, caf::timespan tick) {
+    for (int i = 0; i < 1000 && !c.done(h); ++i) {
+      sched.run();
+      if (!sched.has_job()) sched.advance_time(tick);
+    }
+    BOOST_REQUIRE(c.done(h));
+  }
+
   model::parameter_store variables(cluster& c) {
     auto f = c.pull_variables();
     sched.run();
@@ -447,10 +457,7 @@ BOOST_FIXTURE_TEST_CASE(duplicated_pushes_and_lost_pulls_still_apply_every_step_
   auto h = c.schedule(sharded(16), epochs(1));
   // A dropped pull is noticed only through its timeout: when nothing else can run,
   // move the simulated clock past the request timeout (not past the fit call's own).
-  for (int i = 0; i < 1000 && !c.done(h); ++i) {
-    sched.run();
-    if (!sched.has_job()) sched.advance_time(sp.request_timeout + std::chrono::seconds(1));
-  }
+  drive(c, h, sp.request_timeout + std::chrono::seconds(1));
   auto r = c.join(h);
   BOOST_TEST(faults->dropped_ == 2);
   BOOST_TEST(r.steps == 16);  // 2 pipelines x 128 rows / 16
@@ -484,11 +491,7 @@ BOOST_FIXTURE_TEST_CASE(a_step_that_keeps_failing_ends_the_run_as_a_poison_step,
   cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
             model::mean_squared_error()};
   auto h = c.schedule(sharded(64), epochs(1));
-  for (int i = 0; i < 1000 && !c.done(h); ++i) {
-    sched.run();
-    if (!sched.has_job()) sched.advance_time(sp.request_timeout + std::chrono::seconds(1));
-  }
-  BOOST_REQUIRE(c.done(h));
+  drive(c, h, sp.request_timeout + std::chrono::seconds(1));
   try {
     c.join(h);
     BOOST_FAIL("expected the run to fail");
@@ -531,10 +534,7 @@ BOOST_FIXTURE_TEST_CASE(delayed_pushes_arrive_late_and_are_applied_once, cluster
             model::mean_squared_error()};
   auto h = c.schedule(sharded(16), epochs(1));
   // The relay holds a delayed push until the simulated clock reaches its time.
-  for (int i = 0; i < 1000 && !c.done(h); ++i) {
-    sched.run();
-    if (!sched.has_job()) sched.advance_time(std::chrono::milliseconds(10));
-  }
+  drive(c, h, std::chrono::milliseconds(10));
   auto r = c.join(h);
   BOOST_TEST(r.steps == 16);
   BOOST_TEST(faults->delayed >= 16 * 2 / 3 - 1);  // pushes: 16 steps x 2 shards
@@ -556,10 +556,7 @@ BOOST_FIXTURE_TEST_CASE(predict_runs_on_the_workers_and_returns_every_row_in_ord
   auto h = c.schedule([train](const ds::input_context& ctx) {
     return train.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(16);
   }, epochs(1));
-  for (int i = 0; i < 1000 && !c.done(h); ++i) {
-    sched.run();
-    if (!sched.has_job()) sched.advance_time(std::chrono::milliseconds(10));
-  }
+  drive(c, h, std::chrono::milliseconds(10));
   c.join(h);
   faults->tasks_to.clear();
   // 250 rows without labels in batches of 32: the last batch is short.
