@@ -1,4 +1,6 @@
 #include <actortrain/actors/cluster.hpp>
+
+#include "cluster_internals.hpp"
 #include <actortrain/actors/configure.hpp>
 #include <actortrain/actors/coordinator.hpp>
 #include <actortrain/actors/dataset_shard.hpp>
@@ -257,6 +259,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     ps_shard_options o;
     o.index = static_cast<uint32_t>(p);
     o.detached = !d.spec.simulated;
+    o.apply_log = d.spec.apply_log;
     d.ps.push_back(spawn_ps_shard(sys, opt, o));
     d.named(d.ps.back(), actor_role::ps, static_cast<uint32_t>(p));
   }
@@ -565,6 +568,30 @@ std::future<std::string> cluster::ps_report_async() {
                                 s.applied, s.duplicates, s.rejected, s.fenced, s.remembered));
           },
           [=](caf::error& e) { done(i, fmt::format("ps {}: {}\n", i, describe(e))); });
+  });
+  return fut;
+}
+
+std::future<std::vector<ps_stats>> cluster_internals::shard_stats(cluster& c) {
+  auto& d = *c.impl_;
+  auto promise = std::make_shared<std::promise<std::vector<ps_stats>>>();
+  auto fut = promise->get_future();
+  d.sys.spawn([promise, ps = d.ps, timeout = d.timeout()](caf::event_based_actor* self) {
+    auto out = std::make_shared<std::vector<ps_stats>>(ps.size());
+    auto remaining = std::make_shared<size_t>(ps.size());
+    auto failed = std::make_shared<bool>(false);
+    for (size_t i = 0; i < ps.size(); ++i)
+      self->request(ps[i], timeout, stats_atom::value)
+        .then(
+          [=](ps_stats& s) {
+            (*out)[i] = std::move(s);
+            if (--*remaining == 0 && !*failed) promise->set_value(std::move(*out));
+          },
+          [=](caf::error& e) {
+            if (*failed) return;
+            *failed = true;
+            promise->set_exception(std::make_exception_ptr(std::runtime_error(describe(e))));
+          });
   });
   return fut;
 }

@@ -49,6 +49,7 @@ struct ps_state {
   std::vector<uint64_t> watermark;  // per pipeline
   std::set<step_id> applied_steps;
   ps_stats stats;
+  bool keep_log = false;
   static inline const char* name = "ps_shard";
 };
 
@@ -185,6 +186,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
   st.opt = std::move(opt);
   st.policy = opts.policy ? opts.policy : std::shared_ptr<apply_policy>(apply_now());
   st.stats.shard = opts.index;
+  st.keep_log = opts.apply_log;
   st.stats.staleness_histogram.assign(std::max<size_t>(2, opts.staleness_buckets), 0);
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     return make_error(error_code::user_error, fmt::format("ps shard {}: {}", self->state.index, exception_text(eptr)));
@@ -306,6 +308,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
           }
         }
         st.applied_steps.insert(r.step);
+        if (st.keep_log) st.stats.apply_log.push_back(applied_by{r.step, r.f.worker, r.f.worker_generation, r.attempt});
         ++st.stats.applied;
       };
       auto status = st.policy->on_push(req, apply);

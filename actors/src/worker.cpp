@@ -176,6 +176,7 @@ void push(self_ptr self) {
     r.step = st.current.step;
     r.example_count = st.current.example_count;
     r.watermark = st.task.watermark;
+    r.attempt = st.seq;
   }
   for (auto& vp : pl.variables()) {
     auto v = static_cast<size_t>(vp.variable);

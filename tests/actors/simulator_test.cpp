@@ -49,6 +49,7 @@ BOOST_AUTO_TEST_CASE(a_fault_free_run_passes_every_check) {
   check(r, 0);
   BOOST_TEST(r.expected_steps == 2 * 18);  // 144 rows / 3 pipelines / 8 per batch, 2 epochs
   BOOST_TEST(r.restarts == 0);
+  BOOST_TEST(r.torn == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_crashing_before_its_pull_is_replaced_and_its_steps_rerun) {
@@ -70,6 +71,7 @@ BOOST_AUTO_TEST_CASE(a_worker_crashing_after_pushing_to_some_shards) {
   // a duplicate there, its push to ps 1 the first.
   auto r = run_plan({rule(delivery::kind::crash_after, actor_role::worker, 2, actor_role::ps, 0, "push", 4)});
   check(r, 1);
+  BOOST_TEST(r.torn == 1);  // ps 0 has the first computation's slice, ps 1 the re-run's
   BOOST_TEST(r.restarts == 1);
   BOOST_TEST(r.simulated_seconds < 5.0);  // recovered on the worker's loss, not a request timeout
 }
@@ -77,6 +79,7 @@ BOOST_AUTO_TEST_CASE(a_worker_crashing_after_pushing_to_some_shards) {
 BOOST_AUTO_TEST_CASE(a_worker_crashing_after_pushing_everywhere_before_reporting) {
   auto r = run_plan({rule(delivery::kind::crash_after, actor_role::worker, 1, actor_role::ps, 1, "push", 5)});
   check(r, 1);
+  BOOST_TEST(r.torn == 0);  // every shard had the first computation: the re-run is a duplicate everywhere
   BOOST_TEST(r.restarts == 1);
   BOOST_TEST(r.simulated_seconds < 5.0);  // recovered on the worker's loss, not a request timeout
 }

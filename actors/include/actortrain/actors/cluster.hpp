@@ -97,6 +97,9 @@ struct cluster_spec {
   /// Replace a worker the coordinator lost (its actor died) with a new one, as
   /// restart_worker does, while a run is joined or polled.
   bool restart_lost_workers = false;
+  /// Shards keep which computation applied each step (for the simulator's count of torn
+  /// re-runs; grows with the run).
+  bool apply_log = false;
 };
 
 /// One applied step: the batch at `position` of input pipeline `pipeline`, computed by
@@ -200,6 +203,7 @@ class cluster {
   struct impl;
 
  private:
+  friend struct cluster_internals;  // the simulator's view of the shards (actors/src)
   std::unique_ptr<impl> impl_;
 };
 

@@ -309,11 +309,28 @@ struct push_request {
   /// The coordinator's watermark for step.run (see step_task): the shard forgets the
   /// step ids below it, and answers a push below it as a duplicate.
   std::vector<uint64_t> watermark;
+  /// The worker's attempt at this step (with f.worker and f.worker_generation it names
+  /// one computation): tells a re-run's slices from the first run's.
+  uint64_t attempt = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
-  return f(caf::meta::type_name("push_request"), x.f, x.step, x.example_count, x.dense, x.sparse, x.watermark);
+  return f(caf::meta::type_name("push_request"), x.f, x.step, x.example_count, x.dense, x.sparse, x.watermark,
+           x.attempt);
+}
+
+/// Which computation of a step a shard applied (ps_shard_options::apply_log).
+struct applied_by {
+  step_id step;
+  uint32_t worker = 0;
+  uint64_t generation = 0;
+  uint64_t attempt = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, applied_by& x) {
+  return f(caf::meta::type_name("applied_by"), x.step, x.worker, x.generation, x.attempt);
 }
 
 enum class push_status : uint8_t {
@@ -361,12 +378,13 @@ struct ps_stats {
   uint64_t remembered = 0;  ///< step ids kept for de-duplication (bounded by the watermark)
   std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
   std::vector<partition_value> versions;      ///< keys and versions (no values)
+  std::vector<applied_by> apply_log;          ///< with ps_shard_options::apply_log
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.duplicates, x.rejected, x.fenced, x.remembered,
-           x.staleness_histogram, x.versions);
+           x.staleness_histogram, x.versions, x.apply_log);
 }
 
 /// Raises the fence a shard enforces: from now on it rejects messages with older epochs,
@@ -602,6 +620,7 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::dense_slice))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::sparse_slice))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::push_request))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::push_reply))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::applied_by))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::hyperparams_request))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_stats))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::fence_request))

@@ -72,6 +72,9 @@ struct ps_shard_options {
   /// (up to the relaxed sleep, 10 ms by default) when it was idle; a detached shard wakes
   /// on its mailbox at once. Off in the simulator.
   bool detached = false;
+  /// Keep which computation (worker, generation, attempt) applied each step, for the
+  /// simulator's count of torn re-runs. Grows with the run: tests only.
+  bool apply_log = false;
 };
 
 /// Spawns a shard that updates with its own clone of `opt`. Throws std::invalid_argument

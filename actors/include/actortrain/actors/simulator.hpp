@@ -5,7 +5,8 @@
 //   - exactly-once visitation: every batch of every pipeline and epoch is in exactly one
 //     applied step, and no (pipeline, position) twice;
 //   - exactly-once application: every shard applied each step once (the model touches
-//     every shard in every step), so applied == steps on each;
+//     every shard in every step), so applied == steps on each, and no step id twice in
+//     its apply log; steps whose shards applied different computations count as torn;
 //   - determinism: a trace hash over the applied steps (pipeline, position, worker,
 //     generation, loss bits), the membership events and the final parameters' bits; the
 //     same seed, plan and shape give the same hash, in this process or another.
@@ -47,6 +48,9 @@ struct sim_result {
   std::vector<std::string> injected;   ///< the faults that fired, in order
   std::vector<std::string> violations; ///< empty: every check passed
   int restarts = 0;                    ///< lost workers restarted
+  /// Steps whose shards applied slices of different computations (an async re-run after
+  /// a partial push combined parameters of two versions).
+  int64_t torn = 0;
   double simulated_seconds = 0;        ///< simulated time the run took
   bool ok() const { return violations.empty(); }
 };
