@@ -83,6 +83,7 @@ struct cluster::impl {
   uint64_t active = 0;
   std::future<caf::expected<run_summary>> result;
   std::vector<caf::actor> run_shards;
+  dataset::dataset_fn run_fn;  // the run's, for rebuilding a lost dataset shard
   model::fit_options opts;
   std::unique_ptr<model::progress_printer> progress;
   int64_t epoch_samples = 0;
@@ -98,18 +99,34 @@ struct cluster::impl {
 
   int num_pipelines() const { return spec.num_dataset_shards > 0 ? spec.num_dataset_shards : spec.num_workers; }
 
+  caf::actor spawn_shard(const dataset::dataset_fn& fn, int i, int n) {
+    dataset_shard_options o;
+    o.context = dataset::input_context{n, i, 1};
+    o.prefetch = spec.prefetch;
+    o.detached = !spec.simulated;
+    auto a = caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, o));
+    named(a, actor_role::dataset, static_cast<uint32_t>(i));
+    return a;
+  }
+
   std::vector<caf::actor> spawn_shards(const dataset::dataset_fn& fn) {
     std::vector<caf::actor> out;
     int n = num_pipelines();
-    for (int i = 0; i < n; ++i) {
-      dataset_shard_options o;
-      o.context = dataset::input_context{n, i, 1};
-      o.prefetch = spec.prefetch;
-      o.detached = !spec.simulated;
-      out.push_back(caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, o)));
-      named(out.back(), actor_role::dataset, static_cast<uint32_t>(i));
-    }
+    for (int i = 0; i < n; ++i) out.push_back(spawn_shard(fn, i, n));
     return out;
+  }
+
+  // The run's dataset shard of `pipeline` died: build it again from the same dataset_fn
+  // and input_context (batches are functions of the position) and hand it over.
+  void rebuild_shard(uint32_t pipeline) {
+    if (!active || !run_fn || static_cast<int>(pipeline) >= num_pipelines()) return;
+    auto a = spawn_shard(run_fn, static_cast<int>(pipeline), num_pipelines());
+    run_shards.push_back(a);
+    sys.spawn([a, pipeline](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+      self->request(coord, timeout, source_atom::value, pipeline, a).then([](caf::ok_atom) {}, [a](caf::error&) {
+        caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+      });
+    }, coordinator, timeout());
   }
 
   // Tells the fault policy (if any) what a spawned actor is.
@@ -146,6 +163,7 @@ struct cluster::impl {
 
   void handle(const event& e) {
     if (writer) writer->write(e);
+    if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline);
     if (e.kind == event_kind::worker_lost && spec.restart_lost_workers && active && e.worker < workers.size()) {
       ++restarts;
       auto w = spawn_worker_with_id(e.worker);
@@ -172,6 +190,9 @@ struct cluster::impl {
         break;
       case event_kind::steps_requeued:
         progress->note(fmt::format("{} step(s) of worker {} re-queued", e.count, e.worker));
+        break;
+      case event_kind::dataset_lost:
+        progress->note(fmt::format("dataset shard {} lost ({}); rebuilding it", e.pipeline, e.text));
         break;
       case event_kind::worker_joined:
         progress->note(fmt::format("worker {} joined (generation {})", e.worker, e.generation));
@@ -304,6 +325,7 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   spec.epochs = opts.epochs;
   spec.steps_per_epoch = opts.steps_per_epoch;
   spec.pipelines = d.spawn_shards(fn);
+  d.run_fn = fn;
   d.run_shards = spec.pipelines;
   if (opts.validation) {
     auto val = *opts.validation;
@@ -571,6 +593,8 @@ std::future<std::string> cluster::ps_report_async() {
   });
   return fut;
 }
+
+void cluster_internals::rebuild_dataset_shard(cluster& c, uint32_t pipeline) { c.impl_->rebuild_shard(pipeline); }
 
 std::future<std::vector<ps_stats>> cluster_internals::shard_stats(cluster& c) {
   auto& d = *c.impl_;

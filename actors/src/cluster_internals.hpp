@@ -13,6 +13,8 @@ namespace actortrain {
 struct cluster_internals {
   /// Each ps shard's stats, by index (run the test scheduler before get()).
   static std::future<std::vector<ps_stats>> shard_stats(cluster& c);
+  /// What the runner does on a dataset_lost event (the simulator drains events itself).
+  static void rebuild_dataset_shard(cluster& c, uint32_t pipeline);
 };
 
 }  // namespace actortrain

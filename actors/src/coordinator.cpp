@@ -34,6 +34,7 @@ struct pipeline_slot {
   uint64_t next = 0;         // next position to dispatch
   uint64_t epoch_begin = 0;  // first position of the current epoch
   uint64_t end = UINT64_MAX; // first position known to be past the data
+  bool lost = false;         // the shard is gone: nothing is dispatched until a new one comes
   bool ended() const { return next >= end; }
 };
 
@@ -219,10 +220,13 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   for (auto i = st.requeued.begin(); i != st.requeued.end(); ++i) {
     bool failed_here = i->f.worker == to.id && i->f.worker_generation == to.generation;
     if (failed_here && alive > 1) continue;
+    auto pipe = i->steps.front().pipeline;
+    if (pipe < st.pipes.size() && st.pipes[pipe].lost) continue;  // waits for its new shard
     pending_task t;
     t.task = std::move(*i);
     st.requeued.erase(i);
     t.task.f = current_fence(st);
+    if (pipe < st.pipes.size()) t.task.source = st.pipes[pipe].shard;  // a rebuilt shard, if any
     return t;
   }
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
@@ -230,7 +234,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   for (size_t n = 0; n < st.pipes.size(); ++n) {
     auto p = (st.rr + n) % st.pipes.size();
     auto& ps = st.pipes[p];
-    if (ps.ended()) continue;
+    if (ps.ended() || ps.lost) continue;
     st.rr = p + 1;
     pending_task t;
     t.task.f = current_fence(st);
@@ -319,6 +323,12 @@ void on_task_error(self_ptr self, uint32_t wid, const step_id& first, caf::error
   auto found = take_pending(st, wid, first);
   if (!found) return;
   auto pt = std::move(*found);
+  if (err.category() == caf::atom("actortrain") && static_cast<error_code>(err.code()) == error_code::source_lost &&
+      !pt.eval) {
+    st.requeued.push_back(std::move(pt.task));  // not the step's fault: no failure counted
+    dispatch(self);
+    return;
+  }
   if (is_application_error(err)) {
     fail_run(self, std::move(err));
     return;
@@ -619,6 +629,17 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
     auto& st = self->state;
     for (auto& w : st.workers)
       if (w.handle.address() == dm.source) on_worker_down(self, w.id, dm.reason);
+    if (st.ph != phase::training) return;
+    for (size_t p = 0; p < st.pipes.size(); ++p) {
+      auto& slot = st.pipes[p];
+      if (slot.lost || slot.shard.address() != dm.source) continue;
+      slot.lost = true;
+      event e;
+      e.kind = event_kind::dataset_lost;
+      e.pipeline = static_cast<uint32_t>(p);
+      e.text = describe(dm.reason);
+      emit(st, std::move(e));
+    }
   });
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     auto err = make_error(error_code::user_error, "coordinator: " + exception_text(eptr));
@@ -645,7 +666,10 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.fencing.clear();
       st.failures.clear();
       st.pipes.clear();
-      for (auto& s : st.spec.pipelines) st.pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});
+      for (auto& s : st.spec.pipelines) {
+        st.pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});
+        self->monitor(s);
+      }
       st.rr = 0;
       st.standalone_eval = false;
       event e;
@@ -709,6 +733,21 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
               rp.deliver(std::move(e));
             });
       return rp;
+    },
+    [self](source_atom, uint32_t p, caf::actor shard) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (p >= st.pipes.size())
+        return make_error(error_code::invalid_request, fmt::format("no pipeline {} in this run", p));
+      auto& slot = st.pipes[p];
+      slot.shard = shard;
+      slot.lost = false;
+      self->monitor(shard);  // re-queued steps take the pipeline's shard when dispatched
+      event e;
+      e.kind = event_kind::dataset_rebuilt;
+      e.pipeline = p;
+      emit(st, std::move(e));
+      dispatch(self);
+      return caf::ok_atom::value;
     },
     [self](outage_atom, uint64_t id) {
       auto& st = self->state;

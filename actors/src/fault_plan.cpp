@@ -19,6 +19,7 @@ const char* action_name(delivery::kind k) {
     case delivery::kind::delay: return "delay";
     case delivery::kind::crash: return "crash";
     case delivery::kind::crash_after: return "crash after";
+    case delivery::kind::kill_receiver: return "kill receiver";
   }
   return "unknown";
 }
@@ -84,6 +85,7 @@ delivery fault_plan::decide(const message_info& m) {
     case delivery::kind::delay: return delivery::delay_by(r.delay);
     case delivery::kind::crash: return delivery::crash();
     case delivery::kind::crash_after: return delivery::crash_after();
+    case delivery::kind::kill_receiver: return delivery::kill_receiver();
     default: return delivery::deliver();
   }
 }
@@ -103,7 +105,7 @@ std::shared_ptr<fault_plan> fault_plan::random(uint64_t seed, int num_workers, i
     fault_rule r;
     auto w = static_cast<int32_t>(pick(static_cast<uint64_t>(num_workers)));
     auto occurrence = 1 + pick(per_worker);
-    switch (pick(9)) {
+    switch (pick(10)) {
       case 0:  // crash before pull
         r = {delivery::kind::crash, actor_role::worker, w, actor_role::ps, -1, "pull", occurrence, 1, {}};
         break;
@@ -138,6 +140,11 @@ std::shared_ptr<fault_plan> fault_plan::random(uint64_t seed, int num_workers, i
         r = {delivery::kind::delay, actor_role::worker, w, actor_role::ps, -1, "push", occurrence, 2 + pick(6),
              std::chrono::milliseconds(100 + pick(400))};
         break;
+      case 8: {  // a dataset shard dies as a worker asks it for a batch
+        r = {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::dataset, -1, "batch",
+             1 + pick(2 * per_worker), 1, {}};
+        break;
+      }
       default:  // a partitioned worker that comes back
         r = {delivery::kind::drop, actor_role::worker, w, actor_role::any, -1, "", occurrence, 2 + pick(6), {}};
         break;

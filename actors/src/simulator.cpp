@@ -159,6 +159,12 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
             joins.push_back(c.restart_worker_async(e->worker));
           }
           break;
+        case event_kind::dataset_lost:
+          trace.add(uint8_t{3});
+          trace.add(e->pipeline);
+          ++res.rebuilt;
+          cluster_internals::rebuild_dataset_shard(c, e->pipeline);
+          break;
         case event_kind::worker_joined:
           trace.add(uint8_t{2});
           trace.add(e->worker);

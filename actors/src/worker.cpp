@@ -125,6 +125,14 @@ void start_waiting(self_ptr self) {
   start(self, std::move(next.first), std::move(next.second));
 }
 
+// A batch request that bounced off a dead dataset shard: the coordinator rebuilds the
+// shard and re-runs the step, so it says so (and does not blame the step).
+caf::error batch_error(const worker_state& st, caf::error e) {
+  if (e != caf::sec::request_receiver_down) return e;
+  return make_error(error_code::source_lost,
+                    fmt::format("worker {}, step {}: its dataset shard is gone", st.opts.id, to_string(st.current.step)));
+}
+
 // An application error ends the run: queued tasks would only compute on after it, so
 // they fail too. After a transport error (a timeout) the worker goes on with its queue.
 bool ends_the_run(const caf::error& e) {
@@ -462,7 +470,7 @@ void prefetch_next(self_ptr self) {
         bool awaited = pf.awaited;
         auto seq = pf.seq;
         pf.active = false;  // a failed prefetch is asked for again when the step starts
-        if (awaited && self->state.seq == seq) fail(self, std::move(e));
+        if (awaited && self->state.seq == seq) fail(self, batch_error(self->state, std::move(e)));
       });
 }
 
@@ -499,7 +507,7 @@ void run_next(self_ptr self) {
         if (self->state.seq == seq) on_batch(self, r);
       },
       [self, seq = st.seq](caf::error& e) {
-        if (self->state.seq == seq) fail(self, std::move(e));
+        if (self->state.seq == seq) fail(self, batch_error(self->state, std::move(e)));
       });
 }
 

@@ -84,6 +84,18 @@ BOOST_AUTO_TEST_CASE(a_worker_crashing_after_pushing_everywhere_before_reporting
   BOOST_TEST(r.simulated_seconds < 5.0);  // recovered on the worker's loss, not a request timeout
 }
 
+BOOST_AUTO_TEST_CASE(a_dataset_shard_that_dies_is_rebuilt_and_serves_from_the_same_position) {
+  // Dataset shard 1 dies as its 4th batch is asked for (in epoch 1) and as the 9th is
+  // (in epoch 2): each time the step re-runs on a new shard built from the same
+  // dataset_fn and input_context, and every batch is applied once.
+  auto r = run_plan({rule(delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::dataset, 1, "batch", 4),
+                     rule(delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::dataset, 1, "batch", 9)});
+  check(r, 2);
+  BOOST_TEST(r.rebuilt == 2);
+  BOOST_TEST(r.restarts == 0);
+  BOOST_TEST(r.simulated_seconds < 5.0);  // no request timeout was needed
+}
+
 BOOST_AUTO_TEST_CASE(lost_pulls_pushes_batches_and_tasks_are_retried) {
   for (const char* kind : {"pull", "push", "batch", "step"}) {
     auto r = run_plan({rule(delivery::kind::drop, actor_role::any, -1, actor_role::any, -1, kind, 4, 2)});

@@ -52,12 +52,13 @@ int soak(int argc, char** argv, int first) {
   shape.pull_ahead = pull_ahead;
   auto shape_flags = fmt::format("--faults {} --workers {} --ps {} --pipelines {} --epochs {} --steps-per-execution {}{}",
                                  faults, workers, ps, pipelines, epochs, spe, pull_ahead ? " --pull-ahead" : "");
-  uint64_t failed = 0, violations = 0, injected = 0, restarts = 0, poisoned = 0, torn = 0, steps = 0;
+  uint64_t failed = 0, violations = 0, injected = 0, restarts = 0, poisoned = 0, torn = 0, steps = 0, rebuilt = 0;
   for (uint64_t s = first_seed; s < first_seed + seeds; ++s) {
     auto r = simulate(s, shape);
     injected += r.injected.size();
     restarts += static_cast<uint64_t>(r.restarts);
     torn += static_cast<uint64_t>(r.torn);
+    rebuilt += static_cast<uint64_t>(r.rebuilt);
     steps += static_cast<uint64_t>(r.steps);
     if (!r.completed && r.ok()) ++poisoned;
     if (hashes) fmt::print("seed {} trace {:016x}\n", s, r.trace_hash);
@@ -76,8 +77,9 @@ int soak(int argc, char** argv, int first) {
     std::fflush(stdout);
   }
   fmt::print("torn re-runs: {} of {} applied steps combined slices of two computations\n", torn, steps);
-  fmt::print("soak: {} seeds, {} faults injected, {} workers restarted, {} poison-step endings, {} violations in {} seeds\n",
-             seeds, injected, restarts, poisoned, violations, failed);
+  fmt::print("soak: {} seeds, {} faults injected, {} workers restarted, {} dataset shards rebuilt, "
+             "{} poison-step endings, {} violations in {} seeds\n",
+             seeds, injected, restarts, rebuilt, poisoned, violations, failed);
   return failed == 0 ? 0 : 1;
 }
 

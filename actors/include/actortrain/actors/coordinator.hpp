@@ -51,7 +51,9 @@ using coordinator_actor = caf::typed_actor<
   caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
   caf::replies_to<join_atom, caf::actor, uint32_t>::with<uint64_t>,  // a worker joins: its generation
   // Sent to itself when every worker is lost: the run fails unless one joined since.
-  caf::reacts_to<outage_atom, uint64_t>>;
+  caf::reacts_to<outage_atom, uint64_t>,
+  // A new dataset shard for a pipeline whose shard was lost (dataset_lost event).
+  caf::replies_to<source_atom, uint32_t, caf::actor>::with<caf::ok_atom>>;
 
 /// What the coordinator may dispatch now (the consistency modes plug in here).
 struct gate_view {

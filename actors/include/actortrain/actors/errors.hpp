@@ -25,6 +25,7 @@ enum class error_code : uint8_t {
   timeout,           ///< a request between actors timed out
   worker_lost,       ///< the worker running a step went down
   stopped,           ///< the cluster was stopped while the request was pending
+  source_lost,       ///< the dataset shard serving a step is gone (it is rebuilt; the step re-runs)
 };
 
 std::string to_string(error_code x);

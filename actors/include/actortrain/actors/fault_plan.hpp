@@ -11,7 +11,8 @@
 //   after pushing to some shards    {worker w -> ps 0, push, crash_after}   (2+ shards)
 //   after pushing, before reporting {worker w -> ps last, push, crash_after}
 // A partitioned worker that comes back: {worker w, any kind, count = m, drop}. A slow
-// worker: {worker w, push, count = m, delay}.
+// worker: {worker w, push, count = m, delay}. A dataset shard that dies:
+// {worker, -> dataset p, batch, kill_receiver}.
 //
 // Thread-safe (one mutex); deterministic for a deterministic message order, as on CAF's
 // test coordinator. Matching uses the roles the cluster reports through on_spawn.

@@ -50,6 +50,7 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 using outage_atom = caf::atom_constant<caf::atom("outage")>;
+using source_atom = caf::atom_constant<caf::atom("source")>;
 
 // -- identity -----------------------------------------------------------------------
 

@@ -9,6 +9,8 @@
 // the sending actor stops (exit reason kill) when its current handler returns; `crash_after`
 // delivers the message and crashes the sender at its next one (a worker that pushed to
 // every shard but never reported). A crashed actor's later sends are all dropped.
+// `kill_receiver` kills the destination just before the message reaches it (a dataset
+// shard that dies): the message bounces as from any dead actor.
 //
 // One seam per cluster (shared by its actors through a shared_ptr): two clusters in one
 // process do not see each other's faults. The seam is used only from actor threads;
@@ -32,7 +34,7 @@ namespace actortrain {
 
 /// What the seam does with one message.
 struct delivery {
-  enum class kind : uint8_t { deliver, drop, duplicate, delay, crash, crash_after };
+  enum class kind : uint8_t { deliver, drop, duplicate, delay, crash, crash_after, kill_receiver };
   kind what = kind::deliver;
   caf::timespan delay{0};  ///< for kind::delay
 
@@ -42,6 +44,7 @@ struct delivery {
   static delivery delay_by(caf::timespan d) { return {kind::delay, d}; }
   static delivery crash() { return {kind::crash, caf::timespan{0}}; }
   static delivery crash_after() { return {kind::crash_after, caf::timespan{0}}; }
+  static delivery kill_receiver() { return {kind::kill_receiver, caf::timespan{0}}; }
 };
 
 /// What an actor of a cluster is, for fault policies that target roles.
@@ -97,6 +100,9 @@ class send_seam {
       case delivery::kind::delay:
         return self->request(relay_, timeout, relay_atom::value, target,
                              caf::make_message(a, std::forward<Ts>(xs)...), d.delay, timeout);
+      case delivery::kind::kill_receiver:
+        caf::anon_send_exit(target, caf::exit_reason::kill);
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
       case delivery::kind::deliver:
       case delivery::kind::crash_after:
       default:
@@ -123,6 +129,10 @@ class send_seam {
         return;
       case delivery::kind::delay:
         self->delayed_send(target, d.delay, a, std::forward<Ts>(xs)...);
+        return;
+      case delivery::kind::kill_receiver:
+        caf::anon_send_exit(target, caf::exit_reason::kill);
+        self->send(target, a, std::forward<Ts>(xs)...);
         return;
       case delivery::kind::deliver:
       case delivery::kind::crash_after:

@@ -12,7 +12,8 @@
 //     same seed, plan and shape give the same hash, in this process or another.
 // Time advances only to the next pending timer, so a delayed message arrives when it is
 // due and timeouts fire only when nothing else can happen. Lost workers are restarted
-// (a new generation) when the simulator sees them go. This header does not include CAF.
+// (a new generation) and lost dataset shards rebuilt when the simulator sees them go.
+// This header does not include CAF.
 
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,7 @@ struct sim_result {
   std::vector<std::string> injected;   ///< the faults that fired, in order
   std::vector<std::string> violations; ///< empty: every check passed
   int restarts = 0;                    ///< lost workers restarted
+  int rebuilt = 0;                     ///< lost dataset shards rebuilt
   /// Steps whose shards applied slices of different computations (an async re-run after
   /// a partial push combined parameters of two versions).
   int64_t torn = 0;
