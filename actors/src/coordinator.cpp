@@ -257,7 +257,9 @@ void requeue(self_ptr self, step_task task, const caf::error& why) {
     int& n = st.failures[s];
     if (++n >= st.opts.poison_limit) {
       fail_run(self, make_error(error_code::poison_step,
-                                fmt::format("step {} failed {} times; last: {}", to_string(s), n, describe(why))));
+                                fmt::format("step {} (the batch at position {} of input pipeline {}) failed {} times, "
+                                            "last on worker {}: {}",
+                                            to_string(s), s.position, s.pipeline, n, task.f.worker, describe(why))));
       return;
     }
   }
@@ -316,8 +318,14 @@ void on_task_error(self_ptr self, uint32_t wid, const step_id& first, caf::error
   auto& st = self->state;
   // The worker is gone (its mailbox bounced the task): handle it as its down message
   // would, once, instead of counting a failure against each of its steps.
+  // A bounce of a task that is no longer pending (its worker was lost and replaced
+  // since) says nothing about the worker now in the slot.
   if (err == caf::sec::request_receiver_down) {
-    on_worker_down(self, wid, err);
+    bool current = false;
+    if (auto it = st.in_flight.find(wid); it != st.in_flight.end() && wid < st.workers.size())
+      for (auto& t : it->second)
+        current = current || (t.task.steps.front() == first && t.task.f.worker_generation == st.workers[wid].generation);
+    if (current) on_worker_down(self, wid, err);
     return;
   }
   auto found = take_pending(st, wid, first);
