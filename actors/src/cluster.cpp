@@ -254,6 +254,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     throw std::invalid_argument(fmt::format("cluster: num_dataset_shards = {} < 0", d.spec.num_dataset_shards));
   if (d.spec.steps_per_execution < 1)
     throw std::invalid_argument(fmt::format("cluster: steps_per_execution = {} < 1", d.spec.steps_per_execution));
+  if (!(d.spec.speculate_after == 0 || d.spec.speculate_after >= 1))
+    throw std::invalid_argument(fmt::format("cluster: speculate_after = {} (0 for off, or >= 1)", d.spec.speculate_after));
   if (d.spec.tasks_in_flight < 0)
     throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
   if (d.spec.consistency != "async")
@@ -295,7 +297,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.seam = d.seam;
   c.timeout = d.timeout();
   c.steps_per_execution = d.spec.steps_per_execution;
-  c.worker_wait = d.timeout();  // when every worker is lost, wait this long for one to join
+  c.worker_wait = d.timeout();
+  c.speculate_after = d.spec.speculate_after;  // when every worker is lost, wait this long for one to join
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
   // answers a task) one step later: one more task keeps its queue from running dry.
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;

@@ -42,6 +42,9 @@ struct pipeline_slot {
 struct pending_task {
   step_task task;
   bool eval = false;
+  uint64_t id = 0;              // per dispatch; a speculative copy carries its original's
+  bool speculated = false;      // a copy runs (or ran) on another worker
+  caf::actor_clock::time_point sent;
 };
 
 // Accumulates loss and metrics over steps (training) or batches (evaluation).
@@ -96,6 +99,8 @@ struct coord_state {
   bool ran_out = false;
   bool standalone_eval = false;
   std::vector<visit> visits;  // the run's applied steps, with run_spec::visitation_log
+  uint64_t next_task_id = 0;
+  std::deque<double> task_seconds;  // the last 64 answered training tasks' durations
   uint64_t outages = 0;  // times every worker was lost; a join ends the current one
   std::string outage_reason;
   bool eval_outputs = false;              // the standalone evaluation is a predict
@@ -174,13 +179,14 @@ size_t in_flight_count(const coord_state& st) {
   return n;
 }
 
-// Removes and returns the task of worker `wid` that starts with step `first`.
-std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, const step_id& first) {
+// Removes and returns task `id` of worker `wid`. By id, not by step: a late answer
+// for an end-of-data probe must not settle the next epoch's step at that position.
+std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, uint64_t id) {
   auto it = st.in_flight.find(wid);
   if (it == st.in_flight.end()) return std::nullopt;
   auto& tasks = it->second;
   for (auto t = tasks.begin(); t != tasks.end(); ++t)
-    if (t->task.steps.front() == first) {
+    if (t->id == id) {
       auto out = std::move(*t);
       tasks.erase(t);
       if (tasks.empty()) st.in_flight.erase(it);
@@ -266,10 +272,37 @@ void requeue(self_ptr self, step_task task, const caf::error& why) {
   st.requeued.push_back(std::move(task));
 }
 
-void on_task_result(self_ptr self, uint32_t wid, const step_id& first, task_result& res) {
+// Removes the other copy of a speculated task (its answer, if it comes, is stale).
+void drop_twins(coord_state& st, uint64_t id) {
+  for (auto it = st.in_flight.begin(); it != st.in_flight.end();) {
+    auto& tasks = it->second;
+    for (auto t = tasks.begin(); t != tasks.end();)
+      if (t->id == id) {
+        t = tasks.erase(t);
+        --st.workers[it->first].outstanding;
+      } else {
+        ++t;
+      }
+    it = tasks.empty() ? st.in_flight.erase(it) : std::next(it);
+  }
+}
+
+bool has_twin(const coord_state& st, uint64_t id) {
+  for (auto& [wid, tasks] : st.in_flight)
+    for (auto& t : tasks)
+      if (t.id == id) return true;
+  return false;
+}
+
+void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) {
   auto& st = self->state;
-  auto pt = take_pending(st, wid, first);
+  auto pt = take_pending(st, wid, id);
   if (!pt) return;  // a stale answer (the task was given up after a timeout or a loss)
+  if (!pt->eval) {
+    if (pt->speculated) drop_twins(st, pt->id);
+    st.task_seconds.push_back(std::chrono::duration<double>(self->clock().now() - pt->sent).count());
+    if (st.task_seconds.size() > 64) st.task_seconds.pop_front();
+  }
   bool eval = pt->eval;
   auto& w = st.workers[wid];
   for (auto& r : res.steps) {
@@ -314,7 +347,7 @@ void on_task_result(self_ptr self, uint32_t wid, const step_id& first, task_resu
   dispatch(self);
 }
 
-void on_task_error(self_ptr self, uint32_t wid, const step_id& first, caf::error& err) {
+void on_task_error(self_ptr self, uint32_t wid, uint64_t id, caf::error& err) {
   auto& st = self->state;
   // The worker is gone (its mailbox bounced the task): handle it as its down message
   // would, once, instead of counting a failure against each of its steps.
@@ -324,13 +357,14 @@ void on_task_error(self_ptr self, uint32_t wid, const step_id& first, caf::error
     bool current = false;
     if (auto it = st.in_flight.find(wid); it != st.in_flight.end() && wid < st.workers.size())
       for (auto& t : it->second)
-        current = current || (t.task.steps.front() == first && t.task.f.worker_generation == st.workers[wid].generation);
+        current = current || (t.id == id && t.task.f.worker_generation == st.workers[wid].generation);
     if (current) on_worker_down(self, wid, err);
     return;
   }
-  auto found = take_pending(st, wid, first);
+  auto found = take_pending(st, wid, id);
   if (!found) return;
   auto pt = std::move(*found);
+  if (pt.speculated && has_twin(st, pt.id)) return;  // the other copy may still answer
   if (err.category() == caf::atom("actortrain") && static_cast<error_code>(err.code()) == error_code::source_lost &&
       !pt.eval) {
     st.requeued.push_back(std::move(pt.task));  // not the step's fault: no failure counted
@@ -377,16 +411,24 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
   auto wid = w.id;
   t.task.f.worker = wid;
   t.task.f.worker_generation = w.generation;
+  if (t.id == 0) t.id = ++st.next_task_id;
+  t.sent = self->clock().now();
+  if (!t.eval && !t.speculated && st.opts.speculate_after > 0 && st.task_seconds.size() >= 8) {
+    std::vector<double> d(st.task_seconds.begin(), st.task_seconds.end());
+    std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+    auto wait = std::chrono::duration<double>(st.opts.speculate_after * std::max(d[d.size() / 2], 1e-3));
+    self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(wait), slow_atom::value, t.id);
+  }
   bool eval = t.eval;
   auto task = t.task;
-  auto first = task.steps.front();
+  auto id = t.id;
   st.in_flight[wid].push_back(std::move(t));
   if (!eval) task.watermark = watermark(st);  // with this task in flight: it is not applied yet
   // A task may run steps_per_execution steps: give it that many timeouts.
   auto timeout = st.opts.timeout * std::max<int64_t>(1, static_cast<int64_t>(task.steps.size()));
   st.opts.seam->request(self, w.handle, timeout, step_atom::value, std::move(task))
-    .then([self, wid, first](task_result& r) { on_task_result(self, wid, first, r); },
-          [self, wid, first](caf::error& e) { on_task_error(self, wid, first, e); });
+    .then([self, wid, id](task_result& r) { on_task_result(self, wid, id, r); },
+          [self, wid, id](caf::error& e) { on_task_error(self, wid, id, e); });
 }
 
 bool phase_complete(const coord_state& st) {
@@ -552,6 +594,7 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
   }
   std::vector<step_task> tasks;
   for (auto& pt : lost_tasks) {
+    if (pt.speculated && has_twin(st, pt.id)) continue;  // its copy runs elsewhere
     if (pt.eval) {
       // Evaluation is read-only: run those batches again.
       auto& ps = st.eval_pipes[pt.task.steps.front().pipeline];
@@ -756,6 +799,31 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       emit(st, std::move(e));
       dispatch(self);
       return caf::ok_atom::value;
+    },
+    [self](slow_atom, uint64_t id) {
+      auto& st = self->state;
+      if (st.ph != phase::training) return;
+      pending_task* slow = nullptr;
+      uint32_t owner = 0;
+      for (auto& [wid, tasks] : st.in_flight)
+        for (auto& t : tasks)
+          if (t.id == id && !t.speculated) {
+            slow = &t;
+            owner = wid;
+          }
+      if (!slow) return;  // answered (or given up) meanwhile
+      for (auto& w : st.workers) {
+        if (!w.alive || w.id == owner || w.outstanding >= st.opts.tasks_per_worker) continue;
+        slow->speculated = true;
+        pending_task copy = *slow;  // same id: the first answer settles both
+        event e;
+        e.kind = event_kind::warning;
+        e.text = fmt::format("step {} on worker {} is slow: also running it on worker {}",
+                             to_string(copy.task.steps.front()), owner, w.id);
+        emit(st, std::move(e));
+        send_task(self, w, std::move(copy));
+        return;
+      }
     },
     [self](outage_atom, uint64_t id) {
       auto& st = self->state;

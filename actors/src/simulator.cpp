@@ -100,6 +100,7 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   spec.num_dataset_shards = shape.num_pipelines;
   spec.steps_per_execution = shape.steps_per_execution;
   spec.pull_ahead = shape.pull_ahead;
+  spec.speculate_after = shape.speculate_after;
   spec.simulated = true;
   spec.seed = seed;
   spec.request_timeout = std::chrono::seconds(5);

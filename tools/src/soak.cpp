@@ -20,6 +20,7 @@ int soak(int argc, char** argv, int first) {
   uint64_t seeds = 200, first_seed = 1;
   int faults = 4, workers = 3, ps = 2, pipelines = 3, epochs = 2, spe = 1;
   bool pull_ahead = false, hashes = false, verbose = false;
+  double speculate = 0;
   flags f{"actortrain soak",
           "Runs the fault simulator for --seeds seeds from --first-seed: each seed draws a\n"
           "fault plan, trains a planted linear model on a simulated cluster and checks\n"
@@ -35,6 +36,7 @@ int soak(int argc, char** argv, int first) {
     .add("epochs", epochs, "epochs per run")
     .add("steps-per-execution", spe, "steps per task")
     .add("pull-ahead", pull_ahead, "workers pull the next step's parameters ahead")
+    .add("speculate", speculate, "re-run a step elsewhere after this many times the median (0: off)")
     .add("hashes", hashes, "print each seed's trace hash (determinism across processes)")
     .add("verbose", verbose, "print every seed's plan and injected faults");
   if (!f.parse(argc, argv, first)) return 0;
@@ -50,8 +52,11 @@ int soak(int argc, char** argv, int first) {
   shape.epochs = epochs;
   shape.steps_per_execution = spe;
   shape.pull_ahead = pull_ahead;
-  auto shape_flags = fmt::format("--faults {} --workers {} --ps {} --pipelines {} --epochs {} --steps-per-execution {}{}",
-                                 faults, workers, ps, pipelines, epochs, spe, pull_ahead ? " --pull-ahead" : "");
+  shape.speculate_after = speculate;
+  if (!(speculate == 0 || speculate >= 1)) throw usage_error("--speculate must be 0 (off) or >= 1");
+  auto shape_flags = fmt::format("--faults {} --workers {} --ps {} --pipelines {} --epochs {} --steps-per-execution {}{}"
+                                 " --speculate {}",
+                                 faults, workers, ps, pipelines, epochs, spe, pull_ahead ? " --pull-ahead" : "", speculate);
   uint64_t failed = 0, violations = 0, injected = 0, restarts = 0, poisoned = 0, torn = 0, steps = 0, rebuilt = 0;
   for (uint64_t s = first_seed; s < first_seed + seeds; ++s) {
     auto r = simulate(s, shape);

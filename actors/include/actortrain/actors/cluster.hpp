@@ -97,6 +97,10 @@ struct cluster_spec {
   /// Replace a worker the coordinator lost (its actor died) with a new one, as
   /// restart_worker does, while a run is joined or polled.
   bool restart_lost_workers = false;
+  /// Speculative re-execution of stragglers: a step still running after this many
+  /// times the median step time also runs on another worker; the first answer counts
+  /// (de-duplication makes the other harmless). 0: off, as in TensorFlow.
+  double speculate_after = 0;
   /// Shards keep which computation applied each step (for the simulator's count of torn
   /// re-runs; grows with the run).
   bool apply_log = false;

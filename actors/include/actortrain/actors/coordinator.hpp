@@ -53,7 +53,9 @@ using coordinator_actor = caf::typed_actor<
   // Sent to itself when every worker is lost: the run fails unless one joined since.
   caf::reacts_to<outage_atom, uint64_t>,
   // A new dataset shard for a pipeline whose shard was lost (dataset_lost event).
-  caf::replies_to<source_atom, uint32_t, caf::actor>::with<caf::ok_atom>>;
+  caf::replies_to<source_atom, uint32_t, caf::actor>::with<caf::ok_atom>,
+  // Sent to itself when a task has run speculate_after x the median: maybe re-run it.
+  caf::reacts_to<slow_atom, uint64_t>>;
 
 /// What the coordinator may dispatch now (the consistency modes plug in here).
 struct gate_view {
@@ -92,6 +94,11 @@ struct coordinator_options {
   /// is already queued while a step computes, so its batch is fetched in advance.
   int32_t tasks_per_worker = 3;
   int32_t poison_limit = 3;
+  /// Speculative re-execution of stragglers: a training task still unanswered after
+  /// this many times the median task time (over the last 64, once 8 are known) is also
+  /// given to another worker with room; the first answer counts, de-duplication makes
+  /// the other harmless. 0: off.
+  double speculate_after = 0;
   /// How long a run waits for a worker to join once every worker is lost.
   caf::timespan worker_wait = std::chrono::seconds(60);
   uint64_t coordinator_epoch = 1;

@@ -51,6 +51,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 using outage_atom = caf::atom_constant<caf::atom("outage")>;
 using source_atom = caf::atom_constant<caf::atom("source")>;
+using slow_atom = caf::atom_constant<caf::atom("slow")>;
 
 // -- identity -----------------------------------------------------------------------
 

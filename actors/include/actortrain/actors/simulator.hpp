@@ -34,6 +34,7 @@ struct sim_shape {
   int epochs = 2;
   int steps_per_execution = 1;
   bool pull_ahead = false;
+  double speculate_after = 0;  ///< cluster_spec::speculate_after
   /// Faults in a random plan (simulate(seed, shape)).
   int faults = 4;
 };
