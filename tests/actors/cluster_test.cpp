@@ -199,6 +199,32 @@ BOOST_AUTO_TEST_CASE(workers_that_pull_ahead_train_the_same_model_one_update_beh
   BOOST_TEST((w - data.w).cwiseAbs().maxCoeff() < 0.05, "learned\n" << w << "\nplanted\n" << data.w);
 }
 
+BOOST_AUTO_TEST_CASE(a_worker_added_during_a_run_takes_steps_and_a_restart_is_refused_while_alive) {
+  auto sp = spec(1, 1);
+  sp.visitation_log = true;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+            model::mean_squared_error()};
+  auto h = c.schedule(sharded(8), epochs(3));
+  for (int i = 0; i < 40; ++i) sched.run_once();  // the run is under way on worker 0
+  auto joined = c.add_worker_async();
+  sched.run();
+  BOOST_TEST(joined.get() == 1u);  // a new member starts at generation 1, as the first workers did
+  auto refused = c.restart_worker_async(0);  // worker 0 is alive
+  sched.run();
+  BOOST_CHECK_THROW(refused.get(), std::runtime_error);
+  BOOST_REQUIRE(c.done(h));
+  auto r = c.join(h);
+  BOOST_TEST(r.steps == 3 * 32);
+  size_t by_new = 0;
+  std::set<std::pair<uint32_t, uint64_t>> seen;
+  for (auto& v : r.visits) {
+    by_new += v.worker == 1;
+    BOOST_TEST(seen.emplace(v.pipeline, v.position).second);
+  }
+  BOOST_TEST(by_new > 0u);
+  BOOST_TEST(seen.size() == 96u);
+}
+
 BOOST_AUTO_TEST_CASE(twenty_fit_calls_all_train) {
   cluster c{sys, spec(1, 2), model::model::sequential(4, {model::layers::dense(8), model::layers::dense(1)}),
             *model::make_adam({1e-3}), model::mean_squared_error()};
