@@ -20,11 +20,20 @@
 // with steps_per_epoch = 0 an epoch of a pipeline ends at its first end_of_data reply.
 // Workers get tasks of steps_per_execution consecutive positions of one pipeline,
 // pipelines taken round-robin, up to tasks_per_worker unanswered tasks each (the worker
-// queues them); re-queued steps go first. A worker that goes down has
+// queues them); re-queued steps go first, but not to the worker generation they just
+// failed on while another worker is alive. Each task carries the watermark (per
+// pipeline, the lowest position not known applied) that lets shards forget old step ids.
+// Answers are matched by task id.
+//
+// Faults. A worker that goes down (down message, or a task bounced off its mailbox) has
 // its steps re-queued only after every ps shard acknowledged the fence that excludes its
-// generation (so a late push of the lost worker cannot be applied). Application errors
-// (user_error, invalid_gradient) end the run at once; transport errors re-run the step,
-// and a step failing the same way `poison_limit` times ends the run (poison_step).
+// generation (so a late push of the lost worker cannot be applied); a worker that joins
+// (join) gets the next generation. With every worker lost the run waits worker_wait for
+// one to join. A lost dataset shard pauses its pipeline (dataset_lost event) until a new
+// one is handed over (source). With speculate_after, a straggling task also runs on
+// another worker. Application errors (user_error, invalid_gradient) end the run at once;
+// transport errors re-run the step, and a step failing `poison_limit` times ends the run
+// (poison_step).
 
 #include <actortrain/actors/events.hpp>
 #include <actortrain/actors/messages.hpp>

@@ -18,8 +18,10 @@
 //    shard's rows; otherwise invalid_gradient naming variable and shapes, counted in
 //    `rejected`, and nothing is applied.
 //  - idempotent: a step id applied before is acknowledged as push_status::duplicate and not
-//    applied again (the coordinator's watermark bounds the memory; see the fault-tolerance
-//    work).
+//    applied again. Pushes carry the coordinator's watermark (per pipeline, every
+//    position below it is applied): the shard forgets step ids below it and answers a push
+//    below it, or of an earlier run, as a duplicate, so it remembers about the steps in
+//    flight (ps_stats::remembered).
 //  - fenced: a push whose epochs are older than the highest this shard has seen, or whose
 //    worker generation is below the one a fence request raised for that worker, is
 //    rejected with fenced_out.
@@ -30,7 +32,8 @@
 // variables): it passes any fence and raises none.
 //
 // Pulls hand out the current partition without copying it (in-process); the next push
-// writes in place when no reader holds the old version any more, else into a copy.
+// writes in place when no reader holds the old version any more, else into a copy (made
+// in the buffer of an earlier version once nobody reads that one).
 
 #include <actortrain/actors/messages.hpp>
 #include <actortrain/actors/send_seam.hpp>
