@@ -11,7 +11,10 @@
 //    +--------------- task_result (all k steps) or the first error <-------+
 //
 // The worker lets go of pulled parameters before it pushes, so a ps shard in the same
-// process can write the next version in place. Every request has the configured timeout;
+// process can write the next version in place. It fetches the next step's batch while a
+// step computes, and with pull_ahead also its parameters (one step more staleness). A
+// batch request that bounces off a dead dataset shard fails the task with source_lost
+// (the coordinator rebuilds the shard and re-runs the step without counting a failure). Every request has the configured timeout;
 // any error ends the task with that error (the coordinator decides what to re-run).
 // Production workers are detached (compute on their own thread); the simulator spawns
 // them on the test coordinator, compute inline.
