@@ -9,6 +9,7 @@
 #include <actortrain/actors/ps_shard.hpp>
 #include <actortrain/actors/send_seam.hpp>
 #include <actortrain/actors/worker.hpp>
+#include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/partitioner.hpp>
 #include <actortrain/model/progress.hpp>
 
@@ -191,6 +192,9 @@ struct cluster::impl {
       case event_kind::steps_requeued:
         progress->note(fmt::format("{} step(s) of worker {} re-queued", e.count, e.worker));
         break;
+      case event_kind::checkpoint_done:
+        if (opts.verbose >= 2) progress->note(fmt::format("checkpoint at step {}: {}", e.count, e.text));
+        break;
       case event_kind::dataset_lost:
         progress->note(fmt::format("dataset shard {} lost ({}); rebuilding it", e.pipeline, e.text));
         break;
@@ -256,6 +260,17 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     throw std::invalid_argument(fmt::format("cluster: steps_per_execution = {} < 1", d.spec.steps_per_execution));
   if (!(d.spec.speculate_after == 0 || d.spec.speculate_after >= 1))
     throw std::invalid_argument(fmt::format("cluster: speculate_after = {} (0 for off, or >= 1)", d.spec.speculate_after));
+  if (d.spec.checkpoint_every < 0 || d.spec.checkpoint_keep < 1)
+    throw std::invalid_argument(fmt::format("cluster: checkpoint_every = {} (>= 0) and checkpoint_keep = {} (>= 1)",
+                                            d.spec.checkpoint_every, d.spec.checkpoint_keep));
+  if (!d.spec.checkpoint_dir.empty()) {
+    auto have = model::list_checkpoints(model::posix_file_system(), d.spec.checkpoint_dir);
+    if (!have.empty())
+      throw std::invalid_argument(fmt::format(
+        "cluster: checkpoint_dir {} already holds checkpoints (up to step {}); resuming from them is not available "
+        "yet: use an empty directory",
+        d.spec.checkpoint_dir, have.back().step));
+  }
   if (d.spec.tasks_in_flight < 0)
     throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
   if (d.spec.consistency != "async")
@@ -298,7 +313,10 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.timeout = d.timeout();
   c.steps_per_execution = d.spec.steps_per_execution;
   c.worker_wait = d.timeout();
-  c.speculate_after = d.spec.speculate_after;  // when every worker is lost, wait this long for one to join
+  c.speculate_after = d.spec.speculate_after;
+  c.checkpoint_dir = d.spec.checkpoint_dir;
+  c.checkpoint_every = d.spec.checkpoint_every;
+  c.checkpoint_keep = static_cast<size_t>(d.spec.checkpoint_keep);  // when every worker is lost, wait this long for one to join
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
   // answers a task) one step later: one more task keeps its queue from running dry.
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;

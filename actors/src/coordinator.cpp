@@ -1,6 +1,8 @@
 #include <actortrain/actors/coordinator.hpp>
 #include <actortrain/actors/errors.hpp>
 
+#include <actortrain/model/checkpoint/checkpoint.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <deque>
@@ -100,6 +102,11 @@ struct coord_state {
   bool standalone_eval = false;
   std::vector<visit> visits;  // the run's applied steps, with run_spec::visitation_log
   uint64_t next_task_id = 0;
+  // Checkpoints: due once steps_total reaches next_checkpoint; dispatch pauses until the
+  // steps in flight are answered, then every shard's state is written at once.
+  uint64_t next_checkpoint = 0;
+  bool quiescing = false, checkpointing = false, wrote_first = false;
+  std::chrono::steady_clock::time_point quiesce_began;
   std::deque<double> task_seconds;  // the last 64 answered training tasks' durations
   uint64_t outages = 0;  // times every worker was lost; a join ends the current one
   std::string outage_reason;
@@ -136,6 +143,7 @@ void fail_run(self_ptr self, caf::error err) {
   if (st.ph == phase::idle) return;
   bool eval_only = st.standalone_eval;
   st.ph = phase::idle;
+  st.quiescing = false;
   st.eval_outputs = false;
   st.outputs.clear();
   st.requeued.clear();
@@ -324,6 +332,12 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
     if (st.spec.visitation_log) st.visits.push_back(visit{r.step.run, r.step.pipeline, r.step.position, r.worker, r.generation});
     ++st.applied_epoch;
     ++st.applied_run;
+    ++st.steps_total;
+    if (st.opts.checkpoint_every > 0 && !st.opts.checkpoint_dir.empty() && st.steps_total >= st.next_checkpoint &&
+        !st.quiescing) {
+      st.quiescing = true;
+      st.quiesce_began = std::chrono::steady_clock::now();
+    }
     ++w.steps;
     event e;
     e.kind = event_kind::step_done;
@@ -515,8 +529,98 @@ void end_epoch(self_ptr self) {
   begin_epoch(self);
 }
 
+// Asks every shard for its state, writes one checkpoint at steps_total (values, slots,
+// iterations per partition; the run's positions in `extra`), keeps the newest
+// checkpoint_keep, then runs `then`. A failure to write ends the run.
+void write_checkpoint_now(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  st.checkpointing = true;
+  auto snaps = std::make_shared<std::vector<ps_snapshot>>(st.opts.ps.size());
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto failed = std::make_shared<bool>(false);
+  for (size_t i = 0; i < st.opts.ps.size(); ++i)
+    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, snapshot_atom::value, fence_request{current_fence(st)})
+      .then(
+        [self, snaps, remaining, failed, i, then](ps_snapshot& s) {
+          (*snaps)[i] = std::move(s);
+          if (--*remaining > 0 || *failed) return;
+          auto& st = self->state;
+          const auto& pl = *st.opts.placement;
+          model::checkpoint_data data;
+          data.step = static_cast<int64_t>(st.steps_total);
+          std::map<int32_t, std::vector<partition_snapshot*>> by_var;
+          for (auto& sn : *snaps)
+            for (auto& p : sn.partitions) by_var[p.key.variable].push_back(&p);
+          for (auto& vp : pl.variables()) {
+            model::variable_data v;
+            v.name = vp.name;
+            v.shape = vp.shape;
+            auto parts = by_var[vp.variable];
+            std::sort(parts.begin(), parts.end(),
+                      [](const partition_snapshot* a, const partition_snapshot* b) { return a->row_begin < b->row_begin; });
+            for (auto* p : parts) {
+              model::partition_data d;
+              d.row_begin = p->row_begin;
+              d.row_end = p->row_begin + p->value.rows();
+              d.values = *p->value.value;
+              d.iterations = p->iterations;
+              for (size_t k = 0; k < p->slots.size(); ++k) d.slots[p->slot_names[k]] = *p->slots[k].value;
+              v.partitions.push_back(std::move(d));
+            }
+            data.variables.push_back(std::move(v));
+          }
+          data.extra["run"] = st.run;
+          data.extra["epoch"] = st.epoch;
+          data.extra["applied_in_run"] = st.applied_run;
+          std::vector<uint64_t> next;
+          for (auto& p : st.pipes) next.push_back(p.next);
+          data.extra["pipeline_next"] = next;
+          data.extra["watermark"] = watermark(st);
+          data.extra["coordinator_epoch"] = st.opts.coordinator_epoch;
+          try {
+            auto& fs = model::posix_file_system();
+            auto path = model::write_checkpoint(fs, st.opts.checkpoint_dir, data);
+            model::prune_checkpoints(fs, st.opts.checkpoint_dir, std::max<size_t>(1, st.opts.checkpoint_keep));
+            event e;
+            e.kind = event_kind::checkpoint_done;
+            e.count = data.step;
+            e.text = path;
+            e.values["pause_seconds"] =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - st.quiesce_began).count();
+            emit(st, std::move(e));
+          } catch (const std::exception& ex) {
+            st.checkpointing = false;
+            fail_run(self, make_error(error_code::checkpoint_failed,
+                                      fmt::format("checkpoint at step {}: {}", data.step, ex.what())));
+            return;
+          }
+          st.checkpointing = false;
+          then();
+        },
+        [self, failed](caf::error& e) {
+          if (*failed) return;
+          *failed = true;
+          self->state.checkpointing = false;
+          fail_run(self, make_error(error_code::checkpoint_failed, "checkpoint: a ps shard did not answer: " + describe(e)));
+        });
+}
+
 void dispatch(self_ptr self) {
   auto& st = self->state;
+  if (st.quiescing) {
+    // Nothing new goes out until the steps in flight are answered and the state written.
+    if (st.checkpointing || !st.in_flight.empty() || !st.fencing.empty()) return;
+    write_checkpoint_now(self, [self] {
+      auto& st = self->state;
+      st.quiescing = false;
+      // The next multiple of checkpoint_every: the steps that were in flight when this
+      // one fell due (and were applied before it was written) do not shift the schedule.
+      auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
+      st.next_checkpoint = (st.steps_total / every + 1) * every;
+      dispatch(self);
+    });
+    return;
+  }
   for (;;) {
     if (st.ph != phase::training && st.ph != phase::evaluating) return;
     bool any = false;
@@ -735,6 +839,13 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
           return;
         }
         begin_epoch(self);
+        if (!st.opts.checkpoint_dir.empty() && !st.wrote_first) {
+          // The step-0 checkpoint: the initial state, before any step.
+          st.wrote_first = true;
+          st.quiescing = true;
+          st.quiesce_began = std::chrono::steady_clock::now();
+          st.next_checkpoint = 0;
+        }
         dispatch(self);
       };
       st.ph = phase::initializing;

@@ -19,6 +19,7 @@ std::string to_string(error_code x) {
     case error_code::worker_lost: return "worker_lost";
     case error_code::stopped: return "stopped";
     case error_code::source_lost: return "source_lost";
+    case error_code::checkpoint_failed: return "checkpoint_failed";
   }
   return "unknown";
 }

@@ -17,6 +17,7 @@ const char* to_string(event_kind k) {
     case event_kind::steps_requeued: return "steps_requeued";
     case event_kind::dataset_lost: return "dataset_lost";
     case event_kind::dataset_rebuilt: return "dataset_rebuilt";
+    case event_kind::checkpoint_done: return "checkpoint";
     case event_kind::evaluation_done: return "evaluation";
     case event_kind::warning: return "warning";
     case event_kind::run_done: return "run_done";
@@ -94,6 +95,9 @@ void metrics_writer::write(const event& e) {
     case event_kind::dataset_lost:
     case event_kind::dataset_rebuilt:
       j["pipeline"] = e.pipeline;
+      break;
+    case event_kind::checkpoint_done:
+      j["step"] = e.count;
       break;
     case event_kind::run_done:
       j["failed"] = e.failed;

@@ -339,6 +339,31 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       now.worker_generation = req.f.worker == fence::no_worker ? 0 : st.min_generation[req.f.worker];
       return now;
     },
+    [self, not_ready](snapshot_atom, const fence_request& req) -> caf::result<ps_snapshot> {
+      auto& st = self->state;
+      if (!st.initialized) return not_ready();
+      if (auto err = check_fence(st, req.f)) return err;
+      ps_snapshot out;
+      out.shard = st.index;
+      auto names = st.opt->slot_names();
+      for (auto& [k, p] : st.parts) {
+        partition_snapshot s;
+        s.key = k;
+        s.name = p.name;
+        s.row_begin = p.row_begin;
+        s.version = p.version;
+        s.iterations = p.slots.iterations;
+        s.value = tensor{std::shared_ptr<const model::matrix>(p.value)};
+        s.slot_names = names;
+        for (auto& slot : p.slots.slots) {
+          model::matrix m(p.value->rows(), p.value->cols());
+          std::copy(slot.begin(), slot.end(), m.data());
+          s.slots.push_back(tensor{std::move(m)});
+        }
+        out.partitions.push_back(std::move(s));
+      }
+      return out;
+    },
     [self](stats_atom) -> ps_stats {
       auto s = self->state.stats;
       s.remembered = self->state.applied_steps.size();

@@ -9,6 +9,10 @@
 #include <actortrain/actors/send_seam.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
+#include <actortrain/model/checkpoint/checkpoint.hpp>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -223,6 +227,49 @@ BOOST_AUTO_TEST_CASE(a_worker_added_during_a_run_takes_steps_and_a_restart_is_re
   }
   BOOST_TEST(by_new > 0u);
   BOOST_TEST(seen.size() == 96u);
+}
+
+BOOST_AUTO_TEST_CASE(coordinated_checkpoints_hold_every_shard_at_one_step_and_keep_the_newest) {
+  char tmpl[] = "/tmp/actortrain-ckpt-XXXXXX";
+  BOOST_REQUIRE(mkdtemp(tmpl) != nullptr);
+  std::string dir = tmpl;
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = dir;
+  sp.checkpoint_every = 16;
+  sp.checkpoint_keep = 2;
+  auto net = model::model::sequential(4, {model::layers::dense(1)});
+  {
+    cluster c{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+    auto r = run(c, sharded(8), epochs(1));  // 2 pipelines x 16 batches
+    BOOST_TEST(r.steps == 32);
+    auto& fs = model::posix_file_system();
+    auto list = model::list_checkpoints(fs, dir);
+    // Written: step 0; when step 16 fell due (at 16 plus the steps then in flight, which
+    // are applied first: one step for every shard); 32. The newest 2 are kept.
+    BOOST_REQUIRE(list.size() == 2u);
+    BOOST_TEST(list[0].step >= 16);
+    BOOST_TEST(list[0].step < 32);
+    BOOST_TEST(list[1].step == 32);
+    auto data = model::read_checkpoint(fs, list[1].path);
+    auto vars = variables(c);
+    for (auto& v : data.variables) {
+      BOOST_REQUIRE(v.partitions.size() == 1u);
+      auto& p = v.partitions[0];
+      BOOST_TEST((p.values - vars[c.structure().find_variable(v.name)]).cwiseAbs().maxCoeff() == 0.0f, v.name);
+      BOOST_TEST(p.iterations == 32, v.name);  // every shard at the same step
+      BOOST_TEST(p.slots.count("m") == 1u);
+      BOOST_TEST(p.slots.count("v") == 1u);
+    }
+    BOOST_TEST(data.extra.at("run").get<int>() == 1);
+  }
+  // A directory that already holds checkpoints is refused up front.
+  try {
+    cluster again{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+    BOOST_FAIL("expected an error");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("already holds checkpoints (up to step 32)") != std::string::npos, e.what());
+  }
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(twenty_fit_calls_all_train) {

@@ -97,6 +97,17 @@ struct cluster_spec {
   /// Replace a worker the coordinator lost (its actor died) with a new one, as
   /// restart_worker does, while a run is joined or polled.
   bool restart_lost_workers = false;
+  /// Coordinated checkpoints ("" = none): a step-0 checkpoint before the first step,
+  /// then one every checkpoint_every applied steps (0: only the first): when one falls
+  /// due, dispatch pauses, the steps in flight are applied, and every shard's state is
+  /// written at that step (so it may lie a few steps past the multiple), keeping the
+  /// newest checkpoint_keep. Each is a directory of .npy files (values and optimizer
+  /// slots per partition, with row ranges) and a manifest written last; see
+  /// actortrain/model/checkpoint/checkpoint.hpp. The directory must not hold
+  /// checkpoints yet (resuming from them is not available yet).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int checkpoint_keep = 3;
   /// Speculative re-execution of stragglers: a step still running after this many
   /// times the median step time also runs on another worker; the first answer counts
   /// (de-duplication makes the other harmless). 0: off, as in TensorFlow.

@@ -108,6 +108,12 @@ struct coordinator_options {
   /// given to another worker with room; the first answer counts, de-duplication makes
   /// the other harmless. 0: off.
   double speculate_after = 0;
+  /// Coordinated checkpoints into this directory ("" = none): one before the first step,
+  /// then every checkpoint_every applied steps (counted over the cluster's life); the
+  /// newest checkpoint_keep are kept.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  size_t checkpoint_keep = 3;
   /// How long a run waits for a worker to join once every worker is lost.
   caf::timespan worker_wait = std::chrono::seconds(60);
   uint64_t coordinator_epoch = 1;

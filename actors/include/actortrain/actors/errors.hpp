@@ -26,6 +26,7 @@ enum class error_code : uint8_t {
   worker_lost,       ///< the worker running a step went down
   stopped,           ///< the cluster was stopped while the request was pending
   source_lost,       ///< the dataset shard serving a step is gone (it is rebuilt; the step re-runs)
+  checkpoint_failed, ///< a coordinated checkpoint could not be written (the run ends)
 };
 
 std::string to_string(error_code x);

@@ -29,6 +29,7 @@ enum class event_kind : uint8_t {
   steps_requeued,  ///< count steps of a lost worker back in the queue
   dataset_lost,    ///< the dataset shard of `pipeline` is gone; its steps wait for a new one
   dataset_rebuilt, ///< a new dataset shard serves `pipeline` (from the same positions)
+  checkpoint_done, ///< a coordinated checkpoint committed: step in `count`, directory in `text`
   evaluation_done, ///< values of an evaluate() call
   warning,         ///< text
   run_done,        ///< the run ended: values/history in `history`, or text = error

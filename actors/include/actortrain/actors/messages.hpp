@@ -52,6 +52,7 @@ using read_atom = caf::atom_constant<caf::atom("read")>;
 using outage_atom = caf::atom_constant<caf::atom("outage")>;
 using source_atom = caf::atom_constant<caf::atom("source")>;
 using slow_atom = caf::atom_constant<caf::atom("slow")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 
 // -- identity -----------------------------------------------------------------------
 
@@ -389,6 +390,34 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
            x.staleness_histogram, x.versions, x.apply_log);
 }
 
+/// A partition's state for a checkpoint: values, optimizer slots (same shape), counters.
+struct partition_snapshot {
+  partition_key key;
+  std::string name;  ///< the variable's
+  int64_t row_begin = 0;
+  uint64_t version = 0;
+  int64_t iterations = 0;  ///< the optimizer's apply count on this block
+  tensor value;
+  std::vector<std::string> slot_names;
+  std::vector<tensor> slots;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_snapshot& x) {
+  return f(caf::meta::type_name("partition_snapshot"), x.key, x.name, x.row_begin, x.version, x.iterations, x.value,
+           x.slot_names, x.slots);
+}
+
+struct ps_snapshot {
+  uint32_t shard = 0;
+  std::vector<partition_snapshot> partitions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
+  return f(caf::meta::type_name("ps_snapshot"), x.shard, x.partitions);
+}
+
 /// Raises the fence a shard enforces: from now on it rejects messages with older epochs,
 /// and for `f.worker` (if set) any generation below f.worker_generation.
 struct fence_request {
@@ -626,6 +655,8 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::applied_by))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::hyperparams_request))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_stats))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::fence_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::partition_snapshot))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_snapshot))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::batch_data))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::batch_request))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::batch_reply))

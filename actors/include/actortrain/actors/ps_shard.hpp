@@ -53,7 +53,10 @@ using ps_shard_actor = caf::typed_actor<
   caf::replies_to<push_atom, push_request>::with<push_reply>,
   caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
   caf::replies_to<fence_atom, fence_request>::with<fence>,
-  caf::replies_to<stats_atom>::with<ps_stats>>;
+  caf::replies_to<stats_atom>::with<ps_stats>,
+  // Every partition's values, slots and counters, for a coordinated checkpoint (shared,
+  // not copied, in-process: the next push writes into a copy).
+  caf::replies_to<snapshot_atom, fence_request>::with<ps_snapshot>>;
 
 /// When a validated, new push is applied. The ps shard calls on_push for every push that
 /// passed validation and is not a duplicate; `apply` applies it now.
