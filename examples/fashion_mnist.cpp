@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
     int64_t batch = 128;
     double lr = 1e-3;
     uint64_t seed = 1;
-    std::string data_dir = ds::fashion_mnist_default_dir, metrics, partitioner;
+    std::string data_dir = ds::fashion_mnist_default_dir, metrics, partitioner, checkpoint_dir;
+    int64_t checkpoint_every = 0;
     actortrain::tools::flags f{"fashion_mnist",
                                "Trains an MLP 784-256-128-10 on Fashion-MNIST with an embedded parameter-server "
                                "cluster\n(asynchronous), and prints the test accuracy."};
@@ -42,6 +43,8 @@ int main(int argc, char** argv) {
       .add("steps-per-execution", spe, "steps per task sent to a worker")
       .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
       .add("partitioner", partitioner, "split variables over the ps shards: fixed_shards(n), min_size(bytes, n), max_size(bytes)")
+      .add("checkpoint-dir", checkpoint_dir, "write coordinated checkpoints here (an empty or new directory)")
+      .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the step-0 one)")
       .add("threads", threads, "CAF scheduler threads")
       .add("metrics", metrics, "write JSON-lines metrics to this file")
       .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
     if (epochs < 1 || batch < 1 || spe < 1 || threads < 1)
       throw usage_error("--epochs, --batch, --steps-per-execution and --threads must be >= 1");
     if (!(lr > 0)) throw usage_error("--lr must be > 0");
+    if (checkpoint_every < 0) throw usage_error("--checkpoint-every must be >= 0");
 
     auto train = ds::fashion_mnist(ds::split::train, data_dir);
     auto test = ds::fashion_mnist(ds::split::test, data_dir);
@@ -68,6 +72,8 @@ int main(int argc, char** argv) {
     spec.seed = seed;
     spec.pull_ahead = pull_ahead;
     spec.partitioner = partitioner;
+    spec.checkpoint_dir = checkpoint_dir;
+    spec.checkpoint_every = checkpoint_every;
     spec.metrics_file = metrics;
     auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
                                            md::layers::dense(128, activation::relu), md::layers::dense(10)});
