@@ -264,7 +264,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     throw std::invalid_argument(fmt::format("cluster: checkpoint_every = {} (>= 0) and checkpoint_keep = {} (>= 1)",
                                             d.spec.checkpoint_every, d.spec.checkpoint_keep));
   if (!d.spec.checkpoint_dir.empty()) {
-    auto have = model::list_checkpoints(model::posix_file_system(), d.spec.checkpoint_dir);
+    auto have = model::list_checkpoints(d.spec.checkpoint_fs ? *d.spec.checkpoint_fs : model::posix_file_system(),
+                                        d.spec.checkpoint_dir);
     if (!have.empty())
       throw std::invalid_argument(fmt::format(
         "cluster: checkpoint_dir {} already holds checkpoints (up to step {}); resuming from them is not available "
@@ -316,7 +317,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.speculate_after = d.spec.speculate_after;
   c.checkpoint_dir = d.spec.checkpoint_dir;
   c.checkpoint_every = d.spec.checkpoint_every;
-  c.checkpoint_keep = static_cast<size_t>(d.spec.checkpoint_keep);  // when every worker is lost, wait this long for one to join
+  c.checkpoint_keep = static_cast<size_t>(d.spec.checkpoint_keep);
+  c.checkpoint_fs = d.spec.checkpoint_fs;  // when every worker is lost, wait this long for one to join
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
   // answers a task) one step later: one more task keeps its queue from running dry.
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;

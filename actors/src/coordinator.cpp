@@ -578,7 +578,7 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
           data.extra["watermark"] = watermark(st);
           data.extra["coordinator_epoch"] = st.opts.coordinator_epoch;
           try {
-            auto& fs = model::posix_file_system();
+            auto& fs = st.opts.checkpoint_fs ? *st.opts.checkpoint_fs : model::posix_file_system();
             auto path = model::write_checkpoint(fs, st.opts.checkpoint_dir, data);
             model::prune_checkpoints(fs, st.opts.checkpoint_dir, std::max<size_t>(1, st.opts.checkpoint_keep));
             event e;

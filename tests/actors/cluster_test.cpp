@@ -10,6 +10,7 @@
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 #include <actortrain/model/checkpoint/checkpoint.hpp>
+#include <actortrain/model/checkpoint/fault_file_system.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -269,6 +270,38 @@ BOOST_AUTO_TEST_CASE(coordinated_checkpoints_hold_every_shard_at_one_step_and_ke
   } catch (const std::invalid_argument& e) {
     BOOST_TEST(std::string(e.what()).find("already holds checkpoints (up to step 32)") != std::string::npos, e.what());
   }
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_disk_that_fills_during_a_checkpoint_ends_the_run_and_keeps_the_committed_ones) {
+  char tmpl[] = "/tmp/actortrain-ckpt-XXXXXX";
+  BOOST_REQUIRE(mkdtemp(tmpl) != nullptr);
+  std::string dir = tmpl;
+  auto fs = std::make_shared<model::fault_file_system>(model::posix_file_system());
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = dir;
+  sp.checkpoint_every = 16;
+  sp.checkpoint_fs = fs;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto h = c.schedule(sharded(8), epochs(1));
+  // Let the step-0 checkpoint commit, then leave room for less than a second one.
+  for (int i = 0; i < 100000 && model::list_checkpoints(*fs, dir).empty(); ++i) sched.run_once();
+  fs->set_write_budget(200);
+  drive(c, h, std::chrono::seconds(1));
+  try {
+    c.join(h);
+    BOOST_FAIL("expected the run to fail");
+  } catch (const std::runtime_error& e) {
+    std::string what = e.what();
+    BOOST_TEST(what.find("checkpoint_failed") != std::string::npos, what);
+    BOOST_TEST(what.find("No space left on device") != std::string::npos, what);  // names the file and the cause
+  }
+  fs->clear_faults();
+  auto list = model::list_checkpoints(*fs, dir);
+  BOOST_REQUIRE(list.size() == 1u);  // the step-0 checkpoint, whole; the torn one is not listed
+  BOOST_TEST(list[0].step == 0);
+  BOOST_CHECK_NO_THROW(model::read_checkpoint(*fs, list[0].path));
   std::filesystem::remove_all(dir);
 }
 

@@ -39,6 +39,10 @@ namespace caf {
 class actor_system;
 }  // namespace caf
 
+namespace actortrain::model {
+class file_system;
+}  // namespace actortrain::model
+
 namespace actortrain {
 
 class event_queue;
@@ -108,6 +112,10 @@ struct cluster_spec {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int checkpoint_keep = 3;
+  /// Where checkpoints are written (tests: model::fault_file_system); null: the real one.
+  /// A checkpoint that cannot be written ends the run with checkpoint_failed; the ones
+  /// committed before stay.
+  std::shared_ptr<model::file_system> checkpoint_fs;
   /// Speculative re-execution of stragglers: a step still running after this many
   /// times the median step time also runs on another worker; the first answer counts
   /// (de-duplication makes the other harmless). 0: off, as in TensorFlow.

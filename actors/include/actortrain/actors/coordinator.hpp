@@ -42,6 +42,7 @@
 #include <actortrain/actors/worker.hpp>
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/partitioner.hpp>
+#include <actortrain/model/checkpoint/file_system.hpp>
 #include <actortrain/model/variable.hpp>
 
 #include <caf/all.hpp>
@@ -114,6 +115,7 @@ struct coordinator_options {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   size_t checkpoint_keep = 3;
+  std::shared_ptr<model::file_system> checkpoint_fs;  ///< null: model::posix_file_system()
   /// How long a run waits for a worker to join once every worker is lost.
   caf::timespan worker_wait = std::chrono::seconds(60);
   uint64_t coordinator_epoch = 1;
