@@ -14,6 +14,7 @@
 #include <actortrain/model/progress.hpp>
 
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <stdexcept>
 
@@ -589,30 +590,44 @@ const model::model& cluster::structure() const { return impl_->structure; }
 const cluster_spec& cluster::spec() const { return impl_->spec; }
 std::shared_ptr<event_queue> cluster::events() const { return impl_->events; }
 
+namespace {
+
+// Asks every shard for its stats; calls `done` with each answer (or error), by shard
+// index, once all are in.
+using stats_answers = std::vector<caf::expected<ps_stats>>;
+void gather_stats(caf::actor_system& sys, std::vector<ps_shard_actor> ps, caf::timespan timeout,
+                  std::function<void(stats_answers)> done) {
+  sys.spawn([ps, timeout, done](caf::event_based_actor* self) {
+    auto out = std::make_shared<stats_answers>(ps.size(), caf::expected<ps_stats>{ps_stats{}});
+    auto remaining = std::make_shared<size_t>(ps.size());
+    auto one = [out, remaining, done](size_t i, caf::expected<ps_stats> x) {
+      (*out)[i] = std::move(x);
+      if (--*remaining == 0) done(std::move(*out));
+    };
+    for (size_t i = 0; i < ps.size(); ++i)
+      self->request(ps[i], timeout, stats_atom::value)
+        .then([=](ps_stats& s) { one(i, std::move(s)); }, [=](caf::error& e) { one(i, std::move(e)); });
+  });
+}
+
+}  // namespace
+
 std::future<std::string> cluster::ps_report_async() {
   auto& d = *impl_;
   auto promise = std::make_shared<std::promise<std::string>>();
   auto fut = promise->get_future();
-  auto ps = d.ps;
-  auto timeout = d.timeout();
-  d.sys.spawn([promise, ps, timeout](caf::event_based_actor* self) {
-    auto lines = std::make_shared<std::vector<std::string>>(ps.size());
-    auto remaining = std::make_shared<size_t>(ps.size());
-    auto done = [promise, lines, remaining](size_t i, std::string line) {
-      (*lines)[i] = std::move(line);
-      if (--*remaining > 0) return;
-      std::string out;
-      for (auto& l : *lines) out += l;
-      promise->set_value(out);
-    };
-    for (size_t i = 0; i < ps.size(); ++i)
-      self->request(ps[i], timeout, stats_atom::value)
-        .then(
-          [=](ps_stats& s) {
-            done(i, fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}, remembered {}\n", s.shard,
-                                s.applied, s.duplicates, s.rejected, s.fenced, s.remembered));
-          },
-          [=](caf::error& e) { done(i, fmt::format("ps {}: {}\n", i, describe(e))); });
+  gather_stats(d.sys, d.ps, d.timeout(), [promise](stats_answers all) {
+    std::string out;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (!all[i]) {
+        out += fmt::format("ps {}: {}\n", i, describe(all[i].error()));
+        continue;
+      }
+      auto& s = *all[i];
+      out += fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}, remembered {}\n", s.shard, s.applied,
+                         s.duplicates, s.rejected, s.fenced, s.remembered);
+    }
+    promise->set_value(out);
   });
   return fut;
 }
@@ -623,22 +638,16 @@ std::future<std::vector<ps_stats>> cluster_internals::shard_stats(cluster& c) {
   auto& d = *c.impl_;
   auto promise = std::make_shared<std::promise<std::vector<ps_stats>>>();
   auto fut = promise->get_future();
-  d.sys.spawn([promise, ps = d.ps, timeout = d.timeout()](caf::event_based_actor* self) {
-    auto out = std::make_shared<std::vector<ps_stats>>(ps.size());
-    auto remaining = std::make_shared<size_t>(ps.size());
-    auto failed = std::make_shared<bool>(false);
-    for (size_t i = 0; i < ps.size(); ++i)
-      self->request(ps[i], timeout, stats_atom::value)
-        .then(
-          [=](ps_stats& s) {
-            (*out)[i] = std::move(s);
-            if (--*remaining == 0 && !*failed) promise->set_value(std::move(*out));
-          },
-          [=](caf::error& e) {
-            if (*failed) return;
-            *failed = true;
-            promise->set_exception(std::make_exception_ptr(std::runtime_error(describe(e))));
-          });
+  gather_stats(d.sys, d.ps, d.timeout(), [promise](stats_answers all) {
+    std::vector<ps_stats> out;
+    for (auto& x : all) {
+      if (!x) {
+        promise->set_exception(std::make_exception_ptr(std::runtime_error(describe(x.error()))));
+        return;
+      }
+      out.push_back(std::move(*x));
+    }
+    promise->set_value(std::move(out));
   });
   return fut;
 }

@@ -175,8 +175,7 @@ void finish_run(self_ptr self) {
 }
 
 bool is_application_error(const caf::error& e) {
-  if (e.category() != caf::atom("actortrain")) return false;
-  auto c = static_cast<error_code>(e.code());
+  auto c = code_of(e);
   return c == error_code::user_error || c == error_code::invalid_gradient || c == error_code::invalid_request ||
          c == error_code::not_initialized;
 }
@@ -379,8 +378,7 @@ void on_task_error(self_ptr self, uint32_t wid, uint64_t id, caf::error& err) {
   if (!found) return;
   auto pt = std::move(*found);
   if (pt.speculated && has_twin(st, pt.id)) return;  // the other copy may still answer
-  if (err.category() == caf::atom("actortrain") && static_cast<error_code>(err.code()) == error_code::source_lost &&
-      !pt.eval) {
+  if (code_of(err) == error_code::source_lost && !pt.eval) {
     st.requeued.push_back(std::move(pt.task));  // not the step's fault: no failure counted
     dispatch(self);
     return;

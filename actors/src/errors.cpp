@@ -26,6 +26,10 @@ std::string to_string(error_code x) {
 
 caf::error make_error(error_code code, std::string what) { return caf::make_error(code, std::move(what)); }
 
+error_code code_of(const caf::error& e) {
+  return e.category() == caf::atom("actortrain") ? static_cast<error_code>(e.code()) : error_code::none;
+}
+
 std::string describe(const caf::error& e) {
   if (!e) return "no error";
   std::string text;

@@ -136,8 +136,7 @@ caf::error batch_error(const worker_state& st, caf::error e) {
 // An application error ends the run: queued tasks would only compute on after it, so
 // they fail too. After a transport error (a timeout) the worker goes on with its queue.
 bool ends_the_run(const caf::error& e) {
-  if (e.category() != caf::atom("actortrain")) return false;
-  auto c = static_cast<error_code>(e.code());
+  auto c = code_of(e);
   return c == error_code::invalid_gradient || c == error_code::user_error;
 }
 

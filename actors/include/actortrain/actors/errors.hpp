@@ -34,6 +34,9 @@ std::string to_string(error_code x);
 /// An error of category "actortrain" with a message.
 caf::error make_error(error_code code, std::string what);
 
+/// The code of one of our errors; error_code::none for CAF's and others'.
+error_code code_of(const caf::error& e);
+
 /// The text of an error: for ours "<code>: <message>", for CAF's its rendering.
 std::string describe(const caf::error& e);
 
