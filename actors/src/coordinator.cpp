@@ -7,6 +7,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -106,7 +107,21 @@ struct coord_state {
   // steps in flight are answered, then every shard's state is written at once.
   uint64_t next_checkpoint = 0;
   bool quiescing = false, checkpointing = false, wrote_first = false;
+  bool time_due = false;     // checkpoint_interval passed: due at the next applied step
+  uint64_t tick = 0;         // the pending interval tick's id
+  uint64_t ckpt_attempt = 0; // snapshot answers of an abandoned checkpoint are ignored
+  int64_t last_committed = -1;  // step of the newest committed checkpoint (-1: none)
+  std::string restore_dir;      // where it is (checkpoint_dir, or the resumed directory)
   std::chrono::steady_clock::time_point quiesce_began;
+  // Parameter-server loss: nothing is dispatched until every lost shard is replaced and
+  // every shard restored.
+  uint64_t recovery_epoch = 0;
+  bool recovering = false;
+  std::set<uint32_t> lost_ps;
+  uint64_t recoveries = 0;  // id of the pending replacement deadline
+  uint64_t restore_attempt = 0;
+  uint64_t steps_at_loss = 0;
+  std::chrono::steady_clock::time_point lost_at;
   std::deque<double> task_seconds;  // the last 64 answered training tasks' durations
   uint64_t outages = 0;  // times every worker was lost; a join ends the current one
   std::string outage_reason;
@@ -130,6 +145,7 @@ void emit(coord_state& st, event e) {
 fence current_fence(const coord_state& st) {
   fence f;
   f.coordinator_epoch = st.opts.coordinator_epoch;
+  f.recovery_epoch = st.recovery_epoch;
   return f;
 }
 
@@ -144,6 +160,10 @@ void fail_run(self_ptr self, caf::error err) {
   bool eval_only = st.standalone_eval;
   st.ph = phase::idle;
   st.quiescing = false;
+  st.checkpointing = false;
+  ++st.ckpt_attempt;
+  ++st.tick;
+  st.recovering = false;
   st.eval_outputs = false;
   st.outputs.clear();
   st.requeued.clear();
@@ -158,8 +178,17 @@ void fail_run(self_ptr self, caf::error err) {
     st.run_rp.deliver(std::move(err));
 }
 
+void write_checkpoint_now(self_ptr self, std::function<void()> then);
+
 void finish_run(self_ptr self) {
   auto& st = self->state;
+  if (!st.opts.checkpoint_dir.empty() && st.last_committed != static_cast<int64_t>(st.steps_total) &&
+      st.ph != phase::idle && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty()) {
+    // The trained state is committed before the run returns (restores after it, and
+    // resuming a finished run, start from here).
+    write_checkpoint_now(self, [self] { finish_run(self); });
+    return;
+  }
   st.ph = phase::idle;
   run_summary s;
   s.run = st.run;
@@ -172,12 +201,6 @@ void finish_run(self_ptr self) {
     s.values.push_back(v);
   }
   st.run_rp.deliver(std::move(s));
-}
-
-bool is_application_error(const caf::error& e) {
-  auto c = code_of(e);
-  return c == error_code::user_error || c == error_code::invalid_gradient || c == error_code::invalid_request ||
-         c == error_code::not_initialized;
 }
 
 size_t in_flight_count(const coord_state& st) {
@@ -242,6 +265,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
     if (pipe < st.pipes.size()) t.task.source = st.pipes[pipe].shard;  // a rebuilt shard, if any
     return t;
   }
+  if (st.quiescing) return std::nullopt;  // a checkpoint waits: only re-queued steps go out
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
   if (budget <= 0) return std::nullopt;
   for (size_t n = 0; n < st.pipes.size(); ++n) {
@@ -332,8 +356,8 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
     ++st.applied_epoch;
     ++st.applied_run;
     ++st.steps_total;
-    if (st.opts.checkpoint_every > 0 && !st.opts.checkpoint_dir.empty() && st.steps_total >= st.next_checkpoint &&
-        !st.quiescing) {
+    if (!st.opts.checkpoint_dir.empty() && !st.quiescing &&
+        ((st.opts.checkpoint_every > 0 && st.steps_total >= st.next_checkpoint) || st.time_due)) {
       st.quiescing = true;
       st.quiesce_began = std::chrono::steady_clock::now();
     }
@@ -436,6 +460,8 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
   auto id = t.id;
   st.in_flight[wid].push_back(std::move(t));
   if (!eval) task.watermark = watermark(st);  // with this task in flight: it is not applied yet
+  task.ps.reserve(st.opts.ps.size());
+  for (auto& p : st.opts.ps) task.ps.push_back(caf::actor_cast<caf::actor>(p));
   // A task may run steps_per_execution steps: give it that many timeouts.
   auto timeout = st.opts.timeout * std::max<int64_t>(1, static_cast<int64_t>(task.steps.size()));
   st.opts.seam->request(self, w.handle, timeout, step_atom::value, std::move(task))
@@ -527,22 +553,146 @@ void end_epoch(self_ptr self) {
   begin_epoch(self);
 }
 
+// The run as a checkpoint records it (manifest "extra"): taken with nothing in flight,
+// queued or being fenced, so every position below a pipeline's `next` is applied.
+nlohmann::json save_run(const coord_state& st) {
+  nlohmann::json j;
+  j["format"] = "actortrain.run";
+  j["run"] = st.run;
+  j["epoch"] = st.epoch;
+  j["epochs"] = st.spec.epochs;
+  j["steps_per_epoch"] = st.spec.steps_per_epoch;
+  j["applied_epoch"] = st.applied_epoch;
+  j["dispatched_epoch"] = st.dispatched_epoch;
+  j["applied_run"] = st.applied_run;
+  j["dispatched_run"] = st.dispatched_run;
+  j["steps_total"] = st.steps_total;
+  j["round_robin"] = st.rr;
+  j["ran_out"] = st.ran_out;
+  auto pipes = nlohmann::json::array();
+  for (auto& p : st.pipes) {
+    nlohmann::json q;
+    q["next"] = p.next;
+    q["epoch_begin"] = p.epoch_begin;
+    q["end"] = p.end == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(p.end);
+    pipes.push_back(q);
+  }
+  j["pipelines"] = pipes;
+  j["watermark"] = watermark(st);
+  nlohmann::json acc;
+  acc["loss_sum"] = st.train_acc.loss_sum;
+  acc["examples"] = st.train_acc.examples;
+  auto ms = nlohmann::json::array();
+  for (auto& m : st.train_acc.metrics) ms.push_back({{"name", m->name()}, {"state", m->state()}});
+  acc["metrics"] = ms;
+  j["epoch_accumulator"] = acc;
+  j["history"] = st.history;
+  j["visitation_log"] = st.spec.visitation_log;
+  if (st.spec.visitation_log) {
+    auto v = nlohmann::json::array();
+    for (auto& x : st.visits) v.push_back({x.run, x.pipeline, x.position, x.worker, x.generation});
+    j["visits"] = v;
+  }
+  j["coordinator_epoch"] = st.opts.coordinator_epoch;
+  j["recovery_epoch"] = st.recovery_epoch;
+  return j;
+}
+
+// Puts the run of `j` (save_run's) back: positions, counters, the epoch's running
+// means, history, visits. Throws nlohmann::json::exception or std::runtime_error naming
+// the field that is missing or wrong.
+void load_run(coord_state& st, const nlohmann::json& j) {
+  if (j.value("format", std::string{}) != "actortrain.run")
+    throw std::runtime_error("the manifest's extra holds no run state (format is not actortrain.run)");
+  auto pipes = j.at("pipelines");
+  if (pipes.size() != st.pipes.size())
+    throw std::runtime_error(fmt::format("the checkpoint's run has {} input pipelines, this one {}", pipes.size(),
+                                         st.pipes.size()));
+  auto spe = j.at("steps_per_epoch").get<int64_t>();
+  if (spe != st.spec.steps_per_epoch)
+    throw std::runtime_error(fmt::format("the checkpoint's run has steps_per_epoch = {}, this one {}", spe,
+                                         st.spec.steps_per_epoch));
+  auto epoch = j.at("epoch").get<int32_t>();
+  if (epoch >= st.spec.epochs)
+    throw std::runtime_error(fmt::format("the checkpoint is in epoch {} (from 0), this fit has only {} epochs", epoch,
+                                         st.spec.epochs));
+  st.run = j.at("run").get<uint64_t>();
+  st.epoch = epoch;
+  st.applied_epoch = j.at("applied_epoch").get<int64_t>();
+  st.dispatched_epoch = j.at("dispatched_epoch").get<int64_t>();
+  st.applied_run = j.at("applied_run").get<uint64_t>();
+  st.dispatched_run = j.at("dispatched_run").get<uint64_t>();
+  st.steps_total = j.at("steps_total").get<uint64_t>();
+  st.rr = j.at("round_robin").get<size_t>();
+  st.ran_out = j.at("ran_out").get<bool>();
+  for (size_t p = 0; p < pipes.size(); ++p) {
+    auto& slot = st.pipes[p];
+    slot.next = pipes[p].at("next").get<uint64_t>();
+    slot.epoch_begin = pipes[p].at("epoch_begin").get<uint64_t>();
+    slot.end = pipes[p].at("end").is_null() ? UINT64_MAX : pipes[p].at("end").get<uint64_t>();
+  }
+  st.train_acc.reset(st.opts.metrics);
+  auto& acc = j.at("epoch_accumulator");
+  st.train_acc.loss_sum = acc.at("loss_sum").get<double>();
+  st.train_acc.examples = acc.at("examples").get<int64_t>();
+  auto& ms = acc.at("metrics");
+  for (size_t i = 0; i < ms.size() && i < st.train_acc.metrics.size(); ++i)
+    if (ms[i].at("name").get<std::string>() == st.train_acc.metrics[i]->name())
+      st.train_acc.metrics[i]->merge(ms[i].at("state").get<std::vector<double>>());
+  st.history = j.at("history").get<std::map<std::string, std::vector<double>>>();
+  st.visits.clear();
+  if (j.contains("visits"))
+    for (auto& v : j.at("visits"))
+      st.visits.push_back(visit{v.at(0).get<uint64_t>(), v.at(1).get<uint32_t>(), v.at(2).get<uint64_t>(),
+                                v.at(3).get<uint32_t>(), v.at(4).get<uint64_t>()});
+  st.requeued.clear();
+  st.in_flight.clear();
+  st.fencing.clear();
+  st.failures.clear();
+  for (auto& w : st.workers) w.outstanding = 0;
+  st.ph = phase::training;
+}
+
+model::file_system& checkpoint_fs(coord_state& st) {
+  return st.opts.checkpoint_fs ? *st.opts.checkpoint_fs : model::posix_file_system();
+}
+
+void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason);
+
+// A request to ps shard `i` failed: a shard that is gone starts a recovery; any other
+// failure ends the run with `what`.
+void ps_failed(self_ptr self, size_t i, const caf::error& e, const std::string& what) {
+  if (e == caf::sec::request_receiver_down) {
+    on_ps_down(self, static_cast<uint32_t>(i), e);
+    return;
+  }
+  if (self->state.recovering) return;  // superseded by the restore
+  fail_run(self, make_error(code_of(e) == error_code::none ? error_code::timeout : code_of(e), what + describe(e)));
+}
+
+void schedule_tick(self_ptr self) {
+  auto& st = self->state;
+  if (st.opts.checkpoint_interval.count() <= 0 || st.opts.checkpoint_dir.empty()) return;
+  self->delayed_send(self, st.opts.checkpoint_interval, ckpt_atom::value, ++st.tick);
+}
+
 // Asks every shard for its state, writes one checkpoint at steps_total (values, slots,
-// iterations per partition; the run's positions in `extra`), keeps the newest
+// iterations per partition; the run state in `extra`), keeps the newest
 // checkpoint_keep, then runs `then`. A failure to write ends the run.
 void write_checkpoint_now(self_ptr self, std::function<void()> then) {
   auto& st = self->state;
   st.checkpointing = true;
+  auto attempt = ++st.ckpt_attempt;
   auto snaps = std::make_shared<std::vector<ps_snapshot>>(st.opts.ps.size());
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
-  auto failed = std::make_shared<bool>(false);
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
     st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, snapshot_atom::value, fence_request{current_fence(st)})
       .then(
-        [self, snaps, remaining, failed, i, then](ps_snapshot& s) {
-          (*snaps)[i] = std::move(s);
-          if (--*remaining > 0 || *failed) return;
+        [self, snaps, remaining, i, then, attempt](ps_snapshot& s) {
           auto& st = self->state;
+          if (attempt != st.ckpt_attempt) return;  // abandoned (a shard was lost, the run ended)
+          (*snaps)[i] = std::move(s);
+          if (--*remaining > 0) return;
           const auto& pl = *st.opts.placement;
           model::checkpoint_data data;
           data.step = static_cast<int64_t>(st.steps_total);
@@ -567,17 +717,12 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
             }
             data.variables.push_back(std::move(v));
           }
-          data.extra["run"] = st.run;
-          data.extra["epoch"] = st.epoch;
-          data.extra["applied_in_run"] = st.applied_run;
-          std::vector<uint64_t> next;
-          for (auto& p : st.pipes) next.push_back(p.next);
-          data.extra["pipeline_next"] = next;
-          data.extra["watermark"] = watermark(st);
-          data.extra["coordinator_epoch"] = st.opts.coordinator_epoch;
+          data.extra = save_run(st);
           try {
-            auto& fs = st.opts.checkpoint_fs ? *st.opts.checkpoint_fs : model::posix_file_system();
+            auto& fs = checkpoint_fs(st);
             auto path = model::write_checkpoint(fs, st.opts.checkpoint_dir, data);
+            st.last_committed = data.step;
+            st.restore_dir = st.opts.checkpoint_dir;
             model::prune_checkpoints(fs, st.opts.checkpoint_dir, std::max<size_t>(1, st.opts.checkpoint_keep));
             event e;
             e.kind = event_kind::checkpoint_done;
@@ -595,29 +740,45 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
           st.checkpointing = false;
           then();
         },
-        [self, failed](caf::error& e) {
-          if (*failed) return;
-          *failed = true;
-          self->state.checkpointing = false;
-          fail_run(self, make_error(error_code::checkpoint_failed, "checkpoint: a ps shard did not answer: " + describe(e)));
+        [self, i, attempt](caf::error& e) {
+          auto& st = self->state;
+          if (attempt != st.ckpt_attempt) return;
+          ++st.ckpt_attempt;  // the other answers are not needed any more
+          st.checkpointing = false;
+          if (e == caf::sec::request_receiver_down) {
+            on_ps_down(self, static_cast<uint32_t>(i), e);  // rolls back; the checkpoint is retried after
+            return;
+          }
+          fail_run(self, make_error(error_code::checkpoint_failed,
+                                    fmt::format("checkpoint: ps shard {} did not answer: {}", i, describe(e))));
         });
 }
 
 void dispatch(self_ptr self) {
   auto& st = self->state;
-  if (st.quiescing) {
-    // Nothing new goes out until the steps in flight are answered and the state written.
-    if (st.checkpointing || !st.in_flight.empty() || !st.fencing.empty()) return;
-    write_checkpoint_now(self, [self] {
-      auto& st = self->state;
-      st.quiescing = false;
-      // The next multiple of checkpoint_every: the steps that were in flight when this
-      // one fell due (and were applied before it was written) do not shift the schedule.
-      auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
-      st.next_checkpoint = (st.steps_total / every + 1) * every;
-      dispatch(self);
-    });
-    return;
+  if (st.recovering || st.checkpointing) return;
+  if (st.quiescing && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty()) {
+    // Nothing in flight or queued: every shard's state is at one step.
+    if (static_cast<int64_t>(st.steps_total) == st.last_committed && st.restore_dir == st.opts.checkpoint_dir) {
+      st.quiescing = false;  // that step is committed already (a resumed or restored run)
+      st.time_due = false;
+    } else {
+      write_checkpoint_now(self, [self] {
+        auto& st = self->state;
+        st.quiescing = false;
+        if (st.time_due) {
+          st.time_due = false;
+          schedule_tick(self);
+        }
+        // The next multiple of checkpoint_every: the steps that were in flight when this
+        // one fell due (and were applied before it was written) do not shift the schedule.
+        auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
+        st.next_checkpoint = (st.steps_total / every + 1) * every;
+        if (st.opts.checkpoint_every <= 0) st.next_checkpoint = UINT64_MAX;
+        dispatch(self);
+      });
+      return;
+    }
   }
   for (;;) {
     if (st.ph != phase::training && st.ph != phase::evaluating) return;
@@ -731,15 +892,202 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
       requeue(self, std::move(t), make_error(error_code::worker_lost, fmt::format("worker {} was lost", wid)));
     dispatch(self);
   };
-  for (auto& ps : st.opts.ps)
-    st.opts.seam->request(self, ps, st.opts.timeout, fence_atom::value, fence_request{f})
+  for (size_t i = 0; i < st.opts.ps.size(); ++i)
+    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, fence_atom::value, fence_request{f})
       .then(
         [remaining, requeue_now](fence&) {
           if (--*remaining == 0) requeue_now();
         },
-        [self](caf::error& e) {
-          fail_run(self, make_error(error_code::timeout, "a ps shard did not acknowledge a worker fence: " + describe(e)));
+        [self, i](caf::error& e) {
+          ps_failed(self, i, e, fmt::format("ps shard {} did not acknowledge a worker fence: ", i));
         });
+}
+
+// The worker fences a shard must enforce: for each worker, its current generation if it
+// is alive, else the one after it.
+std::vector<std::pair<uint32_t, uint64_t>> min_generations(const coord_state& st) {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  for (auto& w : st.workers) out.emplace_back(w.id, w.alive ? w.generation : w.generation + 1);
+  return out;
+}
+
+// Sends every shard its partitions of `data` (cut to this placement) with the
+// de-duplication state `run`/`watermark` under the current fence; `then()` once all
+// took them. A shard that is gone starts (another) recovery.
+void send_state(self_ptr self, const model::checkpoint_data& data, uint64_t run, const std::vector<uint64_t>& wm,
+                std::function<void()> then) {
+  auto& st = self->state;
+  const auto& pl = *st.opts.placement;
+  auto attempt = st.restore_attempt;
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  for (int p = 0; p < pl.num_ps(); ++p) {
+    init_request req;
+    req.f = current_fence(st);
+    req.run = run;
+    req.watermark = wm;
+    req.min_generations = min_generations(st);
+    req.base = static_cast<uint64_t>(std::max<int64_t>(0, data.step));
+    for (auto& part : pl.partitions_on(p)) {
+      const auto& vp = pl.variable(part.variable);
+      const auto& pd = data.variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
+      partition_init pi{partition_key{part.variable, part.index}, vp.name, part.row_begin, vp.sparse,
+                        tensor{model::matrix(pd.values)}, {}, {}, 0};
+      for (auto& [name, m] : pd.slots) {
+        pi.slot_names.push_back(name);
+        pi.slots.push_back(tensor{model::matrix(m)});
+      }
+      pi.iterations = pd.iterations;
+      req.partitions.push_back(std::move(pi));
+    }
+    auto i = static_cast<size_t>(p);
+    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, init_atom::value, std::move(req))
+      .then(
+        [self, remaining, then, attempt](caf::ok_atom) {
+          if (attempt != self->state.restore_attempt) return;
+          if (--*remaining == 0) then();
+        },
+        [self, i, attempt](caf::error& e) {
+          if (attempt != self->state.restore_attempt) return;
+          if (e == caf::sec::request_receiver_down) {
+            on_ps_down(self, static_cast<uint32_t>(i), e);
+            return;
+          }
+          fail_run(self, make_error(code_of(e) == error_code::none ? error_code::timeout : code_of(e),
+                                    fmt::format("restoring ps shard {}: {}", i, describe(e))));
+        });
+  }
+}
+
+// Restores every shard from the newest committed checkpoint under `dir`, and with
+// `load` the run state too, under new epochs: a new coordinator epoch (`takeover`: a
+// resumed run) or a new recovery epoch, each max(every shard's and the checkpoint's) + 1.
+// Calls then(step, path) when every shard has its state; errors end the run.
+void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
+                 std::function<void(int64_t, std::string)> then) {
+  auto& st = self->state;
+  auto attempt = ++st.restore_attempt;
+  st.recovering = true;  // nothing is dispatched until every shard has its state
+  auto data = std::make_shared<model::checkpoint_data>();
+  std::string path;
+  try {
+    auto& fs = checkpoint_fs(st);
+    auto latest = model::latest_checkpoint(fs, dir);
+    if (!latest) throw std::runtime_error("no committed checkpoint under " + dir);
+    path = latest->path;
+    *data = model::repartition(model::read_checkpoint(fs, path), *st.opts.placement);
+  } catch (const std::exception& ex) {
+    fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore: {}", ex.what())));
+    return;
+  }
+  // What every shard has seen, so the new epochs are above all of them.
+  auto seen = std::make_shared<fence>();
+  if (takeover && data->extra.contains("coordinator_epoch"))
+    seen->coordinator_epoch = data->extra["coordinator_epoch"].get<uint64_t>();
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto go = [self, data, path, takeover, load, then, seen] {
+    auto& st = self->state;
+    if (takeover) {
+      st.opts.coordinator_epoch = std::max(st.opts.coordinator_epoch, seen->coordinator_epoch + 1);
+      st.recovery_epoch = 0;
+    } else {
+      auto base = seen->coordinator_epoch == st.opts.coordinator_epoch ? seen->recovery_epoch : 0;
+      st.recovery_epoch = std::max(st.recovery_epoch, base) + 1;
+    }
+    uint64_t run = 0;
+    std::vector<uint64_t> wm;
+    try {
+      run = data->extra.at("run").get<uint64_t>();
+      wm = data->extra.at("watermark").get<std::vector<uint64_t>>();
+      if (load) load_run(st, data->extra);
+    } catch (const std::exception& ex) {
+      fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore from {}: {}", path, ex.what())));
+      return;
+    }
+    st.last_committed = data->step;
+    send_state(self, *data, run, wm, [then, data, path] { then(data->step, path); });
+  };
+  for (size_t i = 0; i < st.opts.ps.size(); ++i) {
+    fence ask;
+    ask.coordinator_epoch = 0;  // an observer's question: changes nothing
+    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, fence_atom::value, fence_request{ask})
+      .then(
+        [self, remaining, seen, go, attempt](fence& f) {
+          if (attempt != self->state.restore_attempt) return;
+          if (epochs_older(*seen, f)) {
+            seen->coordinator_epoch = f.coordinator_epoch;
+            seen->recovery_epoch = f.recovery_epoch;
+          }
+          if (--*remaining == 0) go();
+        },
+        [self, i, attempt](caf::error& e) {
+          if (attempt != self->state.restore_attempt) return;
+          if (e == caf::sec::request_receiver_down) {
+            on_ps_down(self, static_cast<uint32_t>(i), e);
+            return;
+          }
+          fail_run(self, make_error(error_code::timeout, fmt::format("ps shard {} did not answer: {}", i, describe(e))));
+        });
+  }
+}
+
+// Every lost shard has a replacement: roll back and go on.
+void recover(self_ptr self) {
+  auto& st = self->state;
+  bool load = st.ph != phase::idle;
+  restore_all(self, st.restore_dir, /*takeover=*/false, load, [self, load](int64_t step, std::string path) {
+    auto& st = self->state;
+    st.recovering = false;
+    event e;
+    e.kind = event_kind::ps_restored;
+    e.count = step;
+    e.text = path;
+    e.values["recovery_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count();
+    e.values["steps_lost"] = static_cast<double>(st.steps_at_loss - std::min<uint64_t>(st.steps_at_loss, static_cast<uint64_t>(step)));
+    emit(st, std::move(e));
+    if (load) {
+      auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
+      st.next_checkpoint = st.opts.checkpoint_every > 0 ? (st.steps_total / every + 1) * every : UINT64_MAX;
+    }
+    dispatch(self);
+  });
+}
+
+// A ps shard is gone: everything waits for its replacement, then rolls back to the last
+// committed checkpoint. Without one, a run cannot go on.
+void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
+  auto& st = self->state;
+  bool fresh = st.lost_ps.insert(index).second;
+  if (!fresh) return;
+  event lost;
+  lost.kind = event_kind::ps_lost;
+  lost.count = index;
+  lost.text = describe(reason);
+  emit(st, std::move(lost));
+  if (!st.recovering) {
+    st.lost_at = std::chrono::steady_clock::now();
+    st.steps_at_loss = st.steps_total;
+  }
+  st.recovering = true;
+  ++st.restore_attempt;  // a restore under way starts over once this shard is back
+  ++st.ckpt_attempt;     // a checkpoint under way is abandoned
+  st.checkpointing = false;
+  st.quiescing = false;
+  // Every step after the checkpoint runs again from its state: forget what is out.
+  st.in_flight.clear();
+  st.requeued.clear();
+  st.fencing.clear();
+  for (auto& w : st.workers) w.outstanding = 0;
+  if (st.restore_dir.empty() && st.ph != phase::idle) {
+    st.ps_ready = false;
+    fail_run(self, make_error(error_code::worker_lost,
+                              fmt::format("ps shard {} was lost ({}) and there is no committed checkpoint to roll back "
+                                          "to (set checkpoint_dir)",
+                                          index, describe(reason))));
+    return;
+  }
+  if (st.restore_dir.empty()) st.ps_ready = false;  // idle: the next fit initializes the shards afresh
+  auto id = ++st.recoveries;
+  self->delayed_send(self, st.opts.worker_wait, recover_atom::value, id);
 }
 
 void init_shards(self_ptr self, std::function<void()> then) {
@@ -754,14 +1102,15 @@ void init_shards(self_ptr self, std::function<void()> then) {
       const auto& full = (*st.opts.initial)[part.variable];
       req.partitions.push_back(partition_init{partition_key{part.variable, part.index}, vp.name, part.row_begin,
                                               vp.sparse,
-                                              tensor{model::matrix(full.middleRows(part.row_begin, part.rows()))}});
+                                              tensor{model::matrix(full.middleRows(part.row_begin, part.rows()))}, {}, {}, 0});
     }
-    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, init_atom::value, std::move(req))
+    auto i = static_cast<size_t>(p);
+    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, init_atom::value, std::move(req))
       .then(
         [remaining, then](caf::ok_atom) {
           if (--*remaining == 0) then();
         },
-        [self](caf::error& e) { fail_run(self, std::move(e)); });
+        [self, i](caf::error& e) { ps_failed(self, i, e, fmt::format("initializing ps shard {}: ", i)); });
   }
 }
 
@@ -778,10 +1127,13 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
     self->monitor(w.handle);
     st.workers.push_back(w);
   }
+  for (auto& p : st.opts.ps) self->monitor(p);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     for (auto& w : st.workers)
       if (w.handle.address() == dm.source) on_worker_down(self, w.id, dm.reason);
+    for (size_t i = 0; i < st.opts.ps.size(); ++i)
+      if (st.opts.ps[i].address() == dm.source) on_ps_down(self, static_cast<uint32_t>(i), dm.reason);
     if (st.ph != phase::training) return;
     for (size_t p = 0; p < st.pipes.size(); ++p) {
       auto& slot = st.pipes[p];
@@ -807,6 +1159,9 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       if (spec.pipelines.empty()) return make_error(error_code::invalid_request, "fit without dataset shards");
       if (spec.epochs < 0) return make_error(error_code::invalid_request, fmt::format("epochs = {} < 0", spec.epochs));
       if (!alive_workers(st)) return make_error(error_code::no_workers, "the cluster has no live worker");
+      if (!st.lost_ps.empty())
+        return make_error(error_code::invalid_request,
+                          fmt::format("ps shard {} is lost and has not been replaced", *st.lost_ps.begin()));
       ++st.run;
       st.spec = std::move(spec);
       st.run_rp = self->make_response_promise<run_summary>();
@@ -836,7 +1191,32 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
           finish_run(self);
           return;
         }
+        if (!st.spec.resume_from.empty()) {
+          auto dir = st.spec.resume_from;
+          restore_all(self, dir, /*takeover=*/true, /*load=*/true, [self, dir](int64_t step, std::string path) {
+            auto& st = self->state;
+            st.recovering = false;
+            st.restore_dir = dir;
+            st.wrote_first = true;
+            auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
+            st.next_checkpoint = st.opts.checkpoint_every > 0 ? (st.steps_total / every + 1) * every : UINT64_MAX;
+            event r;
+            r.kind = event_kind::resumed;
+            r.count = step;
+            r.text = path;
+            emit(st, std::move(r));
+            event e;
+            e.kind = event_kind::epoch_begin;
+            e.epoch = st.epoch;
+            e.count = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch : -1;
+            emit(st, std::move(e));
+            schedule_tick(self);
+            dispatch(self);
+          });
+          return;
+        }
         begin_epoch(self);
+        schedule_tick(self);
         if (!st.opts.checkpoint_dir.empty() && !st.wrote_first) {
           // The step-0 checkpoint: the initial state, before any step.
           st.wrote_first = true;
@@ -847,8 +1227,8 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
         dispatch(self);
       };
       st.ph = phase::initializing;
-      if (st.ps_ready)
-        go();
+      if (st.ps_ready || !st.spec.resume_from.empty())
+        go();  // a resumed run's restore initializes every shard
       else
         init_shards(self, go);
       return st.run_rp;
@@ -933,6 +1313,38 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
         send_task(self, w, std::move(copy));
         return;
       }
+    },
+    [self](replace_atom, uint32_t index, caf::actor shard) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (index >= st.opts.ps.size())
+        return make_error(error_code::invalid_request, fmt::format("no ps shard {} (there are {})", index, st.opts.ps.size()));
+      if (!st.lost_ps.count(index))
+        return make_error(error_code::invalid_request, fmt::format("ps shard {} is not lost", index));
+      st.opts.ps[index] = caf::actor_cast<ps_shard_actor>(shard);
+      self->monitor(shard);
+      st.lost_ps.erase(index);
+      if (!st.lost_ps.empty()) return caf::ok_atom::value;  // another one is still missing
+      ++st.recoveries;  // the replacement deadline is met
+      if (st.restore_dir.empty()) {
+        st.recovering = false;  // idle and nothing to restore: the next fit initializes
+        st.ps_ready = false;
+        return caf::ok_atom::value;
+      }
+      recover(self);
+      return caf::ok_atom::value;
+    },
+    [self](ckpt_atom, uint64_t id) {
+      auto& st = self->state;
+      if (id != st.tick || st.ph == phase::idle) return;
+      st.time_due = true;  // the next applied step starts the checkpoint
+    },
+    [self](recover_atom, uint64_t id) {
+      auto& st = self->state;
+      if (id != st.recoveries || st.lost_ps.empty()) return;
+      st.ps_ready = false;
+      fail_run(self, make_error(error_code::worker_lost,
+                                fmt::format("ps shard {} was lost and not replaced within {} s", *st.lost_ps.begin(),
+                                            std::chrono::duration_cast<std::chrono::seconds>(st.opts.worker_wait).count())));
     },
     [self](outage_atom, uint64_t id) {
       auto& st = self->state;

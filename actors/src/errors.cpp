@@ -30,6 +30,11 @@ error_code code_of(const caf::error& e) {
   return e.category() == caf::atom("actortrain") ? static_cast<error_code>(e.code()) : error_code::none;
 }
 
+bool is_application_error(const caf::error& e) {
+  auto c = code_of(e);
+  return c == error_code::user_error || c == error_code::invalid_gradient || c == error_code::invalid_request;
+}
+
 std::string describe(const caf::error& e) {
   if (!e) return "no error";
   std::string text;

@@ -18,6 +18,9 @@ const char* to_string(event_kind k) {
     case event_kind::dataset_lost: return "dataset_lost";
     case event_kind::dataset_rebuilt: return "dataset_rebuilt";
     case event_kind::checkpoint_done: return "checkpoint";
+    case event_kind::ps_lost: return "ps_lost";
+    case event_kind::ps_restored: return "ps_restored";
+    case event_kind::resumed: return "resumed";
     case event_kind::evaluation_done: return "evaluation";
     case event_kind::warning: return "warning";
     case event_kind::run_done: return "run_done";
@@ -97,7 +100,12 @@ void metrics_writer::write(const event& e) {
       j["pipeline"] = e.pipeline;
       break;
     case event_kind::checkpoint_done:
+    case event_kind::ps_restored:
+    case event_kind::resumed:
       j["step"] = e.count;
+      break;
+    case event_kind::ps_lost:
+      j["ps"] = e.count;
       break;
     case event_kind::run_done:
       j["failed"] = e.failed;

@@ -199,9 +199,23 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
     [self](init_atom, init_request& req) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
       if (auto err = check_fence(st, req.f)) return err;
-      for (auto& p : req.partitions)
+      auto names = st.opt->slot_names();
+      for (auto& p : req.partitions) {
         if (!p.value.value)
           return make_error(error_code::invalid_request, fmt::format("init: partition of {} without values", p.name));
+        if (p.slots.size() != p.slot_names.size())
+          return make_error(error_code::invalid_request, fmt::format("init: partition of {}: {} slots, {} slot names",
+                                                                     p.name, p.slots.size(), p.slot_names.size()));
+        for (auto& n : p.slot_names)
+          if (std::find(names.begin(), names.end(), n) == names.end())
+            return make_error(error_code::invalid_request,
+                              fmt::format("init: partition of {}: the optimizer has no slot '{}'", p.name, n));
+        for (auto& s : p.slots)
+          if (!s.value || s.rows() != p.value.rows() || s.cols() != p.value.cols())
+            return make_error(error_code::invalid_request,
+                              fmt::format("init: a slot of {} is not shaped like its values {}", p.name,
+                                          model::shape_string(*p.value.value)));
+      }
       st.parts.clear();
       for (auto& p : req.partitions) {
         partition q;
@@ -210,11 +224,26 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
         q.sparse = p.sparse;
         q.value = std::make_shared<model::matrix>(p.value.take());
         q.slots = st.opt->make_slots(static_cast<size_t>(q.value->size()));
+        for (size_t k = 0; k < p.slots.size(); ++k) {
+          auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
+          const auto& m = *p.slots[k].value;
+          std::copy(m.data(), m.data() + m.size(), q.slots.slots[at].begin());
+        }
+        q.slots.iterations = p.iterations;
         st.parts.emplace(p.key, std::move(q));
       }
+      // The de-duplication state of the restored values (nothing remembered above the
+      // watermark: a checkpoint is taken with no step in flight).
       st.applied_steps.clear();
-      st.watermark.clear();
-      st.run = 0;
+      st.run = req.run;
+      st.watermark = req.watermark;
+      for (auto& [w, g] : req.min_generations) {
+        auto& have = st.min_generation[w];
+        have = std::max(have, g);
+      }
+      st.stats.applied = 0;
+      st.stats.base = req.base;
+      st.stats.apply_log.clear();
       st.initialized = true;
       return caf::ok_atom::value;
     },
@@ -329,6 +358,9 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
     },
     [self](fence_atom, const fence_request& req) -> caf::result<fence> {
       auto& st = self->state;
+      // Coordinator epoch 0 asks what the shard has seen (a new coordinator or a recovery
+      // takes max + 1) and changes nothing.
+      if (req.f.coordinator_epoch == 0) return st.seen;
       if (auto err = check_fence(st, req.f)) return err;
       if (req.f.worker != fence::no_worker) {
         auto& g = st.min_generation[req.f.worker];

@@ -41,6 +41,9 @@ struct worker_state {
   };
   std::map<uint64_t, task_record> records;
   uint64_t next_record = 0;
+  // The newest epochs a task carried: a task of an older coordinator (a zombie) or from
+  // before a recovery is refused.
+  fence newest;
   // The task being computed.
   uint64_t current_record = 0;
   step_task task;
@@ -133,17 +136,12 @@ caf::error batch_error(const worker_state& st, caf::error e) {
                     fmt::format("worker {}, step {}: its dataset shard is gone", st.opts.id, to_string(st.current.step)));
 }
 
-// An application error ends the run: queued tasks would only compute on after it, so
-// they fail too. After a transport error (a timeout) the worker goes on with its queue.
-bool ends_the_run(const caf::error& e) {
-  auto c = code_of(e);
-  return c == error_code::invalid_gradient || c == error_code::user_error;
-}
-
 // Task `id` failed: answer it with the error; stop computing it if it is the current one.
 void fail_record(self_ptr self, uint64_t id, caf::error err) {
   auto& st = self->state;
-  if (ends_the_run(err)) {
+  // An application error ends the run: queued tasks would only compute on after it, so
+  // they fail too. After a transport error (a timeout) the worker goes on with its queue.
+  if (is_application_error(err)) {
     for (auto& w : st.waiting) w.second.deliver(err);
     st.waiting.clear();
   }
@@ -543,6 +541,16 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
       if (task.f.worker != st.opts.id)
         return make_error(error_code::invalid_request,
                           fmt::format("worker {} got a task addressed to worker {}", st.opts.id, task.f.worker));
+      if (epochs_older(task.f, st.newest))
+        return make_error(error_code::fenced_out,
+                          fmt::format("worker {}: a task of epochs ({}, {}) after ({}, {})", st.opts.id,
+                                      task.f.coordinator_epoch, task.f.recovery_epoch, st.newest.coordinator_epoch,
+                                      st.newest.recovery_epoch));
+      st.newest.coordinator_epoch = task.f.coordinator_epoch;
+      st.newest.recovery_epoch = task.f.recovery_epoch;
+      // The shards as the coordinator knows them (a lost one is respawned elsewhere).
+      if (task.ps.size() == st.opts.ps.size())
+        for (size_t i = 0; i < task.ps.size(); ++i) st.opts.ps[i] = caf::actor_cast<ps_shard_actor>(task.ps[i]);
       auto rp = self->make_response_promise<task_result>();
       if (st.busy) {
         st.waiting.emplace_back(std::move(task), rp);

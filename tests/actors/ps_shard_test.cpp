@@ -21,8 +21,8 @@ struct ps_fixture : testing::fixture {
     ps = spawn_ps_shard(sys, *model::make_sgd({1.0}), ps_shard_options{});
     init_request req;
     req.f.coordinator_epoch = 1;
-    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}});
-    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}});
+    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0});
+    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0});
     BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
   }
 

@@ -25,6 +25,17 @@
 // pipeline, the lowest position not known applied) that lets shards forget old step ids.
 // Answers are matched by task id.
 //
+// Checkpoints and recovery. A checkpoint falls due every checkpoint_every applied steps
+// or checkpoint_interval: dispatch pauses except for re-queued steps, and once nothing
+// is in flight or queued every shard's snapshot is written at one step with the
+// coordinator's run state (positions, counters, history, visitation log) in the
+// manifest's "extra". A lost ps shard (monitored) pauses everything (ps_lost event)
+// until a replacement arrives (replace), then every shard is restored from the newest
+// committed checkpoint under a new recovery epoch, with the run state, so the steps after
+// it run again; pushes from before the restore carry the old epoch and are refused.
+// fit with run_spec::resume_from does the same restore under a new coordinator epoch
+// (max of every shard's and the checkpoint's + 1) and continues that run.
+//
 // Faults. A worker that goes down (down message, or a task bounced off its mailbox) has
 // its steps re-queued only after every ps shard acknowledged the fence that excludes its
 // generation (so a late push of the lost worker cannot be applied); a worker that joins
@@ -65,7 +76,14 @@ using coordinator_actor = caf::typed_actor<
   // A new dataset shard for a pipeline whose shard was lost (dataset_lost event).
   caf::replies_to<source_atom, uint32_t, caf::actor>::with<caf::ok_atom>,
   // Sent to itself when a task has run speculate_after x the median: maybe re-run it.
-  caf::reacts_to<slow_atom, uint64_t>>;
+  caf::reacts_to<slow_atom, uint64_t>,
+  // A respawned ps shard for index `i` after a ps_lost event; once every lost shard is
+  // replaced, all shards roll back to the last committed checkpoint.
+  caf::replies_to<replace_atom, uint32_t, caf::actor>::with<caf::ok_atom>,
+  // Sent to itself: checkpoint_interval has passed (the id is the tick's).
+  caf::reacts_to<ckpt_atom, uint64_t>,
+  // Sent to itself when a ps shard is lost: the run fails unless it was replaced since.
+  caf::reacts_to<recover_atom, uint64_t>>;
 
 /// What the coordinator may dispatch now (the consistency modes plug in here).
 struct gate_view {
@@ -114,6 +132,9 @@ struct coordinator_options {
   /// newest checkpoint_keep are kept.
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  /// Also one every checkpoint_interval of the actor clock (the test coordinator's
+  /// simulated clock in the simulator), at the next applied step; 0: off.
+  caf::timespan checkpoint_interval{0};
   size_t checkpoint_keep = 3;
   std::shared_ptr<model::file_system> checkpoint_fs;  ///< null: model::posix_file_system()
   /// How long a run waits for a worker to join once every worker is lost.

@@ -37,6 +37,11 @@ caf::error make_error(error_code code, std::string what);
 /// The code of one of our errors; error_code::none for CAF's and others'.
 error_code code_of(const caf::error& e);
 
+/// True for errors that re-running cannot fix (user code threw, a gradient or request
+/// is malformed): they end a run at once. Everything else (timeouts, lost peers, fences,
+/// a shard not yet initialized during recovery) is worth a retry.
+bool is_application_error(const caf::error& e);
+
 /// The text of an error: for ours "<code>: <message>", for CAF's its rendering.
 std::string describe(const caf::error& e);
 

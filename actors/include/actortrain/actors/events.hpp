@@ -30,6 +30,10 @@ enum class event_kind : uint8_t {
   dataset_lost,    ///< the dataset shard of `pipeline` is gone; its steps wait for a new one
   dataset_rebuilt, ///< a new dataset shard serves `pipeline` (from the same positions)
   checkpoint_done, ///< a coordinated checkpoint committed: step in `count`, directory in `text`
+  ps_lost,         ///< ps shard `count` is gone (text = why); training pauses until it is respawned
+  ps_restored,     ///< every shard rolled back to the checkpoint of step `count` (directory in
+                   ///< `text`, values: recovery_seconds, steps_lost) under a new recovery epoch
+  resumed,         ///< a fit continues the run of the checkpoint of step `count` (directory in `text`)
   evaluation_done, ///< values of an evaluate() call
   warning,         ///< text
   run_done,        ///< the run ended: values/history in `history`, or text = error

@@ -53,6 +53,9 @@ using outage_atom = caf::atom_constant<caf::atom("outage")>;
 using source_atom = caf::atom_constant<caf::atom("source")>;
 using slow_atom = caf::atom_constant<caf::atom("slow")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using replace_atom = caf::atom_constant<caf::atom("replace")>;
+using ckpt_atom = caf::atom_constant<caf::atom("ckpt")>;
+using recover_atom = caf::atom_constant<caf::atom("recover")>;
 
 // -- identity -----------------------------------------------------------------------
 
@@ -190,21 +193,37 @@ struct partition_init {
   int64_t row_begin = 0;
   bool sparse = false;  ///< embedding rows: pulled by id
   tensor value;
+  /// On restore: the optimizer's slots (optimizer::slot_names() order, each shaped like
+  /// `value`) and apply count; empty slots start fresh.
+  std::vector<std::string> slot_names;
+  std::vector<tensor> slots;
+  int64_t iterations = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_init& x) {
-  return f(caf::meta::type_name("partition_init"), x.key, x.name, x.row_begin, x.sparse, x.value);
+  return f(caf::meta::type_name("partition_init"), x.key, x.name, x.row_begin, x.sparse, x.value, x.slot_names,
+           x.slots, x.iterations);
 }
 
+/// A shard's whole state: its partitions at start, or a checkpoint's on restore. The
+/// de-duplication state is part of it (every step of `run` below `watermark` is in the
+/// values, none above), so it rolls back with the values; `f` carries the epochs the
+/// shard enforces from now on, and `min_generations` the worker fences (worker,
+/// lowest generation accepted) a freshly spawned shard must know.
 struct init_request {
   fence f;
   std::vector<partition_init> partitions;
+  uint64_t run = 0;
+  std::vector<uint64_t> watermark;
+  std::vector<std::pair<uint32_t, uint64_t>> min_generations;
+  /// Steps in the restored state (the checkpoint's step; 0 at start): ps_stats::base.
+  uint64_t base = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, init_request& x) {
-  return f(caf::meta::type_name("init_request"), x.f, x.partitions);
+  return f(caf::meta::type_name("init_request"), x.f, x.partitions, x.run, x.watermark, x.min_generations, x.base);
 }
 
 struct pull_request {
@@ -374,7 +393,8 @@ typename Inspector::result_type inspect(Inspector& f, hyperparams_request& x) {
 /// A shard's counters.
 struct ps_stats {
   uint32_t shard = 0;
-  uint64_t applied = 0;
+  uint64_t applied = 0;  ///< steps applied since the shard was initialized or restored
+  uint64_t base = 0;     ///< steps in the state it was restored to (0: initialized)
   uint64_t duplicates = 0;
   uint64_t rejected = 0;
   uint64_t fenced = 0;
@@ -386,7 +406,7 @@ struct ps_stats {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
-  return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.duplicates, x.rejected, x.fenced, x.remembered,
+  return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.base, x.duplicates, x.rejected, x.fenced, x.remembered,
            x.staleness_histogram, x.versions, x.apply_log);
 }
 
@@ -483,12 +503,15 @@ struct step_task {
   /// Per pipeline of the run: every position below is applied on every shard (the
   /// coordinator's watermark; workers pass it on in their pushes).
   std::vector<uint64_t> watermark;
+  /// The ps shards by index as the coordinator knows them (a lost shard is respawned
+  /// under a new handle); the worker pulls from and pushes to these from this task on.
+  std::vector<caf::actor> ps;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_task& x) {
   return f(caf::meta::type_name("step_task"), x.f, x.source, x.steps, x.epoch, x.epoch_begin, x.training,
-           x.outputs, x.watermark);
+           x.outputs, x.watermark, x.ps);
 }
 
 /// Microseconds spent per phase of a step.
@@ -542,12 +565,14 @@ struct run_spec {
   int32_t epochs = 1;
   int64_t steps_per_epoch = 0;  ///< 0: an epoch ends with the data of every pipeline
   bool visitation_log = false;  ///< return a visit per applied step in run_summary
+  /// Continue the run saved in the newest committed checkpoint under this directory.
+  std::string resume_from;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
   return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch,
-           x.visitation_log);
+           x.visitation_log, x.resume_from);
 }
 
 /// One applied step of a run: which batch, and which worker (generation) computed it.
