@@ -91,6 +91,9 @@ struct cluster::impl {
   int64_t epoch_samples = 0;
   std::optional<fit_result> finished;
   int restarts = 0;                       // lost workers replaced in this run
+  int ps_restores = 0;
+  int64_t resumed_at = -1;
+  bool ran_once = false;
   std::vector<std::future<uint64_t>> joins;  // their admissions
   std::string failure;
 
@@ -131,6 +134,28 @@ struct cluster::impl {
     }, coordinator, timeout());
   }
 
+  ps_shard_actor spawn_ps(uint32_t index) {
+    ps_shard_options o;
+    o.index = index;
+    o.detached = !spec.simulated;
+    o.apply_log = spec.apply_log;
+    auto p = spawn_ps_shard(sys, *optimizer, o);  // with the current hyperparameters
+    named(p, actor_role::ps, index);
+    return p;
+  }
+
+  // ps shard `index` died: spawn a new one and hand it to the coordinator, which then
+  // restores every shard from the last checkpoint.
+  void respawn_ps(uint32_t index) {
+    if (index >= ps.size()) return;
+    auto p = spawn_ps(index);
+    ps[index] = p;
+    sys.spawn([p, index](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+      self->request(coord, timeout, replace_atom::value, index, caf::actor_cast<caf::actor>(p))
+        .then([](caf::ok_atom) {}, [p](caf::error&) { caf::anon_send_exit(p, caf::exit_reason::user_shutdown); });
+    }, coordinator, timeout());
+  }
+
   // Tells the fault policy (if any) what a spawned actor is.
   template <class Handle>
   void named(const Handle& h, actor_role role, uint32_t index) {
@@ -166,6 +191,9 @@ struct cluster::impl {
   void handle(const event& e) {
     if (writer) writer->write(e);
     if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline);
+    if (e.kind == event_kind::ps_lost) respawn_ps(static_cast<uint32_t>(e.count));
+    if (e.kind == event_kind::ps_restored && active) ++ps_restores;
+    if (e.kind == event_kind::resumed && active) resumed_at = e.count;
     if (e.kind == event_kind::worker_lost && spec.restart_lost_workers && active && e.worker < workers.size()) {
       ++restarts;
       auto w = spawn_worker_with_id(e.worker);
@@ -198,6 +226,16 @@ struct cluster::impl {
         break;
       case event_kind::dataset_lost:
         progress->note(fmt::format("dataset shard {} lost ({}); rebuilding it", e.pipeline, e.text));
+        break;
+      case event_kind::ps_lost:
+        progress->note(fmt::format("ps shard {} lost ({}); respawning it", e.count, e.text));
+        break;
+      case event_kind::ps_restored:
+        progress->note(fmt::format("every ps shard rolled back to the checkpoint of step {} ({} steps to redo)", e.count,
+                                   e.values.count("steps_lost") ? e.values.at("steps_lost") : 0.0));
+        break;
+      case event_kind::resumed:
+        progress->note(fmt::format("resuming the run of {} at step {}", e.text, e.count));
         break;
       case event_kind::worker_joined:
         progress->note(fmt::format("worker {} joined (generation {})", e.worker, e.generation));
@@ -240,6 +278,8 @@ struct cluster::impl {
     out.steps = r->steps;
     out.ran_out = r->ran_out;
     out.restarts = restarts;
+    out.ps_restores = ps_restores;
+    out.resumed_at = resumed_at;
     for (auto& v : r->visits) out.visits.push_back(visited_step{v.run, v.pipeline, v.position, v.worker, v.generation});
     finished = std::move(out);
   }
@@ -264,15 +304,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   if (d.spec.checkpoint_every < 0 || d.spec.checkpoint_keep < 1)
     throw std::invalid_argument(fmt::format("cluster: checkpoint_every = {} (>= 0) and checkpoint_keep = {} (>= 1)",
                                             d.spec.checkpoint_every, d.spec.checkpoint_keep));
-  if (!d.spec.checkpoint_dir.empty()) {
-    auto have = model::list_checkpoints(d.spec.checkpoint_fs ? *d.spec.checkpoint_fs : model::posix_file_system(),
-                                        d.spec.checkpoint_dir);
-    if (!have.empty())
-      throw std::invalid_argument(fmt::format(
-        "cluster: checkpoint_dir {} already holds checkpoints (up to step {}); resuming from them is not available "
-        "yet: use an empty directory",
-        d.spec.checkpoint_dir, have.back().step));
-  }
+  if (d.spec.checkpoint_interval.count() < 0)
+    throw std::invalid_argument(fmt::format("cluster: checkpoint_interval = {} ms < 0", d.spec.checkpoint_interval.count()));
   if (d.spec.tasks_in_flight < 0)
     throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
   if (d.spec.consistency != "async")
@@ -295,14 +328,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     d.writer = std::make_unique<metrics_writer>(*d.metrics_out);
   }
   d.seam = std::make_shared<send_seam>(sys, d.spec.faults);
-  for (int p = 0; p < d.spec.num_ps; ++p) {
-    ps_shard_options o;
-    o.index = static_cast<uint32_t>(p);
-    o.detached = !d.spec.simulated;
-    o.apply_log = d.spec.apply_log;
-    d.ps.push_back(spawn_ps_shard(sys, opt, o));
-    d.named(d.ps.back(), actor_role::ps, static_cast<uint32_t>(p));
-  }
+  for (int p = 0; p < d.spec.num_ps; ++p) d.ps.push_back(d.spawn_ps(static_cast<uint32_t>(p)));
   for (int w = 0; w < d.spec.num_workers; ++w) d.workers.push_back(d.spawn_worker_with_id(static_cast<uint32_t>(w)));
   coordinator_options c;
   c.ps = d.ps;
@@ -318,6 +344,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.speculate_after = d.spec.speculate_after;
   c.checkpoint_dir = d.spec.checkpoint_dir;
   c.checkpoint_every = d.spec.checkpoint_every;
+  c.checkpoint_interval = std::chrono::duration_cast<caf::timespan>(d.spec.checkpoint_interval);
   c.checkpoint_keep = static_cast<size_t>(d.spec.checkpoint_keep);
   c.checkpoint_fs = d.spec.checkpoint_fs;  // when every worker is lost, wait this long for one to join
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
@@ -344,7 +371,19 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   if (opts.epochs < 0) throw std::invalid_argument(fmt::format("fit: epochs = {} < 0", opts.epochs));
   if (opts.steps_per_epoch < 0)
     throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
+  auto& fs = d.spec.checkpoint_fs ? *d.spec.checkpoint_fs : model::posix_file_system();
+  if (!opts.resume_from.empty() && !model::latest_checkpoint(fs, opts.resume_from))
+    throw std::invalid_argument(fmt::format("fit: resume_from {}: no committed checkpoint there", opts.resume_from));
+  if (!d.ran_once && !d.spec.checkpoint_dir.empty() && opts.resume_from != d.spec.checkpoint_dir) {
+    auto have = model::list_checkpoints(fs, d.spec.checkpoint_dir);
+    if (!have.empty())
+      throw std::invalid_argument(fmt::format(
+        "fit: checkpoint_dir {} already holds checkpoints (up to step {}) of another run: resume it with "
+        "fit_options::resume_from = \"{}\", or use an empty directory",
+        d.spec.checkpoint_dir, have.back().step, d.spec.checkpoint_dir));
+  }
   run_spec spec;
+  spec.resume_from = opts.resume_from;
   spec.visitation_log = d.spec.visitation_log;
   spec.epochs = opts.epochs;
   spec.steps_per_epoch = opts.steps_per_epoch;
@@ -363,6 +402,9 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   d.progress = std::make_unique<model::progress_printer>(out, opts.verbose, model::progress_printer::stdout_is_terminal(out));
   d.finished.reset();
   d.restarts = 0;
+  d.ps_restores = 0;
+  d.resumed_at = -1;
+  d.ran_once = true;
   d.joins.clear();
   d.failure.clear();
   auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
@@ -624,8 +666,10 @@ std::future<std::string> cluster::ps_report_async() {
         continue;
       }
       auto& s = *all[i];
-      out += fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}, remembered {}\n", s.shard, s.applied,
-                         s.duplicates, s.rejected, s.fenced, s.remembered);
+      // Steps in the shard's state: those of the checkpoint it was restored to, and since.
+      out += fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}, remembered {}{}\n", s.shard,
+                         s.base + s.applied, s.duplicates, s.rejected, s.fenced, s.remembered,
+                         s.base > 0 ? fmt::format(", restored at step {}", s.base) : "");
     }
     promise->set_value(out);
   });
@@ -633,6 +677,8 @@ std::future<std::string> cluster::ps_report_async() {
 }
 
 void cluster_internals::rebuild_dataset_shard(cluster& c, uint32_t pipeline) { c.impl_->rebuild_shard(pipeline); }
+
+void cluster_internals::respawn_ps(cluster& c, uint32_t index) { c.impl_->respawn_ps(index); }
 
 std::future<std::vector<ps_stats>> cluster_internals::shard_stats(cluster& c) {
   auto& d = *c.impl_;

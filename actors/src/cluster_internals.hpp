@@ -15,6 +15,8 @@ struct cluster_internals {
   static std::future<std::vector<ps_stats>> shard_stats(cluster& c);
   /// What the runner does on a dataset_lost event (the simulator drains events itself).
   static void rebuild_dataset_shard(cluster& c, uint32_t pipeline);
+  /// What the runner does on a ps_lost event.
+  static void respawn_ps(cluster& c, uint32_t index);
 };
 
 }  // namespace actortrain

@@ -814,6 +814,7 @@ void dispatch(self_ptr self) {
         return;
       }
       end_epoch(self);
+      if (st.checkpointing) return;  // the run's final checkpoint: finish_run again once written
       continue;  // the next epoch (or evaluation) may dispatch at once
     }
     if (!any) return;

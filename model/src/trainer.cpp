@@ -3,6 +3,8 @@
 #include <actortrain/model/progress.hpp>
 #include <actortrain/model/random.hpp>
 #include <actortrain/model/trainer.hpp>
+#include <actortrain/model/checkpoint/checkpoint.hpp>
+#include <actortrain/model/partitioner.hpp>
 
 #include <iostream>
 #include <stdexcept>
@@ -38,6 +40,64 @@ trainer::trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed)
   params_ = model_.initial_parameters(seed_);
   grads_ = gradient_store{model_.variables()};
   for (auto& v : model_.variables()) slots_.push_back(opt_->make_slots(static_cast<size_t>(v.shape.size())));
+}
+
+void trainer::restore(const checkpoint_data& data) {
+  auto one = place(model_.variables(), nullptr, 1);
+  auto cut = repartition(data, one);  // checks names and shapes before anything changes
+  auto names = opt_->slot_names();
+  std::vector<slot_block> slots;
+  for (size_t v = 0; v < cut.variables.size(); ++v) {
+    const auto& part = cut.variables[v].partitions.front();
+    auto block = opt_->make_slots(static_cast<size_t>(part.values.size()));
+    for (size_t k = 0; k < names.size(); ++k) {
+      auto it = part.slots.find(names[k]);
+      if (it != part.slots.end()) std::copy(it->second.data(), it->second.data() + it->second.size(), block.slots[k].begin());
+    }
+    block.iterations = part.iterations;
+    slots.push_back(std::move(block));
+  }
+  for (size_t v = 0; v < cut.variables.size(); ++v)
+    params_[static_cast<variable_id>(v)] = std::move(cut.variables[v].partitions.front().values);
+  slots_ = std::move(slots);
+  steps_ = data.step;
+}
+
+void trainer::restore(const std::string& dir) {
+  auto& fs = posix_file_system();
+  if (fs.exists(dir + "/manifest.json")) {
+    restore(read_checkpoint(fs, dir));
+    return;
+  }
+  auto latest = latest_checkpoint(fs, dir);
+  if (!latest) throw checkpoint_error(fmt::format("{}: no committed checkpoint (no manifest.json, no ckpt-* with one)", dir));
+  restore(read_checkpoint(fs, latest->path));
+}
+
+checkpoint_data trainer::checkpoint() const {
+  checkpoint_data out;
+  out.step = steps_;
+  out.optimizer = opt_->describe();
+  auto names = opt_->slot_names();
+  const auto& vars = model_.variables();
+  for (size_t v = 0; v < vars.size(); ++v) {
+    variable_data d;
+    d.name = vars[v].name;
+    d.shape = vars[v].shape;
+    partition_data p;
+    p.row_begin = 0;
+    p.row_end = vars[v].shape.rows;
+    p.values = params_[static_cast<variable_id>(v)];
+    for (size_t k = 0; k < names.size(); ++k) {
+      matrix m(p.values.rows(), p.values.cols());
+      std::copy(slots_[v].slots[k].begin(), slots_[v].slots[k].end(), m.data());
+      p.slots[names[k]] = std::move(m);
+    }
+    p.iterations = slots_[v].iterations;
+    d.partitions.push_back(std::move(p));
+    out.variables.push_back(std::move(d));
+  }
+  return out;
 }
 
 void trainer::add_metric(metric_ptr m) {
@@ -91,6 +151,8 @@ int64_t known_steps(const dataset::dataset& d) {
 }  // namespace
 
 history trainer::fit(const dataset::dataset& data, const fit_options& opts) {
+  if (!opts.resume_from.empty())
+    throw std::invalid_argument("fit: resume_from is for cluster::fit; load a checkpoint with trainer::restore");
   if (opts.epochs < 0) throw std::invalid_argument(fmt::format("fit: epochs = {} < 0", opts.epochs));
   if (opts.steps_per_epoch < 0)
     throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));

@@ -263,13 +263,188 @@ BOOST_AUTO_TEST_CASE(coordinated_checkpoints_hold_every_shard_at_one_step_and_ke
     }
     BOOST_TEST(data.extra.at("run").get<int>() == 1);
   }
-  // A directory that already holds checkpoints is refused up front.
+  // The newest checkpoint restores into a local model: same values, same step.
+  {
+    model::trainer t{net, model::make_adam({0.05}), model::mean_squared_error()};
+    t.restore(dir);
+    BOOST_TEST(t.steps() == 32);
+    auto data = model::read_checkpoint(model::posix_file_system(), model::list_checkpoints(model::posix_file_system(), dir)[1].path);
+    for (auto& v : data.variables)
+      BOOST_TEST((t.variable(v.name) - v.partitions[0].values).cwiseAbs().maxCoeff() == 0.0f, v.name);
+  }
+  // A new cluster's first fit refuses a directory that holds checkpoints, unless it
+  // resumes from it.
+  cluster again{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
   try {
-    cluster again{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+    again.schedule(sharded(8), epochs(1));
     BOOST_FAIL("expected an error");
   } catch (const std::invalid_argument& e) {
     BOOST_TEST(std::string(e.what()).find("already holds checkpoints (up to step 32)") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("resume_from") != std::string::npos, e.what());
   }
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/actortrain-ckpt-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_run_cut_short_resumes_step_exact_and_bit_identical_into_other_shard_counts,
+                        cluster_fixture) {
+  auto dir = temp_dir();
+  using model::layers::activation;
+  auto net = model::model::sequential(4, {model::layers::dense(8, activation::tanh), model::layers::dense(1)});
+  auto fn = sharded(16);  // one worker, one pipeline: 16 batches per epoch
+  // The reference: the whole run without interruption, on one ps shard.
+  fit_result full;
+  model::parameter_store reference;
+  {
+    auto sp = spec(1, 1);
+    sp.visitation_log = true;
+    cluster c{sys, sp, net, *model::make_adam({0.01}), model::mean_squared_error()};
+    full = run(c, fn, epochs(3));
+    reference = variables(c);
+  }
+  BOOST_REQUIRE(full.steps == 48);
+  // The same run on two shards, with checkpoints every 10 steps, cut short (the cluster
+  // is destroyed, as a process would die) once a checkpoint past step 20 committed.
+  {
+    auto sp = spec(2, 1);
+    sp.checkpoint_dir = dir;
+    sp.checkpoint_every = 10;
+    sp.checkpoint_keep = 10;
+    sp.visitation_log = true;
+    cluster c{sys, sp, net, *model::make_adam({0.01}), model::mean_squared_error()};
+    c.schedule(fn, epochs(3));
+    auto& fs = model::posix_file_system();
+    for (int i = 0; i < 200000; ++i) {
+      sched.run_once();
+      if (i % 8 != 0) continue;
+      auto l = model::list_checkpoints(fs, dir);
+      if (!l.empty() && l.back().step >= 20) break;
+    }
+  }
+  sched.run();
+  auto committed = model::list_checkpoints(model::posix_file_system(), dir);
+  BOOST_REQUIRE(!committed.empty());
+  BOOST_REQUIRE(committed.back().step >= 20);
+  BOOST_REQUIRE(committed.back().step < 48);  // the run was cut short
+  // A new cluster on three shards resumes it.
+  auto sp = spec(3, 1);
+  sp.checkpoint_dir = dir;
+  sp.checkpoint_every = 10;
+  sp.visitation_log = true;
+  cluster c{sys, sp, net, *model::make_adam({0.01}), model::mean_squared_error()};
+  auto o = epochs(3);
+  o.resume_from = dir;
+  auto r = run(c, fn, o);
+  BOOST_TEST(r.resumed_at == committed.back().step);
+  BOOST_TEST(r.steps == 48);
+  BOOST_REQUIRE(r.visits.size() == full.visits.size());
+  std::set<std::pair<uint32_t, uint64_t>> seen;
+  for (size_t i = 0; i < r.visits.size(); ++i) {
+    BOOST_TEST(seen.emplace(r.visits[i].pipeline, r.visits[i].position).second);
+    BOOST_TEST(r.visits[i].position == full.visits[i].position);  // the same steps, in the same order
+  }
+  BOOST_REQUIRE(r.history["loss"].size() == 3u);
+  for (size_t e = 0; e < 3; ++e) BOOST_TEST(r.history["loss"][e] == full.history["loss"][e], "epoch " << e);
+  auto vars = variables(c);
+  for (size_t v = 0; v < vars.size(); ++v)
+    BOOST_TEST((vars[static_cast<model::variable_id>(v)] - reference[static_cast<model::variable_id>(v)])
+                 .cwiseAbs()
+                 .maxCoeff() == 0.0f,
+               "variable " << v);
+  // Resuming a finished run is refused with the reason (its final checkpoint is past the
+  // last epoch).
+  cluster done{sys, sp, net, *model::make_adam({0.01}), model::mean_squared_error()};
+  auto h = done.schedule(fn, o);
+  for (int i = 0; i < 10000 && !done.done(h); ++i) sched.run();
+  BOOST_CHECK_EXCEPTION(done.join(h), std::runtime_error, [](const std::runtime_error& e) {
+    return std::string(e.what()).find("only 3 epochs") != std::string::npos;
+  });
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lost_ps_shard_is_respawned_and_every_shard_rolls_back_to_the_last_checkpoint,
+                        cluster_fixture) {
+  auto dir = temp_dir();
+  // ps 1 dies when the 40th push reaches it (pushes to ps 0 and ps 1 in flight).
+  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
+    {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 1, "push", 40, 1, {}}});
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = dir;
+  sp.checkpoint_every = 16;
+  sp.visitation_log = true;
+  sp.faults = plan;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto h = c.schedule(sharded(8), epochs(3));
+  drive(c, h, std::chrono::seconds(1));
+  auto r = c.join(h);
+  BOOST_TEST(plan->injected().size() == 1u);
+  BOOST_TEST(r.ps_restores == 1);
+  BOOST_TEST(r.steps == 96);
+  BOOST_REQUIRE(r.visits.size() == 96u);
+  std::set<std::pair<uint32_t, uint64_t>> seen;
+  for (auto& v : r.visits) BOOST_TEST(seen.emplace(v.pipeline, v.position).second);
+  // Both shards' state holds every step once: the respawned one from the checkpoint on.
+  auto text = report(c);
+  BOOST_TEST(text.find("ps 0: applied 96, ") != std::string::npos, text);
+  BOOST_TEST(text.find("ps 1: applied 96, ") != std::string::npos, text);
+  BOOST_TEST(r.history["loss"].back() < r.history["loss"].front());
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lost_ps_shard_without_checkpoints_fails_the_run_with_the_reason, cluster_fixture) {
+  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
+    {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 0, "push", 10, 1, {}}});
+  auto sp = spec(1, 1);
+  sp.faults = plan;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+            model::mean_squared_error()};
+  auto h = c.schedule(sharded(8), epochs(2));
+  drive(c, h, std::chrono::seconds(1));
+  BOOST_CHECK_EXCEPTION(c.join(h), std::runtime_error, [](const std::runtime_error& e) {
+    std::string w = e.what();
+    return w.find("ps shard 0 was lost") != std::string::npos && w.find("set checkpoint_dir") != std::string::npos;
+  });
+  // The respawned shard serves the next fit, initialized afresh.
+  auto r = run(c, sharded(8), epochs(1));
+  BOOST_TEST(r.steps == 32);
+}
+
+BOOST_FIXTURE_TEST_CASE(checkpoints_also_fall_due_by_time_on_the_actor_clock, cluster_fixture) {
+  auto dir = temp_dir();
+  // Every push is held 30 ms of simulated time, so the run takes simulated time.
+  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
+    {delivery::kind::delay, actor_role::worker, -1, actor_role::ps, -1, "push", 1, 1000000, std::chrono::milliseconds(30)}});
+  auto sp = spec(1, 1);
+  sp.checkpoint_dir = dir;
+  sp.checkpoint_interval = std::chrono::milliseconds(200);
+  sp.checkpoint_keep = 100;
+  sp.faults = plan;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+            model::mean_squared_error()};
+  auto started = sched.clock().now();
+  auto h = c.schedule(sharded(8), epochs(2));
+  drive(c, h, std::chrono::milliseconds(10));
+  auto r = c.join(h);
+  BOOST_TEST(r.steps == 64);
+  auto took = std::chrono::duration<double>(sched.clock().now() - started).count();
+  auto list = model::list_checkpoints(model::posix_file_system(), dir);
+  // Step 0, the end, and one per 200 ms in between (give or take the last one).
+  BOOST_REQUIRE(list.size() >= 3u);
+  BOOST_TEST(list.front().step == 0);
+  BOOST_TEST(list.back().step == 64);
+  auto between = static_cast<double>(list.size() - 2);
+  BOOST_TEST(between >= std::floor(took / 0.2) - 1, between << " checkpoints in " << took << " s");
+  BOOST_TEST(between <= std::floor(took / 0.2) + 1, between << " checkpoints in " << took << " s");
   std::filesystem::remove_all(dir);
 }
 

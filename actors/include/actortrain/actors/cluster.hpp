@@ -105,12 +105,20 @@ struct cluster_spec {
   /// then one every checkpoint_every applied steps (0: only the first): when one falls
   /// due, dispatch pauses, the steps in flight are applied, and every shard's state is
   /// written at that step (so it may lie a few steps past the multiple), keeping the
-  /// newest checkpoint_keep. Each is a directory of .npy files (values and optimizer
-  /// slots per partition, with row ranges) and a manifest written last; see
-  /// actortrain/model/checkpoint/checkpoint.hpp. The directory must not hold
-  /// checkpoints yet (resuming from them is not available yet).
+  /// newest checkpoint_keep; and one when a run ends. Each is a directory of .npy files
+  /// (values and optimizer slots per partition, with row ranges) and a manifest written
+  /// last, holding the run's state (see actortrain/model/checkpoint/checkpoint.hpp).
+  /// A cluster's first fit refuses a directory that holds checkpoints already unless
+  /// it resumes from it (fit_options::resume_from).
+  ///
+  /// Recovery: a ps shard actor that dies is respawned, and every shard rolls back to
+  /// the newest committed checkpoint (the steps after it run again; ps_lost and
+  /// ps_restored events). Without checkpoint_dir the run fails instead.
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  /// Also a checkpoint this often (at the next applied step), measured on the actor
+  /// clock; 0: off.
+  std::chrono::milliseconds checkpoint_interval{0};
   int checkpoint_keep = 3;
   /// Where checkpoints are written (tests: model::fault_file_system); null: the real one.
   /// A checkpoint that cannot be written ends the run with checkpoint_failed; the ones
@@ -144,6 +152,10 @@ struct fit_result {
   std::vector<visited_step> visits;
   /// Workers replaced during the run (cluster_spec::restart_lost_workers).
   int restarts = 0;
+  /// Roll-backs after a lost ps shard, and the checkpoint step a resumed run began at
+  /// (-1: not resumed).
+  int ps_restores = 0;
+  int64_t resumed_at = -1;
 };
 
 class cluster {
@@ -165,7 +177,10 @@ class cluster {
   };
 
   /// Schedules training on the pipelines `fn` builds (one per dataset shard, with a real
-  /// input_context) and returns at once. Never auto-shards on top of the user's shard()
+  /// input_context) and returns at once. With opts.resume_from it continues the run of
+  /// the newest committed checkpoint there (into any number of ps shards; the same
+  /// number of dataset shards, epochs >= the checkpoint's epoch, same steps_per_epoch)
+  /// under a new coordinator epoch; fit_result and the history cover the whole run. Never auto-shards on top of the user's shard()
   /// calls. Validation data in opts.validation is split over the shards by data. One run
   /// at a time: std::logic_error while another is scheduled and not joined.
   run_handle schedule(dataset::dataset_fn fn, const model::fit_options& opts = {});
@@ -219,7 +234,9 @@ class cluster {
   std::shared_ptr<event_queue> events() const;
   /// Per-shard counters as text ("ps 0: applied 54, duplicates 0, rejected 0, fenced 0,
   /// remembered 3": step ids kept for de-duplication, bounded by the watermark),
-  /// one line per shard; the future form for the test coordinator.
+  /// one line per shard; "applied" counts the steps in the shard's state, and a shard
+  /// rolled back to a checkpoint adds ", restored at step N". The future form is for
+  /// the test coordinator.
   std::future<std::string> ps_report_async();
   std::string ps_report();
 

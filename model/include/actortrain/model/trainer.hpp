@@ -24,6 +24,8 @@
 
 namespace actortrain::model {
 
+struct checkpoint_data;
+
 /// Per-epoch values, as Keras's History: history["loss"][epoch].
 class history {
  public:
@@ -58,6 +60,10 @@ struct fit_options {
   bool shuffle = true;
   /// Seeds dropout masks and fit(x, y)'s shuffle; 0 uses the trainer's seed.
   uint64_t seed = 0;
+  /// cluster::fit only: continue the run saved in the newest committed checkpoint under
+  /// this directory (same dataset_fn, epochs and steps_per_epoch), step-exact. The local
+  /// trainer refuses it: load the state with trainer::restore and call fit.
+  std::string resume_from;
 };
 
 /// The outputs of `ex` on every element of `data`, in order (rows = examples), computed
@@ -103,6 +109,19 @@ class trainer {
 
   /// One training step on a batch: forward, loss, backward, apply. Returns the loss.
   double train_step(const dataset::element& batch);
+
+  /// Takes parameters and optimizer state (slots, apply counts) from a checkpoint, as a
+  /// cluster writes it (any number of ps shards, any partitioner: the partitions are
+  /// assembled) or as checkpoint() returns it. Variables are matched by name and must
+  /// agree in shape; a missing or misshapen one throws checkpoint_error naming it and
+  /// changes nothing. Slots the optimizer does not have are ignored (an Adam checkpoint
+  /// fine-tuned with SGD); slots the checkpoint lacks start fresh.
+  void restore(const checkpoint_data& data);
+  /// restore() from a checkpoint directory (ckpt-<step>, with manifest.json) or from the
+  /// newest committed checkpoint under a root of them; checkpoint_error if there is none.
+  void restore(const std::string& dir);
+  /// The trainer's state as a checkpoint of one partition per variable at step steps().
+  checkpoint_data checkpoint() const;
 
  private:
   void check_element(const dataset::element& e) const;
