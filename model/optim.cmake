@@ -13,6 +13,7 @@ list(APPEND MODEL_SOURCES
   src/partitioner.cpp
   src/checkpoint/file_system.cpp
   src/checkpoint/fault_file_system.cpp
+  src/checkpoint/memory_file_system.cpp
   src/checkpoint/npy.cpp
   src/checkpoint/checkpoint.cpp
 )

@@ -96,7 +96,7 @@ std::vector<std::string> fault_plan::injected() const {
 }
 
 std::shared_ptr<fault_plan> fault_plan::random(uint64_t seed, int num_workers, int num_ps, int64_t steps,
-                                               int faults) {
+                                               int faults, bool ps_crashes) {
   model::rng g{seed, /*stream=*/0xfa17};
   auto pick = [&g](uint64_t n) { return g.below(n); };
   const uint64_t per_worker = std::max<uint64_t>(1, static_cast<uint64_t>(steps) / std::max(1, num_workers));
@@ -105,7 +105,7 @@ std::shared_ptr<fault_plan> fault_plan::random(uint64_t seed, int num_workers, i
     fault_rule r;
     auto w = static_cast<int32_t>(pick(static_cast<uint64_t>(num_workers)));
     auto occurrence = 1 + pick(per_worker);
-    switch (pick(10)) {
+    switch (pick(ps_crashes ? 11 : 10)) {
       case 0:  // crash before pull
         r = {delivery::kind::crash, actor_role::worker, w, actor_role::ps, -1, "pull", occurrence, 1, {}};
         break;
@@ -145,8 +145,13 @@ std::shared_ptr<fault_plan> fault_plan::random(uint64_t seed, int num_workers, i
              1 + pick(2 * per_worker), 1, {}};
         break;
       }
-      default:  // a partitioned worker that comes back
+      case 9:  // a partitioned worker that comes back
         r = {delivery::kind::drop, actor_role::worker, w, actor_role::any, -1, "", occurrence, 2 + pick(6), {}};
+        break;
+      default:  // a ps shard dies as a push reaches it (others, to it and to the rest, in flight)
+        r = {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps,
+             static_cast<int32_t>(pick(static_cast<uint64_t>(num_ps))), "push", 1 + pick(static_cast<uint64_t>(steps)),
+             1, {}};
         break;
     }
     rules.push_back(r);

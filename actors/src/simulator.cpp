@@ -7,6 +7,7 @@
 #include <actortrain/actors/simulator.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
+#include <actortrain/model/checkpoint/memory_file_system.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -63,7 +64,8 @@ sim_result simulate(uint64_t seed, const sim_shape& shape) {
     steps_per_epoch += (rows + shape.batch - 1) / shape.batch;
   }
   return simulate(seed, shape,
-                  fault_plan::random(seed, shape.num_workers, shape.num_ps, steps_per_epoch * shape.epochs, shape.faults));
+                  fault_plan::random(seed, shape.num_workers, shape.num_ps, steps_per_epoch * shape.epochs, shape.faults,
+                                     /*ps_crashes=*/shape.checkpoint_every > 0));
 }
 
 sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault_plan> plan) {
@@ -106,6 +108,11 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   spec.request_timeout = std::chrono::seconds(5);
   spec.faults = plan;
   spec.apply_log = true;
+  if (shape.checkpoint_every > 0) {
+    spec.checkpoint_dir = "/sim";
+    spec.checkpoint_every = shape.checkpoint_every;
+    spec.checkpoint_fs = std::make_shared<model::memory_file_system>();
+  }
   using model::layers::activation;
   auto net = model::model::sequential(4, {model::layers::dense(4, activation::tanh), model::layers::dense(1)});
   auto owned = std::make_unique<cluster>(sys, spec, net, *model::make_sgd({0.05}), model::mean_squared_error());
@@ -130,9 +137,12 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   }, opts);
 
   trace_hasher trace;
-  std::map<std::pair<int64_t, uint32_t>, int64_t> per_epoch_pipeline;
-  std::set<std::pair<uint32_t, uint64_t>> positions;
-  int64_t step_events = 0;
+  struct applied_step {
+    int64_t epoch;
+    uint32_t pipeline;
+    uint64_t position;
+  };
+  std::vector<applied_step> applied;  // in order; a roll-back forgets the tail
   std::vector<std::future<uint64_t>> joins;
   bool hung = false;
   for (int guard = 0;; ++guard) {
@@ -141,10 +151,7 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
     while (auto e = c.events()->pop()) {
       switch (e->kind) {
         case event_kind::step_done:
-          ++step_events;
-          ++per_epoch_pipeline[{e->epoch, e->pipeline}];
-          if (!positions.emplace(e->pipeline, e->position).second)
-            res.violations.push_back(fmt::format("pipeline {} position {} applied twice", e->pipeline, e->position));
+          applied.push_back(applied_step{e->epoch, e->pipeline, e->position});
           trace.add(e->pipeline);
           trace.add(e->position);
           trace.add(e->worker);
@@ -165,6 +172,20 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
           trace.add(e->pipeline);
           ++res.rebuilt;
           cluster_internals::rebuild_dataset_shard(c, e->pipeline);
+          break;
+        case event_kind::ps_lost:
+          trace.add(uint8_t{4});
+          trace.add(e->count);
+          cluster_internals::respawn_ps(c, static_cast<uint32_t>(e->count));
+          break;
+        case event_kind::ps_restored:
+          trace.add(uint8_t{5});
+          trace.add(e->count);
+          ++res.ps_restores;
+          if (e->count < 0 || static_cast<size_t>(e->count) > applied.size())
+            res.violations.push_back(fmt::format("restored to step {} after only {} applied", e->count, applied.size()));
+          else
+            applied.resize(static_cast<size_t>(e->count));
           break;
         case event_kind::worker_joined:
           trace.add(uint8_t{2});
@@ -209,8 +230,15 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   }
   if (res.steps != res.expected_steps)
     res.violations.push_back(fmt::format("{} steps, expected {}", res.steps, res.expected_steps));
-  if (step_events != res.expected_steps)
-    res.violations.push_back(fmt::format("{} applied steps reported, expected {}", step_events, res.expected_steps));
+  std::map<std::pair<int64_t, uint32_t>, int64_t> per_epoch_pipeline;
+  std::set<std::pair<uint32_t, uint64_t>> positions;
+  for (auto& a : applied) {
+    ++per_epoch_pipeline[{a.epoch, a.pipeline}];
+    if (!positions.emplace(a.pipeline, a.position).second)
+      res.violations.push_back(fmt::format("pipeline {} position {} applied twice", a.pipeline, a.position));
+  }
+  if (static_cast<int64_t>(applied.size()) != res.expected_steps)
+    res.violations.push_back(fmt::format("{} applied steps reported, expected {}", applied.size(), res.expected_steps));
   for (int e = 0; e < shape.epochs; ++e)
     for (int p = 0; p < shape.num_pipelines; ++p) {
       auto n = per_epoch_pipeline[{e, static_cast<uint32_t>(p)}];
@@ -226,9 +254,9 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   // after a partial push): allowed in async mode, counted.
   std::map<step_id, std::set<std::tuple<uint32_t, uint64_t, uint64_t>>> computations;
   for (auto& s : stats) {
-    if (static_cast<int64_t>(s.applied) != res.expected_steps)
-      res.violations.push_back(fmt::format("ps {} applied {} steps, expected {} (each once)", s.shard, s.applied,
-                                           res.expected_steps));
+    if (static_cast<int64_t>(s.base + s.applied) != res.expected_steps)
+      res.violations.push_back(fmt::format("ps {} holds {} steps ({} restored, {} applied since), expected {} (each once)",
+                                           s.shard, s.base + s.applied, s.base, s.applied, res.expected_steps));
     std::set<step_id> once;
     for (auto& a : s.apply_log) {
       if (!once.insert(a.step).second)

@@ -164,6 +164,36 @@ BOOST_AUTO_TEST_CASE(crashes_with_pull_ahead_and_several_steps_per_task) {
   BOOST_TEST(r.simulated_seconds < 5.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_ps_shard_dying_with_pushes_in_flight_rolls_every_shard_back) {
+  // ps 1 dies as the 20th push reaches it: the other workers' pushes to it bounce, their
+  // pushes to ps 0 are applied and then rolled back with it to the checkpoint of step 10
+  // or 20; every step after it runs again under a new recovery epoch.
+  auto r = run_plan({rule(delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 1, "push", 20)});
+  check(r, 1);
+  BOOST_TEST(r.ps_restores == 1);
+  BOOST_TEST(r.simulated_seconds < 5.0);  // on the shard's loss, not a request timeout
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_shard_lost_during_a_checkpoint_and_again_after_the_restore) {
+  // With a checkpoint every step, ps 0 is likely lost while snapshots are out; it dies
+  // again soon after the first restore.
+  sim_shape s;
+  s.checkpoint_every = 1;
+  auto r = run_plan({rule(delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 0, "push", 7),
+                     rule(delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 0, "push", 12)},
+                    s);
+  check(r, 2);
+  BOOST_TEST(r.ps_restores == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_shard_lost_without_checkpoints_ends_the_run_with_the_reason) {
+  sim_shape s;
+  s.checkpoint_every = 0;
+  auto r = run_plan({rule(delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 0, "push", 7)}, s);
+  BOOST_TEST(!r.completed);
+  BOOST_TEST(r.error.find("no committed checkpoint to roll back to") != std::string::npos, r.error);
+}
+
 BOOST_AUTO_TEST_CASE(two_hundred_random_plans_keep_every_invariant) {
   int failures = 0;
   size_t injected = 0;

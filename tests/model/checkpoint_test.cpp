@@ -3,6 +3,7 @@
 // a checkpoint taken with 3 partitions into 2 partitions or a whole matrix.
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/checkpoint/fault_file_system.hpp>
+#include <actortrain/model/checkpoint/memory_file_system.hpp>
 #include <actortrain/model/checkpoint/npy.hpp>
 
 #include "optim/temp_dir.hpp"
@@ -265,6 +266,35 @@ BOOST_AUTO_TEST_CASE(prune_keeps_the_newest_and_removes_old_leftovers) {
   BOOST_TEST(prune_checkpoints(fs, root.path(), 2).empty());
   BOOST_CHECK_THROW(prune_checkpoints(fs, root.path(), 0), std::invalid_argument);
   check_same(read_checkpoint(fs, root / "ckpt-000000000040"), make_checkpoint(40));
+}
+
+BOOST_AUTO_TEST_CASE(the_memory_file_system_keeps_checkpoints_as_the_disk_does) {
+  memory_file_system fs;
+  for (int64_t step : {0, 10, 20}) write_checkpoint(fs, "/ck", make_checkpoint(step));
+  BOOST_TEST(fs.create_dirs("/ck/ckpt-000000000015").ok());  // a failed write
+  BOOST_TEST(steps(list_checkpoints(fs, "/ck")) == (std::vector<int64_t>{0, 10, 20}));
+  check_same(read_checkpoint(fs, "/ck/ckpt-000000000020"), make_checkpoint(20));
+  prune_checkpoints(fs, "/ck", 1);
+  BOOST_TEST(steps(list_checkpoints(fs, "/ck")) == std::vector<int64_t>{20});
+  BOOST_TEST(!fs.exists("/ck/ckpt-000000000015"));
+  std::vector<std::string> names;
+  BOOST_TEST(fs.list_dir("/ck", names).ok());
+  BOOST_TEST(names == std::vector<std::string>{"ckpt-000000000020"});
+  // Errors name the operation and the path, as the real one's do.
+  BOOST_TEST(contains(fs.write_file("/absent/x", "1").message(), "'/absent/x'"));
+  BOOST_TEST(fs.create_dir("/ck").is_not_found() == false);
+  BOOST_TEST(!fs.create_dir("/ck").ok());
+  std::string out;
+  BOOST_TEST(fs.read_file("/ck/nothing", out).is_not_found());
+  // A directory renamed moves what it holds.
+  BOOST_TEST(fs.rename("/ck/ckpt-000000000020", "/ck/moved").ok());
+  BOOST_TEST(fs.exists("/ck/moved/manifest.json"));
+  BOOST_TEST(!fs.exists("/ck/ckpt-000000000020/manifest.json"));
+  // Under a fault wrapper it fills up like a disk.
+  fault_file_system full(fs);
+  full.set_write_budget(100);
+  BOOST_CHECK_THROW(write_checkpoint(full, "/ck", make_checkpoint(30)), checkpoint_error);
+  BOOST_TEST(!fs.exists("/ck/ckpt-000000000030"));
 }
 
 BOOST_AUTO_TEST_CASE(read_reports_missing_files_bad_shapes_overlaps_and_gaps) {

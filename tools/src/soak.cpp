@@ -1,6 +1,6 @@
 // actortrain soak: the fault simulator over many seeds. Each seed draws a fault plan
 // (worker crashes at every phase, lost, duplicated and delayed messages, slow and
-// partitioned workers), trains a small cluster on CAF's test coordinator, and checks
+// partitioned workers, dataset and ps shards that die), trains a small cluster on CAF's test coordinator, and checks
 // exactly-once application and visitation and the exact step count. Prints every failing
 // seed with the command that reproduces it, and a summary line; exits 1 on a violation.
 
@@ -19,6 +19,7 @@ namespace actortrain::tools {
 int soak(int argc, char** argv, int first) {
   uint64_t seeds = 200, first_seed = 1;
   int faults = 4, workers = 3, ps = 2, pipelines = 3, epochs = 2, spe = 1;
+  int64_t checkpoint_every = 10;
   bool pull_ahead = false, hashes = false, verbose = false;
   double speculate = 0;
   flags f{"actortrain soak",
@@ -37,12 +38,15 @@ int soak(int argc, char** argv, int first) {
     .add("steps-per-execution", spe, "steps per task")
     .add("pull-ahead", pull_ahead, "workers pull the next step's parameters ahead")
     .add("speculate", speculate, "re-run a step elsewhere after this many times the median (0: off)")
+    .add("checkpoint-every", checkpoint_every,
+         "checkpoint every this many steps (a lost ps shard rolls back to the newest); 0: none, and no ps crashes")
     .add("hashes", hashes, "print each seed's trace hash (determinism across processes)")
     .add("verbose", verbose, "print every seed's plan and injected faults");
   if (!f.parse(argc, argv, first)) return 0;
   if (seeds < 1) throw usage_error("--seeds must be >= 1");
   if (faults < 0 || workers < 1 || pipelines < 1 || epochs < 1 || spe < 1)
     throw usage_error("--faults must be >= 0; --workers, --pipelines, --epochs, --steps-per-execution >= 1");
+  if (checkpoint_every < 0) throw usage_error("--checkpoint-every must be >= 0");
   if (ps < 1 || ps > 4) throw usage_error("--ps must be 1 to 4 (the simulated model has 4 variables)");
   sim_shape shape;
   shape.faults = faults;
@@ -53,17 +57,21 @@ int soak(int argc, char** argv, int first) {
   shape.steps_per_execution = spe;
   shape.pull_ahead = pull_ahead;
   shape.speculate_after = speculate;
+  shape.checkpoint_every = checkpoint_every;
   if (!(speculate == 0 || speculate >= 1)) throw usage_error("--speculate must be 0 (off) or >= 1");
   auto shape_flags = fmt::format("--faults {} --workers {} --ps {} --pipelines {} --epochs {} --steps-per-execution {}{}"
-                                 " --speculate {}",
-                                 faults, workers, ps, pipelines, epochs, spe, pull_ahead ? " --pull-ahead" : "", speculate);
-  uint64_t failed = 0, violations = 0, injected = 0, restarts = 0, poisoned = 0, torn = 0, steps = 0, rebuilt = 0;
+                                 " --speculate {} --checkpoint-every {}",
+                                 faults, workers, ps, pipelines, epochs, spe, pull_ahead ? " --pull-ahead" : "", speculate,
+                                 checkpoint_every);
+  uint64_t failed = 0, violations = 0, injected = 0, restarts = 0, poisoned = 0, torn = 0, steps = 0, rebuilt = 0,
+           restores = 0;
   for (uint64_t s = first_seed; s < first_seed + seeds; ++s) {
     auto r = simulate(s, shape);
     injected += r.injected.size();
     restarts += static_cast<uint64_t>(r.restarts);
     torn += static_cast<uint64_t>(r.torn);
     rebuilt += static_cast<uint64_t>(r.rebuilt);
+    restores += static_cast<uint64_t>(r.ps_restores);
     steps += static_cast<uint64_t>(r.steps);
     if (!r.completed && r.ok()) ++poisoned;
     if (hashes) fmt::print("seed {} trace {:016x}\n", s, r.trace_hash);
@@ -83,8 +91,8 @@ int soak(int argc, char** argv, int first) {
   }
   fmt::print("torn re-runs: {} of {} applied steps combined slices of two computations\n", torn, steps);
   fmt::print("soak: {} seeds, {} faults injected, {} workers restarted, {} dataset shards rebuilt, "
-             "{} poison-step endings, {} violations in {} seeds\n",
-             seeds, injected, restarts, rebuilt, poisoned, violations, failed);
+             "{} ps roll-backs, {} poison-step endings, {} violations in {} seeds\n",
+             seeds, injected, restarts, rebuilt, restores, poisoned, violations, failed);
   return failed == 0 ? 0 : 1;
 }
 

@@ -12,7 +12,8 @@
 //   after pushing, before reporting {worker w -> ps last, push, crash_after}
 // A partitioned worker that comes back: {worker w, any kind, count = m, drop}. A slow
 // worker: {worker w, push, count = m, delay}. A dataset shard that dies:
-// {worker, -> dataset p, batch, kill_receiver}.
+// {worker, -> dataset p, batch, kill_receiver}. A ps shard that dies with pushes in
+// flight: {worker, -> ps p, push, kill_receiver}.
 //
 // Thread-safe (one mutex); deterministic for a deterministic message order, as on CAF's
 // test coordinator. Matching uses the roles the cluster reports through on_spawn.
@@ -50,9 +51,12 @@ class fault_plan : public fault_policy {
 
   /// `faults` rules drawn from `seed` for a cluster of `num_workers` workers and
   /// `num_ps` shards running about `steps` steps: worker crashes at every phase, lost,
-  /// duplicated and delayed messages, a slow worker, a partitioned worker. Crashes hit at
-  /// most num_workers - 1 distinct workers, unless the caller restarts lost workers.
-  static std::shared_ptr<fault_plan> random(uint64_t seed, int num_workers, int num_ps, int64_t steps, int faults);
+  /// duplicated and delayed messages, a slow worker, a partitioned worker, a dataset
+  /// shard that dies, and (with `ps_crashes`; the cluster needs checkpoints to survive
+  /// it) a ps shard that dies with pushes in flight. Crashes hit at most num_workers - 1
+  /// distinct workers, unless the caller restarts lost workers.
+  static std::shared_ptr<fault_plan> random(uint64_t seed, int num_workers, int num_ps, int64_t steps, int faults,
+                                            bool ps_crashes = true);
 
   delivery decide(const message_info& m) override;
   void on_spawn(const caf::actor_addr& a, actor_role role, uint32_t index) override;

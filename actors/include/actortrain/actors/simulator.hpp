@@ -4,15 +4,18 @@
 //   - completion with the exact step count;
 //   - exactly-once visitation: every batch of every pipeline and epoch is in exactly one
 //     applied step, and no (pipeline, position) twice;
-//   - exactly-once application: every shard applied each step once (the model touches
-//     every shard in every step), so applied == steps on each, and no step id twice in
-//     its apply log; steps whose shards applied different computations count as torn;
+//   - exactly-once application: every shard's state holds each step once (the model
+//     touches every shard in every step), so steps restored + applied since == steps on
+//     each, and no step id twice in its apply log (kept since its last restore); steps
+//     whose shards applied different computations count as torn;
 //   - determinism: a trace hash over the applied steps (pipeline, position, worker,
 //     generation, loss bits), the membership events and the final parameters' bits; the
 //     same seed, plan and shape give the same hash, in this process or another.
 // Time advances only to the next pending timer, so a delayed message arrives when it is
 // due and timeouts fire only when nothing else can happen. Lost workers are restarted
-// (a new generation) and lost dataset shards rebuilt when the simulator sees them go.
+// (a new generation), lost dataset shards rebuilt and lost ps shards respawned when the
+// simulator sees them go; after a roll-back to a checkpoint, the steps applied after it
+// are forgotten (they must be applied again).
 // This header does not include CAF.
 
 #include <cstdint>
@@ -37,6 +40,9 @@ struct sim_shape {
   double speculate_after = 0;  ///< cluster_spec::speculate_after
   /// Faults in a random plan (simulate(seed, shape)).
   int faults = 4;
+  /// Coordinated checkpoints every this many steps, into an in-memory file system (a
+  /// lost ps shard rolls back to the newest); 0: none, and random plans crash no ps shard.
+  int64_t checkpoint_every = 10;
 };
 
 struct sim_result {
@@ -51,6 +57,7 @@ struct sim_result {
   std::vector<std::string> violations; ///< empty: every check passed
   int restarts = 0;                    ///< lost workers restarted
   int rebuilt = 0;                     ///< lost dataset shards rebuilt
+  int ps_restores = 0;                 ///< roll-backs after a lost ps shard
   /// Steps whose shards applied slices of different computations (an async re-run after
   /// a partial push combined parameters of two versions).
   int64_t torn = 0;

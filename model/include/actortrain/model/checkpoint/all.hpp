@@ -6,4 +6,5 @@
 #include <actortrain/model/checkpoint/checkpoint_error.hpp>
 #include <actortrain/model/checkpoint/fault_file_system.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
+#include <actortrain/model/checkpoint/memory_file_system.hpp>
 #include <actortrain/model/checkpoint/npy.hpp>
