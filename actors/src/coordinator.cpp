@@ -402,7 +402,7 @@ void on_task_error(self_ptr self, uint32_t wid, uint64_t id, caf::error& err) {
   if (!found) return;
   auto pt = std::move(*found);
   if (pt.speculated && has_twin(st, pt.id)) return;  // the other copy may still answer
-  if (code_of(err) == error_code::source_lost && !pt.eval) {
+  if ((code_of(err) == error_code::source_lost || code_of(err) == error_code::shard_lost) && !pt.eval) {
     st.requeued.push_back(std::move(pt.task));  // not the step's fault: no failure counted
     dispatch(self);
     return;

@@ -20,6 +20,7 @@ std::string to_string(error_code x) {
     case error_code::stopped: return "stopped";
     case error_code::source_lost: return "source_lost";
     case error_code::checkpoint_failed: return "checkpoint_failed";
+    case error_code::shard_lost: return "shard_lost";
   }
   return "unknown";
 }

@@ -136,6 +136,14 @@ caf::error batch_error(const worker_state& st, caf::error e) {
                     fmt::format("worker {}, step {}: its dataset shard is gone", st.opts.id, to_string(st.current.step)));
 }
 
+// A request to ps shard `p` bounced off a dead actor: say so (shard_lost), so that the
+// coordinator does not read the bounce as the loss of this worker.
+caf::error shard_error(const worker_state& st, int p, caf::error e) {
+  if (e != caf::sec::request_receiver_down) return e;
+  return make_error(error_code::shard_lost,
+                    fmt::format("worker {}, step {}: ps shard {} is gone", st.opts.id, to_string(st.current.step), p));
+}
+
 // Task `id` failed: answer it with the error; stop computing it if it is the current one.
 void fail_record(self_ptr self, uint64_t id, caf::error err) {
   auto& st = self->state;
@@ -256,7 +264,7 @@ void push(self_ptr self) {
           }
           maybe_answer(self, id);
         },
-        [self, id](caf::error& e) { fail_record(self, id, std::move(e)); });
+        [self, id, p](caf::error& e) { fail_record(self, id, shard_error(self->state, p, std::move(e))); });
   }
   if (st.opts.overlap_push) run_next(self);
 }
@@ -369,13 +377,13 @@ void send_round(self_ptr self, const fence& f) {
           }
           if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
         },
-        [self, id = rd.id](caf::error& e) {
+        [self, id = rd.id, p](caf::error& e) {
           auto& st = self->state;
           auto& rd = st.round;
           if (!rd.active || rd.id != id) return;
           bool awaited = rd.awaited && rd.seq == st.seq;
           rd = worker_state::pull_round{};  // a failed round ahead is sent again when its step starts
-          if (awaited) fail(self, std::move(e));
+          if (awaited) fail(self, shard_error(st, p, std::move(e)));
         });
   }
 }

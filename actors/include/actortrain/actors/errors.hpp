@@ -27,6 +27,7 @@ enum class error_code : uint8_t {
   stopped,           ///< the cluster was stopped while the request was pending
   source_lost,       ///< the dataset shard serving a step is gone (it is rebuilt; the step re-runs)
   checkpoint_failed, ///< a coordinated checkpoint could not be written (the run ends)
+  shard_lost,        ///< a ps shard serving a step is gone (it is respawned; the step re-runs after the roll-back)
 };
 
 std::string to_string(error_code x);
