@@ -6,8 +6,12 @@
 //
 //   build/examples/fashion_mnist                       # tools/quickstart runs this
 //   build/examples/fashion_mnist --ps=1 --workers=1 --epochs=3 --metrics=run.jsonl
+//   build/examples/fashion_mnist --checkpoint-dir=ck --checkpoint-every=500 \
+//       --kill-worker-at=300 --kill-ps-at=1500      # faults, survived; then, after ^C:
+//   build/examples/fashion_mnist --checkpoint-dir=ck --checkpoint-every=500 --resume
 
 #include <actortrain/actors/all.hpp>
+#include <actortrain/actors/fault_plan.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 
@@ -25,7 +29,8 @@ using md::layers::activation;
 int main(int argc, char** argv) {
   return actortrain::tools::run_main("fashion_mnist", [&] {
     int ps = 2, workers = 2, epochs = 10, verbose = 1, threads = 2, spe = 1;
-    bool pull_ahead = false;
+    bool pull_ahead = false, resume = false;
+    int64_t kill_worker_at = 0, kill_ps_at = 0;
     int64_t batch = 128;
     double lr = 1e-3;
     uint64_t seed = 1;
@@ -44,7 +49,12 @@ int main(int argc, char** argv) {
       .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
       .add("partitioner", partitioner, "split variables over the ps shards: fixed_shards(n), min_size(bytes, n), max_size(bytes)")
       .add("checkpoint-dir", checkpoint_dir, "write coordinated checkpoints here (an empty or new directory)")
-      .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the step-0 one)")
+      .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the step-0 one and the last)")
+      .add("resume", resume, "continue the run checkpointed in --checkpoint-dir (same flags otherwise)")
+      .add("kill-worker-at", kill_worker_at, "kill worker 0 at its Nth pull; it is replaced (0: never)")
+      .add("kill-ps-at", kill_ps_at,
+           "kill ps shard 0 when its Nth push arrives; it is respawned and every shard rolls back to the last "
+           "checkpoint (needs --checkpoint-dir; 0: never)")
       .add("threads", threads, "CAF scheduler threads")
       .add("metrics", metrics, "write JSON-lines metrics to this file")
       .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
@@ -56,6 +66,9 @@ int main(int argc, char** argv) {
       throw usage_error("--epochs, --batch, --steps-per-execution and --threads must be >= 1");
     if (!(lr > 0)) throw usage_error("--lr must be > 0");
     if (checkpoint_every < 0) throw usage_error("--checkpoint-every must be >= 0");
+    if (kill_worker_at < 0 || kill_ps_at < 0) throw usage_error("--kill-worker-at and --kill-ps-at must be >= 0");
+    if ((kill_ps_at > 0 || resume) && checkpoint_dir.empty())
+      throw usage_error("--kill-ps-at and --resume need --checkpoint-dir");
 
     auto train = ds::fashion_mnist(ds::split::train, data_dir);
     auto test = ds::fashion_mnist(ds::split::test, data_dir);
@@ -75,6 +88,19 @@ int main(int argc, char** argv) {
     spec.checkpoint_dir = checkpoint_dir;
     spec.checkpoint_every = checkpoint_every;
     spec.metrics_file = metrics;
+    std::vector<actortrain::fault_rule> faults;
+    using actortrain::actor_role;
+    using actortrain::delivery;
+    if (kill_worker_at > 0)
+      faults.push_back({delivery::kind::crash, actor_role::worker, 0, actor_role::ps, -1, "pull",
+                        static_cast<uint64_t>(kill_worker_at), 1, {}});
+    if (kill_ps_at > 0)
+      faults.push_back({delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 0, "push",
+                        static_cast<uint64_t>(kill_ps_at), 1, {}});
+    if (!faults.empty()) {
+      spec.faults = std::make_shared<actortrain::fault_plan>(std::move(faults));
+      spec.restart_lost_workers = true;
+    }
     auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
                                            md::layers::dense(128, activation::relu), md::layers::dense(10)});
     std::vector<md::metric_ptr> ms;
@@ -91,6 +117,7 @@ int main(int argc, char** argv) {
     opts.epochs = epochs;
     opts.verbose = verbose;
     opts.validation = test.batch(1000);
+    if (resume) opts.resume_from = checkpoint_dir;
     auto h = c.fit(dataset_fn, opts);
     fmt::print("test accuracy: {:.4f} (loss {:.4f}) after {} epochs on {} ps shard(s) and {} worker(s)\n",
                h.last("val_accuracy"), h.last("val_loss"), epochs, ps, workers);

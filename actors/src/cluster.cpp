@@ -77,6 +77,9 @@ struct cluster::impl {
   std::vector<worker_actor> workers;
   std::vector<worker_actor> replaced;  // predecessors of restarted workers (stopped with the rest)
   coordinator_actor coordinator;
+  coordinator_options coordinator_opts;     // what it was spawned with (a successor takes them)
+  std::vector<coordinator_actor> deposed;   // predecessors (stopped with the rest)
+  run_spec last_spec;                       // the run in progress, as sent
   std::unique_ptr<std::ofstream> metrics_out;
   std::unique_ptr<metrics_writer> writer;
 
@@ -351,6 +354,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   // answers a task) one step later: one more task keeps its queue from running dry.
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;
   c.detached = !d.spec.simulated;
+  d.coordinator_opts = c;
   d.coordinator = spawn_coordinator(sys, std::move(c));
   d.named(d.coordinator, actor_role::coordinator, 0);
 }
@@ -359,6 +363,7 @@ cluster::~cluster() {
   auto& d = *impl_;
   d.stop(d.run_shards);
   caf::anon_send_exit(d.coordinator, caf::exit_reason::user_shutdown);
+  for (auto& old : d.deposed) caf::anon_send_exit(old, caf::exit_reason::user_shutdown);
   for (auto& w : d.workers) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   for (auto& w : d.replaced) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   for (auto& p : d.ps) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
@@ -410,6 +415,7 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
   d.result = promise->get_future();
   d.active = d.next_run++;
+  d.last_spec = spec;
   d.sys.spawn(ask_coordinator<run_summary, run_spec>, d.coordinator, d.call_timeout(), std::move(spec), promise);
   return run_handle{d.active};
 }
@@ -679,6 +685,25 @@ std::future<std::string> cluster::ps_report_async() {
 void cluster_internals::rebuild_dataset_shard(cluster& c, uint32_t pipeline) { c.impl_->rebuild_shard(pipeline); }
 
 void cluster_internals::respawn_ps(cluster& c, uint32_t index) { c.impl_->respawn_ps(index); }
+
+std::future<caf::expected<run_summary>> cluster_internals::take_over(cluster& c) {
+  auto& d = *c.impl_;
+  if (!d.active || d.spec.checkpoint_dir.empty())
+    throw std::logic_error("take_over: needs a run in progress and a checkpoint_dir");
+  auto o = d.coordinator_opts;
+  o.workers = d.workers;
+  o.ps = d.ps;
+  d.deposed.push_back(d.coordinator);
+  d.coordinator = spawn_coordinator(d.sys, std::move(o));
+  d.named(d.coordinator, actor_role::coordinator, static_cast<uint32_t>(d.deposed.size()));
+  auto spec = d.last_spec;
+  spec.resume_from = d.spec.checkpoint_dir;
+  auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
+  auto old = std::move(d.result);
+  d.result = promise->get_future();
+  d.sys.spawn(ask_coordinator<run_summary, run_spec>, d.coordinator, d.call_timeout(), std::move(spec), promise);
+  return old;
+}
 
 std::future<std::vector<ps_stats>> cluster_internals::shard_stats(cluster& c) {
   auto& d = *c.impl_;

@@ -5,6 +5,8 @@
 #include <actortrain/actors/cluster.hpp>
 #include <actortrain/actors/messages.hpp>
 
+#include <caf/expected.hpp>
+
 #include <future>
 #include <vector>
 
@@ -17,6 +19,11 @@ struct cluster_internals {
   static void rebuild_dataset_shard(cluster& c, uint32_t pipeline);
   /// What the runner does on a ps_lost event.
   static void respawn_ps(cluster& c, uint32_t index);
+  /// A second coordinator takes over the run in progress, as a restarted coordinator
+  /// process would: it resumes from the newest checkpoint in checkpoint_dir under a new
+  /// coordinator epoch, with the same workers, shards and pipelines, and join() follows
+  /// it. The old one is left running (a zombie that woke up): returns its result.
+  static std::future<caf::expected<run_summary>> take_over(cluster& c);
 };
 
 }  // namespace actortrain

@@ -186,6 +186,7 @@ void finish_run(self_ptr self) {
       st.ph != phase::idle && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty()) {
     // The trained state is committed before the run returns (restores after it, and
     // resuming a finished run, start from here).
+    st.quiesce_began = std::chrono::steady_clock::now();
     write_checkpoint_now(self, [self] { finish_run(self); });
     return;
   }

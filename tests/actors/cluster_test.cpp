@@ -23,6 +23,9 @@
 #include <set>
 #include <limits>
 
+#include "../../actors/src/cluster_internals.hpp"
+#include <actortrain/actors/errors.hpp>
+
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"
 
@@ -400,6 +403,44 @@ BOOST_FIXTURE_TEST_CASE(a_lost_ps_shard_is_respawned_and_every_shard_rolls_back_
   std::filesystem::remove_all(dir);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_new_coordinator_takes_over_the_run_and_the_old_one_is_fenced_out, cluster_fixture) {
+  auto dir = temp_dir();
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = dir;
+  sp.checkpoint_every = 16;
+  sp.visitation_log = true;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto h = c.schedule(sharded(8), epochs(3));
+  for (int i = 0; i < 200000; ++i) {
+    sched.run_once();
+    if (i % 8 != 0) continue;
+    auto l = model::list_checkpoints(model::posix_file_system(), dir);
+    if (!l.empty() && l.back().step >= 16) break;
+  }
+  // A restarted coordinator resumes the run; the old one goes on as if it had only been
+  // cut off for a while, and everything it sends from now on is refused.
+  auto old = cluster_internals::take_over(c);
+  drive(c, h, std::chrono::seconds(1));
+  auto r = c.join(h);
+  BOOST_TEST(r.resumed_at >= 16);
+  BOOST_TEST(r.steps == 96);
+  BOOST_REQUIRE(r.visits.size() == 96u);
+  std::set<std::pair<uint32_t, uint64_t>> seen;
+  for (auto& v : r.visits) BOOST_TEST(seen.emplace(v.pipeline, v.position).second);
+  auto text = report(c);
+  BOOST_TEST(text.find("ps 0: applied 96, ") != std::string::npos, text);
+  BOOST_TEST(text.find("ps 1: applied 96, ") != std::string::npos, text);
+  BOOST_TEST(text.find("fenced 0,") == std::string::npos, text);  // the old one's pushes were refused
+  // The old coordinator's run cannot finish: its tasks and pushes are fenced out.
+  sched.run();
+  BOOST_REQUIRE(old.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+  auto outcome = old.get();
+  BOOST_REQUIRE(!outcome);
+  BOOST_TEST(describe(outcome.error()).find("fenced") != std::string::npos, describe(outcome.error()));
+  std::filesystem::remove_all(dir);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_lost_ps_shard_without_checkpoints_fails_the_run_with_the_reason, cluster_fixture) {
   auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
     {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 0, "push", 10, 1, {}}});
@@ -724,7 +765,8 @@ BOOST_AUTO_TEST_CASE(a_threaded_cluster_survives_killed_workers_and_a_killed_ps_
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
     if (j["event"] == "ps_lost") ++lost;
-    if (j["event"] == "worker_lost") BOOST_TEST_MESSAGE(line);
+    if (j["event"] == "worker_lost" || j["event"] == "steps_requeued" || j["event"] == "ps_lost")
+      BOOST_TEST_MESSAGE(line);  // loss and re-queue times: how long a loss holds training up
     if (j["event"] == "ps_restored") {
       ++restored;
       BOOST_TEST_MESSAGE("ps recovery took " << j["values"]["recovery_seconds"].get<double>() << " s, "
