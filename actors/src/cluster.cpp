@@ -309,6 +309,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
                                             d.spec.checkpoint_every, d.spec.checkpoint_keep));
   if (d.spec.checkpoint_interval.count() < 0)
     throw std::invalid_argument(fmt::format("cluster: checkpoint_interval = {} ms < 0", d.spec.checkpoint_interval.count()));
+  if (d.spec.poison_limit < 1)
+    throw std::invalid_argument(fmt::format("cluster: poison_limit = {} < 1", d.spec.poison_limit));
   if (d.spec.tasks_in_flight < 0)
     throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
   if (d.spec.consistency != "async")
@@ -343,6 +345,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.seam = d.seam;
   c.timeout = d.timeout();
   c.steps_per_execution = d.spec.steps_per_execution;
+  c.poison_limit = d.spec.poison_limit;
   c.worker_wait = d.timeout();
   c.speculate_after = d.spec.speculate_after;
   c.checkpoint_dir = d.spec.checkpoint_dir;

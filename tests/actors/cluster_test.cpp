@@ -851,6 +851,19 @@ BOOST_FIXTURE_TEST_CASE(a_step_that_keeps_failing_ends_the_run_as_a_poison_step,
     BOOST_TEST(what.find("last on worker 0") != std::string::npos, what);
     BOOST_TEST(what.find("request_timeout") != std::string::npos, what);  // how: its pushes never arrived
   }
+  // The limit is the spec's.
+  sp.poison_limit = 5;
+  cluster five{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+               model::mean_squared_error()};
+  auto h5 = five.schedule(sharded(64), epochs(1));
+  drive(five, h5, sp.request_timeout + std::chrono::seconds(1));
+  BOOST_CHECK_EXCEPTION(five.join(h5), std::runtime_error, [](const std::runtime_error& e) {
+    return std::string(e.what()).find("failed 5 times") != std::string::npos;
+  });
+  sp.poison_limit = 0;
+  BOOST_CHECK_THROW((cluster{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+                             model::mean_squared_error()}),
+                    std::invalid_argument);
 }
 
 namespace {

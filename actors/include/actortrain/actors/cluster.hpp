@@ -128,6 +128,10 @@ struct cluster_spec {
   /// times the median step time also runs on another worker; the first answer counts
   /// (de-duplication makes the other harmless). 0: off, as in TensorFlow.
   double speculate_after = 0;
+  /// A step whose attempts fail this many times (workers lost or timing out on it: a
+  /// poison record) ends the run with poison_step, naming the step, its pipeline and
+  /// position, and the last error. Application errors end the run at the first.
+  int poison_limit = 3;
   /// Shards keep which computation applied each step (for the simulator's count of torn
   /// re-runs; grows with the run).
   bool apply_log = false;

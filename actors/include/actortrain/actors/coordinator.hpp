@@ -42,7 +42,8 @@
 // (join) gets the next generation. With every worker lost the run waits worker_wait for
 // one to join. A lost dataset shard pauses its pipeline (dataset_lost event) until a new
 // one is handed over (source). With speculate_after, a straggling task also runs on
-// another worker. Application errors (user_error, invalid_gradient) end the run at once;
+// another worker. Application errors (user_error, invalid_gradient, invalid_request: see
+// is_application_error) end the run at once;
 // transport errors re-run the step, and a step failing `poison_limit` times ends the run
 // (poison_step).
 

@@ -29,7 +29,13 @@
 //    arrival; a synchronous policy holds pushes for a round.
 //
 // A pull with coordinator epoch 0 is an observer's read (the application reading trained
-// variables): it passes any fence and raises none.
+// variables): it passes any fence and raises none; a fence request with epoch 0 returns
+// the highest epochs seen (a new coordinator or a recovery takes max + 1).
+//
+// init doubles as restore: it replaces every partition, with optimizer slots (matched by
+// name) and apply counts when given, and the de-duplication state (run, watermark) of a
+// checkpoint, under the request's (newer) epochs. Worker fences and the highest epochs
+// seen are kept, never rolled back; ps_stats::base records the restored step count.
 //
 // Pulls hand out the current partition without copying it (in-process); the next push
 // writes in place when no reader holds the old version any more, else into a copy (made

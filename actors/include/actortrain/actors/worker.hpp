@@ -16,6 +16,10 @@
 // batch request that bounces off a dead dataset shard fails the task with source_lost
 // (the coordinator rebuilds the shard and re-runs the step without counting a failure). Every request has the configured timeout;
 // any error ends the task with that error (the coordinator decides what to re-run).
+// A push or pull that bounces off a dead ps shard fails the task with shard_lost (not to
+// be read as this worker's loss). A task of older epochs than one seen before (a zombie
+// coordinator's, or from before a recovery) is refused with fenced_out; each task names
+// the ps shards to use, so a respawned shard is used from the next task on.
 // Production workers are detached (compute on their own thread); the simulator spawns
 // them on the test coordinator, compute inline.
 
