@@ -913,6 +913,20 @@ std::vector<std::pair<uint32_t, uint64_t>> min_generations(const coord_state& st
   return out;
 }
 
+// The error path of restore attempt `attempt`'s request to shard `i`: a shard that is
+// gone starts the recovery over once it is replaced; anything else ends the run.
+std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_t attempt, std::string what) {
+  return [self, i, attempt, what](caf::error& e) {
+    if (attempt != self->state.restore_attempt) return;
+    if (e == caf::sec::request_receiver_down) {
+      on_ps_down(self, static_cast<uint32_t>(i), e);
+      return;
+    }
+    fail_run(self, make_error(code_of(e) == error_code::none ? error_code::timeout : code_of(e),
+                              fmt::format("{}: {}", what, describe(e))));
+  };
+}
+
 // Sends every shard its partitions of `data` (cut to this placement) with the
 // de-duplication state `run`/`watermark` under the current fence; `then()` once all
 // took them. A shard that is gone starts (another) recovery.
@@ -948,15 +962,7 @@ void send_state(self_ptr self, const model::checkpoint_data& data, uint64_t run,
           if (attempt != self->state.restore_attempt) return;
           if (--*remaining == 0) then();
         },
-        [self, i, attempt](caf::error& e) {
-          if (attempt != self->state.restore_attempt) return;
-          if (e == caf::sec::request_receiver_down) {
-            on_ps_down(self, static_cast<uint32_t>(i), e);
-            return;
-          }
-          fail_run(self, make_error(code_of(e) == error_code::none ? error_code::timeout : code_of(e),
-                                    fmt::format("restoring ps shard {}: {}", i, describe(e))));
-        });
+        restore_failed(self, i, attempt, fmt::format("restoring ps shard {}", i)));
   }
 }
 
@@ -1021,14 +1027,7 @@ void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
           }
           if (--*remaining == 0) go();
         },
-        [self, i, attempt](caf::error& e) {
-          if (attempt != self->state.restore_attempt) return;
-          if (e == caf::sec::request_receiver_down) {
-            on_ps_down(self, static_cast<uint32_t>(i), e);
-            return;
-          }
-          fail_run(self, make_error(error_code::timeout, fmt::format("ps shard {} did not answer: {}", i, describe(e))));
-        });
+        restore_failed(self, i, attempt, fmt::format("ps shard {} did not answer", i)));
   }
 }
 

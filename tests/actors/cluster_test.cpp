@@ -100,6 +100,18 @@ struct cluster_fixture : testing::fixture {
     return f.get();
   }
 
+  // The run's visits name each of `steps` (pipeline, position) once, and both shards'
+  // state holds each step once. Returns the ps report.
+  std::string every_step_once(cluster& c, const fit_result& r, size_t steps) {
+    BOOST_TEST(r.visits.size() == steps);
+    std::set<std::pair<uint32_t, uint64_t>> seen;
+    for (auto& v : r.visits) BOOST_TEST(seen.emplace(v.pipeline, v.position).second);
+    auto text = report(c);
+    for (int p = 0; p < 2; ++p)
+      BOOST_TEST(text.find(fmt::format("ps {}: applied {}, ", p, steps)) != std::string::npos, text);
+    return text;
+  }
+
   std::string report(cluster& c) {
     auto f = c.ps_report_async();
     sched.run();
@@ -392,13 +404,8 @@ BOOST_FIXTURE_TEST_CASE(a_lost_ps_shard_is_respawned_and_every_shard_rolls_back_
   BOOST_TEST(plan->injected().size() == 1u);
   BOOST_TEST(r.ps_restores == 1);
   BOOST_TEST(r.steps == 96);
-  BOOST_REQUIRE(r.visits.size() == 96u);
-  std::set<std::pair<uint32_t, uint64_t>> seen;
-  for (auto& v : r.visits) BOOST_TEST(seen.emplace(v.pipeline, v.position).second);
   // Both shards' state holds every step once: the respawned one from the checkpoint on.
-  auto text = report(c);
-  BOOST_TEST(text.find("ps 0: applied 96, ") != std::string::npos, text);
-  BOOST_TEST(text.find("ps 1: applied 96, ") != std::string::npos, text);
+  auto text = every_step_once(c, r, 96);
   BOOST_TEST(r.history["loss"].back() < r.history["loss"].front());
   std::filesystem::remove_all(dir);
 }
@@ -425,12 +432,7 @@ BOOST_FIXTURE_TEST_CASE(a_new_coordinator_takes_over_the_run_and_the_old_one_is_
   auto r = c.join(h);
   BOOST_TEST(r.resumed_at >= 16);
   BOOST_TEST(r.steps == 96);
-  BOOST_REQUIRE(r.visits.size() == 96u);
-  std::set<std::pair<uint32_t, uint64_t>> seen;
-  for (auto& v : r.visits) BOOST_TEST(seen.emplace(v.pipeline, v.position).second);
-  auto text = report(c);
-  BOOST_TEST(text.find("ps 0: applied 96, ") != std::string::npos, text);
-  BOOST_TEST(text.find("ps 1: applied 96, ") != std::string::npos, text);
+  auto text = every_step_once(c, r, 96);
   BOOST_TEST(text.find("fenced 0,") == std::string::npos, text);  // the old one's pushes were refused
   // The old coordinator's run cannot finish: its tasks and pushes are fenced out.
   sched.run();
