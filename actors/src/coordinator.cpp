@@ -29,6 +29,7 @@ struct worker_slot {
   uint64_t generation = 1;
   bool alive = true;
   int outstanding = 0;  // tasks sent and not answered (the worker queues them)
+  uint64_t isolating = 0;  // a suspect task runs here alone (its id); nothing else is sent
   uint64_t steps = 0;
 };
 
@@ -222,9 +223,17 @@ std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, uint64_t
       tasks.erase(t);
       if (tasks.empty()) st.in_flight.erase(it);
       --st.workers[wid].outstanding;
+      if (st.workers[wid].isolating == id) st.workers[wid].isolating = 0;
       return out;
     }
   return std::nullopt;
+}
+
+// True when a step of `t` failed before.
+bool is_suspect(const coord_state& st, const step_task& t) {
+  for (auto& s : t.steps)
+    if (auto f = st.failures.find(s); f != st.failures.end() && f->second > 0) return true;
+  return false;
 }
 
 // The next task for a free worker, if the gate and the data allow one.
@@ -254,9 +263,19 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   // on while another worker is alive: a cut-off worker would fail them again and again.
   int alive = 0;
   for (auto& w : st.workers) alive += w.alive ? 1 : 0;
+  // A suspect (a step that failed before) runs alone on an idle worker, so that if it
+  // fails again it is the one to blame. While one waits, busy workers get no new
+  // steps: they drain, and the first idle one takes it.
+  bool suspect_waiting = false;
   for (auto i = st.requeued.begin(); i != st.requeued.end(); ++i) {
     bool failed_here = i->f.worker == to.id && i->f.worker_generation == to.generation;
     if (failed_here && alive > 1) continue;
+    if (is_suspect(st, *i)) {
+      auto pipe = i->steps.front().pipeline;
+      if (pipe < st.pipes.size() && st.pipes[pipe].lost) continue;
+      suspect_waiting = true;
+      if (to.outstanding > 0) continue;
+    }
     auto pipe = i->steps.front().pipeline;
     if (pipe < st.pipes.size() && st.pipes[pipe].lost) continue;  // waits for its new shard
     pending_task t;
@@ -267,6 +286,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
     return t;
   }
   if (st.quiescing) return std::nullopt;  // a checkpoint waits: only re-queued steps go out
+  if (suspect_waiting && to.outstanding > 0) return std::nullopt;
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
   if (budget <= 0) return std::nullopt;
   for (size_t n = 0; n < st.pipes.size(); ++n) {
@@ -294,10 +314,14 @@ void requeue(self_ptr self, step_task task, const caf::error& why) {
   for (auto& s : task.steps) {
     int& n = st.failures[s];
     if (++n >= st.opts.poison_limit) {
+      // Where the data is: batch k of the epoch in the pipeline's order (its position
+      // counts on across epochs), so the records are those the dataset_fn's pipeline
+      // yields as its k-th batch.
       fail_run(self, make_error(error_code::poison_step,
-                                fmt::format("step {} (the batch at position {} of input pipeline {}) failed {} times, "
-                                            "last on worker {}: {}",
-                                            to_string(s), s.position, s.pipeline, n, task.f.worker, describe(why))));
+                                fmt::format("step {} (the batch at position {} of input pipeline {}: batch {} of "
+                                            "the pipeline's epoch) failed {} times, last on worker {}: {}",
+                                            to_string(s), s.position, s.pipeline, s.position - task.epoch_begin, n,
+                                            task.f.worker, describe(why))));
       return;
     }
   }
@@ -312,6 +336,7 @@ void drop_twins(coord_state& st, uint64_t id) {
       if (t->id == id) {
         t = tasks.erase(t);
         --st.workers[it->first].outstanding;
+        if (st.workers[it->first].isolating == id) st.workers[it->first].isolating = 0;
       } else {
         ++t;
       }
@@ -650,7 +675,10 @@ void load_run(coord_state& st, const nlohmann::json& j) {
   st.in_flight.clear();
   st.fencing.clear();
   st.failures.clear();
-  for (auto& w : st.workers) w.outstanding = 0;
+  for (auto& w : st.workers) {
+    w.outstanding = 0;
+    w.isolating = 0;
+  }
   st.ph = phase::training;
 }
 
@@ -785,10 +813,14 @@ void dispatch(self_ptr self) {
     if (st.ph != phase::training && st.ph != phase::evaluating) return;
     bool any = false;
     for (auto& w : st.workers) {
-      if (!w.alive || w.outstanding >= st.opts.tasks_per_worker) continue;
+      if (!w.alive || w.outstanding >= st.opts.tasks_per_worker || w.isolating != 0) continue;
       auto t = next_task(st, w);
       if (!t) continue;  // another worker may still get one (re-queued steps avoid some)
       if (t->task.steps.empty()) continue;
+      if (!t->eval && is_suspect(st, t->task)) {
+        if (t->id == 0) t->id = ++st.next_task_id;
+        w.isolating = t->id;
+      }
       send_task(self, w, std::move(*t));
       any = true;
     }
@@ -835,6 +867,7 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
   auto& w = st.workers[wid];
   w.alive = false;
   w.outstanding = 0;
+  w.isolating = 0;
   event lost;
   lost.kind = event_kind::worker_lost;
   lost.worker = wid;
@@ -890,8 +923,13 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
     e.worker = wid;
     for (auto& t : fenced) e.count += static_cast<int64_t>(t.steps.size());
     emit(st, std::move(e));
-    for (auto& t : fenced)
+    // Every task the worker held counts a failure: which one killed it is not known.
+    // Each then runs alone (see next_task), so an innocent one is cleared at once and a
+    // poison record is found by its own failures.
+    for (auto& t : fenced) {
       requeue(self, std::move(t), make_error(error_code::worker_lost, fmt::format("worker {} was lost", wid)));
+      if (st.ph == phase::idle) return;  // that was some step's poison_limit-th failure
+    }
     dispatch(self);
   };
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
@@ -1077,7 +1115,10 @@ void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
   st.in_flight.clear();
   st.requeued.clear();
   st.fencing.clear();
-  for (auto& w : st.workers) w.outstanding = 0;
+  for (auto& w : st.workers) {
+    w.outstanding = 0;
+    w.isolating = 0;
+  }
   if (st.restore_dir.empty() && st.ph != phase::idle) {
     st.ps_ready = false;
     fail_run(self, make_error(error_code::worker_lost,
@@ -1303,7 +1344,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
           }
       if (!slow) return;  // answered (or given up) meanwhile
       for (auto& w : st.workers) {
-        if (!w.alive || w.id == owner || w.outstanding >= st.opts.tasks_per_worker) continue;
+        if (!w.alive || w.id == owner || w.outstanding >= st.opts.tasks_per_worker || w.isolating != 0) continue;
         slow->speculated = true;
         pending_task copy = *slow;  // same id: the first answer settles both
         event e;
@@ -1371,6 +1412,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
         w.handle = typed;
         w.alive = true;
         w.outstanding = 0;
+        w.isolating = 0;
         ++w.generation;
       } else if (id == st.workers.size()) {
         worker_slot w;

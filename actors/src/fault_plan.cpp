@@ -59,6 +59,11 @@ bool fault_plan::matches(const fault_rule& r, const who& from, const who& to, co
   return fits(r.from, r.from_index, from) && fits(r.to, r.to_index, to) && (r.message.empty() || r.message == kind);
 }
 
+void fault_plan::plant_poison(uint32_t pipeline, uint64_t position) {
+  std::lock_guard<std::mutex> lock{mtx_};
+  poison_.emplace_back(pipeline, position);
+}
+
 delivery fault_plan::decide(const message_info& m) {
   std::lock_guard<std::mutex> lock{mtx_};
   auto find = [this](const caf::actor_addr& a) {
@@ -67,6 +72,12 @@ delivery fault_plan::decide(const message_info& m) {
   };
   auto from = find(m.from), to = find(m.to);
   auto kind = caf::to_string(m.kind);
+  for (auto& step : m.steps)
+    if (std::find(poison_.begin(), poison_.end(), step) != poison_.end() && to.role == actor_role::worker) {
+      log_.push_back(fmt::format("poison record (pipeline {} position {}) kills worker {}", step.first, step.second,
+                                 to.index));
+      return delivery::kill_receiver();
+    }
   // Every rule counts its matches; the first rule in range decides.
   std::optional<size_t> hit;
   for (size_t i = 0; i < rules_.size(); ++i) {

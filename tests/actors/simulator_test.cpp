@@ -194,6 +194,21 @@ BOOST_AUTO_TEST_CASE(a_ps_shard_lost_without_checkpoints_ends_the_run_with_the_r
   BOOST_TEST(r.error.find("no committed checkpoint to roll back to") != std::string::npos, r.error);
 }
 
+BOOST_AUTO_TEST_CASE(a_planted_poison_record_ends_the_run_naming_its_batch_after_three_attempts) {
+  // The batch at position 4 of pipeline 1 kills every worker it reaches: its step is
+  // tried 3 times (on the restarted workers too), then the run ends naming it.
+  auto plan = std::make_shared<fault_plan>();
+  plan->plant_poison(1, 4);
+  auto r = simulate(7, sim_shape{}, plan);
+  BOOST_TEST(r.ok(), explain(r));
+  BOOST_TEST(!r.completed);
+  BOOST_TEST(r.error.find("poison_step") != std::string::npos, r.error);
+  BOOST_TEST(r.error.find("position 4 of input pipeline 1") != std::string::npos, r.error);
+  BOOST_TEST(r.error.find("failed 3 times") != std::string::npos, r.error);
+  BOOST_TEST(r.injected.size() == 3u, explain(r));  // three attempts, three workers killed
+  BOOST_TEST(r.restarts == 3);
+}
+
 BOOST_AUTO_TEST_CASE(two_hundred_random_plans_keep_every_invariant) {
   int failures = 0;
   size_t injected = 0;

@@ -13,7 +13,7 @@
 // A partitioned worker that comes back: {worker w, any kind, count = m, drop}. A slow
 // worker: {worker w, push, count = m, delay}. A dataset shard that dies:
 // {worker, -> dataset p, batch, kill_receiver}. A ps shard that dies with pushes in
-// flight: {worker, -> ps p, push, kill_receiver}.
+// flight: {worker, -> ps p, push, kill_receiver}. A poison record: plant_poison.
 //
 // Thread-safe (one mutex); deterministic for a deterministic message order, as on CAF's
 // test coordinator. Matching uses the roles the cluster reports through on_spawn.
@@ -58,6 +58,11 @@ class fault_plan : public fault_policy {
   static std::shared_ptr<fault_plan> random(uint64_t seed, int num_workers, int num_ps, int64_t steps, int faults,
                                             bool ps_crashes = true);
 
+  /// Plants a poison record: the batch at `position` of input pipeline `pipeline` kills
+  /// every worker it is sent to (each attempt of the step), as a record that crashes the
+  /// process computing it would. The run must end with poison_step naming it.
+  void plant_poison(uint32_t pipeline, uint64_t position);
+
   delivery decide(const message_info& m) override;
   void on_spawn(const caf::actor_addr& a, actor_role role, uint32_t index) override;
 
@@ -73,6 +78,7 @@ class fault_plan : public fault_policy {
   bool matches(const fault_rule& r, const who& from, const who& to, const std::string& kind) const;
 
   std::vector<fault_rule> rules_;
+  std::vector<std::pair<uint32_t, uint64_t>> poison_;
   std::vector<uint64_t> seen_;  // per rule: matching messages so far
   std::map<caf::actor_addr, who> roles_;
   std::vector<std::string> log_;

@@ -58,7 +58,17 @@ struct message_info {
   caf::actor_addr to;
   caf::atom_value kind;  ///< the message's leading atom (pull, push, batch, step, ...)
   bool is_request = true;
+  /// For a step task: the (pipeline, position) of each of its steps.
+  std::vector<std::pair<uint32_t, uint64_t>> steps;
 };
+
+namespace detail {
+template <class T>
+void note_steps(message_info&, const T&) {}
+inline void note_steps(message_info& m, const step_task& t) {
+  for (auto& s : t.steps) m.steps.emplace_back(s.pipeline, s.position);
+}
+}  // namespace detail
 
 /// Decides the fate of messages (the fault-tolerance work implements seeded plans).
 class fault_policy {
@@ -86,7 +96,9 @@ class send_seam {
   auto request(Self* self, const Handle& dest, caf::timespan timeout, Atom a, Ts&&... xs) {
     auto target = caf::actor_cast<caf::actor>(dest);
     if (!policy_) return self->request(target, timeout, a, std::forward<Ts>(xs)...);
-    auto d = fate(self, message_info{self->address(), target.address(), Atom::value, true});
+    message_info info{self->address(), target.address(), Atom::value, true, {}};
+    (detail::note_steps(info, xs), ...);
+    auto d = fate(self, info);
     switch (d.what) {
       case delivery::kind::drop:
         return self->request(black_hole_, timeout, a, std::forward<Ts>(xs)...);
@@ -118,7 +130,9 @@ class send_seam {
       self->send(target, a, std::forward<Ts>(xs)...);
       return;
     }
-    auto d = fate(self, message_info{self->address(), target.address(), Atom::value, false});
+    message_info info{self->address(), target.address(), Atom::value, false, {}};
+    (detail::note_steps(info, xs), ...);
+    auto d = fate(self, info);
     switch (d.what) {
       case delivery::kind::drop:
       case delivery::kind::crash:
