@@ -80,6 +80,7 @@ struct cluster::impl {
   coordinator_options coordinator_opts;     // what it was spawned with (a successor takes them)
   std::vector<coordinator_actor> deposed;   // predecessors (stopped with the rest)
   run_spec last_spec;                       // the run in progress, as sent
+  uint64_t epoch_floor = 0;                 // events of lower coordinator epochs are a deposed one's
   std::unique_ptr<std::ofstream> metrics_out;
   std::unique_ptr<metrics_writer> writer;
 
@@ -130,6 +131,7 @@ struct cluster::impl {
     if (!active || !run_fn || static_cast<int>(pipeline) >= num_pipelines()) return;
     auto a = spawn_shard(run_fn, static_cast<int>(pipeline), num_pipelines());
     run_shards.push_back(a);
+    if (pipeline < last_spec.pipelines.size()) last_spec.pipelines[pipeline] = a;  // for a take-over
     sys.spawn([a, pipeline](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
       self->request(coord, timeout, source_atom::value, pipeline, a).then([](caf::ok_atom) {}, [a](caf::error&) {
         caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -192,6 +194,7 @@ struct cluster::impl {
   }
 
   void handle(const event& e) {
+    if (e.coordinator_epoch < epoch_floor) return;  // a deposed coordinator's
     if (writer) writer->write(e);
     if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline);
     if (e.kind == event_kind::ps_lost) respawn_ps(static_cast<uint32_t>(e.count));
@@ -689,7 +692,7 @@ void cluster_internals::rebuild_dataset_shard(cluster& c, uint32_t pipeline) { c
 
 void cluster_internals::respawn_ps(cluster& c, uint32_t index) { c.impl_->respawn_ps(index); }
 
-std::future<caf::expected<run_summary>> cluster_internals::take_over(cluster& c) {
+cluster_internals::deposed cluster_internals::take_over(cluster& c) {
   auto& d = *c.impl_;
   if (!d.active || d.spec.checkpoint_dir.empty())
     throw std::logic_error("take_over: needs a run in progress and a checkpoint_dir");
@@ -697,6 +700,8 @@ std::future<caf::expected<run_summary>> cluster_internals::take_over(cluster& c)
   o.workers = d.workers;
   o.ps = d.ps;
   d.deposed.push_back(d.coordinator);
+  o.coordinator_epoch += d.deposed.size();  // the restore raises it above all the shards saw
+  d.epoch_floor = o.coordinator_epoch;
   d.coordinator = spawn_coordinator(d.sys, std::move(o));
   d.named(d.coordinator, actor_role::coordinator, static_cast<uint32_t>(d.deposed.size()));
   auto spec = d.last_spec;
@@ -705,7 +710,7 @@ std::future<caf::expected<run_summary>> cluster_internals::take_over(cluster& c)
   auto old = std::move(d.result);
   d.result = promise->get_future();
   d.sys.spawn(ask_coordinator<run_summary, run_spec>, d.coordinator, d.call_timeout(), std::move(spec), promise);
-  return old;
+  return deposed{std::move(old), d.epoch_floor};
 }
 
 std::future<std::vector<ps_stats>> cluster_internals::shard_stats(cluster& c) {

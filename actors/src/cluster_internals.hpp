@@ -22,8 +22,14 @@ struct cluster_internals {
   /// A second coordinator takes over the run in progress, as a restarted coordinator
   /// process would: it resumes from the newest checkpoint in checkpoint_dir under a new
   /// coordinator epoch, with the same workers, shards and pipelines, and join() follows
-  /// it. The old one is left running (a zombie that woke up): returns its result.
-  static std::future<caf::expected<run_summary>> take_over(cluster& c);
+  /// it. The old one is left running (a zombie that woke up). Returns the old one's
+  /// result and the new one's first coordinator epoch: events of lower epochs are the
+  /// zombie's (the cluster itself ignores them from now on).
+  struct deposed {
+    std::future<caf::expected<run_summary>> result;
+    uint64_t epoch_floor = 0;
+  };
+  static deposed take_over(cluster& c);
 };
 
 }  // namespace actortrain

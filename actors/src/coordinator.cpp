@@ -118,6 +118,7 @@ struct coord_state {
   // every shard restored.
   uint64_t recovery_epoch = 0;
   bool recovering = false;
+  bool resuming = false;  // a fit with resume_from that has not restored its state yet
   std::set<uint32_t> lost_ps;
   uint64_t recoveries = 0;  // id of the pending replacement deadline
   uint64_t restore_attempt = 0;
@@ -139,6 +140,7 @@ using self_ptr = coordinator_actor::stateful_pointer<coord_state>;
 void emit(coord_state& st, event e) {
   if (!st.opts.events) return;
   e.run = st.run;
+  e.coordinator_epoch = st.opts.coordinator_epoch;
   e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.started).count();
   st.opts.events->push(std::move(e));
 }
@@ -165,6 +167,7 @@ void fail_run(self_ptr self, caf::error err) {
   ++st.ckpt_attempt;
   ++st.tick;
   st.recovering = false;
+  st.resuming = false;
   st.eval_outputs = false;
   st.outputs.clear();
   st.requeued.clear();
@@ -209,6 +212,16 @@ size_t in_flight_count(const coord_state& st) {
   size_t n = 0;
   for (auto& [w, tasks] : st.in_flight) n += tasks.size();
   return n;
+}
+
+// Pipeline `p`'s dataset shard is gone: its steps wait for a new one (dataset_lost).
+void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why) {
+  st.pipes[p].lost = true;
+  event e;
+  e.kind = event_kind::dataset_lost;
+  e.pipeline = p;
+  e.text = std::move(why);
+  emit(st, std::move(e));
 }
 
 // Removes and returns task `id` of worker `wid`. By id, not by step: a late answer
@@ -428,6 +441,13 @@ void on_task_error(self_ptr self, uint32_t wid, uint64_t id, caf::error& err) {
   if (!found) return;
   auto pt = std::move(*found);
   if (pt.speculated && has_twin(st, pt.id)) return;  // the other copy may still answer
+  if (code_of(err) == error_code::source_lost && !pt.eval) {
+    // The worker saw the dataset shard gone: that is enough to replace it (its down
+    // message may have come before this run began to watch it).
+    auto p = pt.task.steps.front().pipeline;
+    if (p < st.pipes.size() && !st.pipes[p].lost && st.pipes[p].shard.address() == pt.task.source.address())
+      mark_pipeline_lost(st, p, describe(err));
+  }
   if ((code_of(err) == error_code::source_lost || code_of(err) == error_code::shard_lost) && !pt.eval) {
     st.requeued.push_back(std::move(pt.task));  // not the step's fault: no failure counted
     dispatch(self);
@@ -1030,11 +1050,19 @@ void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
   if (takeover && data->extra.contains("coordinator_epoch"))
     seen->coordinator_epoch = data->extra["coordinator_epoch"].get<uint64_t>();
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
-  auto go = [self, data, path, takeover, load, then, seen] {
+  auto generations = std::make_shared<std::map<uint32_t, uint64_t>>();  // per worker, the highest fence
+  auto go = [self, data, path, takeover, load, then, seen, generations] {
     auto& st = self->state;
     if (takeover) {
       st.opts.coordinator_epoch = std::max(st.opts.coordinator_epoch, seen->coordinator_epoch + 1);
       st.recovery_epoch = 0;
+      // A predecessor may have fenced workers up to some generation: ours start above it
+      // (as workers registering with a new coordinator would), and its tasks to them
+      // cannot be applied any more.
+      for (auto& w : st.workers) {
+        auto g = generations->count(w.id) ? generations->at(w.id) : 0;
+        w.generation = std::max(w.generation, g) + 1;
+      }
     } else {
       auto base = seen->coordinator_epoch == st.opts.coordinator_epoch ? seen->recovery_epoch : 0;
       st.recovery_epoch = std::max(st.recovery_epoch, base) + 1;
@@ -1053,16 +1081,16 @@ void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
     send_state(self, *data, run, wm, [then, data, path] { then(data->step, path); });
   };
   for (size_t i = 0; i < st.opts.ps.size(); ++i) {
-    fence ask;
-    ask.coordinator_epoch = 0;  // an observer's question: changes nothing
-    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, fence_atom::value, fence_request{ask})
+    // The shard's counters carry what it has seen: epochs and worker fences.
+    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, stats_atom::value)
       .then(
-        [self, remaining, seen, go, attempt](fence& f) {
+        [self, remaining, seen, generations, go, attempt](ps_stats& s) {
           if (attempt != self->state.restore_attempt) return;
-          if (epochs_older(*seen, f)) {
-            seen->coordinator_epoch = f.coordinator_epoch;
-            seen->recovery_epoch = f.recovery_epoch;
+          if (epochs_older(*seen, s.seen)) {
+            seen->coordinator_epoch = s.seen.coordinator_epoch;
+            seen->recovery_epoch = s.seen.recovery_epoch;
           }
+          for (auto& [w, g] : s.min_generations) (*generations)[w] = std::max((*generations)[w], g);
           if (--*remaining == 0) go();
         },
         restore_failed(self, i, attempt, fmt::format("ps shard {} did not answer", i)));
@@ -1070,8 +1098,37 @@ void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
 }
 
 // Every lost shard has a replacement: roll back and go on.
+// Continues the run of the newest checkpoint under restore_dir (fit with resume_from)
+// under a new coordinator epoch.
+void resume(self_ptr self) {
+  restore_all(self, self->state.restore_dir, /*takeover=*/true, /*load=*/true, [self](int64_t step, std::string path) {
+    auto& st = self->state;
+    st.recovering = false;
+    st.resuming = false;
+    st.wrote_first = true;
+    auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
+    st.next_checkpoint = st.opts.checkpoint_every > 0 ? (st.steps_total / every + 1) * every : UINT64_MAX;
+    event r;
+    r.kind = event_kind::resumed;
+    r.count = step;
+    r.text = path;
+    emit(st, std::move(r));
+    event e;
+    e.kind = event_kind::epoch_begin;
+    e.epoch = st.epoch;
+    e.count = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch : -1;
+    emit(st, std::move(e));
+    schedule_tick(self);
+    dispatch(self);
+  });
+}
+
 void recover(self_ptr self) {
   auto& st = self->state;
+  if (st.resuming) {
+    resume(self);  // a shard was lost before the resumed run had its state: start it over
+    return;
+  }
   bool load = st.ph != phase::idle;
   restore_all(self, st.restore_dir, /*takeover=*/false, load, [self, load](int64_t step, std::string path) {
     auto& st = self->state;
@@ -1176,17 +1233,10 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       if (w.handle.address() == dm.source) on_worker_down(self, w.id, dm.reason);
     for (size_t i = 0; i < st.opts.ps.size(); ++i)
       if (st.opts.ps[i].address() == dm.source) on_ps_down(self, static_cast<uint32_t>(i), dm.reason);
-    if (st.ph != phase::training) return;
-    for (size_t p = 0; p < st.pipes.size(); ++p) {
-      auto& slot = st.pipes[p];
-      if (slot.lost || slot.shard.address() != dm.source) continue;
-      slot.lost = true;
-      event e;
-      e.kind = event_kind::dataset_lost;
-      e.pipeline = static_cast<uint32_t>(p);
-      e.text = describe(dm.reason);
-      emit(st, std::move(e));
-    }
+    if (st.ph == phase::idle || st.standalone_eval) return;
+    for (size_t p = 0; p < st.pipes.size(); ++p)
+      if (!st.pipes[p].lost && st.pipes[p].shard.address() == dm.source)
+        mark_pipeline_lost(st, static_cast<uint32_t>(p), describe(dm.reason));
   });
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     auto err = make_error(error_code::user_error, "coordinator: " + exception_text(eptr));
@@ -1201,11 +1251,13 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       if (spec.pipelines.empty()) return make_error(error_code::invalid_request, "fit without dataset shards");
       if (spec.epochs < 0) return make_error(error_code::invalid_request, fmt::format("epochs = {} < 0", spec.epochs));
       if (!alive_workers(st)) return make_error(error_code::no_workers, "the cluster has no live worker");
-      if (!st.lost_ps.empty())
+      if (!st.lost_ps.empty() && spec.resume_from.empty())
         return make_error(error_code::invalid_request,
                           fmt::format("ps shard {} is lost and has not been replaced", *st.lost_ps.begin()));
       ++st.run;
       st.spec = std::move(spec);
+      st.resuming = !st.spec.resume_from.empty();
+      if (st.resuming) st.restore_dir = st.spec.resume_from;  // also what a lost shard rolls back to
       st.run_rp = self->make_response_promise<run_summary>();
       st.epoch = 0;
       st.history.clear();
@@ -1233,28 +1285,8 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
           finish_run(self);
           return;
         }
-        if (!st.spec.resume_from.empty()) {
-          auto dir = st.spec.resume_from;
-          restore_all(self, dir, /*takeover=*/true, /*load=*/true, [self, dir](int64_t step, std::string path) {
-            auto& st = self->state;
-            st.recovering = false;
-            st.restore_dir = dir;
-            st.wrote_first = true;
-            auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
-            st.next_checkpoint = st.opts.checkpoint_every > 0 ? (st.steps_total / every + 1) * every : UINT64_MAX;
-            event r;
-            r.kind = event_kind::resumed;
-            r.count = step;
-            r.text = path;
-            emit(st, std::move(r));
-            event e;
-            e.kind = event_kind::epoch_begin;
-            e.epoch = st.epoch;
-            e.count = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch : -1;
-            emit(st, std::move(e));
-            schedule_tick(self);
-            dispatch(self);
-          });
+        if (st.resuming) {
+          if (st.lost_ps.empty()) resume(self);  // else once every lost shard is replaced
           return;
         }
         begin_epoch(self);

@@ -59,6 +59,13 @@ bool fault_plan::matches(const fault_rule& r, const who& from, const who& to, co
   return fits(r.from, r.from_index, from) && fits(r.to, r.to_index, to) && (r.message.empty() || r.message == kind);
 }
 
+void fault_plan::add(const fault_rule& r) {
+  if (r.count == 0 || r.first == 0) throw std::invalid_argument("fault_rule: first and count start at 1: " + to_string(r));
+  std::lock_guard<std::mutex> lock{mtx_};
+  rules_.push_back(r);
+  seen_.push_back(0);
+}
+
 void fault_plan::plant_poison(uint32_t pipeline, uint64_t position) {
   std::lock_guard<std::mutex> lock{mtx_};
   poison_.emplace_back(pipeline, position);

@@ -399,6 +399,8 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
     [self](stats_atom) -> ps_stats {
       auto s = self->state.stats;
       s.remembered = self->state.applied_steps.size();
+      s.seen = self->state.seen;
+      for (auto& [w, g] : self->state.min_generation) s.min_generations.emplace_back(w, g);
       for (auto& [k, p] : self->state.parts) s.versions.push_back(partition_value{k, p.version, tensor{}});
       return s;
     },

@@ -15,6 +15,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <stdexcept>
@@ -77,6 +78,7 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   res.seed = seed;
   if (plan)
     for (auto& r : plan->rules()) res.plan.push_back(to_string(r));
+  if (!plan && shape.take_over_after > 0) plan = std::make_shared<fault_plan>();  // to cut the old coordinator off
 
   caf::actor_system_config cfg;
   configure(cfg);
@@ -145,10 +147,16 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   std::vector<applied_step> applied;  // in order; a roll-back forgets the tail
   std::vector<std::future<uint64_t>> joins;
   bool hung = false;
+  uint64_t newest_epoch = 0;  // events of a deposed coordinator are not the run's
+  std::optional<cluster_internals::deposed> deposed;
   for (int guard = 0;; ++guard) {
-    while (sched.try_run_once()) {
-    }
+    // While a take-over is due, one message at a time: it happens at its step count.
+    bool watch = shape.take_over_after > 0 && !deposed;
+    while (sched.try_run_once())
+      if (watch) break;
     while (auto e = c.events()->pop()) {
+      if (e->coordinator_epoch < newest_epoch) continue;
+      newest_epoch = e->coordinator_epoch;
       switch (e->kind) {
         case event_kind::step_done:
           applied.push_back(applied_step{e->epoch, e->pipeline, e->position});
@@ -178,10 +186,11 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
           trace.add(e->count);
           cluster_internals::respawn_ps(c, static_cast<uint32_t>(e->count));
           break;
+        case event_kind::resumed:  // a coordinator took over from the checkpoint of this step
         case event_kind::ps_restored:
-          trace.add(uint8_t{5});
+          trace.add(uint8_t{e->kind == event_kind::resumed ? uint8_t{6} : uint8_t{5}});
           trace.add(e->count);
-          ++res.ps_restores;
+          if (e->kind == event_kind::ps_restored) ++res.ps_restores;
           if (e->count < 0 || static_cast<size_t>(e->count) > applied.size())
             res.violations.push_back(fmt::format("restored to step {} after only {} applied", e->count, applied.size()));
           else
@@ -195,6 +204,17 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
         default:
           break;
       }
+    }
+    if (shape.take_over_after > 0 && !deposed && static_cast<int64_t>(applied.size()) >= shape.take_over_after &&
+        shape.checkpoint_every > 0) {
+      // The old coordinator is cut off for its next 30 messages (so its requests time
+      // out), then wakes up: by then everything it sends must be refused.
+      plan->add(fault_rule{delivery::kind::drop, actor_role::coordinator, 0, actor_role::any, -1, "", 1, 30, {}});
+      deposed = cluster_internals::take_over(c);
+      newest_epoch = std::max(newest_epoch, deposed->epoch_floor);
+      res.taken_over = true;
+      trace.add(uint8_t{7});
+      continue;
     }
     if (c.done(h)) break;
     if (sched.has_job()) continue;
@@ -223,6 +243,16 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   for (auto& j : joins)
     if (j.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
       res.violations.push_back("a restarted worker was never answered by the coordinator");
+  if (deposed) {
+    // Let the zombie wake up and try: its run must end, and not as a success.
+    auto& old = deposed->result;
+    for (int i = 0; i < 1000000 && old.wait_for(std::chrono::seconds(0)) != std::future_status::ready; ++i)
+      if (!sched.try_run_once() && !sched.clock().trigger_timeout()) break;
+    if (old.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      res.violations.push_back("the deposed coordinator's run never ended");
+    else if (old.get())
+      res.violations.push_back("the deposed coordinator completed its run");
+  }
   if (!res.completed) {
     // A step that failed the same way poison_limit times is a correct outcome.
     if (res.error.find("poison_step") == std::string::npos) res.violations.push_back("the run failed: " + res.error);

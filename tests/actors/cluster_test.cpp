@@ -427,7 +427,7 @@ BOOST_FIXTURE_TEST_CASE(a_new_coordinator_takes_over_the_run_and_the_old_one_is_
   }
   // A restarted coordinator resumes the run; the old one goes on as if it had only been
   // cut off for a while, and everything it sends from now on is refused.
-  auto old = cluster_internals::take_over(c);
+  auto old = std::move(cluster_internals::take_over(c).result);
   drive(c, h, std::chrono::seconds(1));
   auto r = c.join(h);
   BOOST_TEST(r.resumed_at >= 16);

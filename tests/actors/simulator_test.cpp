@@ -209,6 +209,26 @@ BOOST_AUTO_TEST_CASE(a_planted_poison_record_ends_the_run_naming_its_batch_after
   BOOST_TEST(r.restarts == 3);
 }
 
+BOOST_AUTO_TEST_CASE(a_new_coordinator_takes_over_and_the_zombie_cannot_finish_or_change_anything) {
+  sim_shape s;
+  s.take_over_after = 15;
+  auto r = simulate(5, s, nullptr);
+  BOOST_TEST(r.taken_over);
+  check(r, 0);
+}
+
+BOOST_AUTO_TEST_CASE(random_plans_with_a_coordinator_take_over_keep_every_invariant) {
+  sim_shape s;
+  s.take_over_after = 12;
+  int taken = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    auto r = simulate(seed, s);
+    taken += r.taken_over ? 1 : 0;
+    if (!r.ok()) BOOST_ERROR(explain(r));
+  }
+  BOOST_TEST(taken > 50);
+}
+
 BOOST_AUTO_TEST_CASE(two_hundred_random_plans_keep_every_invariant) {
   int failures = 0;
   size_t injected = 0;

@@ -19,7 +19,7 @@ namespace actortrain::tools {
 int soak(int argc, char** argv, int first) {
   uint64_t seeds = 200, first_seed = 1;
   int faults = 4, workers = 3, ps = 2, pipelines = 3, epochs = 2, spe = 1;
-  int64_t checkpoint_every = 10;
+  int64_t checkpoint_every = 10, take_over_after = 0;
   bool pull_ahead = false, hashes = false, verbose = false;
   double speculate = 0;
   flags f{"actortrain soak",
@@ -40,13 +40,18 @@ int soak(int argc, char** argv, int first) {
     .add("speculate", speculate, "re-run a step elsewhere after this many times the median (0: off)")
     .add("checkpoint-every", checkpoint_every,
          "checkpoint every this many steps (a lost ps shard rolls back to the newest); 0: none, and no ps crashes")
+    .add("take-over-after", take_over_after,
+         "after this many steps a new coordinator resumes the run while the old one goes on as a zombie (0: never)")
     .add("hashes", hashes, "print each seed's trace hash (determinism across processes)")
     .add("verbose", verbose, "print every seed's plan and injected faults");
   if (!f.parse(argc, argv, first)) return 0;
   if (seeds < 1) throw usage_error("--seeds must be >= 1");
   if (faults < 0 || workers < 1 || pipelines < 1 || epochs < 1 || spe < 1)
     throw usage_error("--faults must be >= 0; --workers, --pipelines, --epochs, --steps-per-execution >= 1");
-  if (checkpoint_every < 0) throw usage_error("--checkpoint-every must be >= 0");
+  if (checkpoint_every < 0 || take_over_after < 0)
+    throw usage_error("--checkpoint-every and --take-over-after must be >= 0");
+  if (take_over_after > 0 && checkpoint_every == 0)
+    throw usage_error("--take-over-after needs checkpoints (--checkpoint-every > 0)");
   if (ps < 1 || ps > 4) throw usage_error("--ps must be 1 to 4 (the simulated model has 4 variables)");
   sim_shape shape;
   shape.faults = faults;
@@ -58,13 +63,14 @@ int soak(int argc, char** argv, int first) {
   shape.pull_ahead = pull_ahead;
   shape.speculate_after = speculate;
   shape.checkpoint_every = checkpoint_every;
+  shape.take_over_after = take_over_after;
   if (!(speculate == 0 || speculate >= 1)) throw usage_error("--speculate must be 0 (off) or >= 1");
   auto shape_flags = fmt::format("--faults {} --workers {} --ps {} --pipelines {} --epochs {} --steps-per-execution {}{}"
-                                 " --speculate {} --checkpoint-every {}",
+                                 " --speculate {} --checkpoint-every {} --take-over-after {}",
                                  faults, workers, ps, pipelines, epochs, spe, pull_ahead ? " --pull-ahead" : "", speculate,
-                                 checkpoint_every);
+                                 checkpoint_every, take_over_after);
   uint64_t failed = 0, violations = 0, injected = 0, restarts = 0, poisoned = 0, torn = 0, steps = 0, rebuilt = 0,
-           restores = 0;
+           restores = 0, take_overs = 0;
   for (uint64_t s = first_seed; s < first_seed + seeds; ++s) {
     auto r = simulate(s, shape);
     injected += r.injected.size();
@@ -72,6 +78,7 @@ int soak(int argc, char** argv, int first) {
     torn += static_cast<uint64_t>(r.torn);
     rebuilt += static_cast<uint64_t>(r.rebuilt);
     restores += static_cast<uint64_t>(r.ps_restores);
+    take_overs += r.taken_over ? 1 : 0;
     steps += static_cast<uint64_t>(r.steps);
     if (!r.completed && r.ok()) ++poisoned;
     if (hashes) fmt::print("seed {} trace {:016x}\n", s, r.trace_hash);
@@ -91,8 +98,8 @@ int soak(int argc, char** argv, int first) {
   }
   fmt::print("torn re-runs: {} of {} applied steps combined slices of two computations\n", torn, steps);
   fmt::print("soak: {} seeds, {} faults injected, {} workers restarted, {} dataset shards rebuilt, "
-             "{} ps roll-backs, {} poison-step endings, {} violations in {} seeds\n",
-             seeds, injected, restarts, rebuilt, restores, poisoned, violations, failed);
+             "{} ps roll-backs, {} coordinator take-overs, {} poison-step endings, {} violations in {} seeds\n",
+             seeds, injected, restarts, rebuilt, restores, take_overs, poisoned, violations, failed);
   return failed == 0 ? 0 : 1;
 }
 

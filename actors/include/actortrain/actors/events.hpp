@@ -54,6 +54,9 @@ struct event {
   int64_t count = 0;
   uint64_t staleness = 0;
   double seconds = 0;  ///< since the run began
+  /// The emitting coordinator's epoch: after a take-over, a deposed coordinator's events
+  /// have a lower one and can be told apart.
+  uint64_t coordinator_epoch = 0;
   /// step_done: microseconds the worker spent fetching the batch, pulling, computing and
   /// pushing.
   uint64_t batch_us = 0, pull_us = 0, compute_us = 0, push_us = 0;

@@ -62,6 +62,8 @@ class fault_plan : public fault_policy {
   /// every worker it is sent to (each attempt of the step), as a record that crashes the
   /// process computing it would. The run must end with poison_step naming it.
   void plant_poison(uint32_t pipeline, uint64_t position);
+  /// Adds a rule while the plan is in use; its occurrences count from now.
+  void add(const fault_rule& r);
 
   delivery decide(const message_info& m) override;
   void on_spawn(const caf::actor_addr& a, actor_role role, uint32_t index) override;

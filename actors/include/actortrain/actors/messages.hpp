@@ -402,12 +402,14 @@ struct ps_stats {
   std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
   std::vector<partition_value> versions;      ///< keys and versions (no values)
   std::vector<applied_by> apply_log;          ///< with ps_shard_options::apply_log
+  fence seen;                                 ///< the highest epochs it has seen
+  std::vector<std::pair<uint32_t, uint64_t>> min_generations;  ///< per worker, the lowest accepted
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.base, x.duplicates, x.rejected, x.fenced, x.remembered,
-           x.staleness_histogram, x.versions, x.apply_log);
+           x.staleness_histogram, x.versions, x.apply_log, x.seen, x.min_generations);
 }
 
 /// A partition's state for a checkpoint: values, optimizer slots (same shape), counters.

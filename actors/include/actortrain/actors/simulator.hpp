@@ -43,6 +43,10 @@ struct sim_shape {
   /// Coordinated checkpoints every this many steps, into an in-memory file system (a
   /// lost ps shard rolls back to the newest); 0: none, and random plans crash no ps shard.
   int64_t checkpoint_every = 10;
+  /// After this many applied steps a second coordinator takes the run over, resuming
+  /// from the newest checkpoint, while the first goes on as a zombie (its messages must
+  /// all be refused, its run must not complete); 0: never. Needs checkpoint_every.
+  int64_t take_over_after = 0;
 };
 
 struct sim_result {
@@ -58,6 +62,7 @@ struct sim_result {
   int restarts = 0;                    ///< lost workers restarted
   int rebuilt = 0;                     ///< lost dataset shards rebuilt
   int ps_restores = 0;                 ///< roll-backs after a lost ps shard
+  bool taken_over = false;             ///< a second coordinator took the run over
   /// Steps whose shards applied slices of different computations (an async re-run after
   /// a partial push combined parameters of two versions).
   int64_t torn = 0;
