@@ -599,6 +599,18 @@ void end_epoch(self_ptr self) {
   begin_epoch(self);
 }
 
+// Forgets every task sent, queued or being fenced (a restore supersedes them; their
+// late answers find nothing pending).
+void forget_work(coord_state& st) {
+  st.in_flight.clear();
+  st.requeued.clear();
+  st.fencing.clear();
+  for (auto& w : st.workers) {
+    w.outstanding = 0;
+    w.isolating = 0;
+  }
+}
+
 // The run as a checkpoint records it (manifest "extra"): taken with nothing in flight,
 // queued or being fenced, so every position below a pipeline's `next` is applied.
 nlohmann::json save_run(const coord_state& st) {
@@ -691,14 +703,8 @@ void load_run(coord_state& st, const nlohmann::json& j) {
     for (auto& v : j.at("visits"))
       st.visits.push_back(visit{v.at(0).get<uint64_t>(), v.at(1).get<uint32_t>(), v.at(2).get<uint64_t>(),
                                 v.at(3).get<uint32_t>(), v.at(4).get<uint64_t>()});
-  st.requeued.clear();
-  st.in_flight.clear();
-  st.fencing.clear();
+  forget_work(st);
   st.failures.clear();
-  for (auto& w : st.workers) {
-    w.outstanding = 0;
-    w.isolating = 0;
-  }
   st.ph = phase::training;
 }
 
@@ -1168,14 +1174,7 @@ void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
   ++st.ckpt_attempt;     // a checkpoint under way is abandoned
   st.checkpointing = false;
   st.quiescing = false;
-  // Every step after the checkpoint runs again from its state: forget what is out.
-  st.in_flight.clear();
-  st.requeued.clear();
-  st.fencing.clear();
-  for (auto& w : st.workers) {
-    w.outstanding = 0;
-    w.isolating = 0;
-  }
+  forget_work(st);  // every step after the checkpoint runs again from its state
   if (st.restore_dir.empty() && st.ph != phase::idle) {
     st.ps_ready = false;
     fail_run(self, make_error(error_code::worker_lost,
