@@ -441,13 +441,6 @@ void on_task_error(self_ptr self, uint32_t wid, uint64_t id, caf::error& err) {
   if (!found) return;
   auto pt = std::move(*found);
   if (pt.speculated && has_twin(st, pt.id)) return;  // the other copy may still answer
-  if (code_of(err) == error_code::source_lost && !pt.eval) {
-    // The worker saw the dataset shard gone: that is enough to replace it (its down
-    // message may have come before this run began to watch it).
-    auto p = pt.task.steps.front().pipeline;
-    if (p < st.pipes.size() && !st.pipes[p].lost && st.pipes[p].shard.address() == pt.task.source.address())
-      mark_pipeline_lost(st, p, describe(err));
-  }
   if ((code_of(err) == error_code::source_lost || code_of(err) == error_code::shard_lost) && !pt.eval) {
     st.requeued.push_back(std::move(pt.task));  // not the step's fault: no failure counted
     dispatch(self);
@@ -716,13 +709,22 @@ void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason);
 
 // A request to ps shard `i` failed: a shard that is gone starts a recovery; any other
 // failure ends the run with `what`.
-void ps_failed(self_ptr self, size_t i, const caf::error& e, const std::string& what) {
+// `even_recovering`: the request is part of the restore itself, so its failure counts.
+void ps_failed(self_ptr self, size_t i, const caf::error& e, const std::string& what, bool even_recovering = false) {
   if (e == caf::sec::request_receiver_down) {
     on_ps_down(self, static_cast<uint32_t>(i), e);
     return;
   }
-  if (self->state.recovering) return;  // superseded by the restore
+  if (self->state.recovering && !even_recovering) return;  // superseded by the restore
   fail_run(self, make_error(code_of(e) == error_code::none ? error_code::timeout : code_of(e), what + describe(e)));
+}
+
+// The next multiple of checkpoint_every after steps_total: steps that were in flight
+// when a checkpoint fell due (applied before it was written), or a restored step that
+// is not a multiple, do not shift the schedule.
+void next_checkpoint_after(coord_state& st) {
+  auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
+  st.next_checkpoint = st.opts.checkpoint_every > 0 ? (st.steps_total / every + 1) * every : UINT64_MAX;
 }
 
 void schedule_tick(self_ptr self) {
@@ -825,11 +827,7 @@ void dispatch(self_ptr self) {
           st.time_due = false;
           schedule_tick(self);
         }
-        // The next multiple of checkpoint_every: the steps that were in flight when this
-        // one fell due (and were applied before it was written) do not shift the schedule.
-        auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
-        st.next_checkpoint = (st.steps_total / every + 1) * every;
-        if (st.opts.checkpoint_every <= 0) st.next_checkpoint = UINT64_MAX;
+        next_checkpoint_after(st);
         dispatch(self);
       });
       return;
@@ -981,20 +979,14 @@ std::vector<std::pair<uint32_t, uint64_t>> min_generations(const coord_state& st
 // gone starts the recovery over once it is replaced; anything else ends the run.
 std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_t attempt, std::string what) {
   return [self, i, attempt, what](caf::error& e) {
-    if (attempt != self->state.restore_attempt) return;
-    if (e == caf::sec::request_receiver_down) {
-      on_ps_down(self, static_cast<uint32_t>(i), e);
-      return;
-    }
-    fail_run(self, make_error(code_of(e) == error_code::none ? error_code::timeout : code_of(e),
-                              fmt::format("{}: {}", what, describe(e))));
+    if (attempt == self->state.restore_attempt) ps_failed(self, i, e, what + ": ", /*even_recovering=*/true);
   };
 }
 
-// Sends every shard its partitions of `data` (cut to this placement) with the
-// de-duplication state `run`/`watermark` under the current fence; `then()` once all
-// took them. A shard that is gone starts (another) recovery.
-void send_state(self_ptr self, const model::checkpoint_data& data, uint64_t run, const std::vector<uint64_t>& wm,
+// Sends every shard its partitions of `data` (cut to this placement; the values move
+// into the messages) with the de-duplication state `run`/`watermark` under the current
+// fence; `then()` once all took them. A shard that is gone starts (another) recovery.
+void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const std::vector<uint64_t>& wm,
                 std::function<void()> then) {
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
@@ -1009,12 +1001,12 @@ void send_state(self_ptr self, const model::checkpoint_data& data, uint64_t run,
     req.base = static_cast<uint64_t>(std::max<int64_t>(0, data.step));
     for (auto& part : pl.partitions_on(p)) {
       const auto& vp = pl.variable(part.variable);
-      const auto& pd = data.variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
+      auto& pd = data.variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
       partition_init pi{partition_key{part.variable, part.index}, vp.name, part.row_begin, vp.sparse,
-                        tensor{model::matrix(pd.values)}, {}, {}, 0};
+                        tensor{std::move(pd.values)}, {}, {}, 0};
       for (auto& [name, m] : pd.slots) {
         pi.slot_names.push_back(name);
-        pi.slots.push_back(tensor{model::matrix(m)});
+        pi.slots.push_back(tensor{std::move(m)});
       }
       pi.iterations = pd.iterations;
       req.partitions.push_back(std::move(pi));
@@ -1026,7 +1018,7 @@ void send_state(self_ptr self, const model::checkpoint_data& data, uint64_t run,
           if (attempt != self->state.restore_attempt) return;
           if (--*remaining == 0) then();
         },
-        restore_failed(self, i, attempt, fmt::format("restoring ps shard {}", i)));
+        restore_failed(self, i, attempt, fmt::format("ps shard {} did not take its state", i)));
   }
 }
 
@@ -1084,7 +1076,8 @@ void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
       return;
     }
     st.last_committed = data->step;
-    send_state(self, *data, run, wm, [then, data, path] { then(data->step, path); });
+    auto step = data->step;
+    send_state(self, std::move(*data), run, wm, [then, step, path] { then(step, path); });
   };
   for (size_t i = 0; i < st.opts.ps.size(); ++i) {
     // The shard's counters carry what it has seen: epochs and worker fences.
@@ -1112,8 +1105,7 @@ void resume(self_ptr self) {
     st.recovering = false;
     st.resuming = false;
     st.wrote_first = true;
-    auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
-    st.next_checkpoint = st.opts.checkpoint_every > 0 ? (st.steps_total / every + 1) * every : UINT64_MAX;
+    next_checkpoint_after(st);
     event r;
     r.kind = event_kind::resumed;
     r.count = step;
@@ -1146,10 +1138,7 @@ void recover(self_ptr self) {
     e.values["recovery_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count();
     e.values["steps_lost"] = static_cast<double>(st.steps_at_loss - std::min<uint64_t>(st.steps_at_loss, static_cast<uint64_t>(step)));
     emit(st, std::move(e));
-    if (load) {
-      auto every = static_cast<uint64_t>(std::max<int64_t>(1, st.opts.checkpoint_every));
-      st.next_checkpoint = st.opts.checkpoint_every > 0 ? (st.steps_total / every + 1) * every : UINT64_MAX;
-    }
+    if (load) next_checkpoint_after(st);
     dispatch(self);
   });
 }
@@ -1188,28 +1177,26 @@ void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
   self->delayed_send(self, st.opts.worker_wait, recover_atom::value, id);
 }
 
+// The first state of every shard: the initial values (a step-0 state without optimizer
+// state), sent as a restore is.
 void init_shards(self_ptr self, std::function<void()> then) {
   auto& st = self->state;
-  const auto& pl = *st.opts.placement;
-  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
-  for (int p = 0; p < pl.num_ps(); ++p) {
-    init_request req;
-    req.f = current_fence(st);
-    for (auto& part : pl.partitions_on(p)) {
-      const auto& vp = pl.variable(part.variable);
-      const auto& full = (*st.opts.initial)[part.variable];
-      req.partitions.push_back(partition_init{partition_key{part.variable, part.index}, vp.name, part.row_begin,
-                                              vp.sparse,
-                                              tensor{model::matrix(full.middleRows(part.row_begin, part.rows()))}, {}, {}, 0});
+  model::checkpoint_data data;
+  for (auto& vp : st.opts.placement->variables()) {
+    model::variable_data v;
+    v.name = vp.name;
+    v.shape = vp.shape;
+    const auto& full = (*st.opts.initial)[vp.variable];
+    for (auto& part : vp.partitions) {
+      model::partition_data d;
+      d.row_begin = part.row_begin;
+      d.row_end = part.row_end;
+      d.values = full.middleRows(part.row_begin, part.rows());
+      v.partitions.push_back(std::move(d));
     }
-    auto i = static_cast<size_t>(p);
-    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, init_atom::value, std::move(req))
-      .then(
-        [remaining, then](caf::ok_atom) {
-          if (--*remaining == 0) then();
-        },
-        [self, i](caf::error& e) { ps_failed(self, i, e, fmt::format("initializing ps shard {}: ", i)); });
+    data.variables.push_back(std::move(v));
   }
+  send_state(self, std::move(data), /*run=*/0, {}, std::move(then));
 }
 
 coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_options opts) {

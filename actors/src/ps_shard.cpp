@@ -358,9 +358,6 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
     },
     [self](fence_atom, const fence_request& req) -> caf::result<fence> {
       auto& st = self->state;
-      // Coordinator epoch 0 asks what the shard has seen (a new coordinator or a recovery
-      // takes max + 1) and changes nothing.
-      if (req.f.coordinator_epoch == 0) return st.seen;
       if (auto err = check_fence(st, req.f)) return err;
       if (req.f.worker != fence::no_worker) {
         auto& g = st.min_generation[req.f.worker];

@@ -29,8 +29,8 @@
 //    arrival; a synchronous policy holds pushes for a round.
 //
 // A pull with coordinator epoch 0 is an observer's read (the application reading trained
-// variables): it passes any fence and raises none; a fence request with epoch 0 returns
-// the highest epochs seen (a new coordinator or a recovery takes max + 1).
+// variables): it passes any fence and raises none. stats report the highest epochs seen
+// and the worker fences (a new coordinator or a recovery takes max + 1).
 //
 // init doubles as restore: it replaces every partition, with optimizer slots (matched by
 // name) and apply counts when given, and the de-duplication state (run, watermark) of a
