@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -80,7 +81,9 @@ struct worker_state {
     bool awaited = false;  // a step waits for the answers
     uint64_t id = 0;
     uint64_t seq = 0;  // the step attempt that waits
-    fence f;           // asked under this fence; used only by a step of the same fence
+    fence f;           // asked under this fence,
+    step_id step;      // for this step: used by no other (it may have been asked before
+                       // the other was dispatched, which the consistency modes forbid)
     size_t outstanding = 0;
     model::parameter_store values;
     std::vector<uint64_t> read_version;
@@ -97,7 +100,7 @@ using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
 void run_next(self_ptr self);
 void prefetch_next(self_ptr self);
-void send_round(self_ptr self, const fence& f);
+void send_round(self_ptr self, const fence& f, const step_id& step);
 
 void start(self_ptr self, step_task task, caf::typed_response_promise<task_result> rp) {
   auto& st = self->state;
@@ -321,12 +324,12 @@ bool same_fence(const fence& a, const fence& b) {
          a.worker_generation == b.worker_generation && a.worker == b.worker;
 }
 
-// The fence of the step after the current one, if one is known (this task's next step,
-// or the first of the next queued task).
-const fence* next_step_fence(const worker_state& st) {
-  if (st.next < st.task.steps.size()) return &st.task.f;
-  if (!st.waiting.empty()) return &st.waiting.front().first.f;
-  return nullptr;
+// The step after the current one and its fence, if one is known (this task's next
+// step, or the first of the next queued task).
+std::optional<std::pair<fence, step_id>> next_step(const worker_state& st) {
+  if (st.next < st.task.steps.size()) return std::make_pair(st.task.f, st.task.steps[st.next]);
+  if (!st.waiting.empty()) return std::make_pair(st.waiting.front().first.f, st.waiting.front().first.steps.front());
+  return std::nullopt;
 }
 
 // Makes the round's values the step's parameters, asks ahead for the next step's (with
@@ -337,12 +340,12 @@ void install_round(self_ptr self) {
   st.params = std::move(st.round.values);
   st.read_version = std::move(st.round.read_version);
   if (st.opts.pull_ahead)
-    if (auto f = next_step_fence(st)) send_round(self, *f);
+    if (auto n = next_step(st)) send_round(self, n->first, n->second);
   compute(self);
 }
 
 // Pulls every variable from the shards that hold it, in parallel, as one round.
-void send_round(self_ptr self, const fence& f) {
+void send_round(self_ptr self, const fence& f, const step_id& step) {
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
   const int nps = pl.num_ps();
@@ -355,6 +358,7 @@ void send_round(self_ptr self, const fence& f) {
   rd.active = true;
   rd.id = ++st.round_id;
   rd.f = f;
+  rd.step = step;
   rd.values = model::parameter_store{st.opts.structure.variables().size()};
   rd.read_version.assign(st.opts.structure.variables().size(), 0);
   for (auto& r : reqs)
@@ -394,7 +398,8 @@ void pull(self_ptr self) {
   auto& st = self->state;
   st.phase_start = clock_type::now();
   auto& rd = st.round;
-  if (!rd.active || !same_fence(rd.f, st.task.f)) send_round(self, st.task.f);
+  if (!rd.active || !same_fence(rd.f, st.task.f) || rd.step != st.current.step)
+    send_round(self, st.task.f, st.current.step);
   if (rd.outstanding == 0) {
     install_round(self);
     return;
