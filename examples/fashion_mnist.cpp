@@ -6,8 +6,8 @@
 //
 //   build/examples/fashion_mnist                       # tools/quickstart runs this
 //   build/examples/fashion_mnist --ps=1 --workers=1 --epochs=3 --metrics=run.jsonl
-//   build/examples/fashion_mnist --checkpoint-dir=ck --checkpoint-every=500 \
-//       --kill-worker-at=300 --kill-ps-at=1500      # faults, survived; then, after ^C:
+//   build/examples/fashion_mnist --checkpoint-dir=ck --checkpoint-every=500
+//       --kill-worker-at=300 --kill-ps-at=1500      (one line: faults, survived; then, after ^C:)
 //   build/examples/fashion_mnist --checkpoint-dir=ck --checkpoint-every=500 --resume
 
 #include <actortrain/actors/all.hpp>

@@ -24,6 +24,22 @@ namespace actortrain {
 
 namespace {
 
+// "async", "bounded_staleness(s)" or "sync" (replicas = workers at start).
+std::shared_ptr<dispatch_gate> make_gate(const std::string& mode, int replicas) {
+  if (mode == "async") return dispatch_when_free();
+  if (mode == "sync") return sync_rounds(static_cast<uint64_t>(replicas));
+  const std::string head = "bounded_staleness(";
+  if (mode.compare(0, head.size(), head) == 0 && mode.size() > head.size() + 1 && mode.back() == ')') {
+    auto arg = mode.substr(head.size(), mode.size() - head.size() - 1);
+    bool digits = !arg.empty() && arg.size() <= 9 && arg.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) return bounded_staleness(std::stoull(arg));
+    throw std::invalid_argument(fmt::format(
+      "cluster: consistency '{}': the bound must be a whole number of steps >= 0, as in bounded_staleness(2)", mode));
+  }
+  throw std::invalid_argument(fmt::format(
+    "cluster: unknown consistency '{}' (async, bounded_staleness(s) or sync)", mode));
+}
+
 using run_outcome = caf::expected<run_summary>;
 
 // Sends one request to the coordinator and hands the answer to the application thread.
@@ -71,6 +87,8 @@ struct cluster::impl {
   model::optimizer_ptr optimizer;  // a copy of the shards': checks hyperparameter changes
   std::vector<std::shared_ptr<const model::metric>> metrics;
   std::shared_ptr<const model::placement> placement;
+  std::shared_ptr<dispatch_gate> gate;  // the consistency mode
+  int64_t replicas_in_sync = 1;         // input_context.num_replicas_in_sync
   std::shared_ptr<event_queue> events = std::make_shared<event_queue>();
   seam_ptr seam;
   std::vector<ps_shard_actor> ps;
@@ -93,6 +111,9 @@ struct cluster::impl {
   model::fit_options opts;
   std::unique_ptr<model::progress_printer> progress;
   int64_t epoch_samples = 0;
+  // Version staleness of the steps applied, this epoch (progress) and this run (fit_result).
+  uint64_t epoch_staleness_sum = 0, epoch_staleness_max = 0, epoch_steps = 0;
+  uint64_t run_staleness_sum = 0, run_staleness_max = 0, run_steps = 0;
   std::optional<fit_result> finished;
   int restarts = 0;                       // lost workers replaced in this run
   int ps_restores = 0;
@@ -110,7 +131,7 @@ struct cluster::impl {
 
   caf::actor spawn_shard(const dataset::dataset_fn& fn, int i, int n) {
     dataset_shard_options o;
-    o.context = dataset::input_context{n, i, 1};
+    o.context = dataset::input_context{n, i, replicas_in_sync};
     o.prefetch = spec.prefetch;
     o.detached = !spec.simulated;
     auto a = caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, o));
@@ -144,6 +165,7 @@ struct cluster::impl {
     o.index = index;
     o.detached = !spec.simulated;
     o.apply_log = spec.apply_log;
+    if (gate->round_size() > 0) o.policy = hold_for_round();  // one per shard: it holds the round's pushes
     auto p = spawn_ps_shard(sys, *optimizer, o);  // with the current hyperparameters
     named(p, actor_role::ps, index);
     return p;
@@ -199,6 +221,11 @@ struct cluster::impl {
     if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline);
     if (e.kind == event_kind::ps_lost) respawn_ps(static_cast<uint32_t>(e.count));
     if (e.kind == event_kind::ps_restored && active) ++ps_restores;
+    if (e.kind == event_kind::step_done && active) {
+      run_staleness_sum += e.staleness;
+      run_staleness_max = std::max(run_staleness_max, e.staleness);
+      ++run_steps;
+    }
     if (e.kind == event_kind::resumed && active) resumed_at = e.count;
     if (e.kind == event_kind::worker_lost && spec.restart_lost_workers && active && e.worker < workers.size()) {
       ++restarts;
@@ -211,10 +238,16 @@ struct cluster::impl {
     switch (e.kind) {
       case event_kind::epoch_begin:
         epoch_samples = 0;
+        epoch_staleness_sum = epoch_staleness_max = epoch_steps = 0;
         progress->begin_epoch(static_cast<int>(e.epoch), opts.epochs, e.count);
         break;
       case event_kind::step_done: {
         epoch_samples += e.examples;
+        epoch_staleness_sum += e.staleness;
+        epoch_staleness_max = std::max(epoch_staleness_max, e.staleness);
+        ++epoch_steps;
+        progress->staleness(static_cast<double>(epoch_staleness_sum) / static_cast<double>(epoch_steps),
+                            epoch_staleness_max);
         progress->update(e.count, epoch_samples, e.values);
         break;
       }
@@ -286,6 +319,8 @@ struct cluster::impl {
     out.restarts = restarts;
     out.ps_restores = ps_restores;
     out.resumed_at = resumed_at;
+    out.mean_staleness = run_steps > 0 ? static_cast<double>(run_staleness_sum) / static_cast<double>(run_steps) : 0.0;
+    out.max_staleness = run_staleness_max;
     for (auto& v : r->visits) out.visits.push_back(visited_step{v.run, v.pipeline, v.position, v.worker, v.generation});
     finished = std::move(out);
   }
@@ -316,8 +351,14 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     throw std::invalid_argument(fmt::format("cluster: poison_limit = {} < 1", d.spec.poison_limit));
   if (d.spec.tasks_in_flight < 0)
     throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
-  if (d.spec.consistency != "async")
-    throw std::invalid_argument(fmt::format("cluster: consistency '{}' is not available (only 'async')", d.spec.consistency));
+  d.gate = make_gate(d.spec.consistency, d.spec.num_workers);
+  if (d.gate->round_size() > 0) {
+    d.replicas_in_sync = d.spec.num_workers;
+    if (d.spec.steps_per_execution > 1)
+      throw std::invalid_argument(fmt::format(
+        "cluster: steps_per_execution = {} with consistency 'sync' (a synchronous round is one step per replica)",
+        d.spec.steps_per_execution));
+  }
   if (structure.empty()) throw std::invalid_argument("cluster: empty model");
   if (!loss) throw std::invalid_argument("cluster: no loss");
   d.structure = std::move(structure);
@@ -344,6 +385,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.placement = d.placement;
   c.initial = std::make_shared<model::parameter_store>(d.structure.initial_parameters(d.spec.seed));
   c.metrics = d.metrics;
+  c.gate = d.gate;
   c.events = d.events;
   c.seam = d.seam;
   c.timeout = d.timeout();
@@ -415,6 +457,7 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   d.restarts = 0;
   d.ps_restores = 0;
   d.resumed_at = -1;
+  d.run_staleness_sum = d.run_staleness_max = d.run_steps = 0;
   d.ran_once = true;
   d.joins.clear();
   d.failure.clear();

@@ -23,6 +23,43 @@ class when_free_gate : public dispatch_gate {
   bool may_dispatch(const gate_view&) const override { return true; }
 };
 
+class bounded_gate : public dispatch_gate {
+ public:
+  explicit bounded_gate(uint64_t s) : s_(s) {}
+  std::string describe() const override { return fmt::format("bounded_staleness({})", s_); }
+  bool may_dispatch(const gate_view& v) const override { return room(v) > 0; }
+  uint64_t room(const gate_view& v) const override {
+    auto spread = v.dispatched - v.oldest_unapplied;  // the next index minus the oldest
+    return spread <= s_ ? s_ + 1 - spread : 0;
+  }
+
+ private:
+  uint64_t s_;
+};
+
+class rounds_gate : public dispatch_gate {
+ public:
+  explicit rounds_gate(uint64_t r) : r_(r) {}
+  std::string describe() const override { return "sync"; }
+  bool may_dispatch(const gate_view& v) const override { return v.round_members < r_; }
+  uint64_t room(const gate_view& v) const override { return v.round_members < r_ ? r_ - v.round_members : 0; }
+  uint64_t round_size() const override { return r_; }
+
+ private:
+  uint64_t r_;
+};
+
+// The open synchronous round: its steps (dispatched, not known past the data), the
+// answers so far, and whether its manifest is out.
+struct round_state {
+  uint64_t number = 1;
+  std::set<step_id> members;
+  std::map<step_id, step_result> results;
+  bool closing = false;
+  uint64_t attempt = 0;  // round replies of a superseded close are ignored
+  bool empty() const { return members.empty() && !closing; }
+};
+
 struct worker_slot {
   worker_actor handle;
   uint32_t id = 0;
@@ -95,6 +132,7 @@ struct coord_state {
   std::map<uint32_t, std::vector<step_task>> fencing;
   std::map<uint32_t, std::vector<pending_task>> in_flight;  // by worker id, in sending order
   std::map<step_id, int> failures;             // per step: failed attempts
+  std::map<step_id, std::set<std::pair<uint32_t, uint64_t>>> failed_on;  // per step: workers (generations)
   int64_t dispatched_epoch = 0, applied_epoch = 0;
   uint64_t dispatched_run = 0, applied_run = 0, steps_total = 0;
   accumulator train_acc, eval_acc;
@@ -104,6 +142,12 @@ struct coord_state {
   bool standalone_eval = false;
   std::vector<visit> visits;  // the run's applied steps, with run_spec::visitation_log
   uint64_t next_task_id = 0;
+  // Dispatch indices of the training steps not applied yet (the bounded-staleness gate
+  // looks at the oldest), and the synchronous round.
+  uint64_t next_index = 0;
+  std::map<uint64_t, step_id> unapplied;
+  std::map<step_id, uint64_t> index_of;
+  round_state round;
   // Checkpoints: due once steps_total reaches next_checkpoint; dispatch pauses until the
   // steps in flight are answered, then every shard's state is written at once.
   uint64_t next_checkpoint = 0;
@@ -152,6 +196,26 @@ fence current_fence(const coord_state& st) {
   return f;
 }
 
+// Forgets the dispatch indices and the open round (their steps will not be applied).
+void forget_round(coord_state& st) {
+  st.unapplied.clear();
+  st.index_of.clear();
+  st.round.members.clear();
+  st.round.results.clear();
+  st.round.closing = false;
+  ++st.round.attempt;
+}
+
+// Step `s` is applied (or was past the data): it leaves the staleness window.
+void settle_index(coord_state& st, const step_id& s) {
+  auto i = st.index_of.find(s);
+  if (i == st.index_of.end()) return;
+  st.unapplied.erase(i->second);
+  st.index_of.erase(i);
+}
+
+uint64_t round_size(const coord_state& st) { return st.opts.gate->round_size(); }
+
 void dispatch(self_ptr self);
 void end_epoch(self_ptr self);
 void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason);
@@ -172,6 +236,7 @@ void fail_run(self_ptr self, caf::error err) {
   st.outputs.clear();
   st.requeued.clear();
   st.fencing.clear();
+  forget_round(st);
   event e;
   e.kind = event_kind::warning;
   e.text = "the run failed: " + text;
@@ -270,19 +335,22 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
     return std::nullopt;
   }
   if (st.ph != phase::training) return std::nullopt;
-  gate_view v{st.dispatched_run, st.applied_run, st.applied_run, in_flight_count(st)};
-  if (!st.opts.gate->may_dispatch(v)) return std::nullopt;
-  // Re-queued steps go first, but not back to the worker (generation) they just failed
-  // on while another worker is alive: a cut-off worker would fail them again and again.
-  int alive = 0;
-  for (auto& w : st.workers) alive += w.alive ? 1 : 0;
+  // Re-queued steps go first, but not back to a worker (generation) they failed on while
+  // a live worker they have not failed on exists: a cut-off worker would fail them again
+  // and again.
+  auto failed_here = [&st, &to](const step_task& t) {
+    auto f = st.failed_on.find(t.steps.front());
+    if (f == st.failed_on.end() || !f->second.count({to.id, to.generation})) return false;
+    for (auto& w : st.workers)
+      if (w.alive && !f->second.count({w.id, w.generation})) return true;  // w can take it
+    return false;
+  };
   // A suspect (a step that failed before) runs alone on an idle worker, so that if it
   // fails again it is the one to blame. While one waits, busy workers get no new
   // steps: they drain, and the first idle one takes it.
   bool suspect_waiting = false;
   for (auto i = st.requeued.begin(); i != st.requeued.end(); ++i) {
-    bool failed_here = i->f.worker == to.id && i->f.worker_generation == to.generation;
-    if (failed_here && alive > 1) continue;
+    if (failed_here(*i)) continue;
     if (is_suspect(st, *i)) {
       auto pipe = i->steps.front().pipeline;
       if (pipe < st.pipes.size() && st.pipes[pipe].lost) continue;
@@ -300,6 +368,11 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   }
   if (st.quiescing) return std::nullopt;  // a checkpoint waits: only re-queued steps go out
   if (suspect_waiting && to.outstanding > 0) return std::nullopt;
+  if (st.round.closing) return std::nullopt;  // the next round starts once this one is applied
+  gate_view v{st.next_index, st.applied_run, st.unapplied.empty() ? st.next_index : st.unapplied.begin()->first,
+              in_flight_count(st), st.round.members.size()};
+  auto room = st.opts.gate->room(v);
+  if (room == 0) return std::nullopt;
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
   if (budget <= 0) return std::nullopt;
   for (size_t n = 0; n < st.pipes.size(); ++n) {
@@ -313,8 +386,14 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
     t.task.epoch = st.spec.steps_per_epoch > 0 ? 0 : static_cast<uint64_t>(st.epoch);
     t.task.epoch_begin = ps.epoch_begin;
     int64_t k = std::min<int64_t>(st.opts.steps_per_execution, budget);
-    for (int64_t j = 0; j < k && ps.next < ps.end; ++j)
-      t.task.steps.push_back(step_id{st.run, static_cast<uint32_t>(p), ps.next++});
+    if (room < static_cast<uint64_t>(k)) k = static_cast<int64_t>(room);
+    for (int64_t j = 0; j < k && ps.next < ps.end; ++j) {
+      step_id s{st.run, static_cast<uint32_t>(p), ps.next++};
+      st.index_of[s] = st.next_index;
+      st.unapplied[st.next_index++] = s;
+      if (round_size(st) > 0) st.round.members.insert(s);
+      t.task.steps.push_back(s);
+    }
     st.dispatched_epoch += static_cast<int64_t>(t.task.steps.size());
     st.dispatched_run += t.task.steps.size();
     return t;
@@ -325,6 +404,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
 void requeue(self_ptr self, step_task task, const caf::error& why) {
   auto& st = self->state;
   for (auto& s : task.steps) {
+    st.failed_on[s].emplace(task.f.worker, task.f.worker_generation);
     int& n = st.failures[s];
     if (++n >= st.opts.poison_limit) {
       // Where the data is: batch k of the epoch in the pipeline's order (its position
@@ -364,6 +444,43 @@ bool has_twin(const coord_state& st, uint64_t id) {
   return false;
 }
 
+// Step `r` is applied on every shard: into the epoch's means, the visitation log and the
+// counters (a checkpoint may fall due), and a step_done event. `shown_loss` is what the
+// event reports (a synchronous round's loss for each of its steps); `round` is 0 outside
+// synchronous rounds.
+void count_step(self_ptr self, const step_result& r, double shown_loss, uint64_t round) {
+  auto& st = self->state;
+  st.train_acc.add(r);
+  if (st.spec.visitation_log) st.visits.push_back(visit{r.step.run, r.step.pipeline, r.step.position, r.worker, r.generation});
+  ++st.applied_epoch;
+  ++st.applied_run;
+  ++st.steps_total;
+  if (!st.opts.checkpoint_dir.empty() && !st.quiescing &&
+      ((st.opts.checkpoint_every > 0 && st.steps_total >= st.next_checkpoint) || st.time_due)) {
+    st.quiescing = true;
+    st.quiesce_began = std::chrono::steady_clock::now();
+  }
+  if (r.worker < st.workers.size()) ++st.workers[r.worker].steps;
+  event e;
+  e.kind = event_kind::step_done;
+  e.epoch = st.epoch;
+  e.pipeline = r.step.pipeline;
+  e.position = r.step.position;
+  e.worker = r.worker;
+  e.generation = r.generation;
+  e.loss = shown_loss;
+  e.round = round;
+  e.examples = r.example_count;
+  e.staleness = r.max_staleness;
+  e.batch_us = r.timings.batch_us;
+  e.pull_us = r.timings.pull_us;
+  e.compute_us = r.timings.compute_us;
+  e.push_us = r.timings.push_us;
+  e.count = st.applied_epoch;
+  e.values = st.train_acc.values();
+  emit(st, std::move(e));
+}
+
 void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) {
   auto& st = self->state;
   auto pt = take_pending(st, wid, id);
@@ -374,13 +491,16 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
     if (st.task_seconds.size() > 64) st.task_seconds.pop_front();
   }
   bool eval = pt->eval;
-  auto& w = st.workers[wid];
   for (auto& r : res.steps) {
     auto& pipes = eval ? st.eval_pipes : st.pipes;
     if (r.step.pipeline >= pipes.size()) continue;
     auto& ps = pipes[r.step.pipeline];
     if (r.end_of_data) {
       ps.end = std::min(ps.end, r.step.position);
+      if (!eval) {
+        settle_index(st, r.step);
+        st.round.members.erase(r.step);
+      }
       continue;
     }
     if (eval) {
@@ -390,34 +510,13 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
         st.eval_acc.add(r);
       continue;
     }
-    st.train_acc.add(r);
-    if (st.spec.visitation_log) st.visits.push_back(visit{r.step.run, r.step.pipeline, r.step.position, r.worker, r.generation});
-    ++st.applied_epoch;
-    ++st.applied_run;
-    ++st.steps_total;
-    if (!st.opts.checkpoint_dir.empty() && !st.quiescing &&
-        ((st.opts.checkpoint_every > 0 && st.steps_total >= st.next_checkpoint) || st.time_due)) {
-      st.quiescing = true;
-      st.quiesce_began = std::chrono::steady_clock::now();
+    if (round_size(st) > 0) {
+      // Held on the shards until the round closes; the first answer of a step counts.
+      if (st.round.members.count(r.step)) st.round.results.emplace(r.step, std::move(r));
+      continue;
     }
-    ++w.steps;
-    event e;
-    e.kind = event_kind::step_done;
-    e.epoch = st.epoch;
-    e.pipeline = r.step.pipeline;
-    e.position = r.step.position;
-    e.worker = r.worker;
-    e.generation = r.generation;
-    e.loss = r.loss;
-    e.examples = r.example_count;
-    e.staleness = r.max_staleness;
-    e.batch_us = r.timings.batch_us;
-    e.pull_us = r.timings.pull_us;
-    e.compute_us = r.timings.compute_us;
-    e.push_us = r.timings.push_us;
-    e.count = st.applied_epoch;
-    e.values = st.train_acc.values();
-    emit(st, std::move(e));
+    settle_index(st, r.step);
+    count_step(self, r, r.loss, 0);
   }
   // Positions handed out past a pipeline's end come back as end_of_data; nothing to redo.
   dispatch(self);
@@ -509,7 +608,7 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
 }
 
 bool phase_complete(const coord_state& st) {
-  if (!st.in_flight.empty() || !st.requeued.empty() || !st.fencing.empty()) return false;
+  if (!st.in_flight.empty() || !st.requeued.empty() || !st.fencing.empty() || !st.round.empty()) return false;
   if (st.ph == phase::evaluating) {
     for (auto& p : st.eval_pipes)
       if (!p.ended()) return false;
@@ -595,6 +694,7 @@ void end_epoch(self_ptr self) {
 // Forgets every task sent, queued or being fenced (a restore supersedes them; their
 // late answers find nothing pending).
 void forget_work(coord_state& st) {
+  forget_round(st);
   st.in_flight.clear();
   st.requeued.clear();
   st.fencing.clear();
@@ -619,6 +719,7 @@ nlohmann::json save_run(const coord_state& st) {
   j["dispatched_run"] = st.dispatched_run;
   j["steps_total"] = st.steps_total;
   j["round_robin"] = st.rr;
+  j["sync_round"] = st.round.number;
   j["ran_out"] = st.ran_out;
   auto pipes = nlohmann::json::array();
   for (auto& p : st.pipes) {
@@ -675,6 +776,7 @@ void load_run(coord_state& st, const nlohmann::json& j) {
   st.dispatched_run = j.at("dispatched_run").get<uint64_t>();
   st.steps_total = j.at("steps_total").get<uint64_t>();
   st.rr = j.at("round_robin").get<size_t>();
+  st.round.number = j.value("sync_round", uint64_t{1});
   st.ran_out = j.at("ran_out").get<bool>();
   for (size_t p = 0; p < pipes.size(); ++p) {
     auto& slot = st.pipes[p];
@@ -698,6 +800,7 @@ void load_run(coord_state& st, const nlohmann::json& j) {
                                 v.at(3).get<uint32_t>(), v.at(4).get<uint64_t>()});
   forget_work(st);
   st.failures.clear();
+  st.failed_on.clear();
   st.ph = phase::training;
 }
 
@@ -811,10 +914,81 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
         });
 }
 
+// True when the open synchronous round can take no more steps: it has R, or the epoch
+// has none left (its budget is spent or every pipeline's data ended).
+bool round_full(const coord_state& st) {
+  if (st.round.members.size() >= round_size(st)) return true;
+  if (st.ph != phase::training) return true;
+  if (st.spec.steps_per_epoch > 0 && st.dispatched_epoch >= st.spec.steps_per_epoch) return true;
+  for (auto& p : st.pipes)
+    if (!p.ended()) return false;  // a lost pipeline's steps wait for its new shard
+  return true;
+}
+
+// The open round is complete: every step answered (pushes held) and no more to come.
+bool round_ready(const coord_state& st) {
+  if (round_size(st) == 0 || st.round.closing || st.round.members.empty()) return false;
+  if (st.round.results.size() < st.round.members.size()) return false;
+  return round_full(st);
+}
+
+// Every shard applied the round: its steps count as applied, each reporting the round's
+// loss (the example-weighted mean, what every replica of a synchronous strategy sees).
+void round_applied(self_ptr self, uint64_t staleness) {
+  auto& st = self->state;
+  auto results = std::move(st.round.results);
+  auto number = st.round.number++;
+  st.round.results.clear();
+  st.round.members.clear();
+  st.round.closing = false;
+  double loss_sum = 0;
+  int64_t examples = 0;
+  for (auto& [s, r] : results) {
+    loss_sum += r.loss * static_cast<double>(r.example_count);
+    examples += r.example_count;
+  }
+  auto loss = examples > 0 ? loss_sum / static_cast<double>(examples) : 0.0;
+  for (auto& [s, r] : results) {
+    settle_index(st, s);
+    r.max_staleness = std::max(r.max_staleness, staleness);
+    count_step(self, r, loss, number);
+  }
+  dispatch(self);
+}
+
+// Sends the round's manifest to every shard; once all applied it, round_applied.
+void close_round(self_ptr self) {
+  auto& st = self->state;
+  st.round.closing = true;
+  auto attempt = ++st.round.attempt;
+  round_request req;
+  req.f = current_fence(st);
+  req.round = st.round.number;
+  for (auto& [s, r] : st.round.results) {
+    req.steps.push_back(s);
+    req.example_count += r.example_count;
+  }
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto staleness = std::make_shared<uint64_t>(0);
+  auto number = st.round.number;
+  for (size_t i = 0; i < st.opts.ps.size(); ++i)
+    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, round_atom::value, req)
+      .then(
+        [self, attempt, remaining, staleness](round_reply& r) {
+          if (attempt != self->state.round.attempt) return;
+          *staleness = std::max(*staleness, r.max_staleness);
+          if (--*remaining == 0) round_applied(self, *staleness);
+        },
+        [self, attempt, i, number](caf::error& e) {
+          if (attempt != self->state.round.attempt) return;
+          ps_failed(self, i, e, fmt::format("ps shard {} did not apply synchronous round {}: ", i, number));
+        });
+}
+
 void dispatch(self_ptr self) {
   auto& st = self->state;
   if (st.recovering || st.checkpointing) return;
-  if (st.quiescing && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty()) {
+  if (st.quiescing && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty() && st.round.empty()) {
     // Nothing in flight or queued: every shard's state is at one step.
     if (static_cast<int64_t>(st.steps_total) == st.last_committed && st.restore_dir == st.opts.checkpoint_dir) {
       st.quiescing = false;  // that step is committed already (a resumed or restored run)
@@ -847,6 +1021,10 @@ void dispatch(self_ptr self) {
       }
       send_task(self, w, std::move(*t));
       any = true;
+    }
+    if (round_ready(st)) {
+      close_round(self);
+      return;
     }
     if (phase_complete(st)) {
       if (st.ph == phase::evaluating && st.standalone_eval) {
@@ -1250,9 +1428,12 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.visits.clear();
       st.ran_out = false;
       st.dispatched_run = st.applied_run = 0;
+      forget_round(st);
+      st.round.number = 1;
       st.requeued.clear();
       st.fencing.clear();
       st.failures.clear();
+      st.failed_on.clear();
       st.pipes.clear();
       for (auto& s : st.spec.pipelines) {
         st.pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});
@@ -1457,6 +1638,11 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
 }  // namespace
 
 std::unique_ptr<dispatch_gate> dispatch_when_free() { return std::make_unique<when_free_gate>(); }
+std::unique_ptr<dispatch_gate> bounded_staleness(uint64_t s) { return std::make_unique<bounded_gate>(s); }
+std::unique_ptr<dispatch_gate> sync_rounds(uint64_t replicas) {
+  if (replicas == 0) throw std::invalid_argument("sync_rounds: 0 replicas");
+  return std::make_unique<rounds_gate>(replicas);
+}
 
 coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options opts) {
   if (opts.ps.empty()) throw std::invalid_argument("spawn_coordinator: no ps shards");

@@ -79,6 +79,7 @@ void metrics_writer::write(const event& e) {
       j["loss"] = e.loss;
       j["examples"] = e.examples;
       j["staleness"] = e.staleness;
+      if (e.round > 0) j["round"] = e.round;
       j["us"] = {{"batch", e.batch_us}, {"pull", e.pull_us}, {"compute", e.compute_us}, {"push", e.push_us}};
       break;
     case event_kind::epoch_begin:

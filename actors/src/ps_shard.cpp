@@ -24,6 +24,89 @@ class apply_now_policy : public apply_policy {
   }
 };
 
+// Synchronous rounds: pushes wait here, by step id, until their round closes.
+class hold_for_round_policy : public apply_policy {
+ public:
+  std::string describe() const override { return "hold_for_round"; }
+  push_status on_push(push_request& req, const std::function<void(push_request&)>&) override {
+    auto step = req.step;
+    held_[step] = std::move(req);
+    return push_status::held;
+  }
+  std::vector<applied_by> on_round(const round_request& req, const std::function<void(push_request&)>& apply) override {
+    std::vector<push_request> use;
+    for (auto& s : req.steps)
+      if (auto i = held_.find(s); i != held_.end()) {
+        use.push_back(std::move(i->second));
+        held_.erase(i);
+      }
+    std::vector<applied_by> out;
+    if (use.empty()) return out;
+    int64_t examples = 0;
+    for (auto& u : use) examples += u.example_count;
+    // The mean over the round's global batch: steps that pushed nothing here count in the
+    // denominator (their gradient for these rows is zero).
+    auto total = static_cast<double>(std::max(req.example_count, examples));
+    push_request merged;
+    merged.f = req.f;
+    merged.step = use.front().step;
+    merged.example_count = static_cast<int64_t>(total);
+    std::map<partition_key, size_t> dense_at;
+    struct row_ref {
+      int64_t id;
+      const model::matrix* rows;
+      Eigen::Index row;
+      float weight;
+    };
+    std::map<int32_t, std::vector<row_ref>> sparse;
+    std::map<int32_t, uint64_t> sparse_read;
+    for (auto& u : use) {
+      auto w = static_cast<float>(static_cast<double>(u.example_count) / total);
+      for (auto& d : u.dense) {
+        auto [at, fresh] = dense_at.emplace(d.key, merged.dense.size());
+        if (fresh) {
+          merged.dense.push_back(dense_slice{d.key, d.read_version, tensor{model::matrix(w * *d.grad.value)}});
+        } else {
+          auto& m = merged.dense[at->second];
+          // The merged tensor is this policy's alone until applied: write into it.
+          const_cast<model::matrix&>(*m.grad.value) += w * *d.grad.value;
+          m.read_version = std::min(m.read_version, d.read_version);
+        }
+      }
+      for (auto& sp : u.sparse) {
+        auto [rv, fresh] = sparse_read.emplace(sp.variable, sp.read_version);
+        if (!fresh) rv->second = std::min(rv->second, sp.read_version);
+        for (size_t j = 0; j < sp.ids.size(); ++j)
+          sparse[sp.variable].push_back(row_ref{sp.ids[j], sp.rows.value.get(), static_cast<Eigen::Index>(j), w});
+      }
+      out.push_back(applied_by{u.step, u.f.worker, u.f.worker_generation, u.attempt});
+    }
+    for (auto& [var, refs] : sparse) {
+      std::stable_sort(refs.begin(), refs.end(), [](const row_ref& a, const row_ref& b) { return a.id < b.id; });
+      sparse_slice sl;
+      sl.variable = var;
+      sl.read_version = sparse_read[var];
+      size_t unique = 0;
+      for (size_t j = 0; j < refs.size(); ++j) unique += j == 0 || refs[j].id != refs[j - 1].id ? 1 : 0;
+      auto width = refs.empty() ? 0 : refs.front().rows->cols();
+      model::matrix rows = model::matrix::Zero(static_cast<Eigen::Index>(unique), width);
+      for (size_t j = 0; j < refs.size(); ++j) {
+        if (j == 0 || refs[j].id != refs[j - 1].id) sl.ids.push_back(refs[j].id);
+        rows.row(static_cast<Eigen::Index>(sl.ids.size() - 1)) += refs[j].weight * refs[j].rows->row(refs[j].row);
+      }
+      sl.rows = tensor{std::move(rows)};
+      merged.sparse.push_back(std::move(sl));
+    }
+    apply(merged);
+    return out;
+  }
+  void clear() override { held_.clear(); }
+  size_t held() const override { return held_.size(); }
+
+ private:
+  std::map<step_id, push_request> held_;
+};
+
 struct partition {
   std::string name;
   int64_t row_begin = 0;
@@ -173,9 +256,48 @@ void record_staleness(ps_state& st, uint64_t version, uint64_t read_version) {
   h[std::min<size_t>(static_cast<size_t>(lag), h.size() - 1)] += 1;
 }
 
+// Applies every slice of `r` with the shard's optimizer (versions + 1); `max_lag` takes
+// the largest version staleness among them.
+void apply_slices(ps_state& st, push_request& r, uint64_t& max_lag) {
+  for (auto& s : r.dense) {
+    auto& p = st.parts.at(s.key);
+    max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
+    record_staleness(st, p.version, s.read_version);
+    auto& w = writable(p);
+    st.opt->apply_dense(w.data(), s.grad.value->data(), static_cast<size_t>(w.size()), p.slots);
+    ++p.version;
+  }
+  for (auto& s : r.sparse) {
+    // Split the rows by partition (ids are sorted, partitions contiguous).
+    for (auto& [k, p] : st.parts) {
+      if (k.variable != s.variable) continue;
+      std::vector<int64_t> local;
+      std::vector<Eigen::Index> src;
+      for (size_t j = 0; j < s.ids.size(); ++j)
+        if (s.ids[j] >= p.row_begin && s.ids[j] < p.row_begin + p.value->rows()) {
+          local.push_back(s.ids[j] - p.row_begin);
+          src.push_back(static_cast<Eigen::Index>(j));
+        }
+      max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
+      record_staleness(st, p.version, s.read_version);
+      model::matrix g(static_cast<Eigen::Index>(local.size()), s.rows.cols());
+      for (size_t j = 0; j < src.size(); ++j) g.row(static_cast<Eigen::Index>(j)) = s.rows.value->row(src[j]);
+      auto& w = writable(p);
+      st.opt->apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
+      ++p.version;
+    }
+  }
+}
+
+void count_applied(ps_state& st, const applied_by& a) {
+  if (st.keep_log) st.stats.apply_log.push_back(a);
+  ++st.stats.applied;
+}
+
 }  // namespace
 
 std::unique_ptr<apply_policy> apply_now() { return std::make_unique<apply_now_policy>(); }
+std::unique_ptr<apply_policy> hold_for_round() { return std::make_unique<hold_for_round_policy>(); }
 
 namespace {
 
@@ -235,6 +357,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       // The de-duplication state of the restored values (nothing remembered above the
       // watermark: a checkpoint is taken with no step in flight).
       st.applied_steps.clear();
+      st.policy->clear();  // a round in progress is superseded by the restored state
       st.run = req.run;
       st.watermark = req.watermark;
       for (auto& [w, g] : req.min_generations) {
@@ -306,42 +429,21 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
         return err;
       }
       uint64_t max_lag = 0;
-      auto apply = [self, &max_lag](push_request& r) {
-        auto& st = self->state;
-        for (auto& s : r.dense) {
-          auto& p = st.parts.at(s.key);
-          max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
-          record_staleness(st, p.version, s.read_version);
-          auto& w = writable(p);
-          st.opt->apply_dense(w.data(), s.grad.value->data(), static_cast<size_t>(w.size()), p.slots);
-          ++p.version;
-        }
-        for (auto& s : r.sparse) {
-          // Split the rows by partition (ids are sorted, partitions contiguous).
-          for (auto& [k, p] : st.parts) {
-            if (k.variable != s.variable) continue;
-            std::vector<int64_t> local;
-            std::vector<Eigen::Index> src;
-            for (size_t j = 0; j < s.ids.size(); ++j)
-              if (s.ids[j] >= p.row_begin && s.ids[j] < p.row_begin + p.value->rows()) {
-                local.push_back(s.ids[j] - p.row_begin);
-                src.push_back(static_cast<Eigen::Index>(j));
-              }
-            max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
-            record_staleness(st, p.version, s.read_version);
-            model::matrix g(static_cast<Eigen::Index>(local.size()), s.rows.cols());
-            for (size_t j = 0; j < src.size(); ++j) g.row(static_cast<Eigen::Index>(j)) = s.rows.value->row(src[j]);
-            auto& w = writable(p);
-            st.opt->apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
-            ++p.version;
-          }
-        }
-        st.applied_steps.insert(r.step);
-        if (st.keep_log) st.stats.apply_log.push_back(applied_by{r.step, r.f.worker, r.f.worker_generation, r.attempt});
-        ++st.stats.applied;
-      };
-      auto status = st.policy->on_push(req, apply);
+      applied_by who{req.step, req.f.worker, req.f.worker_generation, req.attempt};
+      auto status = st.policy->on_push(req, [&st, &max_lag](push_request& r) { apply_slices(st, r, max_lag); });
+      // Held or applied, the step id is taken: a re-run's push is a duplicate.
+      st.applied_steps.insert(who.step);
+      if (status == push_status::applied) count_applied(st, who);
       return push_reply{status, max_lag};
+    },
+    [self, not_ready](round_atom, const round_request& req) -> caf::result<round_reply> {
+      auto& st = self->state;
+      if (!st.initialized) return not_ready();
+      if (auto err = check_fence(st, req.f)) return err;
+      uint64_t max_lag = 0;
+      auto used = st.policy->on_round(req, [&st, &max_lag](push_request& r) { apply_slices(st, r, max_lag); });
+      for (auto& a : used) count_applied(st, a);
+      return round_reply{req.round, used.size(), max_lag};
     },
     [self](hyper_atom, const hyperparams_request& req) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
@@ -396,6 +498,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
     [self](stats_atom) -> ps_stats {
       auto s = self->state.stats;
       s.remembered = self->state.applied_steps.size();
+      s.held = self->state.policy->held();
       s.seen = self->state.seen;
       for (auto& [w, g] : self->state.min_generation) s.min_generations.emplace_back(w, g);
       for (auto& [k, p] : self->state.parts) s.versions.push_back(partition_value{k, p.version, tensor{}});

@@ -110,6 +110,12 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   spec.request_timeout = std::chrono::seconds(5);
   spec.faults = plan;
   spec.apply_log = true;
+  spec.consistency = shape.consistency;
+  // The bound a mode promises on version staleness (none for async).
+  std::optional<uint64_t> bound;
+  if (shape.consistency == "sync") bound = 0;
+  if (shape.consistency.rfind("bounded_staleness(", 0) == 0)
+    bound = 2 * std::stoull(shape.consistency.substr(18, shape.consistency.size() - 19));
   if (shape.checkpoint_every > 0) {
     spec.checkpoint_dir = "/sim";
     spec.checkpoint_every = shape.checkpoint_every;
@@ -149,6 +155,9 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
   bool hung = false;
   uint64_t newest_epoch = 0;  // events of a deposed coordinator are not the run's
   std::optional<cluster_internals::deposed> deposed;
+  // Synchronous rounds as reported: per round, its steps and the loss they report.
+  std::map<uint64_t, std::pair<int64_t, double>> rounds;
+  std::set<uint64_t> bad_rounds;
   for (int guard = 0;; ++guard) {
     // While a take-over is due, one message at a time: it happens at its step count.
     bool watch = shape.take_over_after > 0 && !deposed;
@@ -159,6 +168,16 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
       newest_epoch = e->coordinator_epoch;
       switch (e->kind) {
         case event_kind::step_done:
+          res.max_staleness = std::max(res.max_staleness, e->staleness);
+          if (bound && e->staleness > *bound)
+            res.violations.push_back(fmt::format("step ({}, {}) applied with staleness {} (the mode's bound is {})",
+                                                 e->pipeline, e->position, e->staleness, *bound));
+          if (e->round > 0) {
+            auto [at, fresh] = rounds.emplace(e->round, std::make_pair(int64_t{0}, e->loss));
+            ++at->second.first;
+            if ((!fresh && at->second.second != e->loss) || at->second.first > shape.num_workers)
+              bad_rounds.insert(e->round);
+          }
           applied.push_back(applied_step{e->epoch, e->pipeline, e->position});
           trace.add(e->pipeline);
           trace.add(e->position);
@@ -188,6 +207,7 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
           break;
         case event_kind::resumed:  // a coordinator took over from the checkpoint of this step
         case event_kind::ps_restored:
+          rounds.clear();  // the rounds after the checkpoint run again
           trace.add(uint8_t{e->kind == event_kind::resumed ? uint8_t{6} : uint8_t{5}});
           trace.add(e->count);
           if (e->kind == event_kind::ps_restored) ++res.ps_restores;
@@ -225,6 +245,12 @@ sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault
     }
   }
   res.simulated_seconds = std::chrono::duration<double>(sched.clock().now() - started).count();
+  res.rounds = rounds.size();
+  for (auto r : bad_rounds)
+    res.violations.push_back(fmt::format("synchronous round {}: more than {} steps, or steps reporting different losses", r,
+                                         shape.num_workers));
+  if (shape.consistency == "sync" && rounds.empty() && !applied.empty())
+    res.violations.push_back("sync mode applied steps outside any round");
   if (plan) res.injected = plan->injected();
   if (hung) {
     res.violations.push_back("the run hung: nothing left to run and no timer pending");

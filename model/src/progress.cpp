@@ -20,6 +20,7 @@ void progress_printer::begin_epoch(int epoch, int epochs, int64_t total_steps) {
   start_ = std::chrono::steady_clock::now();
   last_draw_ = start_;
   drawn_ = false;
+  has_staleness_ = false;
   if (verbose_ == 1) out_ << fmt::format("Epoch {}/{}\n", epoch + 1, epochs) << std::flush;
 }
 
@@ -41,6 +42,7 @@ std::string progress_printer::line(int64_t step, int64_t samples,
   s += fmt::format(" - {:.1f}s", secs);
   if (final && step > 0) s += fmt::format(" {:.0f}us/step", 1e6 * secs / static_cast<double>(step));
   for (auto& [k, v] : values) s += fmt::format(" - {}: {:.4f}", k, v);
+  if (has_staleness_) s += fmt::format(" - staleness {:.2f}/{}", staleness_mean_, staleness_max_);
   if (secs > 0) s += fmt::format(" - {:.0f} samples/s", static_cast<double>(samples) / secs);
   return s;
 }
@@ -58,6 +60,12 @@ void progress_printer::end_epoch(int64_t steps, int64_t samples, const std::map<
   if (verbose_ == 0) return;
   if (verbose_ == 1 && tty_) out_ << '\r';
   out_ << line(steps, samples, values, true) << (tty_ ? "\x1b[K" : "") << '\n' << std::flush;
+}
+
+void progress_printer::staleness(double mean, uint64_t max) {
+  has_staleness_ = true;
+  staleness_mean_ = mean;
+  staleness_max_ = max;
 }
 
 void progress_printer::note(const std::string& text) {

@@ -663,7 +663,7 @@ BOOST_AUTO_TEST_CASE(bad_cluster_specs_are_refused_with_the_value) {
   s.partitioner = "bogus(3)";
   BOOST_CHECK_THROW((cluster{sys, s, net, *model::make_sgd({0.1}), model::mean_squared_error()}), std::invalid_argument);
   s = spec(1, 1);
-  s.consistency = "sync";
+  s.consistency = "eventual";
   BOOST_CHECK_THROW((cluster{sys, s, net, *model::make_sgd({0.1}), model::mean_squared_error()}), std::invalid_argument);
 }
 

@@ -255,6 +255,44 @@ BOOST_AUTO_TEST_CASE(random_plans_with_speculation_keep_every_invariant) {
   }
 }
 
+// Each consistency mode under random plans: the simulator also checks the mode's own
+// invariant (bounded: staleness <= 2s; sync: staleness 0, rounds of at most R steps with
+// one loss).
+BOOST_AUTO_TEST_CASE(random_plans_keep_every_invariant_with_bounded_staleness) {
+  sim_shape s;
+  s.consistency = "bounded_staleness(1)";
+  uint64_t most = 0;
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    auto r = simulate(seed, s);
+    most = std::max(most, r.max_staleness);
+    if (!r.ok()) BOOST_ERROR(explain(r));
+  }
+  BOOST_TEST(most > 0u);  // the window was used, not serialized
+}
+
+BOOST_AUTO_TEST_CASE(random_plans_keep_every_invariant_in_sync_rounds) {
+  sim_shape s;
+  s.consistency = "sync";
+  uint64_t rounds = 0;
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    auto r = simulate(seed, s);
+    rounds += r.rounds;
+    if (!r.ok()) BOOST_ERROR(explain(r));
+  }
+  BOOST_TEST(rounds > 120u * 6);  // 36 steps in rounds of 3
+}
+
+BOOST_AUTO_TEST_CASE(a_fault_free_sync_run_is_rounds_of_every_worker) {
+  sim_shape s;
+  s.consistency = "sync";
+  auto r = simulate(1, s, nullptr);
+  check(r, 0);
+  BOOST_TEST(r.rounds == 12u);  // 2 epochs x 6 positions, 3 pipelines per round
+  BOOST_TEST(r.max_staleness == 0u);
+  auto again = simulate(1, s, nullptr);
+  BOOST_TEST(again.trace_hash == r.trace_hash);
+}
+
 BOOST_AUTO_TEST_CASE(the_same_seed_gives_the_same_trace_and_parameters) {
   for (uint64_t seed : {3, 11, 42}) {
     auto a = simulate(seed), b = simulate(seed);

@@ -22,6 +22,7 @@ int soak(int argc, char** argv, int first) {
   int64_t checkpoint_every = 10, take_over_after = 0;
   bool pull_ahead = false, hashes = false, verbose = false;
   double speculate = 0;
+  std::string consistency = "async";
   flags f{"actortrain soak",
           "Runs the fault simulator for --seeds seeds from --first-seed: each seed draws a\n"
           "fault plan, trains a planted linear model on a simulated cluster and checks\n"
@@ -42,6 +43,8 @@ int soak(int argc, char** argv, int first) {
          "checkpoint every this many steps (a lost ps shard rolls back to the newest); 0: none, and no ps crashes")
     .add("take-over-after", take_over_after,
          "after this many steps a new coordinator resumes the run while the old one goes on as a zombie (0: never)")
+    .add("consistency", consistency,
+         "async, bounded_staleness(s) (also checks staleness <= 2s) or sync (also checks staleness 0 and the rounds)")
     .add("hashes", hashes, "print each seed's trace hash (determinism across processes)")
     .add("verbose", verbose, "print every seed's plan and injected faults");
   if (!f.parse(argc, argv, first)) return 0;
@@ -64,13 +67,15 @@ int soak(int argc, char** argv, int first) {
   shape.speculate_after = speculate;
   shape.checkpoint_every = checkpoint_every;
   shape.take_over_after = take_over_after;
+  shape.consistency = consistency;
+  if (consistency == "sync" && spe != 1) throw usage_error("--consistency sync needs --steps-per-execution 1");
   if (!(speculate == 0 || speculate >= 1)) throw usage_error("--speculate must be 0 (off) or >= 1");
   auto shape_flags = fmt::format("--faults {} --workers {} --ps {} --pipelines {} --epochs {} --steps-per-execution {}{}"
-                                 " --speculate {} --checkpoint-every {} --take-over-after {}",
+                                 " --speculate {} --checkpoint-every {} --take-over-after {} --consistency '{}'",
                                  faults, workers, ps, pipelines, epochs, spe, pull_ahead ? " --pull-ahead" : "", speculate,
-                                 checkpoint_every, take_over_after);
+                                 checkpoint_every, take_over_after, consistency);
   uint64_t failed = 0, violations = 0, injected = 0, restarts = 0, poisoned = 0, torn = 0, steps = 0, rebuilt = 0,
-           restores = 0, take_overs = 0;
+           restores = 0, take_overs = 0, most_stale = 0, rounds = 0;
   for (uint64_t s = first_seed; s < first_seed + seeds; ++s) {
     auto r = simulate(s, shape);
     injected += r.injected.size();
@@ -79,6 +84,8 @@ int soak(int argc, char** argv, int first) {
     rebuilt += static_cast<uint64_t>(r.rebuilt);
     restores += static_cast<uint64_t>(r.ps_restores);
     take_overs += r.taken_over ? 1 : 0;
+    most_stale = std::max(most_stale, r.max_staleness);
+    rounds += r.rounds;
     steps += static_cast<uint64_t>(r.steps);
     if (!r.completed && r.ok()) ++poisoned;
     if (hashes) fmt::print("seed {} trace {:016x}\n", s, r.trace_hash);
@@ -97,6 +104,8 @@ int soak(int argc, char** argv, int first) {
     std::fflush(stdout);
   }
   fmt::print("torn re-runs: {} of {} applied steps combined slices of two computations\n", torn, steps);
+  fmt::print("consistency {}: max staleness {}{}\n", consistency, most_stale,
+             consistency == "sync" ? fmt::format(", {} rounds", rounds) : "");
   fmt::print("soak: {} seeds, {} faults injected, {} workers restarted, {} dataset shards rebuilt, "
              "{} ps roll-backs, {} coordinator take-overs, {} poison-step endings, {} violations in {} seeds\n",
              seeds, injected, restarts, rebuilt, restores, take_overs, poisoned, violations, failed);

@@ -61,7 +61,18 @@ struct cluster_spec {
   /// How variables are split into partitions: "" or "none", "fixed_shards(n)",
   /// "min_size(bytes, max_shards)", "max_size(bytes)".
   std::string partitioner;
-  /// Consistency mode; only "async" for now (bounded staleness and sync come later).
+  /// Consistency mode, how stale a gradient may be (see actortrain/actors/coordinator.hpp):
+  ///  - "async": a step is dispatched whenever a worker is free and applied on arrival
+  ///    (TensorFlow's ParameterServerStrategy); staleness is unbounded.
+  ///  - "bounded_staleness(s)": no new step is dispatched while the oldest step not yet
+  ///    applied is more than s steps older; no step's version staleness exceeds 2s
+  ///    (s = 0: sequential). Stale synchronous parallel, as in Petuum.
+  ///  - "sync": rounds of R = num_workers batches (R fixed at start), all computed on the
+  ///    same parameters; the shards apply the round's example-weighted mean once, so a
+  ///    round equals one step on the global batch (TensorFlow's MultiWorkerMirrored).
+  ///    A lost worker's batch is re-run within its round instead of failing the job.
+  ///    input_context.num_replicas_in_sync = R (1 in the other modes): per-replica batch
+  ///    = global batch / R. Needs steps_per_execution = 1.
   std::string consistency = "async";
   /// Steps per task sent to a worker (Keras's steps_per_execution): fewer round trips
   /// with the coordinator for tiny models.
@@ -160,6 +171,9 @@ struct fit_result {
   /// (-1: not resumed).
   int ps_restores = 0;
   int64_t resumed_at = -1;
+  /// Version staleness of the applied steps (event::staleness): mean and max.
+  double mean_staleness = 0;
+  uint64_t max_staleness = 0;
 };
 
 class cluster {

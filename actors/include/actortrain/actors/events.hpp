@@ -52,7 +52,11 @@ struct event {
   double loss = 0;
   int64_t examples = 0;
   int64_t count = 0;
+  /// step_done: the version staleness of the step (max over its slices of the
+  /// partition's version when applied minus the version the step read).
   uint64_t staleness = 0;
+  /// step_done in sync mode: the round (from 1); `loss` is then the round's loss.
+  uint64_t round = 0;
   double seconds = 0;  ///< since the run began
   /// The emitting coordinator's epoch: after a take-over, a deposed coordinator's events
   /// have a lower one and can be told apart.

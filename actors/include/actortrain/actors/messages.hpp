@@ -56,6 +56,7 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using replace_atom = caf::atom_constant<caf::atom("replace")>;
 using ckpt_atom = caf::atom_constant<caf::atom("ckpt")>;
 using recover_atom = caf::atom_constant<caf::atom("recover")>;
+using round_atom = caf::atom_constant<caf::atom("round")>;
 
 // -- identity -----------------------------------------------------------------------
 
@@ -380,6 +381,35 @@ typename Inspector::result_type inspect(Inspector& f, push_reply& x) {
   return f(caf::meta::type_name("push_reply"), s, x.max_staleness, caf::meta::load_callback(restore));
 }
 
+/// Closes a synchronous round (consistency "sync"): the steps of the round and their
+/// example counts, sent by the coordinator to every shard once each step's pushes were
+/// received (acknowledged as held). A shard applies the example-weighted mean of the
+/// pushes it holds for these steps once; a shard that a (sparse) step did not touch
+/// still learns that the round is complete. Held pushes of steps not listed stay held.
+struct round_request {
+  fence f;
+  uint64_t round = 0;  ///< the round's number in the run (reports only)
+  std::vector<step_id> steps;
+  int64_t example_count = 0;  ///< the round's examples: the mean's denominator
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, round_request& x) {
+  return f(caf::meta::type_name("round_request"), x.f, x.round, x.steps, x.example_count);
+}
+
+/// A round applied (or found applied before: `applied` = 0 pushes then).
+struct round_reply {
+  uint64_t round = 0;
+  uint64_t applied = 0;        ///< held pushes the mean was formed from
+  uint64_t max_staleness = 0;  ///< over the round's slices (0 unless versions moved meanwhile)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, round_reply& x) {
+  return f(caf::meta::type_name("round_reply"), x.round, x.applied, x.max_staleness);
+}
+
 struct hyperparams_request {
   fence f;
   std::vector<std::pair<std::string, double>> values;
@@ -399,6 +429,7 @@ struct ps_stats {
   uint64_t rejected = 0;
   uint64_t fenced = 0;
   uint64_t remembered = 0;  ///< step ids kept for de-duplication (bounded by the watermark)
+  uint64_t held = 0;        ///< pushes held for a synchronous round not closed yet
   std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
   std::vector<partition_value> versions;      ///< keys and versions (no values)
   std::vector<applied_by> apply_log;          ///< with ps_shard_options::apply_log
@@ -409,7 +440,7 @@ struct ps_stats {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.base, x.duplicates, x.rejected, x.fenced, x.remembered,
-           x.staleness_histogram, x.versions, x.apply_log, x.seen, x.min_generations);
+           x.held, x.staleness_histogram, x.versions, x.apply_log, x.seen, x.min_generations);
 }
 
 /// A partition's state for a checkpoint: values, optimizer slots (same shape), counters.
@@ -680,6 +711,8 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::push_request))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::push_reply))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::applied_by))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::hyperparams_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::round_request))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::round_reply))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_stats))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::fence_request))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::partition_snapshot))

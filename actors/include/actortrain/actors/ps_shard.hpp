@@ -25,8 +25,11 @@
 //  - fenced: a push whose epochs are older than the highest this shard has seen, or whose
 //    worker generation is below the one a fence request raised for that worker, is
 //    rejected with fenced_out.
-//  - the apply policy decides when: apply_now (asynchronous training) applies on
-//    arrival; a synchronous policy holds pushes for a round.
+//  - the apply policy decides when: apply_now (asynchronous and bounded-staleness
+//    training) applies on arrival; hold_for_round (synchronous training) acknowledges
+//    on receipt (push_status::held) and applies the round's example-weighted mean once
+//    when the coordinator's round_request names the round's steps (acknowledgement and
+//    application are separate, so a push's timeout need not cover the slowest worker).
 //
 // A pull with coordinator epoch 0 is an observer's read (the application reading trained
 // variables): it passes any fence and raises none. stats report the highest epochs seen
@@ -57,6 +60,8 @@ using ps_shard_actor = caf::typed_actor<
   caf::replies_to<pull_atom, pull_request>::with<pull_reply>,
   caf::replies_to<pull_rows_atom, pull_rows_request>::with<rows_reply>,
   caf::replies_to<push_atom, push_request>::with<push_reply>,
+  // Closes a synchronous round: the held pushes of its steps are applied as one mean.
+  caf::replies_to<round_atom, round_request>::with<round_reply>,
   caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
   caf::replies_to<fence_atom, fence_request>::with<fence>,
   caf::replies_to<stats_atom>::with<ps_stats>,
@@ -65,16 +70,35 @@ using ps_shard_actor = caf::typed_actor<
   caf::replies_to<snapshot_atom, fence_request>::with<ps_snapshot>>;
 
 /// When a validated, new push is applied. The ps shard calls on_push for every push that
-/// passed validation and is not a duplicate; `apply` applies it now.
+/// passed validation and is not a duplicate; `apply` applies a push now (the optimizer
+/// step on every slice, versions + 1). The shard remembers the step id either way, so a
+/// held push's re-run is a duplicate.
 class apply_policy {
  public:
   virtual ~apply_policy() = default;
   virtual std::string describe() const = 0;
   virtual push_status on_push(push_request& req, const std::function<void(push_request&)>& apply) = 0;
+  /// A round closes (round_request): apply what is held for its steps, and return the
+  /// computations used (one per step this shard held a push of).
+  virtual std::vector<applied_by> on_round(const round_request&, const std::function<void(push_request&)>&) {
+    return {};
+  }
+  /// Drops everything held (the shard is being restored).
+  virtual void clear() {}
+  /// Pushes held now.
+  virtual size_t held() const { return 0; }
 };
 
 /// Asynchronous training: every push is applied on arrival.
 std::unique_ptr<apply_policy> apply_now();
+
+/// Synchronous rounds: pushes are held (acknowledged as push_status::held on receipt)
+/// until the coordinator closes their round; then the shard applies once, per partition,
+/// the example-weighted mean of the round's gradients: sum_i n_i g_i / N, with n_i the
+/// push's example count and N the round's (round_request::example_count), which equals
+/// the gradient of the mean loss over the round's global batch. Sparse rows are merged
+/// the same way (a row no step touched gets no update). One policy per shard.
+std::unique_ptr<apply_policy> hold_for_round();
 
 struct ps_shard_options {
   uint32_t index = 0;              ///< this shard's number (stats, errors)

@@ -8,6 +8,10 @@
 //     touches every shard in every step), so steps restored + applied since == steps on
 //     each, and no step id twice in its apply log (kept since its last restore); steps
 //     whose shards applied different computations count as torn;
+//   - the consistency mode's invariant (cluster_spec::consistency): with
+//     bounded_staleness(s) no step's version staleness exceeds 2s; with sync every step
+//     reads the version its round began with (staleness 0), a round has at most R =
+//     workers steps, and all its steps report the same round loss;
 //   - determinism: a trace hash over the applied steps (pipeline, position, worker,
 //     generation, loss bits), the membership events and the final parameters' bits; the
 //     same seed, plan and shape give the same hash, in this process or another.
@@ -47,6 +51,9 @@ struct sim_shape {
   /// from the newest checkpoint, while the first goes on as a zombie (its messages must
   /// all be refused, its run must not complete); 0: never. Needs checkpoint_every.
   int64_t take_over_after = 0;
+  /// cluster_spec::consistency: "async", "bounded_staleness(s)" or "sync" (R = workers;
+  /// needs steps_per_execution = 1).
+  std::string consistency = "async";
 };
 
 struct sim_result {
@@ -67,6 +74,8 @@ struct sim_result {
   /// a partial push combined parameters of two versions).
   int64_t torn = 0;
   double simulated_seconds = 0;        ///< simulated time the run took
+  uint64_t max_staleness = 0;          ///< over the applied steps (event::staleness)
+  uint64_t rounds = 0;                 ///< synchronous rounds applied
   bool ok() const { return violations.empty(); }
 };
 

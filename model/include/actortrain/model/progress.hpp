@@ -23,6 +23,9 @@ class progress_printer {
   void update(int64_t step, int64_t samples, const std::map<std::string, double>& values);
   /// The epoch's final values (validation included), ends the line.
   void end_epoch(int64_t steps, int64_t samples, const std::map<std::string, double>& values);
+  /// The epoch's version staleness so far (distributed training), shown after the
+  /// values as "staleness 0.42/3" (mean/max) until the next begin_epoch.
+  void staleness(double mean, uint64_t max);
   /// Prints a line of its own (warnings, failures), keeping the bar intact.
   void note(const std::string& line);
 
@@ -39,6 +42,9 @@ class progress_printer {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
   bool drawn_ = false;
+  bool has_staleness_ = false;
+  double staleness_mean_ = 0;
+  uint64_t staleness_max_ = 0;
 };
 
 }  // namespace actortrain::model
