@@ -250,3 +250,92 @@ BOOST_AUTO_TEST_CASE(a_shard_without_partitions_says_so) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A shard of a synchronous cluster: pushes are held, and a round applies their
+// example-weighted mean once.
+struct sync_fixture : ps_fixture {
+  sync_fixture() {
+    caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+    ps_shard_options o;
+    o.policy = hold_for_round();
+    ps = spawn_ps_shard(sys, *model::make_sgd({1.0}), o);
+    init_request req;
+    req.f.coordinator_epoch = 1;
+    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0});
+    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0});
+    BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
+  }
+
+  round_request round_of(std::vector<uint64_t> positions, int64_t examples) {
+    round_request r;
+    r.f = epochs(1);
+    r.round = 1;
+    for (auto p : positions) r.steps.push_back(step_id{1, 0, p});
+    r.example_count = examples;
+    return r;
+  }
+
+  matrix embeddings() {
+    pull_request p;
+    p.f = epochs(0);
+    p.partitions.push_back(partition_key{1, 0});
+    return *ask<pull_reply>(pull_atom::value, p)->values.at(0).value.value;
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(held_pushes_are_applied_as_one_example_weighted_mean, sync_fixture) {
+  auto a = push_of(0, matrix::Constant(2, 3, 1.0f));  // 4 examples
+  auto b = push_of(1, matrix::Constant(2, 3, 4.0f));
+  b.example_count = 12;
+  sparse_slice rows;  // only step 1 touches embedding rows 1 and 3
+  rows.variable = 1;
+  rows.ids = {1, 3};
+  rows.rows = tensor{matrix::Constant(2, 2, 2.0f)};
+  b.sparse.push_back(rows);
+  auto ra = ask<push_reply>(push_atom::value, a);
+  BOOST_REQUIRE(ra);
+  BOOST_TEST(to_string(ra->status) == "held");
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, b));
+  BOOST_TEST(kernel().isZero());  // nothing applied before the round closes
+  BOOST_TEST(stats().held == 2u);
+  // A re-run of a held step is a duplicate: the first computation stays.
+  BOOST_TEST(to_string(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3)))->status) == "duplicate");
+  // Step 2 of the round (4 examples) pushed nothing here: it counts in the mean.
+  auto r = ask<round_reply>(round_atom::value, round_of({0, 1, 2}, 20));
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->applied == 2u);
+  BOOST_TEST(r->max_staleness == 0u);
+  // (4 * 1 + 12 * 4) / 20 = 2.6, one SGD step of lr 1.
+  BOOST_TEST(kernel().isApproxToConstant(-2.6f));
+  matrix e = embeddings();
+  BOOST_TEST(e(1, 0) == -12.0f * 2 / 20, e);  // 12 of 20 examples pushed 2
+  BOOST_TEST(e(0, 0) == 0.0f);                // untouched rows stay
+  auto s = stats();
+  BOOST_TEST(s.applied == 2u);
+  BOOST_TEST(s.held == 0u);
+  for (auto& v : s.versions) BOOST_TEST(v.version == 1u);  // one update per round
+  // The same manifest again (a retry) applies nothing.
+  BOOST_TEST(ask<round_reply>(round_atom::value, round_of({0, 1, 2}, 20))->applied == 0u);
+  BOOST_TEST(kernel().isApproxToConstant(-2.6f));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_round_applies_only_the_steps_its_manifest_names, sync_fixture) {
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(0, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(5, matrix::Ones(2, 3))));
+  BOOST_TEST(ask<round_reply>(round_atom::value, round_of({0}, 4))->applied == 1u);
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+  BOOST_TEST(stats().held == 1u);  // step 5 waits for its own round
+}
+
+BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, sync_fixture) {
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(0, matrix::Ones(2, 3))));
+  init_request req;
+  req.f.coordinator_epoch = 1;
+  req.f.recovery_epoch = 1;
+  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0});
+  BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
+  BOOST_TEST(stats().held == 0u);
+  BOOST_TEST(!ask<round_reply>(round_atom::value, round_of({0}, 4)));  // the old epochs' manifest
+  BOOST_TEST(describe(last_error).find("fenced_out") != std::string::npos, describe(last_error));
+  BOOST_TEST(kernel().isZero());
+}
