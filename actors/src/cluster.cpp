@@ -205,6 +205,7 @@ struct cluster::impl {
     o.detached = !spec.simulated;
     o.overlap_push = spec.overlap_push;
     o.pull_ahead = spec.pull_ahead;
+    o.pull_rows = spec.pull_rows;
     auto w = spawn_worker(sys, std::move(o));
     named(w, actor_role::worker, id);
     return w;

@@ -76,8 +76,9 @@ class hold_for_round_policy : public apply_policy {
       for (auto& sp : u.sparse) {
         auto [rv, fresh] = sparse_read.emplace(sp.variable, sp.read_version);
         if (!fresh) rv->second = std::min(rv->second, sp.read_version);
+        auto& refs = sparse[sp.variable];  // also with no rows: the table's partitions count the round
         for (size_t j = 0; j < sp.ids.size(); ++j)
-          sparse[sp.variable].push_back(row_ref{sp.ids[j], sp.rows.value.get(), static_cast<Eigen::Index>(j), w});
+          refs.push_back(row_ref{sp.ids[j], sp.rows.value.get(), static_cast<Eigen::Index>(j), w});
       }
       out.push_back(applied_by{u.step, u.f.worker, u.f.worker_generation, u.attempt});
     }
@@ -414,6 +415,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       }
       r.ids = req.ids;
       r.rows = tensor{std::move(rows)};
+      st.stats.rows_pulled += req.ids.size();
       return r;
     },
     [self, not_ready](push_atom, push_request& req) -> caf::result<push_reply> {

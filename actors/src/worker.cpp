@@ -5,6 +5,7 @@
 #include <actortrain/model/random.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <optional>
@@ -93,6 +94,10 @@ struct worker_state {
   // The gradient buffers last pushed, per variable: reused for a later step once the
   // shard has let go of them (in-process), so a step allocates no gradient memory.
   std::vector<std::shared_ptr<const model::matrix>> sent;
+  // Per variable: pulled by row (an embedding table fed by model inputs), and the
+  // worker's buffer of it (only the rows of the current step are current).
+  std::vector<bool> by_rows;
+  std::vector<std::shared_ptr<model::matrix>> tables;
   static inline const char* name = "worker";
 };
 
@@ -197,20 +202,39 @@ void push(self_ptr self) {
   for (auto& vp : pl.variables()) {
     auto v = static_cast<size_t>(vp.variable);
     if (st.grads.is_sparse[v]) {
+      // One slice per shard that holds part of the table, with the touched rows there
+      // (ids stay sorted: partitions are contiguous and grouped in order), empty where
+      // none is touched: every partition counts the step once, as a local optimizer's
+      // block does (Adam's t).
       auto& g = st.grads.sparse[v];
-      if (g.ids.empty()) continue;
-      auto groups = pl.group_rows(vp.variable, g.ids);
-      for (auto& grp : groups) {
-        sparse_slice s;
-        s.variable = vp.variable;
-        s.read_version = st.read_version[v];
-        model::matrix rows(static_cast<Eigen::Index>(grp.positions.size()), g.rows.cols());
-        for (size_t j = 0; j < grp.positions.size(); ++j) {
-          s.ids.push_back(g.ids[grp.positions[j]]);
-          rows.row(static_cast<Eigen::Index>(j)) = g.rows.row(static_cast<Eigen::Index>(grp.positions[j]));
+      std::vector<int> slice_of(static_cast<size_t>(nps), -1);
+      auto slice_on = [&](int ps) -> sparse_slice& {
+        auto& at = slice_of[static_cast<size_t>(ps)];
+        auto& out = reqs[static_cast<size_t>(ps)].sparse;
+        if (at < 0) {
+          at = static_cast<int>(out.size());
+          sparse_slice s;
+          s.variable = vp.variable;
+          s.read_version = st.read_version[v];
+          out.push_back(std::move(s));
+        }
+        return out[static_cast<size_t>(at)];
+      };
+      std::vector<std::vector<size_t>> rows_on(static_cast<size_t>(nps));
+      if (!g.ids.empty())
+        for (auto& grp : pl.group_rows(vp.variable, g.ids))
+          rows_on[static_cast<size_t>(grp.ps)].insert(rows_on[static_cast<size_t>(grp.ps)].end(), grp.positions.begin(),
+                                                       grp.positions.end());
+      for (auto& part : vp.partitions) {
+        auto& s = slice_on(part.ps);
+        if (s.rows.value) continue;  // this shard's slice is made
+        const auto& mine = rows_on[static_cast<size_t>(part.ps)];
+        model::matrix rows(static_cast<Eigen::Index>(mine.size()), vp.shape.cols);
+        for (size_t j = 0; j < mine.size(); ++j) {
+          s.ids.push_back(g.ids[mine[j]]);
+          rows.row(static_cast<Eigen::Index>(j)) = g.rows.row(static_cast<Eigen::Index>(mine[j]));
         }
         s.rows = tensor{std::move(rows)};
-        reqs[static_cast<size_t>(grp.ps)].sparse.push_back(std::move(s));
       }
     } else if (vp.partitions.size() == 1) {
       auto& part = vp.partitions[0];
@@ -350,9 +374,11 @@ void send_round(self_ptr self, const fence& f, const step_id& step) {
   const auto& pl = *st.opts.placement;
   const int nps = pl.num_ps();
   std::vector<pull_request> reqs(static_cast<size_t>(nps));
-  for (auto& vp : pl.variables())
+  for (auto& vp : pl.variables()) {
+    if (st.by_rows[static_cast<size_t>(vp.variable)]) continue;  // by row, once the batch is known
     for (auto& part : vp.partitions)
       reqs[static_cast<size_t>(part.ps)].partitions.push_back(partition_key{vp.variable, part.index});
+  }
   auto& rd = st.round;
   rd = worker_state::pull_round{};
   rd.active = true;
@@ -392,6 +418,74 @@ void send_round(self_ptr self, const fence& f, const step_id& step) {
   }
 }
 
+// Adds to the round the rows of the current batch of every table pulled by row: the ids
+// in its feeds (values that are no valid id are left to the embedding layer to report),
+// asked of the shards that hold them.
+void send_rows(self_ptr self) {
+  auto& st = self->state;
+  auto& rd = st.round;
+  const auto& pl = *st.opts.placement;
+  const auto& feeds = st.opts.structure.row_feeds();
+  for (size_t v = 0; v < st.by_rows.size(); ++v) {
+    if (!st.by_rows[v]) continue;
+    auto vid = static_cast<model::variable_id>(v);
+    const auto& vp = pl.variable(vid);
+    auto& table = st.tables[v];
+    if (!table) table = std::make_shared<model::matrix>(model::matrix::Zero(vp.shape.rows, vp.shape.cols));
+    rd.values.adopt(vid, table);
+    std::vector<int64_t> ids;
+    for (auto slot : feeds[v]) {
+      if (static_cast<size_t>(slot) >= st.batch.features.size()) continue;
+      const auto& x = st.batch.features[static_cast<size_t>(slot)];
+      for (Eigen::Index i = 0; i < x.size(); ++i) {
+        double id = x.data()[i];
+        if (id >= 0 && id < static_cast<double>(vp.shape.rows) && std::floor(id) == id) ids.push_back(static_cast<int64_t>(id));
+      }
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    if (ids.empty()) continue;
+    for (auto& grp : pl.group_rows(vid, ids)) {
+      pull_rows_request req;
+      req.f = st.task.f;
+      req.variable = vid;
+      for (auto p : grp.positions) req.ids.push_back(ids[p]);
+      ++rd.outstanding;
+      auto p = grp.ps;
+      st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_rows_atom::value, std::move(req))
+        .then(
+          [self, id = rd.id, v](rows_reply& rep) {
+            auto& st = self->state;
+            auto& rd = st.round;
+            if (!rd.active || rd.id != id || rd.outstanding == 0) return;
+            auto& table = *st.tables[v];
+            if (!rep.rows.value || rep.rows.rows() != static_cast<int64_t>(rep.ids.size()) ||
+                rep.rows.cols() != table.cols()) {
+              rd = worker_state::pull_round{};
+              fail(self, make_error(error_code::invalid_request,
+                                    fmt::format("worker {}: a ps shard answered {} ids of {} with rows of [{} x {}]",
+                                                st.opts.id, rep.ids.size(), st.opts.structure.variables()[v].name,
+                                                rep.rows.rows(), rep.rows.cols())));
+              return;
+            }
+            for (size_t j = 0; j < rep.ids.size(); ++j)
+              if (rep.ids[j] >= 0 && rep.ids[j] < table.rows())
+                table.row(static_cast<Eigen::Index>(rep.ids[j])) = rep.rows.value->row(static_cast<Eigen::Index>(j));
+            rd.read_version[v] = std::max(rd.read_version[v], rep.version);
+            if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
+          },
+          [self, id = rd.id, p](caf::error& e) {
+            auto& st = self->state;
+            auto& rd = st.round;
+            if (!rd.active || rd.id != id) return;
+            bool awaited = rd.awaited && rd.seq == st.seq;
+            rd = worker_state::pull_round{};
+            if (awaited) fail(self, shard_error(st, p, std::move(e)));
+          });
+    }
+  }
+}
+
 // The step needs its parameters: from the round sent ahead when it is for this fence,
 // else from a new one.
 void pull(self_ptr self) {
@@ -400,6 +494,7 @@ void pull(self_ptr self) {
   auto& rd = st.round;
   if (!rd.active || !same_fence(rd.f, st.task.f) || rd.step != st.current.step)
     send_round(self, st.task.f, st.current.step);
+  send_rows(self);
   if (rd.outstanding == 0) {
     install_round(self);
     return;
@@ -532,6 +627,10 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
   st.grads = model::gradient_store{st.opts.structure.variables()};
   st.read_version.assign(st.opts.structure.variables().size(), 0);
   st.sent.resize(st.opts.structure.variables().size());
+  st.tables.resize(st.opts.structure.variables().size());
+  st.by_rows.assign(st.opts.structure.variables().size(), false);
+  for (size_t v = 0; v < st.by_rows.size(); ++v)
+    st.by_rows[v] = st.opts.pull_rows && !st.opts.structure.row_feeds()[v].empty();
   for (auto& m : st.opts.metrics) st.metrics.push_back(m->clone());
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     auto what = exception_text(eptr);

@@ -23,6 +23,7 @@ struct model::compiled {
   int32_t output = -1;
   std::vector<variable_spec> variables;
   std::map<std::string, variable_id> by_name;
+  std::vector<std::vector<int32_t>> row_feeds;  // per variable (see model::row_feeds)
 };
 
 symbol graph::input(int64_t width, std::string name) {
@@ -150,6 +151,27 @@ model model::functional(const graph& g, std::vector<symbol> inputs, symbol outpu
     c->states.push_back(std::move(st));
   }
   c->output = new_index[static_cast<size_t>(output.node)];
+  // Which model inputs carry each embedding table's row ids: a table every use of which
+  // is an embedding layer applied straight to a model input.
+  c->row_feeds.assign(c->variables.size(), {});
+  std::vector<bool> unknown(c->variables.size(), false);
+  for (size_t k = 0; k < c->nodes.size(); ++k) {
+    const auto& n = c->nodes[k];
+    if (!n.op) continue;
+    bool direct = n.op->kind() == "embedding" && n.inputs.size() == 1 &&
+                  c->nodes[static_cast<size_t>(n.inputs[0])].input_slot >= 0;
+    for (auto v : c->states[k].vars) {
+      auto& feeds = c->row_feeds[static_cast<size_t>(v)];
+      if (!direct || !c->variables[static_cast<size_t>(v)].sparse) {
+        unknown[static_cast<size_t>(v)] = true;
+        continue;
+      }
+      auto slot = c->nodes[static_cast<size_t>(n.inputs[0])].input_slot;
+      if (std::find(feeds.begin(), feeds.end(), slot) == feeds.end()) feeds.push_back(slot);
+    }
+  }
+  for (size_t v = 0; v < unknown.size(); ++v)
+    if (unknown[v]) c->row_feeds[v].clear();
   model m;
   m.c_ = std::move(c);
   return m;
@@ -165,6 +187,8 @@ model model::sequential(int64_t input_width, std::vector<layer_ptr> layers) {
 }
 
 const std::vector<variable_spec>& model::variables() const { return c_->variables; }
+
+const std::vector<std::vector<int32_t>>& model::row_feeds() const { return c_->row_feeds; }
 
 variable_id model::find_variable(const std::string& name) const {
   auto i = c_->by_name.find(name);

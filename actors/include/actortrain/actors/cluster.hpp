@@ -89,6 +89,10 @@ struct cluster_spec {
   /// wait for a pull; each step then reads parameters without its predecessor's update
   /// (staleness one higher: 1 with a single worker instead of 0).
   bool pull_ahead = false;
+  /// Embedding tables fed straight by a model input are pulled by row: each step pulls
+  /// only the rows its batch touches (and pushes only those rows' gradients). false:
+  /// every step pulls whole tables (the dense baseline of `actortrain bench sparse`).
+  bool pull_rows = true;
   /// Timeout of every request between actors; also how long a run waits for a worker
   /// to join (restart_worker, add_worker) once every worker is lost.
   std::chrono::milliseconds request_timeout{60000};

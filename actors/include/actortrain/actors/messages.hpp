@@ -430,6 +430,7 @@ struct ps_stats {
   uint64_t fenced = 0;
   uint64_t remembered = 0;  ///< step ids kept for de-duplication (bounded by the watermark)
   uint64_t held = 0;        ///< pushes held for a synchronous round not closed yet
+  uint64_t rows_pulled = 0;  ///< embedding rows served by pull_rows
   std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
   std::vector<partition_value> versions;      ///< keys and versions (no values)
   std::vector<applied_by> apply_log;          ///< with ps_shard_options::apply_log
@@ -440,7 +441,7 @@ struct ps_stats {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.base, x.duplicates, x.rejected, x.fenced, x.remembered,
-           x.held, x.staleness_histogram, x.versions, x.apply_log, x.seen, x.min_generations);
+           x.held, x.rows_pulled, x.staleness_histogram, x.versions, x.apply_log, x.seen, x.min_generations);
 }
 
 /// A partition's state for a checkpoint: values, optimizer slots (same shape), counters.

@@ -20,6 +20,8 @@
 // be read as this worker's loss). A task of older epochs than one seen before (a zombie
 // coordinator's, or from before a recovery) is refused with fenced_out; each task names
 // the ps shards to use, so a respawned shard is used from the next task on.
+// Embedding tables whose row ids come straight from a model input are pulled by row:
+// only the rows of the step's batch (sparse pushes carry only those rows too).
 // Production workers are detached (compute on their own thread); the simulator spawns
 // them on the test coordinator, compute inline.
 
@@ -61,6 +63,10 @@ struct worker_options {
   /// there when it ends: the worker never waits for a pull, and each step reads
   /// parameters that lack its predecessor's update (one more step of staleness).
   bool pull_ahead = false;
+  /// Embedding tables fed straight by a model input (model::row_feeds) are pulled by row:
+  /// only the rows the step's batch touches (pull_rows, once the batch is there), into
+  /// a table buffer the worker keeps. false: whole tables, as dense variables.
+  bool pull_rows = true;
   bool detached = true;
 };
 

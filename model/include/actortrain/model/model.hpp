@@ -74,6 +74,12 @@ class model {
   /// Number of floats in all variables.
   int64_t num_parameters() const;
 
+  /// Per variable, the model inputs (positions in the feed) whose values are its row
+  /// ids: for an embedding table applied only straight to model inputs, so a batch's
+  /// rows are known before forward (a worker pulls only those). Empty for dense
+  /// variables and for tables fed by another layer's output.
+  const std::vector<std::vector<int32_t>>& row_feeds() const;
+
   size_t num_inputs() const;
   int64_t input_width(size_t i) const;
   int64_t output_width() const;
