@@ -34,11 +34,11 @@ int main(int argc, char** argv) {
     int64_t batch = 128;
     double lr = 1e-3;
     uint64_t seed = 1;
-    std::string data_dir = ds::fashion_mnist_default_dir, metrics, partitioner, checkpoint_dir;
+    std::string data_dir = ds::fashion_mnist_default_dir, metrics, partitioner, checkpoint_dir, consistency = "async";
     int64_t checkpoint_every = 0;
     actortrain::tools::flags f{"fashion_mnist",
                                "Trains an MLP 784-256-128-10 on Fashion-MNIST with an embedded parameter-server "
-                               "cluster\n(asynchronous), and prints the test accuracy."};
+                               "cluster\n(asynchronous unless --consistency says otherwise), and prints the test accuracy."};
     f.add("ps", ps, "parameter-server shards")
       .add("workers", workers, "workers (each with its own input pipeline)")
       .add("epochs", epochs, "passes over the 60,000 training images")
@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
       .add("seed", seed, "seed of initialization and shuffling")
       .add("steps-per-execution", spe, "steps per task sent to a worker")
       .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
+      .add("consistency", consistency,
+           "async, bounded_staleness(s) (no step more than s steps ahead of the oldest unapplied one) or sync "
+           "(rounds of one batch per worker, applied as one mean)")
       .add("partitioner", partitioner, "split variables over the ps shards: fixed_shards(n), min_size(bytes, n), max_size(bytes)")
       .add("checkpoint-dir", checkpoint_dir, "write coordinated checkpoints here (an empty or new directory)")
       .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the step-0 one and the last)")
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
     spec.seed = seed;
     spec.pull_ahead = pull_ahead;
     spec.partitioner = partitioner;
+    spec.consistency = consistency;
     spec.checkpoint_dir = checkpoint_dir;
     spec.checkpoint_every = checkpoint_every;
     spec.metrics_file = metrics;
@@ -119,8 +123,8 @@ int main(int argc, char** argv) {
     opts.validation = test.batch(1000);
     if (resume) opts.resume_from = checkpoint_dir;
     auto h = c.fit(dataset_fn, opts);
-    fmt::print("test accuracy: {:.4f} (loss {:.4f}) after {} epochs on {} ps shard(s) and {} worker(s)\n",
-               h.last("val_accuracy"), h.last("val_loss"), epochs, ps, workers);
+    fmt::print("test accuracy: {:.4f} (loss {:.4f}) after {} epochs on {} ps shard(s) and {} worker(s), {}\n",
+               h.last("val_accuracy"), h.last("val_loss"), epochs, ps, workers, consistency);
     return 0;
   });
 }

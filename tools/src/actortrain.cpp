@@ -1,6 +1,8 @@
 // actortrain — the project's command line.
 //
 //   actortrain bench fashion-mnist [flags]   benchmark against a bare Eigen loop
+//   actortrain bench consistency [flags]     the consistency modes side by side
+//   actortrain bench sparse [flags]          embedding rows per second
 //   actortrain soak [flags]                  the fault simulator over many seeds
 //   actortrain --help
 
@@ -19,6 +21,10 @@ const char* usage =
   "commands:\n"
   "  bench fashion-mnist   train the Fashion-MNIST MLP as a bare Eigen loop and with the\n"
   "                        framework, interleaved, and print samples/s, accuracy and ratios\n"
+  "  bench consistency     train it with 2 workers in each consistency mode: samples/s, time\n"
+  "                        to 0.85 and 0.88 test accuracy, staleness\n"
+  "  bench sparse          embedding rows pulled and pushed per second, pulling the batch's\n"
+  "                        rows against pulling whole tables\n"
   "  soak                  run the fault simulator over many seeded fault plans and check\n"
   "                        exactly-once application and visitation\n"
   "\n"
@@ -41,12 +47,15 @@ int main(int argc, char** argv) {
     if (cmd == "bench") {
       std::string what = argc > 2 ? argv[2] : "";
       if (what == "fashion-mnist") return actortrain::tools::bench_fashion_mnist(argc, argv, 3);
+      if (what == "consistency") return actortrain::tools::bench_consistency(argc, argv, 3);
+      if (what == "sparse") return actortrain::tools::bench_sparse(argc, argv, 3);
       if (what == "-h" || what == "--help") {
-        std::cout << "usage: actortrain bench fashion-mnist [flags]\n";
+        std::cout << "usage: actortrain bench fashion-mnist|consistency|sparse [flags]\n";
         return 0;
       }
-      throw actortrain::tools::usage_error(what.empty() ? "bench: which benchmark? (fashion-mnist)"
-                                                        : "bench: unknown benchmark '" + what + "'");
+      throw actortrain::tools::usage_error(what.empty() ? "bench: which benchmark? (fashion-mnist, consistency, sparse)"
+                                                        : "bench: unknown benchmark '" + what +
+                                                            "' (fashion-mnist, consistency, sparse)");
     }
     throw actortrain::tools::usage_error("unknown command '" + cmd + "' (see actortrain --help)");
   });

@@ -112,13 +112,13 @@ std::optional<cluster_kind> cluster_variant(const std::string& v) {
   return k;
 }
 
+}  // namespace
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
-
-}  // namespace
 
 int bench_fashion_mnist(int argc, char** argv, int first) {
   int epochs = 10, rounds = 3;

@@ -1,0 +1,143 @@
+// actortrain bench sparse: embedding traffic in the embedded cluster. A click-through
+// style model (--fields ids into one table of --buckets x --dim, concatenated with 4
+// dense features, a 32-unit tower, logistic loss, lazy Adam) trains one pass over
+// generated data (skewed ids) on 2 workers and 2 ps shards, the table split by rows
+// over both, as
+//   rows  — workers pull only the rows each batch touches (cluster_spec::pull_rows),
+//   whole — workers pull the whole table every step, as a dense variable is pulled
+//           (the baseline; both push only the touched rows' gradients),
+// interleaved round by round. Throughput is the batch rows served per second: each
+// step's distinct ids, once pulled and once pushed (the same count in both variants,
+// from the data). Prints per round, medians and the ratio rows/whole.
+
+#include "bench.hpp"
+#include "flags.hpp"
+
+#include <actortrain/actors/all.hpp>
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/all.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace actortrain::tools {
+
+namespace ds = actortrain::dataset;
+namespace md = actortrain::model;
+
+namespace {
+
+struct sparse_job {
+  ds::dataset data;
+  int64_t rows_per_pass = 0;  // distinct ids per batch, summed over the pass's batches
+  int64_t steps = 0;
+};
+
+constexpr int workers = 2;
+
+sparse_job make_job(int64_t n, int fields, int64_t buckets, int64_t batch) {
+  md::rng g{5};
+  md::matrix ids(n, fields), dense(n, 4), y(n, 1);
+  for (Eigen::Index r = 0; r < n; ++r) {
+    for (int f = 0; f < fields; ++f)
+      ids(r, f) = static_cast<float>(static_cast<int64_t>(static_cast<double>(buckets) * g.uniform() * g.uniform()));
+    for (int d = 0; d < 4; ++d) dense(r, d) = static_cast<float>(2 * g.uniform() - 1);
+    y(r, 0) = g.uniform() < 0.3 ? 1.0f : 0.0f;
+  }
+  sparse_job job;
+  job.data = ds::from_tensor_slices({ids, dense}, y);
+  // The batches the pipelines will serve (no shuffle): pipeline p = shard(2, p).batch(batch).
+  for (int p = 0; p < workers; ++p)
+    for (auto it = job.data.shard(workers, p).batch(batch).iterate(0); auto b = it->next();) {
+      const auto& x = b->features[0];
+      std::set<float> distinct(x.data(), x.data() + x.size());
+      job.rows_per_pass += static_cast<int64_t>(distinct.size());
+      ++job.steps;
+    }
+  return job;
+}
+
+double run_variant(const sparse_job& job, bool rows, int fields, int64_t buckets, int64_t dim, int64_t batch) {
+  using md::layers::activation;
+  caf::actor_system_config cfg;
+  configure(cfg);
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  cluster_spec spec;
+  spec.num_ps = 2;
+  spec.num_workers = workers;
+  spec.partitioner = "fixed_shards(2)";
+  spec.pull_rows = rows;
+  md::graph g;
+  auto ids = g.input(fields, "ids");
+  auto dense = g.input(4, "dense");
+  auto e = g.apply(md::layers::embedding(buckets, dim), ids);
+  auto h = g.apply(md::layers::concatenate(), {e, dense});
+  auto out = g.apply(md::layers::dense(1), g.apply(md::layers::dense(32, activation::relu), h));
+  cluster c{sys, spec, md::model::functional(g, {ids, dense}, out), *md::make_adam({1e-3}), md::binary_cross_entropy()};
+  auto data = job.data;
+  auto fn = [data, batch](const ds::input_context& ctx) {
+    return data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(batch);
+  };
+  md::fit_options opts;
+  opts.verbose = 0;
+  auto start = std::chrono::steady_clock::now();
+  auto r = c.join(c.schedule(fn, opts));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (r.steps != job.steps) throw std::runtime_error(fmt::format("bench sparse: {} steps, expected {}", r.steps, job.steps));
+  return secs;
+}
+
+}  // namespace
+
+int bench_sparse(int argc, char** argv, int first) {
+  int rounds = 3, fields = 8;
+  int64_t examples = 100000, buckets = 262144, dim = 16, batch = 256;
+  flags f{"actortrain bench sparse",
+          "Trains a click-through style model with one embedding table (--buckets x --dim, rows\n"
+          "split over 2 ps shards) on 2 workers for one pass over --examples generated examples,\n"
+          "pulling only each batch's rows ('rows') and pulling the whole table every step\n"
+          "('whole', the dense baseline), interleaved for --rounds rounds. Prints embedding\n"
+          "rows served per second (each step's distinct ids, pulled and pushed), steps/s, and\n"
+          "the ratio rows/whole."};
+  f.add("rounds", rounds, "rounds (each runs both variants)")
+    .add("examples", examples, "training examples (one pass)")
+    .add("fields", fields, "ids per example")
+    .add("buckets", buckets, "rows of the embedding table")
+    .add("dim", dim, "embedding width")
+    .add("batch", batch, "examples per step");
+  if (!f.parse(argc, argv, first)) return 0;
+  if (rounds < 1 || fields < 1 || examples < 1 || dim < 1 || batch < 1)
+    throw usage_error("--rounds, --fields, --examples, --dim and --batch must be >= 1");
+  if (buckets < 1 || buckets > (int64_t{1} << 24)) throw usage_error("--buckets must be in [1, 2^24]");
+  auto job = make_job(examples, fields, buckets, batch);
+  fmt::print("bench sparse: table {} x {} ({:.1f} MB) on 2 ps shards, {} ids per example, batch {}, {} steps, "
+             "{:.0f} distinct rows per step\n",
+             buckets, dim, static_cast<double>(buckets * dim * 4) / 1e6, fields, batch, job.steps,
+             static_cast<double>(job.rows_per_pass) / static_cast<double>(job.steps));
+  std::map<std::string, std::vector<double>> rate, steps;
+  for (int r = 1; r <= rounds; ++r)
+    for (std::string v : {"rows", "whole"}) {
+      double secs = run_variant(job, v == "rows", fields, buckets, dim, batch);
+      double rows_per_s = 2.0 * static_cast<double>(job.rows_per_pass) / secs;
+      rate[v].push_back(rows_per_s);
+      steps[v].push_back(static_cast<double>(job.steps) / secs);
+      fmt::print("round {} {:<5} {:>10.0f} rows/s  {:>7.0f} steps/s\n", r, v, rows_per_s, steps[v].back());
+      std::fflush(stdout);
+    }
+  fmt::print("\nmedian over {} rounds:\n", rounds);
+  for (std::string v : {"rows", "whole"})
+    fmt::print("  {:<5} {:>10.0f} rows/s  {:>7.0f} steps/s\n", v, median(rate[v]), median(steps[v]));
+  fmt::print("  rows/whole = {:.2f}\n", median(rate["rows"]) / median(rate["whole"]));
+  return 0;
+}
+
+}  // namespace actortrain::tools
