@@ -142,6 +142,7 @@ struct coord_state {
   bool standalone_eval = false;
   std::vector<visit> visits;  // the run's applied steps, with run_spec::visitation_log
   uint64_t next_task_id = 0;
+  size_t first_worker = 0;  // where the next dispatch pass starts among equally busy workers
   // Dispatch indices of the training steps not applied yet (the bounded-staleness gate
   // looks at the oldest), and the synchronous round.
   uint64_t next_index = 0;
@@ -1010,7 +1011,14 @@ void dispatch(self_ptr self) {
   for (;;) {
     if (st.ph != phase::training && st.ph != phase::evaluating) return;
     bool any = false;
-    for (auto& w : st.workers) {
+    // The least busy workers first, ties taken in turn: when the gate lets only a few
+    // steps out (bounded staleness, rounds), they go to idle workers, a newcomer too.
+    std::vector<size_t> order(st.workers.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = (st.first_worker + k) % order.size();
+    std::stable_sort(order.begin(), order.end(),
+                     [&st](size_t a, size_t b) { return st.workers[a].outstanding < st.workers[b].outstanding; });
+    for (auto k : order) {
+      auto& w = st.workers[k];
       if (!w.alive || w.outstanding >= st.opts.tasks_per_worker || w.isolating != 0) continue;
       auto t = next_task(st, w);
       if (!t) continue;  // another worker may still get one (re-queued steps avoid some)
@@ -1020,6 +1028,7 @@ void dispatch(self_ptr self) {
         w.isolating = t->id;
       }
       send_task(self, w, std::move(*t));
+      st.first_worker = (k + 1) % st.workers.size();
       any = true;
     }
     if (round_ready(st)) {

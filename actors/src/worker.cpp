@@ -368,6 +368,17 @@ void install_round(self_ptr self) {
   compute(self);
 }
 
+// A pull of round `id` to shard `p` failed: the round is dropped (one asked ahead is
+// asked again when its step starts), and the step waiting for it fails.
+void round_failed(self_ptr self, uint64_t id, int p, caf::error e) {
+  auto& st = self->state;
+  auto& rd = st.round;
+  if (!rd.active || rd.id != id) return;
+  bool awaited = rd.awaited && rd.seq == st.seq;
+  rd = worker_state::pull_round{};
+  if (awaited) fail(self, shard_error(st, p, std::move(e)));
+}
+
 // Pulls every variable from the shards that hold it, in parallel, as one round.
 void send_round(self_ptr self, const fence& f, const step_id& step) {
   auto& st = self->state;
@@ -407,14 +418,7 @@ void send_round(self_ptr self, const fence& f, const step_id& step) {
           }
           if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
         },
-        [self, id = rd.id, p](caf::error& e) {
-          auto& st = self->state;
-          auto& rd = st.round;
-          if (!rd.active || rd.id != id) return;
-          bool awaited = rd.awaited && rd.seq == st.seq;
-          rd = worker_state::pull_round{};  // a failed round ahead is sent again when its step starts
-          if (awaited) fail(self, shard_error(st, p, std::move(e)));
-        });
+        [self, id = rd.id, p](caf::error& e) { round_failed(self, id, p, std::move(e)); });
   }
 }
 
@@ -474,14 +478,7 @@ void send_rows(self_ptr self) {
             rd.read_version[v] = std::max(rd.read_version[v], rep.version);
             if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
           },
-          [self, id = rd.id, p](caf::error& e) {
-            auto& st = self->state;
-            auto& rd = st.round;
-            if (!rd.active || rd.id != id) return;
-            bool awaited = rd.awaited && rd.seq == st.seq;
-            rd = worker_state::pull_round{};
-            if (awaited) fail(self, shard_error(st, p, std::move(e)));
-          });
+          [self, id = rd.id, p](caf::error& e) { round_failed(self, id, p, std::move(e)); });
     }
   }
 }

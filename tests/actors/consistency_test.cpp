@@ -11,13 +11,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <future>
 #include <map>
+#include <optional>
 #include <set>
 
-#include "../../actors/src/cluster_internals.hpp"
-
-// Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
+// After the others: CAF's test DSL defines macros (inject, expect) that clash with
+// ordinary names.
 #include "caf_test.hpp"
+#include "sim_cluster.hpp"
 
 using namespace actortrain;
 using model::matrix;
@@ -53,7 +56,7 @@ fault_rule rule(delivery::kind what, actor_role from, int32_t from_index, actor_
   return fault_rule{what, from, from_index, to, -1, std::move(message), first, count, delay};
 }
 
-struct fixture : testing::fixture {
+struct fixture : testing::cluster_fixture {
   cluster_spec spec(int ps, int workers, std::string mode) {
     cluster_spec s;
     s.num_ps = ps;
@@ -62,35 +65,6 @@ struct fixture : testing::fixture {
     s.consistency = std::move(mode);
     s.visitation_log = true;
     return s;
-  }
-
-  std::vector<event> step_events;  // of the last run()
-
-  // Runs to the end, moving the simulated clock when nothing else can happen (delayed
-  // messages, timeouts). Keeps the step events (the tests' lost workers are not
-  // restarted, so the cluster needs none of the events taken here).
-  // With keep = false the cluster takes every event itself (fit_result's staleness).
-  fit_result run(cluster& c, ds::dataset_fn fn, int epochs = 1, bool keep = true) {
-    model::fit_options o;
-    o.epochs = epochs;
-    o.verbose = 0;
-    step_events.clear();
-    auto h = c.schedule(std::move(fn), o);
-    for (int i = 0; i < 100000; ++i) {
-      sched.run();
-      while (auto e = keep ? c.events()->pop() : std::nullopt)
-        if (e->kind == event_kind::step_done) step_events.push_back(*e);
-      if (c.done(h)) break;
-      if (!sched.has_job()) sched.advance_time(std::chrono::milliseconds(10));
-    }
-    BOOST_REQUIRE(c.done(h));
-    return c.join(h);
-  }
-
-  model::parameter_store variables(cluster& c) {
-    auto f = c.pull_variables();
-    sched.run();
-    return f.get();
   }
 
   // Sync training with `workers` replicas against a local trainer on the global batch of
@@ -128,20 +102,11 @@ struct fixture : testing::fixture {
       BOOST_TEST(std::abs(ls.front() - want) <= 1e-5 * (1 + std::abs(want)),
                  "round " << round << ": " << ls.front() << " vs " << want);
     }
-    auto got = variables(c);
-    for (size_t v = 0; v < got.size(); ++v) {
-      const auto& a = got[static_cast<model::variable_id>(v)];
-      const auto& b = t.parameters()[static_cast<model::variable_id>(v)];
-      BOOST_REQUIRE(a.rows() == b.rows());
-      auto diff = (a - b).cwiseAbs().maxCoeff();
-      BOOST_TEST(diff <= 1e-5f * (1 + b.cwiseAbs().maxCoeff()), "variable " << v << " differs by " << diff);
-    }
+    close_to_trainer(c, t, "sync");
     std::set<std::pair<uint32_t, uint64_t>> seen;
     for (auto& v : r.visits) BOOST_TEST(seen.emplace(v.pipeline, v.position).second);
     BOOST_TEST(seen.size() == static_cast<size_t>(rounds * workers));
-    auto shards = cluster_internals::shard_stats(c);
-    sched.run();
-    for (auto& st : shards.get()) {
+    for (auto& st : shard_stats(c)) {
       BOOST_TEST(st.held == 0u);
       BOOST_TEST(st.applied == static_cast<uint64_t>(rounds * workers));
     }
@@ -164,6 +129,63 @@ BOOST_AUTO_TEST_CASE(sync_reruns_a_lost_workers_batch_within_its_round) {
     std::vector<fault_rule>{rule(delivery::kind::crash, actor_role::worker, 1, actor_role::ps, "push", 5)});
   sync_matches_trainer(mlp(), 2, plan);
   BOOST_TEST(plan->injected().size() == 1u);
+}
+
+namespace {
+
+// Records the sends that make up the synchronous protocol, in order: T a step task,
+// P a pull, U a push, M a round manifest.
+class protocol_spy : public fault_policy {
+ public:
+  delivery decide(const message_info& m) override {
+    if (m.kind == step_atom::value) trace += 'T';
+    if (m.kind == pull_atom::value) trace += 'P';
+    if (m.kind == push_atom::value) trace += 'U';
+    if (m.kind == round_atom::value) trace += 'M';
+    return delivery::deliver();
+  }
+  std::string trace;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sync_rounds_follow_the_protocol_message_by_message) {
+  // 2 workers, 2 shards: each round is two tasks, then each worker's pull from and push
+  // to both shards (any interleaving), then one manifest to each shard; the next round's
+  // tasks (so its pulls) go out only once every shard applied the round.
+  auto spy = std::make_shared<protocol_spy>();
+  auto s = spec(2, 2, "sync");
+  s.faults = spy;
+  cluster c{sys, s, mlp(), *model::make_adam({0.01}), model::mean_squared_error()};
+  auto data = planted(160);
+  auto r = run(c, [data](const ds::input_context& ctx) {
+    return data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(8);
+  });
+  BOOST_TEST(r.steps == 20);
+  BOOST_TEST_MESSAGE("protocol trace: " << spy->trace);
+  std::vector<std::string> rounds;
+  std::string segment;
+  for (char k : spy->trace) {
+    if (k == 'M' && !segment.empty() && segment.back() != 'M' && segment.find('T') == std::string::npos) {
+      BOOST_ERROR("a manifest before any task: " << spy->trace);
+      return;
+    }
+    segment += k;
+    if (k == 'M' && std::count(segment.begin(), segment.end(), 'M') == 2) {
+      rounds.push_back(segment);
+      segment.clear();
+    }
+  }
+  // The last round's tasks found the data's end: their end-of-data answers close nothing.
+  BOOST_TEST(std::count(segment.begin(), segment.end(), 'M') == 0, segment);
+  BOOST_REQUIRE(rounds.size() == 10u);
+  for (auto& round : rounds) {
+    std::string sorted = round;
+    std::sort(sorted.begin(), sorted.end());
+    BOOST_TEST(sorted == "MMPPPPTTUUUU", round);
+    BOOST_TEST(round.substr(0, 2) == "TT", round);          // both tasks before anything else
+    BOOST_TEST(round.substr(round.size() - 2) == "MM", round);  // manifests after every push
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bounded_staleness_keeps_its_bound_under_a_straggler) {
@@ -195,6 +217,42 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_keeps_its_bound_under_a_straggler) {
     if (bound > 0) BOOST_TEST(r.max_staleness > 0u, "bound " << bound << ": the window was used");
     BOOST_TEST(r.mean_staleness <= async.mean_staleness);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_that_joins_enters_at_the_current_window) {
+  // bounded_staleness(1), one straggler; a third worker joins after 20 steps and is
+  // given steps at once, within the window: the bound of 2 holds throughout.
+  auto s = spec(1, 2, "bounded_staleness(1)");
+  s.faults = std::make_shared<fault_plan>(std::vector<fault_rule>{
+    rule(delivery::kind::delay, actor_role::worker, 1, actor_role::ps, "push", 1, 1000000, std::chrono::milliseconds(30))});
+  cluster c{sys, s, linear(), *model::make_sgd({0.05}), model::mean_squared_error()};
+  auto data = planted(480);
+  model::fit_options o;
+  o.epochs = 1;
+  o.verbose = 0;
+  auto h = c.schedule([data](const ds::input_context& ctx) {
+    return data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(8);
+  }, o);
+  std::optional<std::future<uint64_t>> joined;
+  uint64_t most = 0, by_newcomer = 0, applied = 0;
+  for (int i = 0; i < 100000 && !c.done(h); ++i) {
+    sched.run();
+    while (auto e = c.events()->pop())
+      if (e->kind == event_kind::step_done) {
+        most = std::max(most, e->staleness);
+        by_newcomer += e->worker == 2 ? 1 : 0;
+        ++applied;
+      }
+    if (applied >= 20 && !joined) joined = c.add_worker_async();
+    if (!sched.has_job()) sched.advance_time(std::chrono::milliseconds(10));
+  }
+  BOOST_REQUIRE(c.done(h));
+  auto r = c.join(h);
+  BOOST_REQUIRE(joined);
+  BOOST_TEST(joined->get() == 1u);  // the newcomer's generation
+  BOOST_TEST(r.steps == 60);
+  BOOST_TEST(by_newcomer > 10u);
+  BOOST_TEST(most <= 2u);
 }
 
 BOOST_AUTO_TEST_CASE(input_context_per_mode) {

@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "../../actors/src/cluster_internals.hpp"
-
-// Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
+// After the others: CAF's test DSL defines macros (inject, expect) that clash with
+// ordinary names.
 #include "caf_test.hpp"
+#include "sim_cluster.hpp"
 
 using namespace actortrain;
 using model::matrix;
@@ -56,7 +56,7 @@ model::model tower() {
   return model::model::functional(g, {ids, dense}, out);
 }
 
-struct fixture : testing::fixture {
+struct fixture : testing::cluster_fixture {
   cluster_spec spec(int workers, std::string mode) {
     cluster_spec s;
     s.num_ps = 2;
@@ -65,28 +65,6 @@ struct fixture : testing::fixture {
     s.partitioner = "fixed_shards(2)";  // the table's rows on both shards
     s.consistency = std::move(mode);
     return s;
-  }
-
-  fit_result run(cluster& c, ds::dataset_fn fn, int epochs) {
-    model::fit_options o;
-    o.epochs = epochs;
-    o.verbose = 0;
-    auto h = c.schedule(std::move(fn), o);
-    for (int i = 0; i < 100000 && !c.done(h); ++i) sched.run();
-    BOOST_REQUIRE(c.done(h));
-    return c.join(h);
-  }
-
-  model::parameter_store variables(cluster& c) {
-    auto f = c.pull_variables();
-    sched.run();
-    return f.get();
-  }
-
-  std::vector<ps_stats> stats(cluster& c) {
-    auto f = cluster_internals::shard_stats(c);
-    sched.run();
-    return f.get();
   }
 };
 
@@ -116,7 +94,7 @@ BOOST_AUTO_TEST_CASE(row_pulls_train_exactly_as_whole_tables_and_move_only_the_b
     BOOST_TEST(r.history["loss"].back() < r.history["loss"].front() / 3, "loss " << r.history["loss"].front() << " -> "
                                                                                << r.history["loss"].back());
     uint64_t pulled = 0;
-    for (auto& st : stats(*c)) pulled += st.rows_pulled;
+    for (auto& st : shard_stats(*c)) pulled += st.rows_pulled;
     return std::make_pair(variables(*c), pulled);
   };
   auto [by_row, rows_moved] = train(true);
@@ -145,14 +123,7 @@ BOOST_AUTO_TEST_CASE(sync_rounds_with_lazy_adam_and_adagrad_rows_equal_the_train
     BOOST_TEST(r.steps == 2 * rounds);
     model::trainer t{tower(), model::make_optimizer(opt), model::mean_squared_error(), 1};
     for (auto it = data.batch(global).iterate(0); auto b = it->next();) t.train_step(*b);
-    auto got = variables(c);
-    for (size_t v = 0; v < got.size(); ++v) {
-      const auto& a = got[static_cast<model::variable_id>(v)];
-      const auto& b = t.parameters()[static_cast<model::variable_id>(v)];
-      auto diff = (a - b).cwiseAbs().maxCoeff();
-      BOOST_TEST(diff <= 1e-5f * (1 + b.cwiseAbs().maxCoeff()),
-                 opt << ": " << c.structure().variables()[v].name << " differs by " << diff);
-    }
+    close_to_trainer(c, t, opt);
   }
 }
 
