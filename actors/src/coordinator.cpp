@@ -957,33 +957,51 @@ void round_applied(self_ptr self, uint64_t staleness) {
   dispatch(self);
 }
 
+// What the shards of a closing round have answered.
+struct round_close {
+  uint64_t attempt = 0;
+  round_request req;
+  size_t remaining = 0;
+  uint64_t staleness = 0;
+};
+
+// Sends shard `i` the round's manifest. A manifest is idempotent (a shard applies what
+// it holds for the steps once), so one that timed out is sent again, up to poison_limit
+// times; a shard that is gone starts a recovery; other errors end the run.
+void send_manifest(self_ptr self, std::shared_ptr<round_close> rc, size_t i, int tries) {
+  auto& st = self->state;
+  st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, round_atom::value, rc->req)
+    .then(
+      [self, rc](round_reply& r) {
+        if (rc->attempt != self->state.round.attempt) return;
+        rc->staleness = std::max(rc->staleness, r.max_staleness);
+        if (--rc->remaining == 0) round_applied(self, rc->staleness);
+      },
+      [self, rc, i, tries](caf::error& e) {
+        auto& st = self->state;
+        if (rc->attempt != st.round.attempt) return;
+        if (e == caf::sec::request_timeout && tries + 1 < st.opts.poison_limit) {
+          send_manifest(self, rc, i, tries + 1);
+          return;
+        }
+        ps_failed(self, i, e, fmt::format("ps shard {} did not apply synchronous round {}: ", i, rc->req.round));
+      });
+}
+
 // Sends the round's manifest to every shard; once all applied it, round_applied.
 void close_round(self_ptr self) {
   auto& st = self->state;
   st.round.closing = true;
-  auto attempt = ++st.round.attempt;
-  round_request req;
-  req.f = current_fence(st);
-  req.round = st.round.number;
+  auto rc = std::make_shared<round_close>();
+  rc->attempt = ++st.round.attempt;
+  rc->req.f = current_fence(st);
+  rc->req.round = st.round.number;
   for (auto& [s, r] : st.round.results) {
-    req.steps.push_back(s);
-    req.example_count += r.example_count;
+    rc->req.steps.push_back(s);
+    rc->req.example_count += r.example_count;
   }
-  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
-  auto staleness = std::make_shared<uint64_t>(0);
-  auto number = st.round.number;
-  for (size_t i = 0; i < st.opts.ps.size(); ++i)
-    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, round_atom::value, req)
-      .then(
-        [self, attempt, remaining, staleness](round_reply& r) {
-          if (attempt != self->state.round.attempt) return;
-          *staleness = std::max(*staleness, r.max_staleness);
-          if (--*remaining == 0) round_applied(self, *staleness);
-        },
-        [self, attempt, i, number](caf::error& e) {
-          if (attempt != self->state.round.attempt) return;
-          ps_failed(self, i, e, fmt::format("ps shard {} did not apply synchronous round {}: ", i, number));
-        });
+  rc->remaining = st.opts.ps.size();
+  for (size_t i = 0; i < st.opts.ps.size(); ++i) send_manifest(self, rc, i, 0);
 }
 
 void dispatch(self_ptr self) {

@@ -75,6 +75,7 @@ struct fixture : testing::cluster_fixture {
     auto data = planted(global * rounds);
     auto s = spec(2, workers, "sync");
     s.faults = faults;
+    s.request_timeout = std::chrono::seconds(1);
     cluster c{sys, s, net, *model::make_adam({0.01}), model::mean_squared_error()};
     auto r = run(c, [data, global](const ds::input_context& ctx) {
       // Batch k of pipeline p is batch k * R + p of the global order: round k is global batch k.
@@ -186,6 +187,15 @@ BOOST_AUTO_TEST_CASE(sync_rounds_follow_the_protocol_message_by_message) {
     BOOST_TEST(round.substr(0, 2) == "TT", round);          // both tasks before anything else
     BOOST_TEST(round.substr(round.size() - 2) == "MM", round);  // manifests after every push
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_round_manifest_is_sent_again) {
+  // The manifest of round 3 to ps 1 is lost: the coordinator's request times out and it
+  // sends it again (a shard applies a round once), and training is unchanged.
+  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
+    fault_rule{delivery::kind::drop, actor_role::coordinator, -1, actor_role::ps, 1, "round", 3, 1, {}}});
+  sync_matches_trainer(linear(), 2, plan);
+  BOOST_TEST(plan->injected().size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(bounded_staleness_keeps_its_bound_under_a_straggler) {

@@ -103,7 +103,8 @@ int soak(int argc, char** argv, int first) {
     }
     std::fflush(stdout);
   }
-  fmt::print("torn re-runs: {} of {} applied steps combined slices of two computations\n", torn, steps);
+  fmt::print("torn re-runs: {} of {} applied steps combined slices of two computations{}\n", torn, steps,
+             consistency == "sync" ? " (of the same batch on the same parameters in a sync round: equal slices)" : "");
   fmt::print("consistency {}: max staleness {}{}\n", consistency, most_stale,
              consistency == "sync" ? fmt::format(", {} rounds", rounds) : "");
   fmt::print("soak: {} seeds, {} faults injected, {} workers restarted, {} dataset shards rebuilt, "

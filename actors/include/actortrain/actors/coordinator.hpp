@@ -114,7 +114,8 @@ struct gate_view {
 ///    round reads the same parameter version: the next round is dispatched only after
 ///    every shard applied this one. Shards hold pushes (hold_for_round) until the
 ///    coordinator closes the round with its manifest (round_request) and then apply the
-///    example-weighted mean once. A lost worker's step is re-run within its round.
+///    example-weighted mean once (a manifest that times out is sent again: a shard
+///    applies a round once). A lost worker's step is re-run within its round.
 ///    A round of an epoch's last steps may be short.
 class dispatch_gate {
  public:
