@@ -92,7 +92,8 @@ struct cluster::impl {
   std::shared_ptr<event_queue> events = std::make_shared<event_queue>();
   seam_ptr seam;
   std::vector<ps_shard_actor> ps;
-  std::vector<worker_actor> workers;
+  std::function<void(uint32_t)> remote_ps_lost;  // set: the shards live in other processes
+  std::vector<worker_actor> workers;             // the ones spawned here
   std::vector<worker_actor> replaced;  // predecessors of restarted workers (stopped with the rest)
   coordinator_actor coordinator;
   coordinator_options coordinator_opts;     // what it was spawned with (a successor takes them)
@@ -220,7 +221,12 @@ struct cluster::impl {
     if (e.coordinator_epoch < epoch_floor) return;  // a deposed coordinator's
     if (writer) writer->write(e);
     if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline);
-    if (e.kind == event_kind::ps_lost) respawn_ps(static_cast<uint32_t>(e.count));
+    if (e.kind == event_kind::ps_lost) {
+      if (remote_ps_lost)
+        remote_ps_lost(static_cast<uint32_t>(e.count));
+      else
+        respawn_ps(static_cast<uint32_t>(e.count));
+    }
     if (e.kind == event_kind::ps_restored && active) ++ps_restores;
     if (e.kind == event_kind::step_done && active) {
       run_staleness_sum += e.staleness;
@@ -329,6 +335,10 @@ struct cluster::impl {
 
 cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
                  model::loss_ptr loss, std::vector<model::metric_ptr> metrics)
+  : cluster(sys, std::move(spec), std::move(structure), opt, std::move(loss), std::move(metrics), nullptr) {}
+
+cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
+                 model::loss_ptr loss, std::vector<model::metric_ptr> metrics, const parts* parts)
   : impl_(std::make_unique<impl>(sys, std::move(spec))) {
   auto& d = *impl_;
   if (!is_configured(sys))
@@ -378,8 +388,17 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     d.writer = std::make_unique<metrics_writer>(*d.metrics_out);
   }
   d.seam = std::make_shared<send_seam>(sys, d.spec.faults);
-  for (int p = 0; p < d.spec.num_ps; ++p) d.ps.push_back(d.spawn_ps(static_cast<uint32_t>(p)));
-  for (int w = 0; w < d.spec.num_workers; ++w) d.workers.push_back(d.spawn_worker_with_id(static_cast<uint32_t>(w)));
+  if (parts && !parts->ps.empty()) {
+    if (static_cast<int>(parts->ps.size()) != d.spec.num_ps)
+      throw std::invalid_argument(fmt::format("cluster: {} ps shards given for num_ps = {}", parts->ps.size(), d.spec.num_ps));
+    for (auto& p : parts->ps) d.ps.push_back(caf::actor_cast<ps_shard_actor>(p));
+    d.remote_ps_lost = parts->ps_lost;
+  } else {
+    for (int p = 0; p < d.spec.num_ps; ++p) d.ps.push_back(d.spawn_ps(static_cast<uint32_t>(p)));
+  }
+  int local_workers = parts && parts->local_workers >= 0 ? std::min(parts->local_workers, d.spec.num_workers)
+                                                         : d.spec.num_workers;
+  for (int w = 0; w < local_workers; ++w) d.workers.push_back(d.spawn_worker_with_id(static_cast<uint32_t>(w)));
   coordinator_options c;
   c.ps = d.ps;
   c.workers = d.workers;
@@ -731,6 +750,23 @@ std::future<std::string> cluster::ps_report_async() {
   });
   return fut;
 }
+
+std::unique_ptr<cluster> cluster_internals::make(caf::actor_system& sys, cluster_spec spec, model::model structure,
+                                                 const model::optimizer& opt, model::loss_ptr loss,
+                                                 std::vector<model::metric_ptr> metrics, const cluster::parts& p) {
+  return std::unique_ptr<cluster>(
+    new cluster(sys, std::move(spec), std::move(structure), opt, std::move(loss), std::move(metrics), &p));
+}
+
+caf::actor cluster_internals::coordinator(cluster& c) { return caf::actor_cast<caf::actor>(c.impl_->coordinator); }
+
+std::vector<caf::actor> cluster_internals::ps(cluster& c) {
+  std::vector<caf::actor> out;
+  for (auto& p : c.impl_->ps) out.push_back(caf::actor_cast<caf::actor>(p));
+  return out;
+}
+
+std::shared_ptr<const model::placement> cluster_internals::placement(cluster& c) { return c.impl_->placement; }
 
 void cluster_internals::rebuild_dataset_shard(cluster& c, uint32_t pipeline) { c.impl_->rebuild_shard(pipeline); }
 

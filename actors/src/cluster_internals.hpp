@@ -7,12 +7,34 @@
 
 #include <caf/expected.hpp>
 
+#include <functional>
 #include <future>
+#include <memory>
 #include <vector>
 
 namespace actortrain {
 
+/// A cluster whose ps shards or workers live in other processes (the node runtime).
+struct cluster::parts {
+  /// The ps shards by index (spec.num_ps of them); empty: spawn them here.
+  std::vector<caf::actor> ps;
+  /// Workers spawned here, ids 0..n-1; the others (up to spec.num_workers) join through
+  /// the coordinator's join. -1: all of them.
+  int local_workers = -1;
+  /// Called on the application thread when a remote ps shard is lost (instead of
+  /// respawning it here).
+  std::function<void(uint32_t)> ps_lost;
+};
+
 struct cluster_internals {
+  /// A cluster built from `p`.
+  static std::unique_ptr<cluster> make(caf::actor_system& sys, cluster_spec spec, model::model structure,
+                                       const model::optimizer& opt, model::loss_ptr loss,
+                                       std::vector<model::metric_ptr> metrics, const cluster::parts& p);
+  static caf::actor coordinator(cluster& c);
+  /// The ps shards by index, as the coordinator knows them.
+  static std::vector<caf::actor> ps(cluster& c);
+  static std::shared_ptr<const model::placement> placement(cluster& c);
   /// Each ps shard's stats, by index (run the test scheduler before get()).
   static std::future<std::vector<ps_stats>> shard_stats(cluster& c);
   /// What the runner does on a dataset_lost event (the simulator drains events itself).

@@ -4,10 +4,13 @@
 //   actortrain bench consistency [flags]     the consistency modes side by side
 //   actortrain bench sparse [flags]          embedding rows per second
 //   actortrain soak [flags]                  the fault simulator over many seeds
+//   actortrain node --example NAME ...       one task of a cluster of processes
+//   actortrain launch --example NAME ...     a whole cluster of processes on 127.0.0.1
 //   actortrain --help
 
 #include "bench.hpp"
 #include "flags.hpp"
+#include "launch.hpp"
 #include "soak.hpp"
 
 #include <iostream>
@@ -27,6 +30,9 @@ const char* usage =
   "                        rows against pulling whole tables\n"
   "  soak                  run the fault simulator over many seeded fault plans and check\n"
   "                        exactly-once application and visitation\n"
+  "  node                  play one task (chief, ps, worker) of a cluster of processes running\n"
+  "                        a registered example (--cluster FILE or TF_CONFIG, --task TYPE:INDEX)\n"
+  "  launch                start a whole cluster of processes on 127.0.0.1 running an example\n"
   "\n"
   "Run 'actortrain COMMAND ... --help' for a command's flags.\n";
 
@@ -44,6 +50,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "soak") return actortrain::tools::soak(argc, argv, 2);
+    if (cmd == "node") return actortrain::tools::node_command(argc, argv, 2);
+    if (cmd == "launch") return actortrain::tools::launch_command(argc, argv, 2);
     if (cmd == "bench") {
       std::string what = argc > 2 ? argv[2] : "";
       if (what == "fashion-mnist") return actortrain::tools::bench_fashion_mnist(argc, argv, 3);

@@ -263,9 +263,13 @@ class cluster {
   std::string ps_report();
 
   struct impl;
+  /// What a cluster of processes supplies instead of spawning (actors/src/cluster_internals.hpp).
+  struct parts;
 
  private:
-  friend struct cluster_internals;  // the simulator's view of the shards (actors/src)
+  friend struct cluster_internals;  // the simulator's and the node runtime's view (actors/src)
+  cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
+          model::loss_ptr loss, std::vector<model::metric_ptr> metrics, const parts* p);
   std::unique_ptr<impl> impl_;
 };
 

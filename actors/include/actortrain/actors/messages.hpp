@@ -57,6 +57,9 @@ using replace_atom = caf::atom_constant<caf::atom("replace")>;
 using ckpt_atom = caf::atom_constant<caf::atom("ckpt")>;
 using recover_atom = caf::atom_constant<caf::atom("recover")>;
 using round_atom = caf::atom_constant<caf::atom("round")>;
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using ps_handle_atom = caf::atom_constant<caf::atom("ps_handle")>;
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
 
 // -- identity -----------------------------------------------------------------------
 
@@ -689,6 +692,34 @@ typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
   return f(caf::meta::type_name("cluster_status"), x.run, x.training, x.epoch, x.steps_applied, x.workers);
 }
 
+// -- processes (actortrain/actors/node.hpp) ------------------------------------------
+
+/// A worker task asks the coordinator's task to admit its model replica.
+struct node_registration {
+  uint32_t worker = 0;  ///< the task's index: the worker id
+  std::vector<std::pair<std::string, std::string>> fingerprint;
+  caf::actor replica;  ///< the worker actor
+  caf::actor node;     ///< the task's node actor (told when the job ends)
+  std::string task;    ///< "worker:1 at 127.0.0.1:7004", for messages
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_registration& x) {
+  return f(caf::meta::type_name("node_registration"), x.worker, x.fingerprint, x.replica, x.node, x.task);
+}
+
+/// The end of a job, sent by the coordinator's task to every other task: the run's
+/// summary, or what ended it.
+struct job_outcome {
+  run_summary summary;
+  std::string error;  ///< "" = the run succeeded
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_outcome& x) {
+  return f(caf::meta::type_name("job_outcome"), x.summary, x.error);
+}
+
 }  // namespace actortrain
 
 // One type-ID block for every ActorTrain message type, starting at CAF's first custom
@@ -732,6 +763,8 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::eval_spec))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::eval_summary))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::worker_status))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::cluster_status))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::node_registration))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::job_outcome))
 CAF_END_TYPE_ID_BLOCK(actortrain)
 
 namespace actortrain {

@@ -1,0 +1,129 @@
+#pragma once
+// A cluster of processes: the user's own program runs as every task, as in TensorFlow
+// ("the same script on every task"). Each process builds the same `job` and calls
+// run_node, which reads the cluster (--cluster FILE, or the TF_CONFIG environment
+// variable verbatim) and the task it plays (--task TYPE:INDEX or TF_CONFIG's "task"):
+//
+//   int main(int argc, char** argv) {
+//     actortrain::job j;
+//     j.name = "fashion_mnist";
+//     j.structure = mlp;  j.optimizer = make_adam();  j.loss = softmax_cross_entropy();
+//     j.metrics = [] { std::vector<metric_ptr> m; m.push_back(accuracy()); return m; };
+//     j.train = [](const dataset::input_context& ctx) { return train.shard(...).batch(128); };
+//     j.fit.epochs = 10;
+//     return actortrain::run_node(argc, argv, j);
+//   }
+//
+// Roles. The chief runs the coordinator and the dataset shards (j.train is called there
+// only) and prints the progress; each ps task holds one ps shard; each worker task one
+// model replica, which dials every ps task directly (tensors never pass through the
+// chief) and registers with the chief. Without chief and ps (TensorFlow's
+// MultiWorkerMirroredStrategy tutorial: two workers on localhost) worker 0 also hosts
+// the coordinator and the ps shards, and the consistency defaults to sync. When the run
+// ends, the chief sends the history to every worker: every task's run returns the same
+// history, and run_node prints it ("epoch 1/10: loss 0.412345 accuracy 0.851234").
+//
+// Registration checks a job fingerprint (job name, model structure and shapes,
+// optimizer, loss, partitioning, consistency, library version): a task of another job
+// is refused with a message naming what differs, on both sides.
+//
+// Network. CAF's middleman (BASP over TCP). Every connection is made from an
+// event-based actor with a timeout and retried until cluster_def::connect_timeout, then
+// fails naming the address; heartbeats run on both ends of every connection (a hung peer
+// is dropped after connection_timeout); requests outstanding to a lost peer are failed
+// by the caller on its down message. Plain mode listens on loopback only
+// (cluster_file.hpp refuses other addresses without TLS). This header does not include
+// CAF.
+
+#include <actortrain/actors/cluster.hpp>
+#include <actortrain/actors/cluster_file.hpp>
+#include <actortrain/dataset/dataset.hpp>
+#include <actortrain/model/trainer.hpp>
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace actortrain {
+
+/// What every task of a job builds the same way.
+struct job {
+  /// Names the job (and its data) in the fingerprint.
+  std::string name;
+  model::model structure;
+  std::shared_ptr<const model::optimizer> optimizer;
+  model::loss_ptr loss;
+  /// Fresh metrics (the chief and every worker need their own).
+  std::function<std::vector<model::metric_ptr>()> metrics;
+  /// The training pipelines, called on the coordinator's task only.
+  dataset::dataset_fn train;
+  /// Epochs, steps_per_epoch, validation (evaluated on the coordinator's task), verbose.
+  model::fit_options fit;
+  /// Tuning: seed, partitioner, steps_per_execution, pull_ahead, ... num_ps, num_workers,
+  /// request_timeout, checkpoints and the consistency come from the cluster definition
+  /// (its consistency, when set, wins).
+  cluster_spec spec;
+};
+
+/// One line per field that enters the fingerprint: (field, value).
+using fingerprint = std::vector<std::pair<std::string, std::string>>;
+
+/// The job's fingerprint as the cluster `def` would run it.
+fingerprint job_fingerprint(const job& j, const cluster_def& def);
+
+/// "" when equal, else what differs ("model: ... here, ... there; version: ...").
+std::string fingerprint_difference(const fingerprint& mine, const fingerprint& theirs);
+
+struct node_options {
+  cluster_def cluster;
+  task_id task;
+  /// Scheduler threads of this process (CAF's scheduler.max-threads).
+  int threads = 2;
+  /// Where progress and the history go (stdout when null).
+  std::ostream* out = nullptr;
+  /// Prefix of this process's log lines ("[worker:1] "); "" = none.
+  std::string log_prefix;
+};
+
+struct node_result {
+  model::history history;
+  int64_t steps = 0;
+};
+
+/// Plays `opts.task` until the job ends. Returns the run's history (the same on every
+/// task); throws std::runtime_error naming what failed (an unreachable peer and its
+/// address, a refused registration, a lost coordinator, the run's own error).
+node_result run_task(const node_options& opts, const job& j);
+
+/// The flags run_node reads; with `help`, usage was asked for.
+struct node_flags {
+  std::string cluster_file;  ///< "" = TF_CONFIG
+  std::string task;          ///< "" = the cluster definition's "task"
+  std::string tls_cert, tls_key, tls_ca;
+  int threads = 2;
+  bool help = false;
+};
+
+/// Parses run_node's flags from argv[first..]: --cluster FILE, --task TYPE:INDEX,
+/// --tls-cert/--tls-key/--tls-ca FILE, --threads N, --help. Throws cluster_file_error
+/// for an unknown flag or a missing value.
+node_flags parse_node_flags(int argc, char** argv, int first = 1);
+
+/// What --help prints.
+std::string node_usage(const std::string& program);
+
+/// The cluster definition and task the flags (or TF_CONFIG) name, validated. Throws
+/// cluster_file_error.
+node_options resolve_node(const node_flags& flags);
+
+/// parse_node_flags + resolve_node + run_task, printing the history on every task.
+/// Returns 0 when the job succeeded, 1 when it failed (the reason on stderr), 2 for bad
+/// flags or a bad cluster definition.
+int run_node(int argc, char** argv, const job& j);
+/// The same from parsed flags (help is not looked at).
+int run_node(const node_flags& flags, const job& j);
+
+}  // namespace actortrain

@@ -1,0 +1,775 @@
+#include <actortrain/actors/node.hpp>
+
+#include "cluster_internals.hpp"
+#include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/actors/send_seam.hpp>
+#include <actortrain/actors/worker.hpp>
+#include <actortrain/model/partitioner.hpp>
+
+#include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+
+#include <condition_variable>
+#include <future>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#ifndef ACTORTRAIN_VERSION
+#define ACTORTRAIN_VERSION "unknown"
+#endif
+
+namespace actortrain {
+
+namespace {
+
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using finish_atom = caf::atom_constant<caf::atom("finish")>;
+using host_atom = caf::atom_constant<caf::atom("host")>;
+
+constexpr auto retry_pause = std::chrono::milliseconds(200);
+// Telling the other tasks that the job ended: each must acknowledge within this.
+constexpr auto farewell_timeout = std::chrono::seconds(5);
+
+caf::timespan span(std::chrono::milliseconds ms) { return std::chrono::duration_cast<caf::timespan>(ms); }
+
+std::string one_line(std::string s) {
+  for (auto& c : s)
+    if (c == '\n') c = ';';
+  while (!s.empty() && (s.back() == ';' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// The consistency the job runs with: the cluster definition's, else sync for a
+// worker-only cluster, else the job's own.
+std::string job_consistency(const job& j, const cluster_def& def) {
+  if (!def.consistency.empty()) return def.consistency;
+  if (def.worker_only()) return "sync";
+  return j.spec.consistency;
+}
+
+// Without ps tasks the coordinator's task holds the job's ps shards itself.
+bool shards_on_coordinator(const cluster_def& def) { return def.ps.empty(); }
+
+int job_num_ps(const job& j, const cluster_def& def) {
+  return shards_on_coordinator(def) ? std::max(1, j.spec.num_ps) : static_cast<int>(def.ps.size());
+}
+
+// What the main thread waits for; the node actor fills it in.
+struct node_box {
+  std::mutex mtx;
+  std::condition_variable cv;
+  size_t joined = 0;                 // remote workers admitted (coordinator's task)
+  std::optional<job_outcome> outcome;  // the end of the job (other tasks)
+  bool stopped = false;              // told to stop (ps tasks)
+  std::string fatal;                 // a peer this task cannot do without went away
+
+  template <class F>
+  void update(F f) {
+    {
+      std::lock_guard<std::mutex> g{mtx};
+      f(*this);
+    }
+    cv.notify_all();
+  }
+
+  // Waits until `pred` holds or `fatal` is set, at most until `deadline`; true if `pred`.
+  template <class Pred>
+  bool wait(Pred pred, std::optional<std::chrono::steady_clock::time_point> deadline) {
+    std::unique_lock<std::mutex> g{mtx};
+    auto ready = [&] { return pred(*this) || !fatal.empty(); };
+    if (deadline)
+      cv.wait_until(g, *deadline, ready);
+    else
+      cv.wait(g, ready);
+    return pred(*this);
+  }
+};
+
+// -- the node actor: one per process, published at the task's address ---------------
+
+struct pending_join {
+  node_registration reg;
+  caf::response_promise rp;
+};
+
+struct node_state {
+  task_id task;
+  fingerprint fp;
+  std::shared_ptr<node_box> box;
+  caf::timespan timeout{};
+  uint32_t num_workers = 0;
+  // ps shards this process holds, by index (ps_handle requests wait until they exist).
+  std::map<uint32_t, caf::actor> shards;
+  bool shards_final = false;
+  std::vector<std::pair<uint32_t, caf::response_promise>> shard_waiters;
+  // The coordinator's task: admissions in worker-id order (the coordinator's join wants
+  // ids without gaps), held until the coordinator exists.
+  caf::actor coordinator;
+  uint32_t next_id = 0;
+  std::map<uint32_t, pending_join> waiting;
+  std::map<uint32_t, caf::actor> worker_nodes;
+  std::vector<caf::actor> ps_nodes;
+  // Other tasks: the coordinator's node, whose loss ends this task.
+  caf::actor watched;
+  std::string watched_name;
+};
+
+using node_ptr = caf::stateful_actor<node_state>*;
+
+void answer_shard_waiters(node_ptr self) {
+  auto& st = self->state;
+  std::vector<std::pair<uint32_t, caf::response_promise>> still;
+  for (auto& [index, rp] : st.shard_waiters) {
+    auto i = st.shards.find(index);
+    if (i != st.shards.end())
+      rp.deliver(i->second);
+    else if (st.shards_final)
+      rp.deliver(make_error(error_code::invalid_request,
+                            fmt::format("{} holds no ps shard {}", to_string(st.task), index)));
+    else
+      still.emplace_back(index, std::move(rp));
+  }
+  st.shard_waiters = std::move(still);
+}
+
+void admit(node_ptr self, pending_join pj) {
+  auto& st = self->state;
+  auto id = pj.reg.worker;
+  auto name = pj.reg.task;
+  auto rp = pj.rp;
+  auto node = pj.reg.node;
+  self->request(st.coordinator, st.timeout, join_atom::value, pj.reg.replica, id)
+    .then(
+      [self, rp, id, node, name](uint64_t generation) mutable {
+        auto& st = self->state;
+        st.worker_nodes[id] = node;
+        self->monitor(node);
+        st.box->update([](node_box& b) { ++b.joined; });
+        rp.deliver(generation);
+      },
+      [rp, name](caf::error& e) mutable {
+        rp.deliver(make_error(error_code::invalid_request, fmt::format("{} cannot join: {}", name, describe(e))));
+      });
+}
+
+// Admits the held registrations whose turn it is.
+void admit_in_order(node_ptr self) {
+  auto& st = self->state;
+  if (!st.coordinator) return;
+  for (auto i = st.waiting.find(st.next_id); i != st.waiting.end(); i = st.waiting.find(st.next_id)) {
+    auto pj = std::move(i->second);
+    st.waiting.erase(i);
+    ++st.next_id;
+    admit(self, std::move(pj));
+  }
+}
+
+struct node_init {
+  task_id task;
+  fingerprint fp;
+  std::shared_ptr<node_box> box;
+  caf::timespan timeout{};
+  uint32_t num_workers = 0;
+};
+
+caf::behavior node_actor(node_ptr self, node_init init) {
+  auto& st = self->state;
+  st.task = init.task;
+  st.fp = std::move(init.fp);
+  st.box = std::move(init.box);
+  st.timeout = init.timeout;
+  st.num_workers = init.num_workers;
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (st.watched && dm.source == st.watched.address()) {
+      auto text = fmt::format("lost the coordinator ({}): {}", st.watched_name, describe(dm.reason));
+      st.box->update([&](node_box& b) {
+        if (!b.outcome && !b.stopped) b.fatal = text;
+      });
+      return;
+    }
+    for (auto i = st.worker_nodes.begin(); i != st.worker_nodes.end(); ++i)
+      if (i->second.address() == dm.source) {
+        st.worker_nodes.erase(i);  // the coordinator handles the loss of its replica
+        return;
+      }
+  });
+  return {
+    // Any task: a handle to ps shard `index` held here.
+    [self](ps_handle_atom, uint32_t index) -> caf::result<caf::actor> {
+      auto rp = self->make_response_promise<caf::actor>();
+      self->state.shard_waiters.emplace_back(index, rp);
+      answer_shard_waiters(self);
+      return rp;
+    },
+    // This process's own runner: the shards it holds (final: no more will come).
+    [self](caf::put_atom, std::map<uint32_t, caf::actor> shards) {
+      auto& st = self->state;
+      st.shards = std::move(shards);
+      st.shards_final = true;
+      answer_shard_waiters(self);
+    },
+    // The coordinator's task: the coordinator exists; `local` workers are its own.
+    [self](host_atom, caf::actor coordinator, uint32_t local, std::vector<caf::actor> ps_nodes) {
+      auto& st = self->state;
+      st.coordinator = std::move(coordinator);
+      st.next_id = local;
+      st.ps_nodes = std::move(ps_nodes);
+      admit_in_order(self);
+    },
+    [self](register_atom, node_registration& reg) -> caf::result<uint64_t> {
+      auto& st = self->state;
+      if (auto diff = fingerprint_difference(st.fp, reg.fingerprint); !diff.empty()) {
+        auto text = fmt::format("{} belongs to another job: {}", reg.task, diff);
+        std::cerr << fmt::format("{}: refused a registration: {}\n", to_string(st.task), text);
+        return make_error(error_code::invalid_request, std::move(text));
+      }
+      if (reg.worker >= st.num_workers)
+        return make_error(error_code::invalid_request,
+                          fmt::format("{}: the cluster has {} worker task(s)", reg.task, st.num_workers));
+      if (!reg.replica || !reg.node) return make_error(error_code::invalid_request, reg.task + ": no replica");
+      auto rp = self->make_response_promise<uint64_t>();
+      if (st.coordinator && reg.worker < st.next_id) {
+        admit(self, pending_join{std::move(reg), rp});  // a restarted task joins again
+      } else {
+        auto id = reg.worker;
+        st.waiting[id] = pending_join{std::move(reg), rp};
+        admit_in_order(self);
+      }
+      return rp;
+    },
+    // Other tasks: whose loss ends this one.
+    [self](watch_atom, caf::actor coordinator_node, std::string name) {
+      auto& st = self->state;
+      st.watched = std::move(coordinator_node);
+      st.watched_name = std::move(name);
+      self->monitor(st.watched);
+    },
+    [self](done_atom, job_outcome& out) {
+      self->state.box->update([&](node_box& b) { b.outcome = std::move(out); });
+      return caf::ok_atom::value;
+    },
+    [self](stop_atom) {
+      self->state.box->update([](node_box& b) { b.stopped = true; });
+      return caf::ok_atom::value;
+    },
+    // The coordinator's task at the end: tell every worker task the outcome and stop
+    // every ps task, each acknowledging within farewell_timeout; answers when all did
+    // (or timed out: a task that went away needs no farewell).
+    [self](finish_atom, job_outcome& out) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<caf::ok_atom>();
+      auto remaining = std::make_shared<size_t>(st.worker_nodes.size() + st.ps_nodes.size());
+      if (*remaining == 0) {
+        rp.deliver(caf::ok_atom::value);
+        return rp;
+      }
+      auto one = [rp, remaining]() mutable {
+        if (--*remaining == 0) rp.deliver(caf::ok_atom::value);
+      };
+      for (auto& [id, node] : st.worker_nodes)
+        self->request(node, farewell_timeout, done_atom::value, out)
+          .then([one](caf::ok_atom) mutable { one(); }, [one](caf::error&) mutable { one(); });
+      for (auto& node : st.ps_nodes)
+        self->request(node, farewell_timeout, stop_atom::value)
+          .then([one](caf::ok_atom) mutable { one(); }, [one](caf::error&) mutable { one(); });
+      return rp;
+    },
+  };
+}
+
+// -- talking to other processes from the application thread --------------------------
+
+// One request from a throw-away event-based actor; the answer (or error) arrives on the
+// returned future. The request's timeout bounds the wait.
+template <class T, class... Ts>
+caf::expected<T> ask(caf::actor_system& sys, const caf::actor& dest, caf::timespan timeout, Ts... xs) {
+  auto promise = std::make_shared<std::promise<caf::expected<T>>>();
+  auto fut = promise->get_future();
+  sys.spawn([=](caf::event_based_actor* self) {
+    self->request(dest, timeout, xs...)
+      .then([promise](T& x) { promise->set_value(std::move(x)); },
+            [promise](caf::error& e) { promise->set_value(std::move(e)); });
+  });
+  return fut.get();
+}
+
+// Connects to the node actor of the task at `addr`, retrying until `budget` is spent
+// (a task that starts before its peers finds them once they listen). Every attempt has
+// its own timeout, so a peer that accepts but never answers costs one attempt, not a hang.
+caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr, caf::timespan budget) {
+  auto promise = std::make_shared<std::promise<caf::expected<caf::actor>>>();
+  auto fut = promise->get_future();
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  auto mm = sys.middleman().actor_handle();
+  auto host = addr.host;
+  auto port = addr.port;
+  sys.spawn([=](caf::event_based_actor* self) {
+    auto last = std::make_shared<caf::error>();
+    auto attempt = std::make_shared<std::function<void()>>();
+    *attempt = [=] {
+      auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= decltype(left)::zero()) {
+        promise->set_value(std::move(*last));
+        self->quit();
+        return;
+      }
+      auto t = std::min<caf::timespan>(std::chrono::duration_cast<caf::timespan>(left), std::chrono::seconds(3));
+      self->request(mm, t, caf::connect_atom::value, host, port)
+        .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+            if (!p) {
+              *last = make_error(error_code::invalid_request, "nothing is published there");
+              self->delayed_send(self, retry_pause, retry_atom::value);
+              return;
+            }
+            promise->set_value(caf::actor_cast<caf::actor>(std::move(p)));
+            self->quit();
+          },
+          [=](caf::error& e) {
+            *last = std::move(e);
+            self->delayed_send(self, retry_pause, retry_atom::value);
+          });
+    };
+    (*attempt)();
+    self->become([attempt](retry_atom) { (*attempt)(); });
+  });
+  auto r = fut.get();
+  if (!r) return make_error(error_code::timeout, fmt::format("cannot reach {} within {} ms: {}", addr.text(),
+                                                               std::chrono::duration_cast<std::chrono::milliseconds>(budget).count(),
+                                                               describe(r.error())));
+  return r;
+}
+
+[[noreturn]] void fail(const std::string& text) { throw std::runtime_error(text); }
+
+template <class T>
+T must(caf::expected<T> x, const std::string& what) {
+  if (!x) fail(what + ": " + describe(x.error()));
+  return std::move(*x);
+}
+
+std::string task_at(const cluster_def& def, const task_id& t) {
+  return fmt::format("{} at {}", to_string(t), def.address(t).text());
+}
+
+// -- the roles ---------------------------------------------------------------------
+
+struct node_context {
+  const node_options& opts;
+  const job& j;
+  caf::actor_system& sys;
+  caf::actor node;
+  std::shared_ptr<node_box> box;
+  std::ostream& out;
+  caf::timespan timeout() const { return span(opts.cluster.request_timeout); }
+  caf::timespan connect_budget() const { return span(opts.cluster.connect_timeout); }
+};
+
+std::vector<model::metric_ptr> fresh_metrics(const job& j) {
+  return j.metrics ? j.metrics() : std::vector<model::metric_ptr>{};
+}
+
+cluster_spec spec_for(const job& j, const cluster_def& def) {
+  cluster_spec spec = j.spec;
+  spec.num_ps = job_num_ps(j, def);
+  spec.num_workers = static_cast<int>(def.worker.size());
+  spec.consistency = job_consistency(j, def);
+  spec.request_timeout = def.request_timeout;
+  spec.restart_lost_workers = false;  // a worker task restarts as a process, then registers again
+  spec.simulated = false;
+  if (!def.checkpoint_dir.empty()) {
+    spec.checkpoint_dir = def.checkpoint_dir;
+    spec.checkpoint_every = def.checkpoint_every;
+    spec.checkpoint_interval = def.checkpoint_interval;
+  }
+  return spec;
+}
+
+run_summary to_summary(const model::history& h, int64_t steps) {
+  run_summary s;
+  for (auto& [k, v] : h.values()) {
+    s.keys.push_back(k);
+    s.values.push_back(v);
+  }
+  s.steps = steps;
+  return s;
+}
+
+node_result from_summary(const run_summary& s) {
+  node_result r;
+  for (size_t i = 0; i < s.keys.size() && i < s.values.size(); ++i)
+    for (auto v : s.values[i]) r.history.add(s.keys[i], v);
+  r.steps = s.steps;
+  return r;
+}
+
+// The chief, or worker 0 of a worker-only cluster: the coordinator, the dataset shards,
+// (worker-only) the ps shards and a replica of its own.
+node_result host_coordinator(node_context& cx) {
+  auto& def = cx.opts.cluster;
+  auto spec = spec_for(cx.j, def);
+  cluster::parts parts;
+  std::vector<caf::actor> ps_nodes;
+  if (!shards_on_coordinator(def)) {
+    for (size_t i = 0; i < def.ps.size(); ++i) {
+      task_id t{task_type::ps, static_cast<int>(i)};
+      auto node = must(dial(cx.sys, def.ps[i], cx.connect_budget()), to_string(t));
+      ps_nodes.push_back(node);
+      parts.ps.push_back(must(ask<caf::actor>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
+                              "asking " + task_at(def, t) + " for its ps shard"));
+    }
+  }
+  // Worker 0 hosting the coordinator (no chief) is also a replica.
+  parts.local_workers = def.coordinator_task().type == task_type::worker ? 1 : 0;
+  parts.ps_lost = [&cx](uint32_t i) {
+    cx.out << cx.opts.log_prefix << fmt::format("ps shard {} lost\n", i);
+  };
+  auto c = cluster_internals::make(cx.sys, spec, cx.j.structure, *cx.j.optimizer, cx.j.loss, fresh_metrics(cx.j), parts);
+  std::map<uint32_t, caf::actor> local;
+  if (shards_on_coordinator(def)) {
+    auto shards = cluster_internals::ps(*c);
+    for (size_t i = 0; i < shards.size(); ++i) local[static_cast<uint32_t>(i)] = shards[i];
+  }
+  caf::anon_send(cx.node, caf::put_atom::value, local);
+  caf::anon_send(cx.node, host_atom::value, cluster_internals::coordinator(*c), static_cast<uint32_t>(parts.local_workers),
+                 ps_nodes);
+  // Every worker task registers before the run starts.
+  size_t remote = def.worker.size() - static_cast<size_t>(parts.local_workers);
+  auto deadline = std::chrono::steady_clock::now() + def.connect_timeout;
+  if (!cx.box->wait([remote](node_box& b) { return b.joined >= remote; }, deadline)) {
+    size_t joined = 0;
+    {
+      std::lock_guard<std::mutex> g{cx.box->mtx};
+      joined = cx.box->joined;
+    }
+    fail(fmt::format("{} of {} worker task(s) registered within {} ms (expected: {})", joined, remote,
+                     def.connect_timeout.count(),
+                     fmt::join([&] {
+                       std::vector<std::string> v;
+                       for (size_t i = static_cast<size_t>(parts.local_workers); i < def.worker.size(); ++i)
+                         v.push_back(task_at(def, task_id{task_type::worker, static_cast<int>(i)}));
+                       return v;
+                     }(), ", ")));
+  }
+  job_outcome outcome;
+  node_result result;
+  try {
+    auto opts = cx.j.fit;
+    opts.out = &cx.out;
+    auto r = c->join(c->schedule(cx.j.train, opts));
+    result.history = r.history;
+    result.steps = r.steps;
+    outcome.summary = to_summary(r.history, r.steps);
+  } catch (const std::exception& e) {
+    outcome.error = e.what();
+  }
+  // Tell the others before this process goes (each acknowledges, or is gone).
+  ask<caf::ok_atom>(cx.sys, cx.node, std::chrono::duration_cast<caf::timespan>(farewell_timeout * 2), finish_atom::value,
+                    outcome);
+  if (!outcome.error.empty()) fail(outcome.error);
+  return result;
+}
+
+node_result play_worker(node_context& cx) {
+  auto& def = cx.opts.cluster;
+  auto me = cx.opts.task;
+  auto host_task = def.coordinator_task();
+  auto host = must(dial(cx.sys, def.address(host_task), cx.connect_budget()), to_string(host_task));
+  caf::anon_send(cx.node, watch_atom::value, host, task_at(def, host_task));
+  // The ps shards, each over its own connection (so tensors never pass the chief).
+  int num_ps = job_num_ps(cx.j, def);
+  std::vector<ps_shard_actor> ps;
+  for (int i = 0; i < num_ps; ++i) {
+    caf::actor node = host;
+    std::string where = task_at(def, host_task);
+    if (!shards_on_coordinator(def)) {
+      task_id t{task_type::ps, i};
+      node = must(dial(cx.sys, def.ps[static_cast<size_t>(i)], cx.connect_budget()), to_string(t));
+      where = task_at(def, t);
+    }
+    auto h = must(ask<caf::actor>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
+                  "asking " + where + " for ps shard " + std::to_string(i));
+    ps.push_back(caf::actor_cast<ps_shard_actor>(h));
+  }
+  auto spec = spec_for(cx.j, def);
+  auto part = spec.partitioner.empty() || spec.partitioner == "none" ? nullptr : model::make_partitioner(spec.partitioner);
+  worker_options o;
+  o.id = static_cast<uint32_t>(me.index);
+  o.structure = cx.j.structure;
+  o.loss = cx.j.loss;
+  for (auto& m : fresh_metrics(cx.j)) o.metrics.push_back(std::shared_ptr<const model::metric>(std::move(m)));
+  o.placement = std::make_shared<model::placement>(model::place(cx.j.structure.variables(), part.get(), num_ps));
+  o.ps = ps;
+  o.seam = std::make_shared<send_seam>(cx.sys);
+  o.timeout = cx.timeout();
+  o.seed = spec.seed;
+  o.detached = true;
+  o.overlap_push = spec.overlap_push;
+  o.pull_ahead = spec.pull_ahead;
+  o.pull_rows = spec.pull_rows;
+  auto w = spawn_worker(cx.sys, std::move(o));
+  node_registration reg;
+  reg.worker = static_cast<uint32_t>(me.index);
+  reg.fingerprint = job_fingerprint(cx.j, def);
+  reg.replica = caf::actor_cast<caf::actor>(w);
+  reg.node = cx.node;
+  reg.task = task_at(def, me);
+  // The coordinator admits workers in id order: wait as long as the others may take.
+  auto admitted = ask<uint64_t>(cx.sys, host, cx.timeout() + cx.connect_budget(), register_atom::value, reg);
+  if (!admitted) {
+    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    fail(fmt::format("{} refused this task: {}", task_at(def, host_task), describe(admitted.error())));
+  }
+  cx.box->wait([](node_box& b) { return b.outcome.has_value(); }, std::nullopt);
+  caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  std::lock_guard<std::mutex> g{cx.box->mtx};
+  if (!cx.box->outcome) fail(cx.box->fatal);
+  if (!cx.box->outcome->error.empty()) fail("the run failed: " + cx.box->outcome->error);
+  return from_summary(cx.box->outcome->summary);
+}
+
+node_result play_ps(node_context& cx) {
+  auto& def = cx.opts.cluster;
+  ps_shard_options o;
+  o.index = static_cast<uint32_t>(cx.opts.task.index);
+  o.detached = true;
+  if (job_consistency(cx.j, def) == "sync") o.policy = hold_for_round();
+  auto shard = spawn_ps_shard(cx.sys, *cx.j.optimizer, o);
+  caf::anon_send(cx.node, caf::put_atom::value, std::map<uint32_t, caf::actor>{{o.index, caf::actor_cast<caf::actor>(shard)}});
+  cx.box->wait([](node_box& b) { return b.stopped; }, std::nullopt);
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  std::lock_guard<std::mutex> g{cx.box->mtx};
+  if (!cx.box->stopped) fail(cx.box->fatal);
+  return {};
+}
+
+void check_job(const job& j) {
+  if (j.structure.empty()) throw std::invalid_argument("run_node: the job has no model");
+  if (!j.optimizer) throw std::invalid_argument("run_node: the job has no optimizer");
+  if (!j.loss) throw std::invalid_argument("run_node: the job has no loss");
+  if (!j.train) throw std::invalid_argument("run_node: the job has no training data (job::train)");
+}
+
+}  // namespace
+
+fingerprint job_fingerprint(const job& j, const cluster_def& def) {
+  fingerprint f;
+  f.emplace_back("job", j.name);
+  f.emplace_back("model", one_line(j.structure.describe()));
+  f.emplace_back("optimizer", j.optimizer ? j.optimizer->describe() : "");
+  f.emplace_back("loss", j.loss ? j.loss->describe() : "");
+  f.emplace_back("partitioner", j.spec.partitioner.empty() ? "none" : j.spec.partitioner);
+  f.emplace_back("ps shards", std::to_string(job_num_ps(j, def)));
+  f.emplace_back("consistency", job_consistency(j, def));
+  f.emplace_back("version", ACTORTRAIN_VERSION);
+  return f;
+}
+
+std::string fingerprint_difference(const fingerprint& mine, const fingerprint& theirs) {
+  std::map<std::string, std::string> a(mine.begin(), mine.end()), b(theirs.begin(), theirs.end());
+  std::vector<std::string> diffs;
+  for (auto& [k, v] : a) {
+    auto i = b.find(k);
+    if (i == b.end())
+      diffs.push_back(fmt::format("{} '{}' here, none there", k, v));
+    else if (i->second != v)
+      diffs.push_back(fmt::format("{} '{}' here, '{}' there", k, v, i->second));
+  }
+  for (auto& [k, v] : b)
+    if (!a.count(k)) diffs.push_back(fmt::format("{} none here, '{}' there", k, v));
+  return fmt::format("{}", fmt::join(diffs, "; "));
+}
+
+node_result run_task(const node_options& opts, const job& j) {
+  check_job(j);
+  auto& def = opts.cluster;
+  const auto& me = opts.task;
+  const auto& addr = def.address(me);  // throws for a task that is not in the cluster
+  if (me.type == task_type::evaluator)
+    throw std::runtime_error("evaluator tasks are not supported yet: leave the evaluator out of the cluster");
+  if (def.tls.enabled())
+    throw std::runtime_error("TLS clusters are not supported yet: use loopback addresses without a tls section");
+  std::ostream& out = opts.out ? *opts.out : std::cout;
+  caf::actor_system_config cfg;
+  configure_options co;
+  co.load_middleman = true;
+  configure(cfg, co);
+  cfg.set("scheduler.max-threads", std::max(1, opts.threads));
+  cfg.set("middleman.heartbeat-interval", span(def.heartbeat_interval));
+  cfg.set("middleman.connection-timeout", span(def.connection_timeout));
+  caf::actor_system sys{cfg};
+  auto box = std::make_shared<node_box>();
+  node_init init;
+  init.task = me;
+  init.fp = job_fingerprint(j, def);
+  init.box = box;
+  init.timeout = span(def.request_timeout);
+  init.num_workers = static_cast<uint32_t>(def.worker.size());
+  auto node = sys.spawn(node_actor, std::move(init));
+  // The node actor holds handles to this process's coordinator and shards: it must be
+  // gone before the system waits for its detached actors, or that wait never ends.
+  auto stop_all = [&] {
+    caf::scoped_actor waiter{sys};
+    waiter->monitor(node);
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    waiter->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
+    // Actors whose handles went to other processes stay in the registry until the peer
+    // says it dropped its proxy, which a peer that exits first never does; and the
+    // system empties the registry only after waiting for its detached actors. Every
+    // actor here was told to stop: forget them all.
+    // The system then waits for every actor (all were told to stop), so that the last
+    // handles to the detached ones go before it waits for their threads.
+    for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id) sys.registry().erase(id);
+  };
+  try {
+    auto port = sys.middleman().publish(node, addr.port, addr.host.c_str(), /*reuse_addr=*/true);
+    if (!port) fail(fmt::format("{}: cannot listen on {}: {}", to_string(me), addr.text(), describe(port.error())));
+    node_context cx{opts, j, sys, node, box, out};
+    node_result r;
+    if (me == def.coordinator_task())
+      r = host_coordinator(cx);
+    else if (me.type == task_type::worker)
+      r = play_worker(cx);
+    else
+      r = play_ps(cx);
+    stop_all();
+    return r;
+  } catch (...) {
+    stop_all();
+    throw;
+  }
+}
+
+node_flags parse_node_flags(int argc, char** argv, int first) {
+  node_flags f;
+  auto value = [&](int& i, const std::string& name) -> std::string {
+    std::string a = argv[i];
+    auto eq = a.find('=');
+    if (eq != std::string::npos) return a.substr(eq + 1);
+    if (i + 1 >= argc) throw cluster_file_error(fmt::format("{} needs a value", name));
+    return argv[++i];
+  };
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    auto name = a.substr(0, a.find('='));
+    if (name == "--help" || name == "-h")
+      f.help = true;
+    else if (name == "--cluster")
+      f.cluster_file = value(i, name);
+    else if (name == "--task")
+      f.task = value(i, name);
+    else if (name == "--tls-cert")
+      f.tls_cert = value(i, name);
+    else if (name == "--tls-key")
+      f.tls_key = value(i, name);
+    else if (name == "--tls-ca")
+      f.tls_ca = value(i, name);
+    else if (name == "--threads") {
+      auto v = value(i, name);
+      if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
+        throw cluster_file_error(fmt::format("--threads '{}': expected a whole number >= 1", v));
+      f.threads = std::stoi(v);
+    } else
+      throw cluster_file_error(fmt::format("unknown flag '{}' (see --help)", a));
+  }
+  return f;
+}
+
+std::string node_usage(const std::string& program) {
+  return fmt::format(
+    "usage: {} [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--tls-cert F --tls-key F --tls-ca F]\n"
+    "Plays one task of a cluster of processes (every task runs this same program).\n"
+    "  --cluster FILE      the cluster (JSON, see actortrain/actors/cluster_file.hpp); without it\n"
+    "                      the TF_CONFIG environment variable, e.g.\n"
+    "                      {{\"cluster\": {{\"worker\": [\"localhost:12345\", \"localhost:23456\"]}},\n"
+    "                       \"task\": {{\"type\": \"worker\", \"index\": 0}}}}\n"
+    "  --task TYPE:INDEX   the task this process plays (chief, worker, ps), overriding the\n"
+    "                      definition's \"task\"\n"
+    "  --threads N         scheduler threads of this process (default 2)\n"
+    "  --tls-cert/--tls-key/--tls-ca FILE\n"
+    "                      mutual TLS (not supported yet: refused)\n"
+    "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n",
+    program);
+}
+
+node_options resolve_node(const node_flags& flags) {
+  node_options o;
+  std::string source;
+  // TLS flags stand in for a tls section (TF_CONFIG has none); the parser checks them.
+  tls_files from_flags{flags.tls_cert, flags.tls_key, flags.tls_ca};
+  if (!flags.cluster_file.empty()) {
+    o.cluster = read_cluster_file(flags.cluster_file, from_flags);
+    source = flags.cluster_file;
+  } else if (const char* tf = std::getenv("TF_CONFIG"); tf && *tf) {
+    o.cluster = parse_cluster_def(tf, "TF_CONFIG", from_flags);
+    source = "TF_CONFIG";
+  } else {
+    throw cluster_file_error("no cluster: give --cluster FILE or set TF_CONFIG");
+  }
+  bool any_tls = !flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tls_ca.empty();
+  if (o.cluster.tls.enabled()) check_tls_files(o.cluster.tls, any_tls ? std::string("--tls flags") : source);
+  if (!flags.task.empty())
+    o.task = parse_task(flags.task);
+  else if (o.cluster.task)
+    o.task = *o.cluster.task;
+  else
+    throw cluster_file_error(fmt::format("{} names no task: give --task TYPE:INDEX", source));
+  const auto& list = o.cluster.tasks(o.task.type);
+  if (o.task.index < 0 || static_cast<size_t>(o.task.index) >= list.size())
+    throw cluster_file_error(fmt::format("--task {}: the cluster has {} {} task(s)", to_string(o.task), list.size(),
+                                         to_string(o.task.type)));
+  o.threads = flags.threads;
+  return o;
+}
+
+int run_node(int argc, char** argv, const job& j) {
+  node_flags flags;
+  try {
+    flags = parse_node_flags(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  if (flags.help) {
+    std::cout << node_usage(argc > 0 ? argv[0] : "program");
+    return 0;
+  }
+  return run_node(flags, j);
+}
+
+int run_node(const node_flags& flags, const job& j) {
+  node_options o;
+  try {
+    o = resolve_node(flags);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    auto r = run_task(o, j);
+    auto& h = r.history;
+    for (size_t e = 0; e < h.epochs(); ++e) {
+      std::string line = fmt::format("epoch {}/{}:", e + 1, h.epochs());
+      for (auto& [k, v] : h.values())
+        if (e < v.size()) line += fmt::format(" {} {:.6f}", k, v[e]);
+      std::cout << line << "\n";
+    }
+    std::cout << fmt::format("{} done: {} steps\n", to_string(o.task), r.steps) << std::flush;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << to_string(o.task) << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace actortrain

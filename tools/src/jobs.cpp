@@ -1,0 +1,137 @@
+#include "jobs.hpp"
+
+#include "flags.hpp"
+
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/all.hpp>
+
+#include <random>
+
+#include <fmt/format.h>
+
+namespace actortrain::tools {
+
+namespace ds = actortrain::dataset;
+namespace md = actortrain::model;
+
+namespace {
+
+// Parses an example's flags from `args` (argv without the program name).
+bool parse_args(flags& f, const std::string& program, const std::vector<std::string>& args) {
+  std::vector<std::string> storage{program};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  if (!f.parse(static_cast<int>(argv.size()), argv.data())) return false;
+  if (!f.positional().empty()) throw usage_error(fmt::format("{}: unexpected argument '{}'", program, f.positional()[0]));
+  return true;
+}
+
+// y = x . w + b + noise for a planted w and b: small enough for tests with real
+// processes, and the loss it reaches is known (the noise variance).
+bool linear(const std::vector<std::string>& args, job& j) {
+  int epochs = 3, verbose = 0;
+  int64_t examples = 2000, batch = 20, features = 5;
+  double lr = 0.05, noise = 0.1;
+  uint64_t seed = 1;
+  flags f{"linear", "A planted linear regression y = x.w + b + noise (w, b drawn from --seed), Dense(1), SGD."};
+  f.add("epochs", epochs, "passes over the data")
+    .add("examples", examples, "training examples")
+    .add("features", features, "input width")
+    .add("batch", batch, "batch size per step")
+    .add("lr", lr, "SGD learning rate")
+    .add("noise", noise, "standard deviation of the label noise")
+    .add("seed", seed, "seed of the data and of initialization")
+    .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch");
+  if (!parse_args(f, "linear", args)) return false;
+  if (epochs < 1 || examples < 1 || batch < 1 || features < 1 || features > 4096)
+    throw usage_error("linear: --epochs, --examples, --batch must be >= 1, --features in 1..4096");
+  if (!(lr > 0) || !(noise >= 0)) throw usage_error("linear: --lr must be > 0 and --noise >= 0");
+  std::mt19937_64 gen{seed};
+  std::normal_distribution<float> normal{0.0f, 1.0f};
+  md::matrix w(features, 1);
+  for (int64_t i = 0; i < features; ++i) w(i, 0) = normal(gen);
+  float b = normal(gen);
+  md::matrix x(examples, features), y(examples, 1);
+  for (int64_t r = 0; r < examples; ++r) {
+    for (int64_t c = 0; c < features; ++c) x(r, c) = normal(gen);
+    y(r, 0) = (x.row(r) * w)(0, 0) + b + static_cast<float>(noise) * normal(gen);
+  }
+  auto data = ds::from_tensor_slices({x}, y);
+  j.name = fmt::format("linear(features={}, examples={}, seed={})", features, examples, seed);
+  j.structure = md::model::sequential(features, {md::layers::dense(1)});
+  j.optimizer = md::make_sgd({lr});
+  j.loss = md::mean_squared_error();
+  j.train = [data, batch, seed](const ds::input_context& ctx) {
+    return data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+      .shuffle(1000, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
+      .batch(batch);
+  };
+  j.fit.epochs = epochs;
+  j.fit.verbose = verbose;
+  j.spec.seed = seed;
+  return true;
+}
+
+// The main job's MLP 784-256-128-10 on Fashion-MNIST, Adam, validated on the test set.
+bool fashion_mnist(const std::vector<std::string>& args, job& j) {
+  int epochs = 10, verbose = 2;
+  int64_t batch = 128;
+  double lr = 1e-3;
+  uint64_t seed = 1;
+  std::string data_dir = ds::fashion_mnist_default_dir;
+  flags f{"fashion_mnist", "The main job's MLP 784-256-128-10 on Fashion-MNIST (Adam), validated on the test set."};
+  f.add("epochs", epochs, "passes over the 60,000 training images")
+    .add("batch", batch, "batch size per step")
+    .add("lr", lr, "Adam learning rate")
+    .add("seed", seed, "seed of initialization and shuffling")
+    .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
+    .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch");
+  if (!parse_args(f, "fashion_mnist", args)) return false;
+  if (epochs < 1 || batch < 1) throw usage_error("fashion_mnist: --epochs and --batch must be >= 1");
+  if (!(lr > 0)) throw usage_error("fashion_mnist: --lr must be > 0");
+  using md::layers::activation;
+  j.name = "fashion_mnist";
+  j.structure = md::model::sequential(784, {md::layers::dense(256, activation::relu),
+                                            md::layers::dense(128, activation::relu), md::layers::dense(10)});
+  j.optimizer = md::make_adam({lr});
+  j.loss = md::softmax_cross_entropy();
+  j.metrics = [] {
+    std::vector<md::metric_ptr> m;
+    m.push_back(md::accuracy());
+    return m;
+  };
+  // Loaded lazily: only the coordinator's task reads the data.
+  j.train = [data_dir, seed, batch](const ds::input_context& ctx) {
+    static const auto train = ds::fashion_mnist(ds::split::train, data_dir);
+    return train.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+      .shuffle(60000, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
+      .batch(batch);
+  };
+  j.fit.epochs = epochs;
+  j.fit.verbose = verbose;
+  j.fit.validation = ds::fashion_mnist(ds::split::test, data_dir).batch(1000);
+  j.spec.seed = seed;
+  return true;
+}
+
+}  // namespace
+
+const std::vector<example_entry>& examples() {
+  static const std::vector<example_entry> all{
+    {"linear", "a planted linear regression (tiny: for trying clusters out)"},
+    {"fashion_mnist", "the main job's MLP on Fashion-MNIST"},
+  };
+  return all;
+}
+
+bool make_example(const std::string& name, const std::vector<std::string>& args, job& out) {
+  if (name == "linear") return linear(args, out);
+  if (name == "fashion_mnist" || name == "fashion-mnist") return fashion_mnist(args, out);
+  std::string known;
+  for (auto& e : examples()) known += (known.empty() ? "" : ", ") + e.name;
+  throw usage_error(name.empty() ? fmt::format("which example? --example NAME ({})", known)
+                                 : fmt::format("unknown example '{}' ({})", name, known));
+}
+
+}  // namespace actortrain::tools

@@ -1,0 +1,402 @@
+// `actortrain node` and `actortrain launch`: the registered examples as clusters of
+// processes. `node` plays one task through actortrain::run_node; `launch` starts every
+// task of a cluster on 127.0.0.1 (free ports, a cluster file in a fresh directory),
+// prefixes each process's output lines with its task, restarts crashed worker tasks when
+// asked, stops all on Ctrl-C or SIGTERM, and exits non-zero when the job fails.
+
+#include "launch.hpp"
+
+#include "flags.hpp"
+#include "jobs.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace actortrain::tools {
+
+namespace {
+
+// Splits argv[first..] at "--": (before, after).
+std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(int argc, char** argv, int first) {
+  std::vector<std::string> before, after;
+  bool past = false;
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (!past && a == "--") {
+      past = true;
+      continue;
+    }
+    (past ? after : before).push_back(a);
+  }
+  return {before, after};
+}
+
+// Takes "--example NAME" (or --example=NAME) out of `args`; "" when absent.
+std::string take_example(std::vector<std::string>& args) {
+  std::string name;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--example") {
+      if (i + 1 >= args.size()) throw usage_error("--example needs a value");
+      name = args[i + 1];
+      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
+      return name;
+    }
+    if (args[i].rfind("--example=", 0) == 0) {
+      name = args[i].substr(10);
+      args.erase(args.begin() + static_cast<long>(i));
+      return name;
+    }
+  }
+  return name;
+}
+
+std::string example_list() {
+  std::string out;
+  for (auto& e : examples()) out += fmt::format("  {:<15} {}\n", e.name, e.summary);
+  return out;
+}
+
+const char* node_help =
+  "usage: actortrain node --example NAME [--cluster FILE] [--task TYPE:INDEX] [--threads N]\n"
+  "                       [-- EXAMPLE FLAGS]\n"
+  "Plays one task of a cluster of processes running example NAME (every task runs the same\n"
+  "command with its own --task). The cluster comes from --cluster FILE or the TF_CONFIG\n"
+  "environment variable; flags after -- go to the example (try -- --help).\n"
+  "  --cluster FILE      the cluster definition (JSON: cluster, task, tls, checkpoint,\n"
+  "                      timeouts, consistency)\n"
+  "  --task TYPE:INDEX   the task to play (chief, worker or ps), overriding the file's\n"
+  "  --threads N         scheduler threads of this process (default 2)\n"
+  "  --tls-cert/--tls-key/--tls-ca FILE  mutual TLS (not supported yet: refused)\n"
+  "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n"
+  "\n"
+  "examples:\n";
+
+}  // namespace
+
+int node_command(int argc, char** argv, int first) {
+  auto [mine, theirs] = split_at_dashes(argc, argv, first);
+  auto name = take_example(mine);
+  for (auto& a : mine)
+    if (a == "--help" || a == "-h") {
+      std::cout << node_help << example_list();
+      return 0;
+    }
+  job j;
+  if (!make_example(name, theirs, j)) return 0;
+  std::vector<std::string> storage{"actortrain node"};
+  storage.insert(storage.end(), mine.begin(), mine.end());
+  std::vector<char*> args;
+  for (auto& s : storage) args.push_back(s.data());
+  node_flags flags;
+  try {
+    flags = parse_node_flags(static_cast<int>(args.size()), args.data());
+  } catch (const std::exception& e) {
+    throw usage_error(e.what());
+  }
+  return run_node(flags, j);
+}
+
+// -- launch ----------------------------------------------------------------------------
+
+namespace {
+
+volatile sig_atomic_t stop_requested = 0;
+
+extern "C" void on_stop_signal(int) { stop_requested = 1; }
+
+// A free TCP port on 127.0.0.1 (the kernel's choice; released before the task binds it).
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    auto err = std::string(std::strerror(errno));
+    ::close(fd);
+    throw std::runtime_error("finding a free port: " + err);
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct child {
+  std::string task;      // "worker:1"
+  pid_t pid = -1;
+  int out = -1, err = -1;  // read ends
+  std::string out_buf, err_buf;
+  bool running = false;
+  int status = 0;
+  int restarts = 0;
+};
+
+pid_t start_child(const std::vector<std::string>& cmd, int& out_fd, int& err_fd) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // Ctrl-C reaches the launcher only; it stops the tasks itself
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[0]);
+    ::close(err_pipe[1]);
+    std::vector<char*> argv;
+    for (auto& s : cmd) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    std::fprintf(stderr, "exec: %s\n", std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  out_fd = out_pipe[0];
+  err_fd = err_pipe[0];
+  return pid;
+}
+
+// Prints the complete lines in `buf` with the task's prefix (the rest waits).
+void flush_lines(std::string& buf, const std::string& prefix, std::ostream& os, bool all) {
+  size_t start = 0;
+  for (size_t nl = buf.find('\n'); nl != std::string::npos; nl = buf.find('\n', start)) {
+    os << prefix << buf.substr(start, nl - start) << '\n';
+    start = nl + 1;
+  }
+  buf.erase(0, start);
+  if (all && !buf.empty()) {
+    os << prefix << buf << '\n';
+    buf.clear();
+  }
+  os.flush();
+}
+
+// Reads what is there; false at end of file.
+bool drain(int fd, std::string& buf) {
+  char tmp[4096];
+  auto n = ::read(fd, tmp, sizeof tmp);
+  if (n > 0) {
+    buf.append(tmp, static_cast<size_t>(n));
+    return true;
+  }
+  return n < 0 && (errno == EINTR || errno == EAGAIN);
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return "stopped";
+}
+
+bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+}  // namespace
+
+int launch_command(int argc, char** argv, int first) {
+  int ps = 1, workers = 2, max_restarts = 3;
+  bool restart_failed = false;
+  std::string example, consistency, dir;
+  int64_t timeout_s = 0;
+  flags f{"actortrain launch",
+          "Starts a whole cluster of processes on 127.0.0.1 running example --example: a chief\n"
+          "(coordinator and input pipelines), --ps ps tasks and --workers worker tasks, each an\n"
+          "`actortrain node` process on a free port, described by a cluster file written to\n"
+          "--dir. With --ps 0 there is no chief either: a worker-only cluster (TF_CONFIG style),\n"
+          "whose worker 0 hosts the coordinator and the ps shards, synchronous by default.\n"
+          "Each output line is prefixed with its task. Ctrl-C stops every task. Exit status 0\n"
+          "when every task succeeded, 1 when the job failed, 2 for bad flags. Flags after --\n"
+          "go to the example (actortrain launch --example linear -- --help lists them)."};
+  f.add("example", example, "the example to run (linear, fashion_mnist)")
+    .add("ps", ps, "ps tasks (0: a worker-only cluster without chief)")
+    .add("workers", workers, "worker tasks")
+    .add("consistency", consistency, "async, bounded_staleness(s) or sync (default: the example's, sync without ps)")
+    .add("restart-failed", restart_failed, "restart a worker task that crashes (it rejoins under a new generation)")
+    .add("max-restarts", max_restarts, "restarts per task with --restart-failed")
+    .add("timeout", timeout_s, "stop every task and fail after this many seconds (0: no limit)")
+    .add("dir", dir, "where the cluster file goes (default: a new directory under /tmp)");
+  if (!f.parse(argc, argv, first)) return 0;
+  auto example_args = f.positional();
+  if (example.empty()) throw usage_error("--example NAME is required (" + [] {
+    std::string s;
+    for (auto& e : examples()) s += (s.empty() ? "" : ", ") + e.name;
+    return s;
+  }() + ")");
+  if (ps < 0 || workers < 1) throw usage_error("--ps must be >= 0 and --workers >= 1");
+  if (max_restarts < 0 || timeout_s < 0) throw usage_error("--max-restarts and --timeout must be >= 0");
+  {
+    job probe;  // refuses a bad example or bad example flags before anything starts
+    if (!make_example(example, example_args, probe)) return 0;
+  }
+  if (dir.empty()) dir = fmt::format("/tmp/actortrain-launch-{}", ::getpid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw std::runtime_error(fmt::format("cannot create {}: {}", dir, std::strerror(errno)));
+  // The cluster file.
+  std::vector<std::string> tasks;
+  std::map<std::string, std::vector<std::string>> addrs;
+  auto add = [&](const std::string& type, int n) {
+    for (int i = 0; i < n; ++i) {
+      addrs[type].push_back(fmt::format("\"127.0.0.1:{}\"", free_port()));
+      tasks.push_back(fmt::format("{}:{}", type, i));
+    }
+  };
+  if (ps > 0) add("chief", 1);
+  add("ps", ps);
+  add("worker", workers);
+  std::string body;
+  for (auto& [type, list] : addrs)
+    if (!list.empty()) body += fmt::format("{}\"{}\": [{}]", body.empty() ? "" : ", ", type, fmt::join(list, ", "));
+  auto file = dir + "/cluster.json";
+  {
+    std::ofstream out(file);
+    out << "{\"cluster\": {" << body << "}";
+    if (!consistency.empty()) out << ", \"consistency\": \"" << consistency << "\"";
+    out << "}\n";
+    if (!out) throw std::runtime_error("cannot write " + file);
+  }
+  // Checked as a task will read it (a bad --consistency is refused here).
+  try {
+    (void)read_cluster_file(file);
+  } catch (const std::exception& e) {
+    throw usage_error(e.what());
+  }
+  std::cout << fmt::format("launch: cluster file {} ({} task(s))\n", file, tasks.size()) << std::flush;
+
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<child> children(tasks.size());
+  auto start = [&](child& c) {
+    std::vector<std::string> cmd{"actortrain", "node", "--cluster", file, "--task", c.task, "--example", example, "--"};
+    cmd.insert(cmd.end(), example_args.begin(), example_args.end());
+    c.pid = start_child(cmd, c.out, c.err);
+    c.running = true;
+  };
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    children[i].task = tasks[i];
+    start(children[i]);
+  }
+  auto began = std::chrono::steady_clock::now();
+  bool failed = false, stopping = false;
+  std::string why;
+  std::chrono::steady_clock::time_point stop_deadline{};
+  auto stop_all = [&](int sig) {
+    for (auto& c : children)
+      if (c.running) ::kill(c.pid, sig);
+  };
+  auto begin_stop = [&](const std::string& reason, bool failure) {
+    if (stopping) return;
+    stopping = true;
+    if (failure) {
+      failed = true;
+      why = reason;
+    }
+    stop_all(SIGTERM);
+    stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  };
+  const std::string coordinator = ps > 0 ? "chief:0" : "worker:0";
+  while (true) {
+    bool any = false;
+    for (auto& c : children) any = any || c.running || c.out >= 0 || c.err >= 0;
+    if (!any) break;
+    if (stop_requested && !stopping) begin_stop("stopped by a signal", true);
+    if (timeout_s > 0 && !stopping && std::chrono::steady_clock::now() - began > std::chrono::seconds(timeout_s))
+      begin_stop(fmt::format("--timeout {} s reached", timeout_s), true);
+    if (stopping && std::chrono::steady_clock::now() > stop_deadline) stop_all(SIGKILL);
+    std::vector<pollfd> fds;
+    std::vector<std::pair<child*, bool>> owners;  // (child, is stderr)
+    for (auto& c : children) {
+      if (c.out >= 0) {
+        fds.push_back({c.out, POLLIN, 0});
+        owners.emplace_back(&c, false);
+      }
+      if (c.err >= 0) {
+        fds.push_back({c.err, POLLIN, 0});
+        owners.emplace_back(&c, true);
+      }
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
+    else ::usleep(100 * 1000);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto& [c, is_err] = owners[i];
+      auto& buf = is_err ? c->err_buf : c->out_buf;
+      auto& fd = is_err ? c->err : c->out;
+      bool open = drain(fd, buf);
+      flush_lines(buf, "[" + c->task + "] ", is_err ? std::cerr : std::cout, !open);
+      if (!open) {
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    // Reap.
+    for (auto& c : children) {
+      if (!c.running) continue;
+      int status = 0;
+      auto r = ::waitpid(c.pid, &status, WNOHANG);
+      if (r != c.pid) continue;
+      c.running = false;
+      c.status = status;
+      if (succeeded(status)) {
+        if (c.task == coordinator && !stopping) {
+          // The job is done: the other tasks were told and end by themselves.
+          stopping = true;
+          stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        }
+        continue;
+      }
+      if (stopping) continue;
+      bool is_worker = c.task.rfind("worker:", 0) == 0 && c.task != coordinator;
+      if (restart_failed && is_worker && c.restarts < max_restarts) {
+        ++c.restarts;
+        std::cerr << fmt::format("launch: {} {}; restarting it ({} of {})\n", c.task, describe_status(status), c.restarts,
+                                 max_restarts);
+        if (c.out >= 0) ::close(c.out);
+        if (c.err >= 0) ::close(c.err);
+        c.out = c.err = -1;
+        start(c);
+        continue;
+      }
+      begin_stop(fmt::format("{} {}", c.task, describe_status(status)), true);
+    }
+  }
+  for (auto& c : children)
+    if (!failed && !succeeded(c.status)) {
+      failed = true;
+      why = fmt::format("{} {}", c.task, describe_status(c.status));
+    }
+  if (failed) {
+    std::cerr << "launch: the job failed: " << why << "\n";
+    return 1;
+  }
+  std::cout << "launch: every task succeeded\n";
+  return 0;
+}
+
+}  // namespace actortrain::tools
