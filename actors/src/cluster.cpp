@@ -274,7 +274,8 @@ struct cluster::impl {
         progress->note(fmt::format("dataset shard {} lost ({}); rebuilding it", e.pipeline, e.text));
         break;
       case event_kind::ps_lost:
-        progress->note(fmt::format("ps shard {} lost ({}); respawning it", e.count, e.text));
+        progress->note(fmt::format("ps shard {} lost ({}); {}", e.count, e.text,
+                                   remote_ps_lost ? "waiting for its task to come back" : "respawning it"));
         break;
       case event_kind::ps_restored:
         progress->note(fmt::format("every ps shard rolled back to the checkpoint of step {} ({} steps to redo)", e.count,

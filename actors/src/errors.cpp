@@ -43,6 +43,8 @@ std::string describe(const caf::error& e) {
     text = to_string(static_cast<error_code>(e.code()));
   else if (e.category() == caf::atom("system"))
     text = caf::to_string(static_cast<caf::sec>(e.code()));
+  else if (e.category() == caf::atom("exit"))
+    text = caf::to_string(static_cast<caf::exit_reason>(e.code()));  // "remote_link_unreachable", ...
   else
     text = caf::to_string(e.category()) + ":" + std::to_string(e.code());
   auto& ctx = e.context();

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -218,6 +219,12 @@ caf::behavior node_actor(node_ptr self, node_init init) {
       st.shards_final = true;
       answer_shard_waiters(self);
     },
+    // The coordinator's task: ps task `index` came back as a new process (the job's
+    // end is told to this one).
+    [self](caf::put_atom, uint32_t index, caf::actor ps_node) {
+      auto& nodes = self->state.ps_nodes;
+      if (index < nodes.size()) nodes[index] = std::move(ps_node);
+    },
     // The coordinator's task: the coordinator exists; `local` workers are its own.
     [self](host_atom, caf::actor coordinator, uint32_t local, std::vector<caf::actor> ps_nodes) {
       auto& st = self->state;
@@ -303,51 +310,100 @@ caf::expected<T> ask(caf::actor_system& sys, const caf::actor& dest, caf::timesp
   return fut.get();
 }
 
-// Connects to the node actor of the task at `addr`, retrying until `budget` is spent
-// (a task that starts before its peers finds them once they listen). Every attempt has
-// its own timeout, so a peer that accepts but never answers costs one attempt, not a hang.
-caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr, caf::timespan budget) {
+// Connects `self` to the node actor of the task at `addr`, retrying until `deadline`
+// (a task that starts before its peers finds them once they listen; a restarted one once
+// it is back), then calls `done` in `self`'s context. Every attempt has its own timeout,
+// so a peer that accepts but never answers costs one attempt, not a hang.
+void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::steady_clock::time_point deadline,
+               std::function<void(caf::expected<caf::actor>)> done) {
+  auto mm = self->system().middleman().actor_handle();
+  auto last = std::make_shared<caf::error>(make_error(error_code::timeout, "no attempt"));
+  auto attempt = std::make_shared<std::function<void()>>();
+  *attempt = [self, mm, addr, deadline, done, last] {
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= decltype(left)::zero()) {
+      done(std::move(*last));
+      return;
+    }
+    auto retry = [self] { self->delayed_send(self, retry_pause, retry_atom::value); };
+    auto t = std::min<caf::timespan>(std::chrono::duration_cast<caf::timespan>(left), std::chrono::seconds(3));
+    self->request(mm, t, caf::connect_atom::value, addr.host, addr.port)
+      .then(
+        [done, last, retry](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+          if (!p) {
+            *last = make_error(error_code::invalid_request, "nothing is published there");
+            retry();
+            return;
+          }
+          done(caf::actor_cast<caf::actor>(std::move(p)));
+        },
+        [last, retry](caf::error& e) {
+          *last = std::move(e);
+          retry();
+        });
+  };
+  (*attempt)();
+  self->become(caf::keep_behavior, [attempt](retry_atom) { (*attempt)(); });
+}
+
+std::string unreachable(const task_address& addr, std::chrono::milliseconds budget, const caf::error& e) {
+  return fmt::format("cannot reach {} within {} ms: {}", addr.text(), budget.count(), describe(e));
+}
+
+// dial_from on the application thread: waits for the connection or the error.
+caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr, std::chrono::milliseconds budget) {
   auto promise = std::make_shared<std::promise<caf::expected<caf::actor>>>();
   auto fut = promise->get_future();
   auto deadline = std::chrono::steady_clock::now() + budget;
-  auto mm = sys.middleman().actor_handle();
-  auto host = addr.host;
-  auto port = addr.port;
   sys.spawn([=](caf::event_based_actor* self) {
-    auto last = std::make_shared<caf::error>();
-    auto attempt = std::make_shared<std::function<void()>>();
-    *attempt = [=] {
-      auto left = deadline - std::chrono::steady_clock::now();
-      if (left <= decltype(left)::zero()) {
-        promise->set_value(std::move(*last));
+    dial_from(self, addr, deadline, [self, promise](caf::expected<caf::actor> r) {
+      promise->set_value(std::move(r));
+      self->quit();
+    });
+  });
+  auto r = fut.get();
+  if (!r) return make_error(error_code::timeout, unreachable(addr, budget, r.error()));
+  return r;
+}
+
+// A ps task was lost: once its process is back at the same address (within `budget`),
+// hands the new shard to the coordinator, which rolls every shard back to the last
+// checkpoint. Runs in its own actor; the application thread does not wait.
+void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t index, caf::actor coordinator,
+                             caf::actor own_node, std::chrono::milliseconds budget, caf::timespan timeout,
+                             std::ostream* log, std::string prefix) {
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  sys.spawn([=](caf::event_based_actor* self) {
+    auto say = [log, prefix](const std::string& text) {
+      if (log) *log << prefix << text << std::endl;
+    };
+    dial_from(self, addr, deadline, [=](caf::expected<caf::actor> node) {
+      if (!node) {
+        say(fmt::format("ps shard {} did not come back: {}", index, unreachable(addr, budget, node.error())));
         self->quit();
         return;
       }
-      auto t = std::min<caf::timespan>(std::chrono::duration_cast<caf::timespan>(left), std::chrono::seconds(3));
-      self->request(mm, t, caf::connect_atom::value, host, port)
+      self->request(*node, timeout, ps_handle_atom::value, index)
         .then(
-          [=](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
-            if (!p) {
-              *last = make_error(error_code::invalid_request, "nothing is published there");
-              self->delayed_send(self, retry_pause, retry_atom::value);
-              return;
-            }
-            promise->set_value(caf::actor_cast<caf::actor>(std::move(p)));
-            self->quit();
+          [=](caf::actor shard) {
+            self->request(coordinator, timeout, replace_atom::value, index, shard)
+              .then(
+                [=](caf::ok_atom) {
+                  self->send(own_node, caf::put_atom::value, index, *node);
+                  say(fmt::format("ps shard {} is back at {}", index, addr.text()));
+                  self->quit();
+                },
+                [=](caf::error& e) {
+                  say(fmt::format("the coordinator refused the new ps shard {}: {}", index, describe(e)));
+                  self->quit();
+                });
           },
           [=](caf::error& e) {
-            *last = std::move(e);
-            self->delayed_send(self, retry_pause, retry_atom::value);
+            say(fmt::format("ps task {} answered without its shard: {}", index, describe(e)));
+            self->quit();
           });
-    };
-    (*attempt)();
-    self->become([attempt](retry_atom) { (*attempt)(); });
+    });
   });
-  auto r = fut.get();
-  if (!r) return make_error(error_code::timeout, fmt::format("cannot reach {} within {} ms: {}", addr.text(),
-                                                               std::chrono::duration_cast<std::chrono::milliseconds>(budget).count(),
-                                                               describe(r.error())));
-  return r;
 }
 
 [[noreturn]] void fail(const std::string& text) { throw std::runtime_error(text); }
@@ -423,7 +479,7 @@ node_result host_coordinator(node_context& cx) {
   if (!shards_on_coordinator(def)) {
     for (size_t i = 0; i < def.ps.size(); ++i) {
       task_id t{task_type::ps, static_cast<int>(i)};
-      auto node = must(dial(cx.sys, def.ps[i], cx.connect_budget()), to_string(t));
+      auto node = must(dial(cx.sys, def.ps[i], def.connect_timeout), to_string(t));
       ps_nodes.push_back(node);
       parts.ps.push_back(must(ask<caf::actor>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
                               "asking " + task_at(def, t) + " for its ps shard"));
@@ -431,10 +487,17 @@ node_result host_coordinator(node_context& cx) {
   }
   // Worker 0 hosting the coordinator (no chief) is also a replica.
   parts.local_workers = def.coordinator_task().type == task_type::worker ? 1 : 0;
-  parts.ps_lost = [&cx](uint32_t i) {
-    cx.out << cx.opts.log_prefix << fmt::format("ps shard {} lost\n", i);
+  // A lost ps task comes back as a new process at its address (restarted by hand or by
+  // `actortrain launch --restart-failed`); the coordinator pauses until then, at most
+  // request_timeout (then the run fails naming the shard).
+  auto coordinator = std::make_shared<caf::actor>();
+  parts.ps_lost = [&cx, &def, coordinator](uint32_t i) {
+    if (i >= def.ps.size()) return;
+    replace_shard_when_back(cx.sys, def.ps[i], i, *coordinator, cx.node, def.request_timeout, cx.timeout(), &cx.out,
+                            cx.opts.log_prefix);
   };
   auto c = cluster_internals::make(cx.sys, spec, cx.j.structure, *cx.j.optimizer, cx.j.loss, fresh_metrics(cx.j), parts);
+  *coordinator = cluster_internals::coordinator(*c);
   std::map<uint32_t, caf::actor> local;
   if (shards_on_coordinator(def)) {
     auto shards = cluster_internals::ps(*c);
@@ -484,7 +547,7 @@ node_result play_worker(node_context& cx) {
   auto& def = cx.opts.cluster;
   auto me = cx.opts.task;
   auto host_task = def.coordinator_task();
-  auto host = must(dial(cx.sys, def.address(host_task), cx.connect_budget()), to_string(host_task));
+  auto host = must(dial(cx.sys, def.address(host_task), def.connect_timeout), to_string(host_task));
   caf::anon_send(cx.node, watch_atom::value, host, task_at(def, host_task));
   // The ps shards, each over its own connection (so tensors never pass the chief).
   int num_ps = job_num_ps(cx.j, def);
@@ -494,7 +557,7 @@ node_result play_worker(node_context& cx) {
     std::string where = task_at(def, host_task);
     if (!shards_on_coordinator(def)) {
       task_id t{task_type::ps, i};
-      node = must(dial(cx.sys, def.ps[static_cast<size_t>(i)], cx.connect_budget()), to_string(t));
+      node = must(dial(cx.sys, def.ps[static_cast<size_t>(i)], def.connect_timeout), to_string(t));
       where = task_at(def, t);
     }
     auto h = must(ask<caf::actor>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
@@ -616,19 +679,25 @@ node_result run_task(const node_options& opts, const job& j) {
   init.timeout = span(def.request_timeout);
   init.num_workers = static_cast<uint32_t>(def.worker.size());
   auto node = sys.spawn(node_actor, std::move(init));
-  // The node actor holds handles to this process's coordinator and shards: it must be
-  // gone before the system waits for its detached actors, or that wait never ends.
+  // Shutting down. Every actor here was told to stop; wait until all have (the node
+  // actor last: it holds this process's coordinator and shards). Then forget them in the
+  // registry: an actor whose handle went to another process stays there until the peer
+  // says it dropped its proxy, which a peer that exited never does, and the system
+  // empties the registry only after waiting for its detached actors' threads, which wait
+  // for their actors to be released. Erasing before every actor stopped would not do: a
+  // stopping actor's last message to a peer puts it back.
   auto stop_all = [&] {
-    caf::scoped_actor waiter{sys};
-    waiter->monitor(node);
-    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
-    waiter->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
-    // Actors whose handles went to other processes stay in the registry until the peer
-    // says it dropped its proxy, which a peer that exits first never does; and the
-    // system empties the registry only after waiting for its detached actors. Every
-    // actor here was told to stop: forget them all.
-    // The system then waits for every actor (all were told to stop), so that the last
-    // handles to the detached ones go before it waits for their threads.
+    {
+      caf::scoped_actor waiter{sys};
+      waiter->monitor(node);
+      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+      waiter->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (sys.registry().running() > 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the application thread, at exit
+    if (auto n = sys.registry().running(); n > 0)
+      std::cerr << fmt::format("{}: warning: {} actor(s) still running 10 s after the end\n", to_string(me), n);
     for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id) sys.registry().erase(id);
   };
   try {

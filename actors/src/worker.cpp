@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <set>
 #include <map>
 #include <optional>
 
@@ -98,6 +99,12 @@ struct worker_state {
   // worker's buffer of it (only the rows of the current step are current).
   std::vector<bool> by_rows;
   std::vector<std::shared_ptr<model::matrix>> tables;
+  // Shards in other processes that this worker monitors: a request to one that died is
+  // never answered (CAF 0.17 fails it only at its timeout), so the down message fails it.
+  std::set<caf::actor_addr> watched;
+  // Remote shards that went down: a task naming one fails at once, until a task of
+  // newer epochs (after the coordinator's recovery) arrives.
+  std::set<caf::actor_addr> lost;
   static inline const char* name = "worker";
 };
 
@@ -174,6 +181,28 @@ void fail_record(self_ptr self, uint64_t id, caf::error err) {
 }
 
 void fail(self_ptr self, caf::error err) { fail_record(self, self->state.current_record, std::move(err)); }
+
+// Every task this worker holds fails with `err`: the one computing, those waiting for
+// push acknowledgements, and the queued ones (they would ask the same lost shard).
+void fail_all(self_ptr self, const caf::error& err) {
+  auto& st = self->state;
+  for (auto& w : st.waiting) w.second.deliver(err);
+  st.waiting.clear();
+  std::vector<uint64_t> ids;
+  for (auto& [id, rec] : st.records) ids.push_back(id);
+  for (auto id : ids) fail_record(self, id, err);
+}
+
+// Monitors the shards in other processes among the current ones (once each).
+void watch_remote_shards(self_ptr self) {
+  auto& st = self->state;
+  for (auto& p : st.opts.ps) {
+    auto a = p.address();
+    if (!p || a.node() == self->node() || st.watched.count(a)) continue;
+    st.watched.insert(a);
+    self->monitor(p);
+  }
+}
 
 // Every step of the current task is computed (its pushes may still be in flight).
 void finish_task(self_ptr self) {
@@ -642,6 +671,18 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
     st.records.clear();
     return err;
   });
+  watch_remote_shards(self);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    st.watched.erase(dm.source);
+    st.lost.insert(dm.source);
+    for (size_t p = 0; p < st.opts.ps.size(); ++p)
+      if (st.opts.ps[p].address() == dm.source) {
+        fail_all(self, make_error(error_code::shard_lost,
+                                  fmt::format("worker {}: ps shard {} is gone ({})", st.opts.id, p, describe(dm.reason))));
+        return;
+      }
+  });
   return {
     [self](step_atom, step_task& task) -> caf::result<task_result> {
       auto& st = self->state;
@@ -655,11 +696,21 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
                           fmt::format("worker {}: a task of epochs ({}, {}) after ({}, {})", st.opts.id,
                                       task.f.coordinator_epoch, task.f.recovery_epoch, st.newest.coordinator_epoch,
                                       st.newest.recovery_epoch));
+      // A task of newer epochs comes from after the coordinator's recovery: the shards it
+      // names are the restored ones (a shard that was only unreachable may be back under
+      // its old handle).
+      if (epochs_older(st.newest, task.f)) st.lost.clear();
       st.newest.coordinator_epoch = task.f.coordinator_epoch;
       st.newest.recovery_epoch = task.f.recovery_epoch;
       // The shards as the coordinator knows them (a lost one is respawned elsewhere).
       if (task.ps.size() == st.opts.ps.size())
         for (size_t i = 0; i < task.ps.size(); ++i) st.opts.ps[i] = caf::actor_cast<ps_shard_actor>(task.ps[i]);
+      watch_remote_shards(self);
+      // Sent before the coordinator learned of a lost shard: its requests would never
+      // be answered (only time out).
+      for (size_t p = 0; p < st.opts.ps.size(); ++p)
+        if (st.lost.count(st.opts.ps[p].address()))
+          return make_error(error_code::shard_lost, fmt::format("worker {}: ps shard {} is gone", st.opts.id, p));
       auto rp = self->make_response_promise<task_result>();
       if (st.busy) {
         st.waiting.emplace_back(std::move(task), rp);

@@ -21,3 +21,39 @@ PY
 
 # The "epoch ..." lines of a task's output.
 epochs() { grep -E '^(\[[a-z]+:[0-9]+\] )?epoch [0-9]+/' "$1" | sed -E 's/^\[[a-z]+:[0-9]+\] //'; }
+
+# Waits until the metrics file $1 records at least $2 applied steps (at most $3 s);
+# fails the test when it does not. Faults are injected at a step count, not at a time.
+wait_steps() {
+  local i n
+  for i in $(seq 1 $(( $3 * 10 ))); do
+    n=$(grep -c '"event":"step"' "$1" 2>/dev/null); n=${n:-0}
+    [ "$n" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  fail "fewer than $2 steps in $1 after $3 s ($n)"
+}
+
+# Waits until file $1 holds a line matching $2 (at most $3 s).
+wait_line() {
+  local i
+  for i in $(seq 1 $(( $3 * 10 ))); do
+    grep -qE "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "no line matching '$2' in $1 after $3 s"
+}
+
+# The newest pid `actortrain launch` reported for task $2 in its output $1.
+pid_of() { grep -F "launch: $2 is pid" "$1" | tail -1 | awk '{print $5}'; }
+
+# Every task of a finished launch printed the same history as the chief.
+same_histories() {
+  local out=$1; shift
+  grep -F "[chief:0] epoch" "$out" | sed -E 's/^\[[a-z]+:[0-9]+\] //' >"$WORK/h.chief"
+  [ -s "$WORK/h.chief" ] || fail "the chief printed no history"
+  for t in "$@"; do
+    grep -F "[$t] epoch" "$out" | sed -E 's/^\[[a-z]+:[0-9]+\] //' >"$WORK/h.$t"
+    cmp -s "$WORK/h.chief" "$WORK/h.$t" || fail "$t's history differs from the chief's"
+  done
+}

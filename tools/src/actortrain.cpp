@@ -6,10 +6,12 @@
 //   actortrain soak [flags]                  the fault simulator over many seeds
 //   actortrain node --example NAME ...       one task of a cluster of processes
 //   actortrain launch --example NAME ...     a whole cluster of processes on 127.0.0.1
+//   actortrain inspect DIR [flags]           what a checkpoint holds, validated
 //   actortrain --help
 
 #include "bench.hpp"
 #include "flags.hpp"
+#include "inspect.hpp"
 #include "launch.hpp"
 #include "soak.hpp"
 
@@ -33,6 +35,8 @@ const char* usage =
   "  node                  play one task (chief, ps, worker) of a cluster of processes running\n"
   "                        a registered example (--cluster FILE or TF_CONFIG, --task TYPE:INDEX)\n"
   "  launch                start a whole cluster of processes on 127.0.0.1 running an example\n"
+  "  inspect DIR           print a checkpoint (or a root's newest): step, optimizer, variables\n"
+  "                        with partition statistics, run state and totals; validates every file\n"
   "\n"
   "Run 'actortrain COMMAND ... --help' for a command's flags.\n";
 
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
     if (cmd == "soak") return actortrain::tools::soak(argc, argv, 2);
     if (cmd == "node") return actortrain::tools::node_command(argc, argv, 2);
     if (cmd == "launch") return actortrain::tools::launch_command(argc, argv, 2);
+    if (cmd == "inspect") return actortrain::tools::inspect_command(argc, argv, 2);
     if (cmd == "bench") {
       std::string what = argc > 2 ? argv[2] : "";
       if (what == "fashion-mnist") return actortrain::tools::bench_fashion_mnist(argc, argv, 3);

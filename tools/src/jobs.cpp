@@ -34,6 +34,7 @@ bool linear(const std::vector<std::string>& args, job& j) {
   int64_t examples = 2000, batch = 20, features = 5;
   double lr = 0.05, noise = 0.1;
   uint64_t seed = 1;
+  std::string metrics;
   flags f{"linear", "A planted linear regression y = x.w + b + noise (w, b drawn from --seed), Dense(1), SGD."};
   f.add("epochs", epochs, "passes over the data")
     .add("examples", examples, "training examples")
@@ -42,7 +43,8 @@ bool linear(const std::vector<std::string>& args, job& j) {
     .add("lr", lr, "SGD learning rate")
     .add("noise", noise, "standard deviation of the label noise")
     .add("seed", seed, "seed of the data and of initialization")
-    .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch");
+    .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch")
+    .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task");
   if (!parse_args(f, "linear", args)) return false;
   if (epochs < 1 || examples < 1 || batch < 1 || features < 1 || features > 4096)
     throw usage_error("linear: --epochs, --examples, --batch must be >= 1, --features in 1..4096");
@@ -70,6 +72,7 @@ bool linear(const std::vector<std::string>& args, job& j) {
   j.fit.epochs = epochs;
   j.fit.verbose = verbose;
   j.spec.seed = seed;
+  j.spec.metrics_file = metrics;
   return true;
 }
 

@@ -218,8 +218,8 @@ bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 
 int launch_command(int argc, char** argv, int first) {
   int ps = 1, workers = 2, max_restarts = 3;
   bool restart_failed = false;
-  std::string example, consistency, dir;
-  int64_t timeout_s = 0;
+  std::string example, consistency, dir, checkpoint_dir;
+  int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0;
   flags f{"actortrain launch",
           "Starts a whole cluster of processes on 127.0.0.1 running example --example: a chief\n"
           "(coordinator and input pipelines), --ps ps tasks and --workers worker tasks, each an\n"
@@ -233,7 +233,13 @@ int launch_command(int argc, char** argv, int first) {
     .add("ps", ps, "ps tasks (0: a worker-only cluster without chief)")
     .add("workers", workers, "worker tasks")
     .add("consistency", consistency, "async, bounded_staleness(s) or sync (default: the example's, sync without ps)")
-    .add("restart-failed", restart_failed, "restart a worker task that crashes (it rejoins under a new generation)")
+    .add("checkpoint-dir", checkpoint_dir, "coordinated checkpoints here (written by the chief); a lost ps task is "
+         "rolled back to the newest")
+    .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the first and the last)")
+    .add("heartbeat-ms", heartbeat_ms, "heartbeat interval between tasks (0: the cluster file's default, 500)")
+    .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)")
+    .add("restart-failed", restart_failed, "restart a worker or ps task that crashes (a worker rejoins under a new "
+         "generation; a ps task is restored from the last checkpoint)")
     .add("max-restarts", max_restarts, "restarts per task with --restart-failed")
     .add("timeout", timeout_s, "stop every task and fail after this many seconds (0: no limit)")
     .add("dir", dir, "where the cluster file goes (default: a new directory under /tmp)");
@@ -245,7 +251,8 @@ int launch_command(int argc, char** argv, int first) {
     return s;
   }() + ")");
   if (ps < 0 || workers < 1) throw usage_error("--ps must be >= 0 and --workers >= 1");
-  if (max_restarts < 0 || timeout_s < 0) throw usage_error("--max-restarts and --timeout must be >= 0");
+  if (max_restarts < 0 || timeout_s < 0 || checkpoint_every < 0 || heartbeat_ms < 0 || connection_ms < 0)
+    throw usage_error("--max-restarts, --timeout, --checkpoint-every, --heartbeat-ms and --connection-ms must be >= 0");
   {
     job probe;  // refuses a bad example or bad example flags before anything starts
     if (!make_example(example, example_args, probe)) return 0;
@@ -273,6 +280,12 @@ int launch_command(int argc, char** argv, int first) {
     std::ofstream out(file);
     out << "{\"cluster\": {" << body << "}";
     if (!consistency.empty()) out << ", \"consistency\": \"" << consistency << "\"";
+    std::vector<std::string> timeouts;
+    if (heartbeat_ms > 0) timeouts.push_back(fmt::format("\"heartbeat_ms\": {}", heartbeat_ms));
+    if (connection_ms > 0) timeouts.push_back(fmt::format("\"connection_ms\": {}", connection_ms));
+    if (!timeouts.empty()) out << ", \"timeouts\": {" << fmt::format("{}", fmt::join(timeouts, ", ")) << "}";
+    if (!checkpoint_dir.empty())
+      out << ", \"checkpoint\": {\"dir\": \"" << checkpoint_dir << "\", \"every_steps\": " << checkpoint_every << "}";
     out << "}\n";
     if (!out) throw std::runtime_error("cannot write " + file);
   }
@@ -297,13 +310,14 @@ int launch_command(int argc, char** argv, int first) {
     cmd.insert(cmd.end(), example_args.begin(), example_args.end());
     c.pid = start_child(cmd, c.out, c.err);
     c.running = true;
+    std::cout << fmt::format("launch: {} is pid {}\n", c.task, c.pid) << std::flush;
   };
   for (size_t i = 0; i < tasks.size(); ++i) {
     children[i].task = tasks[i];
     start(children[i]);
   }
   auto began = std::chrono::steady_clock::now();
-  bool failed = false, stopping = false;
+  bool failed = false, stopping = false, killed = false;
   std::string why;
   std::chrono::steady_clock::time_point stop_deadline{};
   auto stop_all = [&](int sig) {
@@ -328,7 +342,12 @@ int launch_command(int argc, char** argv, int first) {
     if (stop_requested && !stopping) begin_stop("stopped by a signal", true);
     if (timeout_s > 0 && !stopping && std::chrono::steady_clock::now() - began > std::chrono::seconds(timeout_s))
       begin_stop(fmt::format("--timeout {} s reached", timeout_s), true);
-    if (stopping && std::chrono::steady_clock::now() > stop_deadline) stop_all(SIGKILL);
+    if (stopping && std::chrono::steady_clock::now() > stop_deadline && !killed) {
+      for (auto& c : children)
+        if (c.running) std::cerr << fmt::format("launch: {} did not end in time; killing it\n", c.task);
+      stop_all(SIGKILL);
+      killed = true;
+    }
     std::vector<pollfd> fds;
     std::vector<std::pair<child*, bool>> owners;  // (child, is stderr)
     for (auto& c : children) {
@@ -372,8 +391,9 @@ int launch_command(int argc, char** argv, int first) {
         continue;
       }
       if (stopping) continue;
-      bool is_worker = c.task.rfind("worker:", 0) == 0 && c.task != coordinator;
-      if (restart_failed && is_worker && c.restarts < max_restarts) {
+      // The coordinator's task is not restarted: a new one would start the run over
+      // (restart it by hand with the example's --resume where it has one).
+      if (restart_failed && c.task != coordinator && c.restarts < max_restarts) {
         ++c.restarts;
         std::cerr << fmt::format("launch: {} {}; restarting it ({} of {})\n", c.task, describe_status(status), c.restarts,
                                  max_restarts);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# kill -9 of a ps process mid-training: the chief pauses, the restarted ps task (launch
+# --restart-failed) is dialed again at its address, every shard rolls back to the newest
+# checkpoint (written in the chief's directory), and the job completes with the exact
+# step count.
+. "$(dirname "$0")/lib.sh"
+M="$WORK/m.jsonl"
+timeout 150 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 120 \
+  --checkpoint-dir "$WORK/ck" --checkpoint-every 500 \
+  -- --epochs 2 --examples 40000 --metrics "$M" --verbose 2 >"$WORK/out" 2>&1 &
+L=$!
+wait_steps "$M" 1200 60
+kill -9 "$(pid_of "$WORK/out" ps:0)"
+wait $L; rc=$?
+cat "$WORK/out"
+[ $rc -eq 0 ] || fail "launch exited with $rc"
+grep -q "launch: ps:0 killed by signal 9" "$WORK/out" || fail "the kill was not seen"
+grep -q "\[chief:0\] ps shard 0 lost (remote_link_unreachable)" "$WORK/out" || fail "no loss reported"
+grep -q "\[chief:0\] ps shard 0 is back at 127.0.0.1:" "$WORK/out" || fail "the ps task was not dialed again"
+grep -q '"event":"ps_restored"' "$M" || fail "no ps_restored event"
+grep -qF "[chief:0] chief:0 done: 4000 steps" "$WORK/out" || fail "not exactly 4000 steps"
+grep -qF "[ps:0] ps:0 done" "$WORK/out" || fail "the restarted ps task was not stopped at the end"
+ls "$WORK/ck" | grep -q ckpt- || fail "no checkpoint in the chief's directory"
+same_histories "$WORK/out" worker:0 worker:1
+echo "PASS"

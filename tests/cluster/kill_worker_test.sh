@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# kill -9 of a worker process mid-training: the chief notices (the TCP connection
+# closes), re-queues the worker's steps, `launch --restart-failed` starts it again and it
+# rejoins under generation 2; the job completes with the exact step count.
+. "$(dirname "$0")/lib.sh"
+M="$WORK/m.jsonl"
+timeout 150 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 120 \
+  -- --epochs 2 --examples 40000 --metrics "$M" --verbose 2 >"$WORK/out" 2>&1 &
+L=$!
+wait_steps "$M" 800 60
+kill -9 "$(pid_of "$WORK/out" worker:0)"
+wait $L; rc=$?
+cat "$WORK/out"
+[ $rc -eq 0 ] || fail "launch exited with $rc"
+grep -q "launch: worker:0 killed by signal 9" "$WORK/out" || fail "the kill was not seen"
+grep -q "\[chief:0\] worker 0 (generation 1) lost: remote_link_unreachable" "$WORK/out" || fail "no loss reported"
+grep -q "\[chief:0\] worker 0 joined (generation 2)" "$WORK/out" || fail "the restarted worker did not rejoin"
+# 40000 examples / batch 20 = 2000 steps per epoch, 2 epochs, each exactly once.
+grep -qF "[chief:0] chief:0 done: 4000 steps" "$WORK/out" || fail "not exactly 4000 steps"
+[ "$(grep -c '"event":"step"' "$M")" -eq 4000 ] || fail "the metrics do not hold 4000 applied steps"
+grep -q '"event":"steps_requeued"' "$M" || fail "no steps_requeued event"
+same_histories "$WORK/out" worker:0 worker:1
+echo "PASS"

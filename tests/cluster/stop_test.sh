@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SIGSTOP of a worker and of a ps process: with heartbeats on both ends the chief
+# notices within the connection timeout (2 s here) although no TCP connection closes.
+# The stopped worker's steps go to the other one; the stopped ps task, once continued,
+# is dialed again (a stopped process does not wedge the chief's connection attempts)
+# and the shards roll back. The job completes with the exact step count.
+. "$(dirname "$0")/lib.sh"
+M="$WORK/m.jsonl"
+timeout 170 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 150 \
+  --heartbeat-ms 200 --connection-ms 2000 --checkpoint-dir "$WORK/ck" --checkpoint-every 500 \
+  -- --epochs 2 --examples 40000 --metrics "$M" --verbose 2 >"$WORK/out" 2>&1 &
+L=$!
+wait_steps "$M" 800 60
+W=$(pid_of "$WORK/out" worker:1)
+kill -STOP "$W"
+start=$(date +%s%N)
+wait_line "$WORK/out" '\[chief:0\] worker 1 \(generation 1\) lost' 20
+took=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "stopped worker noticed after $took ms"
+[ $took -le 6000 ] || fail "the stopped worker was noticed after $took ms (connection timeout 2000 ms)"
+kill -CONT "$W"  # it finds itself dropped and exits; launch restarts it
+n=$(grep -c '"event":"step"' "$M")
+wait_steps "$M" $(( n + 300 )) 60
+P=$(pid_of "$WORK/out" ps:1)
+kill -STOP "$P"
+wait_line "$WORK/out" '\[chief:0\] ps shard 1 lost' 20
+sleep 1  # the chief's first attempts to reach the stopped task time out meanwhile
+kill -CONT "$P"
+wait $L; rc=$?
+cat "$WORK/out"
+[ $rc -eq 0 ] || fail "launch exited with $rc"
+grep -q "\[chief:0\] ps shard 1 is back at 127.0.0.1:" "$WORK/out" || fail "the continued ps task was not dialed again"
+grep -qF "[chief:0] chief:0 done: 4000 steps" "$WORK/out" || fail "not exactly 4000 steps"
+echo "PASS"
