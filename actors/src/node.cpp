@@ -529,6 +529,7 @@ node_result host_coordinator(node_context& cx) {
   try {
     auto opts = cx.j.fit;
     opts.out = &cx.out;
+    if (cx.opts.resume) opts.resume_from = def.checkpoint_dir;
     auto r = c->join(c->schedule(cx.j.train, opts));
     result.history = r.history;
     result.steps = r.steps;
@@ -733,6 +734,8 @@ node_flags parse_node_flags(int argc, char** argv, int first) {
     auto name = a.substr(0, a.find('='));
     if (name == "--help" || name == "-h")
       f.help = true;
+    else if (name == "--resume")
+      f.resume = true;
     else if (name == "--cluster")
       f.cluster_file = value(i, name);
     else if (name == "--task")
@@ -765,6 +768,8 @@ std::string node_usage(const std::string& program) {
     "  --task TYPE:INDEX   the task this process plays (chief, worker, ps), overriding the\n"
     "                      definition's \"task\"\n"
     "  --threads N         scheduler threads of this process (default 2)\n"
+    "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
+    "                      directory, e.g. after the chief crashed; the other tasks may live on\n"
     "  --tls-cert/--tls-key/--tls-ca FILE\n"
     "                      mutual TLS (not supported yet: refused)\n"
     "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n",
@@ -798,6 +803,9 @@ node_options resolve_node(const node_flags& flags) {
     throw cluster_file_error(fmt::format("--task {}: the cluster has {} {} task(s)", to_string(o.task), list.size(),
                                          to_string(o.task.type)));
   o.threads = flags.threads;
+  o.resume = flags.resume;
+  if (o.resume && o.cluster.checkpoint_dir.empty())
+    throw cluster_file_error(fmt::format("--resume: {} has no checkpoint section to resume from", source));
   return o;
 }
 

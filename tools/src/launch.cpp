@@ -85,6 +85,8 @@ const char* node_help =
   "                      timeouts, consistency)\n"
   "  --task TYPE:INDEX   the task to play (chief, worker or ps), overriding the file's\n"
   "  --threads N         scheduler threads of this process (default 2)\n"
+  "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
+  "                      directory, e.g. after the chief crashed\n"
   "  --tls-cert/--tls-key/--tls-ca FILE  mutual TLS (not supported yet: refused)\n"
   "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n"
   "\n"
