@@ -102,12 +102,16 @@ struct pending_join {
   caf::response_promise rp;
 };
 
-struct node_state {
+// What a node actor starts with.
+struct node_init {
   task_id task;
   fingerprint fp;
   std::shared_ptr<node_box> box;
   caf::timespan timeout{};
   uint32_t num_workers = 0;
+};
+
+struct node_state : node_init {
   // ps shards this process holds, by index (ps_handle requests wait until they exist).
   std::map<uint32_t, caf::actor> shards;
   bool shards_final = false;
@@ -174,21 +178,10 @@ void admit_in_order(node_ptr self) {
   }
 }
 
-struct node_init {
-  task_id task;
-  fingerprint fp;
-  std::shared_ptr<node_box> box;
-  caf::timespan timeout{};
-  uint32_t num_workers = 0;
-};
 
 caf::behavior node_actor(node_ptr self, node_init init) {
   auto& st = self->state;
-  st.task = init.task;
-  st.fp = std::move(init.fp);
-  st.box = std::move(init.box);
-  st.timeout = init.timeout;
-  st.num_workers = init.num_workers;
+  static_cast<node_init&>(st) = std::move(init);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     if (st.watched && dm.source == st.watched.address()) {
@@ -802,6 +795,15 @@ node_options resolve_node(const node_flags& flags) {
   if (o.task.index < 0 || static_cast<size_t>(o.task.index) >= list.size())
     throw cluster_file_error(fmt::format("--task {}: the cluster has {} {} task(s)", to_string(o.task), list.size(),
                                          to_string(o.task.type)));
+  // Parsed, validated, and not built yet: refused rather than ignored.
+  if (o.cluster.tls.enabled())
+    throw cluster_file_error(fmt::format("{}: TLS clusters are not supported yet (use loopback addresses and no tls)", source));
+  if (o.cluster.checkpoint_shared)
+    throw cluster_file_error(fmt::format(
+      "{}: checkpoint.shared: ps tasks writing their own partitions is not supported yet; leave it out (the chief "
+      "writes every partition into checkpoint.dir)", source));
+  if (!o.cluster.evaluator.empty())
+    throw cluster_file_error(fmt::format("{}: evaluator tasks are not supported yet: leave cluster.evaluator out", source));
   o.threads = flags.threads;
   o.resume = flags.resume;
   if (o.resume && o.cluster.checkpoint_dir.empty())

@@ -5,10 +5,7 @@
 # step count.
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
-timeout 150 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 120 \
-  --checkpoint-dir "$WORK/ck" --checkpoint-every 500 \
-  -- --epochs 2 --examples 40000 --metrics "$M" --verbose 2 >"$WORK/out" 2>&1 &
-L=$!
+launch_linear --checkpoint-dir "$WORK/ck" --checkpoint-every 500
 wait_steps "$M" 1200 60
 kill -9 "$(pid_of "$WORK/out" ps:0)"
 wait $L; rc=$?

@@ -4,9 +4,7 @@
 # rejoins under generation 2; the job completes with the exact step count.
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
-timeout 150 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 120 \
-  -- --epochs 2 --examples 40000 --metrics "$M" --verbose 2 >"$WORK/out" 2>&1 &
-L=$!
+launch_linear
 wait_steps "$M" 800 60
 kill -9 "$(pid_of "$WORK/out" worker:0)"
 wait $L; rc=$?

@@ -57,3 +57,12 @@ same_histories() {
     cmp -s "$WORK/h.chief" "$WORK/h.$t" || fail "$t's history differs from the chief's"
   done
 }
+
+# Starts `actortrain launch` of the linear example in the background (2 ps, 2 workers,
+# --restart-failed, 4000 steps), its output in $WORK/out and metrics in $WORK/m.jsonl;
+# extra launch flags in "$@". Sets L to its pid.
+launch_linear() {
+  timeout 170 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 150 "$@" \
+    -- --epochs 2 --examples 40000 --metrics "$WORK/m.jsonl" --verbose 2 >"$WORK/out" 2>&1 &
+  L=$!
+}

@@ -6,10 +6,7 @@
 # and the shards roll back. The job completes with the exact step count.
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
-timeout 170 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 150 \
-  --heartbeat-ms 200 --connection-ms 2000 --checkpoint-dir "$WORK/ck" --checkpoint-every 500 \
-  -- --epochs 2 --examples 40000 --metrics "$M" --verbose 2 >"$WORK/out" 2>&1 &
-L=$!
+launch_linear --heartbeat-ms 200 --connection-ms 2000 --checkpoint-dir "$WORK/ck" --checkpoint-every 500
 wait_steps "$M" 800 60
 W=$(pid_of "$WORK/out" worker:1)
 kill -STOP "$W"

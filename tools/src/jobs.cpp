@@ -78,20 +78,25 @@ bool linear(const std::vector<std::string>& args, job& j) {
 
 // The main job's MLP 784-256-128-10 on Fashion-MNIST, Adam, validated on the test set.
 bool fashion_mnist(const std::vector<std::string>& args, job& j) {
-  int epochs = 10, verbose = 2;
+  int epochs = 10, verbose = 2, spe = 1;
+  bool pull_ahead = false;
   int64_t batch = 128;
   double lr = 1e-3;
   uint64_t seed = 1;
-  std::string data_dir = ds::fashion_mnist_default_dir;
+  std::string data_dir = ds::fashion_mnist_default_dir, metrics;
   flags f{"fashion_mnist", "The main job's MLP 784-256-128-10 on Fashion-MNIST (Adam), validated on the test set."};
   f.add("epochs", epochs, "passes over the 60,000 training images")
     .add("batch", batch, "batch size per step")
     .add("lr", lr, "Adam learning rate")
     .add("seed", seed, "seed of initialization and shuffling")
     .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
-    .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch");
+    .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch")
+    .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task")
+    .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
+    .add("steps-per-execution", spe, "steps per task sent to a worker");
   if (!parse_args(f, "fashion_mnist", args)) return false;
-  if (epochs < 1 || batch < 1) throw usage_error("fashion_mnist: --epochs and --batch must be >= 1");
+  if (epochs < 1 || batch < 1 || spe < 1)
+    throw usage_error("fashion_mnist: --epochs, --batch and --steps-per-execution must be >= 1");
   if (!(lr > 0)) throw usage_error("fashion_mnist: --lr must be > 0");
   using md::layers::activation;
   j.name = "fashion_mnist";
@@ -115,6 +120,9 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
   j.fit.verbose = verbose;
   j.fit.validation = ds::fashion_mnist(ds::split::test, data_dir).batch(1000);
   j.spec.seed = seed;
+  j.spec.metrics_file = metrics;
+  j.spec.pull_ahead = pull_ahead;
+  j.spec.steps_per_execution = spe;
   return true;
 }
 
