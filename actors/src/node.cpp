@@ -7,7 +7,11 @@
 #include <actortrain/actors/ps_shard.hpp>
 #include <actortrain/actors/send_seam.hpp>
 #include <actortrain/actors/worker.hpp>
+#include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/partitioner.hpp>
+#include <actortrain/model/trainer.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
@@ -15,6 +19,7 @@
 #include <condition_variable>
 #include <future>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -123,6 +128,7 @@ struct node_state : node_init {
   std::map<uint32_t, pending_join> waiting;
   std::map<uint32_t, caf::actor> worker_nodes;
   std::vector<caf::actor> ps_nodes;
+  std::vector<caf::actor> evaluators;  // told the outcome, never waited for
   // Other tasks: the coordinator's node, whose loss ends this task.
   caf::actor watched;
   std::string watched_name;
@@ -254,6 +260,8 @@ caf::behavior node_actor(node_ptr self, node_init init) {
       st.watched_name = std::move(name);
       self->monitor(st.watched);
     },
+    // The coordinator's task: an evaluator wants to learn when the job ends.
+    [self](done_atom, caf::actor evaluator_node) { self->state.evaluators.push_back(std::move(evaluator_node)); },
     [self](done_atom, job_outcome& out) {
       self->state.box->update([&](node_box& b) { b.outcome = std::move(out); });
       return caf::ok_atom::value;
@@ -267,6 +275,8 @@ caf::behavior node_actor(node_ptr self, node_init init) {
     // (or timed out: a task that went away needs no farewell).
     [self](finish_atom, job_outcome& out) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
+      // One-way: the chief never waits for an evaluator (TensorFlow's did, forever).
+      for (auto& e : st.evaluators) caf::anon_send(e, done_atom::value, out);
       auto rp = self->make_response_promise<caf::ok_atom>();
       auto remaining = std::make_shared<size_t>(st.worker_nodes.size() + st.ps_nodes.size());
       if (*remaining == 0) {
@@ -610,6 +620,59 @@ node_result play_ps(node_context& cx) {
   return {};
 }
 
+// The evaluator: a sidecar that evaluates every newly committed checkpoint of the
+// chief's directory on the job's validation data, prints the result and appends it to
+// <checkpoint dir>/evaluator.jsonl, until the job ends (the chief tells it, or goes
+// away); then it evaluates the last checkpoint once more if it is new.
+node_result play_evaluator(node_context& cx) {
+  auto& def = cx.opts.cluster;
+  if (!cx.j.fit.validation) fail("the job has no validation data (job::fit.validation) to evaluate on");
+  auto host_task = def.coordinator_task();
+  auto host = must(dial(cx.sys, def.address(host_task), def.connect_timeout), to_string(host_task));
+  caf::anon_send(cx.node, watch_atom::value, host, task_at(def, host_task));
+  caf::anon_send(host, done_atom::value, cx.node);
+  model::trainer t{cx.j.structure, cx.j.optimizer->clone(), cx.j.loss, cx.j.spec.seed};
+  for (auto& m : fresh_metrics(cx.j)) t.add_metric(std::move(m));
+  auto& fs = model::posix_file_system();
+  std::ofstream log;  // opened at the first result (the chief creates the directory)
+  int64_t done_step = -1;
+  node_result result;
+  auto evaluate_newest = [&] {
+    auto latest = model::latest_checkpoint(fs, def.checkpoint_dir);
+    if (!latest || latest->step <= done_step) return;
+    try {
+      t.restore(model::read_checkpoint(fs, latest->path));
+    } catch (const model::checkpoint_error& e) {
+      // Pruned while read (the chief keeps the newest few): the next one will do.
+      cx.out << cx.opts.log_prefix << "evaluator: skipped " << latest->path << ": " << e.what() << std::endl;
+      return;
+    }
+    auto values = t.evaluate(*cx.j.fit.validation);
+    done_step = latest->step;
+    std::string line = fmt::format("evaluator: checkpoint at step {}:", latest->step);
+    nlohmann::json j{{"event", "evaluation"}, {"step", latest->step}, {"checkpoint", latest->path}};
+    for (auto& [k, v] : values) {
+      line += fmt::format(" val_{} {:.6f}", k, v);
+      j["values"]["val_" + k] = v;
+      result.history.add("val_" + k, v);
+    }
+    cx.out << cx.opts.log_prefix << line << std::endl;
+    if (!log.is_open()) log.open(def.checkpoint_dir + "/evaluator.jsonl", std::ios::app);
+    if (log) log << j.dump() << "\n" << std::flush;
+    result.steps = latest->step;
+  };
+  auto ended = [](node_box& b) { return b.outcome.has_value(); };
+  while (!cx.box->wait(ended, std::chrono::steady_clock::now() + std::chrono::seconds(1))) {
+    {
+      std::lock_guard<std::mutex> g{cx.box->mtx};
+      if (!cx.box->fatal.empty()) break;  // the chief went away: evaluate what it left
+    }
+    evaluate_newest();
+  }
+  evaluate_newest();
+  return result;
+}
+
 void check_job(const job& j) {
   if (j.structure.empty()) throw std::invalid_argument("run_node: the job has no model");
   if (!j.optimizer) throw std::invalid_argument("run_node: the job has no optimizer");
@@ -652,8 +715,6 @@ node_result run_task(const node_options& opts, const job& j) {
   auto& def = opts.cluster;
   const auto& me = opts.task;
   const auto& addr = def.address(me);  // throws for a task that is not in the cluster
-  if (me.type == task_type::evaluator)
-    throw std::runtime_error("evaluator tasks are not supported yet: leave the evaluator out of the cluster");
   if (def.tls.enabled())
     throw std::runtime_error("TLS clusters are not supported yet: use loopback addresses without a tls section");
   std::ostream& out = opts.out ? *opts.out : std::cout;
@@ -703,6 +764,8 @@ node_result run_task(const node_options& opts, const job& j) {
       r = host_coordinator(cx);
     else if (me.type == task_type::worker)
       r = play_worker(cx);
+    else if (me.type == task_type::evaluator)
+      r = play_evaluator(cx);
     else
       r = play_ps(cx);
     stop_all();
@@ -802,8 +865,9 @@ node_options resolve_node(const node_flags& flags) {
     throw cluster_file_error(fmt::format(
       "{}: checkpoint.shared: ps tasks writing their own partitions is not supported yet; leave it out (the chief "
       "writes every partition into checkpoint.dir)", source));
-  if (!o.cluster.evaluator.empty())
-    throw cluster_file_error(fmt::format("{}: evaluator tasks are not supported yet: leave cluster.evaluator out", source));
+  if (!o.cluster.evaluator.empty() && o.cluster.checkpoint_dir.empty())
+    throw cluster_file_error(fmt::format(
+      "{}: cluster.evaluator: an evaluator evaluates the chief's checkpoints: give a checkpoint section", source));
   o.threads = flags.threads;
   o.resume = flags.resume;
   if (o.resume && o.cluster.checkpoint_dir.empty())

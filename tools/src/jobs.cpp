@@ -60,6 +60,14 @@ bool linear(const std::vector<std::string>& args, job& j) {
     y(r, 0) = (x.row(r) * w)(0, 0) + b + static_cast<float>(noise) * normal(gen);
   }
   auto data = ds::from_tensor_slices({x}, y);
+  // A held-out set from the same planted model (val_loss ends near noise^2).
+  const int64_t held = 500;
+  md::matrix vx(held, features), vy(held, 1);
+  for (int64_t r = 0; r < held; ++r) {
+    for (int64_t c = 0; c < features; ++c) vx(r, c) = normal(gen);
+    vy(r, 0) = (vx.row(r) * w)(0, 0) + b + static_cast<float>(noise) * normal(gen);
+  }
+  j.fit.validation = ds::from_tensor_slices({vx}, vy).batch(100);
   j.name = fmt::format("linear(features={}, examples={}, seed={})", features, examples, seed);
   j.structure = md::model::sequential(features, {md::layers::dense(1)});
   j.optimizer = md::make_sgd({lr});

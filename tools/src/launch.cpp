@@ -219,7 +219,7 @@ bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 
 
 int launch_command(int argc, char** argv, int first) {
   int ps = 1, workers = 2, max_restarts = 3;
-  bool restart_failed = false;
+  bool restart_failed = false, evaluator = false;
   std::string example, consistency, dir, checkpoint_dir;
   int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0;
   flags f{"actortrain launch",
@@ -238,6 +238,8 @@ int launch_command(int argc, char** argv, int first) {
     .add("checkpoint-dir", checkpoint_dir, "coordinated checkpoints here (written by the chief); a lost ps task is "
          "rolled back to the newest")
     .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the first and the last)")
+    .add("evaluator", evaluator, "also an evaluator task: evaluates each new checkpoint (needs --checkpoint-dir and an "
+         "example with validation data); the job never waits for it")
     .add("heartbeat-ms", heartbeat_ms, "heartbeat interval between tasks (0: the cluster file's default, 500)")
     .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)")
     .add("restart-failed", restart_failed, "restart a worker or ps task that crashes (a worker rejoins under a new "
@@ -274,6 +276,10 @@ int launch_command(int argc, char** argv, int first) {
   if (ps > 0) add("chief", 1);
   add("ps", ps);
   add("worker", workers);
+  if (evaluator) {
+    if (checkpoint_dir.empty()) throw usage_error("--evaluator needs --checkpoint-dir (it evaluates the checkpoints)");
+    add("evaluator", 1);
+  }
   std::string body;
   for (auto& [type, list] : addrs)
     if (!list.empty()) body += fmt::format("{}\"{}\": [{}]", body.empty() ? "" : ", ", type, fmt::join(list, ", "));

@@ -23,6 +23,12 @@
 // ends, the chief sends the history to every worker: every task's run returns the same
 // history, and run_node prints it ("epoch 1/10: loss 0.412345 accuracy 0.851234").
 //
+// An evaluator task (at most one; needs a checkpoint section and job::fit.validation)
+// evaluates each newly committed checkpoint of the chief's directory, prints the result
+// and appends it to <checkpoint dir>/evaluator.jsonl; the chief tells it when the job
+// ends but never waits for it. Without ps tasks, the coordinator's task holds the ps
+// shards (job::spec.num_ps of them).
+//
 // Registration checks a job fingerprint (job name, model structure and shapes,
 // optimizer, loss, partitioning, consistency, library version): a task of another job
 // is refused with a message naming what differs, on both sides.
