@@ -3,6 +3,8 @@
 //   actortrain bench fashion-mnist [flags]   benchmark against a bare Eigen loop
 //   actortrain bench consistency [flags]     the consistency modes side by side
 //   actortrain bench sparse [flags]          embedding rows per second
+//   actortrain bench transport [flags]       raw TCP against BASP between two processes
+//   actortrain bench cluster [flags]         the main job embedded and as processes
 //   actortrain soak [flags]                  the fault simulator over many seeds
 //   actortrain node --example NAME ...       one task of a cluster of processes
 //   actortrain launch --example NAME ...     a whole cluster of processes on 127.0.0.1
@@ -30,6 +32,10 @@ const char* usage =
   "                        to 0.85 and 0.88 test accuracy, staleness\n"
   "  bench sparse          embedding rows pulled and pushed per second, pulling the batch's\n"
   "                        rows against pulling whole tables\n"
+  "  bench transport       push and pull tensors between two processes on 127.0.0.1: raw TCP\n"
+  "                        against ActorTrain over BASP, per size, and a sparse pull of 1M rows\n"
+  "  bench cluster         the main job with 2 workers and 2 ps: embedded against 5 processes on\n"
+  "                        127.0.0.1 (samples/s, test accuracy)\n"
   "  soak                  run the fault simulator over many seeded fault plans and check\n"
   "                        exactly-once application and visitation\n"
   "  node                  play one task (chief, ps, worker) of a cluster of processes running\n"
@@ -62,13 +68,15 @@ int main(int argc, char** argv) {
       if (what == "fashion-mnist") return actortrain::tools::bench_fashion_mnist(argc, argv, 3);
       if (what == "consistency") return actortrain::tools::bench_consistency(argc, argv, 3);
       if (what == "sparse") return actortrain::tools::bench_sparse(argc, argv, 3);
+      if (what == "transport") return actortrain::tools::bench_transport(argc, argv, 3);
+      if (what == "cluster") return actortrain::tools::bench_cluster(argc, argv, 3);
       if (what == "-h" || what == "--help") {
-        std::cout << "usage: actortrain bench fashion-mnist|consistency|sparse [flags]\n";
+        std::cout << "usage: actortrain bench fashion-mnist|consistency|sparse|transport|cluster [flags]\n";
         return 0;
       }
-      throw actortrain::tools::usage_error(what.empty() ? "bench: which benchmark? (fashion-mnist, consistency, sparse)"
-                                                        : "bench: unknown benchmark '" + what +
-                                                            "' (fashion-mnist, consistency, sparse)");
+      const std::string known = "(fashion-mnist, consistency, sparse, transport, cluster)";
+      throw actortrain::tools::usage_error(what.empty() ? "bench: which benchmark? " + known
+                                                        : "bench: unknown benchmark '" + what + "' " + known);
     }
     throw actortrain::tools::usage_error("unknown command '" + cmd + "' (see actortrain --help)");
   });

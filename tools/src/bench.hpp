@@ -15,5 +15,9 @@ int bench_fashion_mnist(int argc, char** argv, int first);
 int bench_consistency(int argc, char** argv, int first);
 /// `actortrain bench sparse [flags]`: embedding rows per second, row pulls against whole tables.
 int bench_sparse(int argc, char** argv, int first);
+/// `actortrain bench transport [flags]`: raw TCP against BASP between two processes.
+int bench_transport(int argc, char** argv, int first);
+/// `actortrain bench cluster [flags]`: the main job embedded against 5 processes on loopback.
+int bench_cluster(int argc, char** argv, int first);
 
 }  // namespace actortrain::tools

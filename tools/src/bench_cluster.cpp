@@ -1,0 +1,153 @@
+// actortrain bench cluster: the main job's MLP on Fashion-MNIST (example fashion_mnist)
+// trained by 2 workers and 2 ps shards as actors in one process (the embedded cluster)
+// and as 5 processes on 127.0.0.1 (a chief, 2 ps and 2 worker tasks started by
+// `actortrain launch`), interleaved round by round. Times count training only (from each
+// epoch's first to its last applied step, read from the chief's metrics file: the
+// evaluations after each epoch are left out), so samples/s compare the step path.
+
+#include "bench.hpp"
+#include "flags.hpp"
+#include "jobs.hpp"
+
+#include <actortrain/actors/all.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace actortrain::tools {
+
+namespace {
+
+struct run_figures {
+  double samples_per_second = 0;
+  double accuracy = 0;  // the last epoch's val_accuracy
+  double staleness = 0; // mean over applied steps
+};
+
+// Samples/s over training time (epoch_begin to its last step, per epoch), the final
+// val_accuracy and the mean staleness, from a metrics file.
+run_figures read_figures(const std::string& path) {
+  std::ifstream in{path};
+  if (!in) throw std::runtime_error("bench cluster: no metrics file " + path);
+  run_figures out;
+  double trained = 0, begin = 0, last_step = 0, examples = 0, staleness = 0, steps = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.contains("event")) continue;  // a line cut by a crash
+    auto kind = j["event"].get<std::string>();
+    double t = j.value("time", 0.0);
+    if (kind == "epoch_begin") begin = last_step = t;
+    if (kind == "step") {
+      last_step = t;
+      examples += j.value("examples", 0.0);
+      staleness += j.value("staleness", 0.0);
+      steps += 1;
+    }
+    if (kind == "epoch") {
+      trained += last_step - begin;
+      if (j.contains("values") && j["values"].contains("val_accuracy")) out.accuracy = j["values"]["val_accuracy"];
+    }
+  }
+  if (trained > 0) out.samples_per_second = examples / trained;
+  if (steps > 0) out.staleness = staleness / steps;
+  return out;
+}
+
+std::vector<std::string> example_args(int epochs, const std::string& metrics, uint64_t seed) {
+  return {"--epochs", std::to_string(epochs), "--metrics", metrics, "--verbose", "0", "--seed", std::to_string(seed)};
+}
+
+run_figures embedded(int epochs, uint64_t seed) {
+  auto metrics = fmt::format("/tmp/actortrain-bench-cluster-{}-e.jsonl", ::getpid());
+  std::remove(metrics.c_str());
+  job j;
+  make_example("fashion_mnist", example_args(epochs, metrics, seed), j);
+  caf::actor_system_config cfg;
+  configure(cfg);
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  auto spec = j.spec;
+  spec.num_ps = 2;
+  spec.num_workers = 2;
+  cluster c{sys, spec, j.structure, *j.optimizer, j.loss, j.metrics()};
+  c.fit(j.train, j.fit);
+  auto r = read_figures(metrics);
+  std::remove(metrics.c_str());
+  return r;
+}
+
+run_figures processes(int epochs, uint64_t seed) {
+  auto metrics = fmt::format("/tmp/actortrain-bench-cluster-{}-p.jsonl", ::getpid());
+  auto dir = fmt::format("/tmp/actortrain-bench-cluster-{}", ::getpid());
+  std::remove(metrics.c_str());
+  std::vector<std::string> cmd{"actortrain", "launch", "--example", "fashion_mnist", "--ps", "2", "--workers", "2",
+                               "--dir", dir, "--timeout", "1800", "--"};
+  for (auto& a : example_args(epochs, metrics, seed)) cmd.push_back(a);
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("bench cluster: fork failed");
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& s : cmd) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) ::_exit(127);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("bench cluster: the cluster of processes failed (run the launch command by hand: "
+                             "actortrain launch --example fashion_mnist --ps 2 --workers 2)");
+  auto r = read_figures(metrics);
+  std::remove(metrics.c_str());
+  return r;
+}
+
+}  // namespace
+
+int bench_cluster(int argc, char** argv, int first) {
+  int epochs = 3, rounds = 2;
+  flags f{"actortrain bench cluster",
+          "Trains the main job's MLP (784-256-128-10, Adam, batch 128) on Fashion-MNIST with 2 workers\n"
+          "and 2 ps shards, as actors in one process (embedded) and as 5 processes on 127.0.0.1\n"
+          "(chief, 2 ps, 2 workers, via actortrain launch), interleaved for --rounds rounds (seed =\n"
+          "round). Prints training samples/s (evaluations excluded), the final test accuracy and\n"
+          "the mean staleness per round, the medians, and processes/embedded."};
+  f.add("epochs", epochs, "epochs per run").add("rounds", rounds, "rounds (each runs both)");
+  if (!f.parse(argc, argv, first)) return 0;
+  if (epochs < 1 || rounds < 1) throw usage_error("--epochs and --rounds must be >= 1");
+  std::vector<double> e_sps, p_sps, e_acc, p_acc;
+  fmt::print("{:>5}  {:<10} {:>12} {:>9} {:>10}\n", "round", "variant", "samples/s", "accuracy", "staleness");
+  for (int r = 1; r <= rounds; ++r) {
+    auto seed = static_cast<uint64_t>(r);
+    auto e = embedded(epochs, seed);
+    fmt::print("{:>5}  {:<10} {:>12.0f} {:>9.4f} {:>10.2f}\n", r, "embedded", e.samples_per_second, e.accuracy,
+               e.staleness);
+    auto p = processes(epochs, seed);
+    fmt::print("{:>5}  {:<10} {:>12.0f} {:>9.4f} {:>10.2f}\n", r, "processes", p.samples_per_second, p.accuracy,
+               p.staleness);
+    std::fflush(stdout);
+    e_sps.push_back(e.samples_per_second);
+    p_sps.push_back(p.samples_per_second);
+    e_acc.push_back(e.accuracy);
+    p_acc.push_back(p.accuracy);
+  }
+  double e = median(e_sps), p = median(p_sps);
+  fmt::print("median  embedded {:.0f} samples/s (accuracy {:.4f}), processes {:.0f} samples/s (accuracy {:.4f})\n", e,
+             median(e_acc), p, median(p_acc));
+  fmt::print("processes/embedded = {:.2f}; goal: >= 100000 samples/s across processes ({})\n", e > 0 ? p / e : 0.0,
+             p >= 100000 ? "met" : "not met");
+  return 0;
+}
+
+}  // namespace actortrain::tools

@@ -1,0 +1,766 @@
+// actortrain bench transport: the tensor data plane between two processes on 127.0.0.1.
+//
+// The bench re-executes itself (/proc/self/exe ... --serve-fd FD, internal) as the ps
+// side, so every figure crosses a real process boundary. The ps side listens on two
+// loopback ports (both picked by the kernel, reported back over a pipe):
+//   raw TCP    — one blocking TCP_NODELAY socket: a 16-byte header {up, down}, then `up`
+//                bytes in; it answers `down` bytes: the floor for moving these bytes.
+//   actortrain — an event-based actor published over CAF's BASP that answers
+//                (push_atom, push_request) with a push_reply (nothing applied) and
+//                (pull_atom, pull_request) with a prebuilt partition, shared, so the
+//                figure is transport: serialization, BASP, sockets, scheduling.
+// One dense round is a push of N bytes (one dense_slice) and then a pull of N bytes (one
+// partition_value); raw rounds send N and receive N. Rounds are interleaved (raw,
+// actortrain, raw, ...) after a few warm-up rounds, and medians are compared, since the
+// machine is shared and noisy. A sparse round is one pull_rows_request of --sparse-rows
+// int64 ids answered by a rows_reply (the ids and a rows x 1 tensor); its raw baseline
+// moves the same byte counts as the serialized request and reply.
+//
+// Lifetimes: the ps side exits when the raw connection closes (the bench closes it when
+// done, the kernel when the bench dies; PR_SET_PDEATHSIG backs this up), or after an
+// idle bound; the bench waits a bounded time for it and then sends SIGKILL.
+
+#include "bench.hpp"
+#include "flags.hpp"
+
+#include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/messages.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace actortrain::tools {
+
+namespace {
+
+using std::chrono::steady_clock;
+
+// Every request and every socket operation ends within this: a wedged peer ends the
+// bench with a message instead of hanging it.
+constexpr auto request_timeout = std::chrono::seconds(30);
+// The ps side gives up when the bench neither connects nor sends for this long (the
+// bench sends nothing on the raw socket while it measures a sparse actortrain round).
+constexpr auto idle_bound = std::chrono::seconds(120);
+// How long the bench waits for the ps side to exit by itself before SIGKILL.
+constexpr auto exit_bound = std::chrono::seconds(10);
+constexpr int warmup_rounds = 3;
+constexpr int64_t max_dense_bytes = int64_t{1} << 28;  // 256 MiB a message
+constexpr int64_t max_sparse_rows = int64_t{1} << 24;  // 200 MB a reply
+constexpr int64_t goal_bytes = 4 << 20;
+constexpr double goal_ratio = 1.2;
+constexpr const char* host = "127.0.0.1";
+
+struct transport_options {
+  int rounds = 30;
+  std::string sizes_text = "4096,262144,4194304";
+  std::vector<int64_t> sizes;  // bytes, each a multiple of sizeof(float)
+  int64_t sparse_rows = 1000000;
+};
+
+std::vector<int64_t> parse_sizes(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in{text};
+  for (std::string item; std::getline(in, item, ',');) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || v < 4 || v > max_dense_bytes || v % 4 != 0)
+      throw usage_error(fmt::format("--sizes: '{}' is not a byte count in [4, {}] divisible by 4", item,
+                                    max_dense_bytes));
+    out.push_back(v);
+  }
+  if (out.empty()) throw usage_error("--sizes: no sizes given");
+  return out;
+}
+
+double ms_since(steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(steady_clock::now() - start).count();
+}
+
+// -- sockets ------------------------------------------------------------------------
+
+[[noreturn]] void fail_errno(const std::string& what) {
+  throw std::runtime_error(fmt::format("{}: {}", what, std::strerror(errno)));
+}
+
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    reset(std::exchange(o.fd_, -1));
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+  int get() const { return fd_; }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// MSG_NOSIGNAL: a vanished peer is an error to report, not a SIGPIPE that kills us.
+void send_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    auto k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) throw std::runtime_error("send: the peer stopped reading");
+      fail_errno("send");
+    }
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+// Reads exactly `n` bytes. False when the peer closed before the first one (a clean end).
+bool recv_all(int fd, char* p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    auto k = ::recv(fd, p + got, n - got, 0);
+    if (k == 0) {
+      if (got == 0) return false;
+      throw std::runtime_error("recv: the peer closed the connection mid-message");
+    }
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) throw std::runtime_error("recv: nothing arrived within the timeout");
+      fail_errno("recv");
+    }
+    got += static_cast<size_t>(k);
+  }
+  return true;
+}
+
+void tune_socket(int fd, std::chrono::seconds timeout) {
+  int one = 1;
+  timeval tv{static_cast<time_t>(timeout.count()), 0};
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+    fail_errno("setsockopt");
+}
+
+sockaddr_in loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return a;
+}
+
+// A listening socket on 127.0.0.1 at a port the kernel picks (returned in `port`).
+unique_fd listen_loopback(uint16_t& port) {
+  unique_fd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  if (fd.get() < 0) fail_errno("socket");
+  auto a = loopback(0);
+  socklen_t len = sizeof a;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd.get(), 1) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    fail_errno("listen on 127.0.0.1");
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+unique_fd accept_within(int listener, std::chrono::milliseconds bound) {
+  pollfd p{listener, POLLIN, 0};
+  int r = ::poll(&p, 1, static_cast<int>(bound.count()));
+  if (r < 0) fail_errno("poll");
+  if (r == 0) throw std::runtime_error("the bench did not connect");
+  unique_fd fd{::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)};
+  if (fd.get() < 0) fail_errno("accept");
+  return fd;
+}
+
+unique_fd connect_loopback(uint16_t port) {
+  unique_fd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  if (fd.get() < 0) fail_errno("socket");
+  auto a = loopback(port);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    fail_errno(fmt::format("connect to {}:{}", host, port));
+  return fd;
+}
+
+// What a raw round announces before its payload.
+struct raw_header {
+  uint64_t up = 0;    // bytes following this header
+  uint64_t down = 0;  // bytes to answer with
+};
+
+// -- the ps side --------------------------------------------------------------------
+
+// What the ps side answers pulls with, built once: a pull shares these, so no round
+// rebuilds or copies a tensor.
+struct served_tensors {
+  std::vector<tensor> dense;  // by index into --sizes
+  tensor sparse;              // sparse_rows x 1
+};
+
+std::shared_ptr<const served_tensors> make_served_tensors(const transport_options& o) {
+  auto s = std::make_shared<served_tensors>();
+  for (auto bytes : o.sizes) s->dense.emplace_back(model::matrix::Constant(bytes / 4, 1, 0.5f));
+  if (o.sparse_rows > 0) s->sparse = tensor{model::matrix::Constant(o.sparse_rows, 1, 0.25f)};
+  return s;
+}
+
+caf::error bad_request(const std::string& what) { return caf::make_error(caf::sec::invalid_argument, what); }
+
+// The bench's stand-in for a ps shard: answers like one, applies and gathers nothing.
+caf::behavior transport_ps(caf::event_based_actor*, std::shared_ptr<const served_tensors> served) {
+  return {
+    [](push_atom, const push_request&) { return push_reply{}; },
+    [served](pull_atom, const pull_request& req) -> caf::result<pull_reply> {
+      if (req.partitions.size() != 1) return bad_request("pull one partition");
+      auto i = req.partitions[0].index;
+      if (i < 0 || static_cast<size_t>(i) >= served->dense.size()) return bad_request("no such partition");
+      pull_reply r;
+      r.values.push_back(partition_value{req.partitions[0], 0, served->dense[static_cast<size_t>(i)]});
+      return r;
+    },
+    // The bench asks for every row in order (ids 0..rows-1), so the prebuilt partition
+    // is the exact gather; the ids go back moved, as a shard sends them back.
+    [served](pull_rows_atom, pull_rows_request& req) -> caf::result<rows_reply> {
+      if (static_cast<int64_t>(req.ids.size()) != served->sparse.rows()) return bad_request("pull every row");
+      return rows_reply{req.variable, 0, std::move(req.ids), served->sparse};
+    },
+  };
+}
+
+// Answers raw rounds until the bench closes the connection.
+void serve_raw(int fd) {
+  tune_socket(fd, idle_bound);
+  std::vector<char> buf;
+  for (raw_header h; recv_all(fd, reinterpret_cast<char*>(&h), sizeof h);) {
+    auto limit = static_cast<uint64_t>(max_dense_bytes) + static_cast<uint64_t>(max_sparse_rows) * 12;
+    if (h.up > limit || h.down > limit) throw std::runtime_error("raw round larger than any the bench sends");
+    buf.resize(std::max(h.up, h.down));
+    if (!recv_all(fd, buf.data(), h.up)) throw std::runtime_error("the bench closed the connection mid-round");
+    send_all(fd, buf.data(), h.down);
+  }
+}
+
+void report_ports(int fd, uint16_t raw, uint16_t basp) {
+  auto line = fmt::format("{} {}\n", raw, basp);
+  if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) fail_errno("reporting the ports");
+  ::close(fd);
+}
+
+// Sends the actor an exit on scope end: ~actor_system waits for every live actor, so
+// an error between spawn and the normal end must not leave this one running.
+struct exit_at_scope_end {
+  caf::actor a;
+  ~exit_at_scope_end() { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); }
+};
+
+void configure_system(caf::actor_system_config& cfg) {
+  configure(cfg, {/*load_middleman=*/true});
+  cfg.set("scheduler.max-threads", 2);  // this machine's cores (the default is at least 4)
+}
+
+int serve_or_throw(const transport_options& o, int report_fd) {
+  auto served = make_served_tensors(o);
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  caf::actor_system sys{cfg};
+  exit_at_scope_end ps{sys.spawn(transport_ps, served)};
+  auto basp = sys.middleman().publish(ps.a, 0, host, /*reuse_addr=*/true);
+  if (!basp) throw std::runtime_error("publish on 127.0.0.1: " + describe(basp.error()));
+  uint16_t raw_port = 0;
+  auto listener = listen_loopback(raw_port);
+  report_ports(report_fd, raw_port, *basp);
+  auto conn = accept_within(listener.get(), idle_bound);
+  serve_raw(conn.get());
+  return 0;
+}
+
+// The ps side's errors reach the bench's stderr: say whose they are.
+int serve(const transport_options& o, int report_fd) {
+  try {
+    return serve_or_throw(o, report_fd);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string{"bench transport, ps side: "} + e.what());
+  }
+}
+
+// -- the bench side: the ps process -------------------------------------------------
+
+class ps_process {
+ public:
+  // Starts the ps side and waits (bounded) for the ports it listens on.
+  ps_process(const char* argv0, const transport_options& o) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) fail_errno("pipe");
+    unique_fd rd{fds[0]}, wr{fds[1]};
+    // Built before fork: the child only calls async-signal-safe functions until exec.
+    std::vector<std::string> args{argv0,           "bench",        "transport",
+                                  "--serve-fd",    std::to_string(wr.get()),
+                                  "--sizes",       o.sizes_text,   "--sparse-rows",
+                                  std::to_string(o.sparse_rows)};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ < 0) fail_errno("fork");
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the bench
+      ::fcntl(wr.get(), F_SETFD, 0);       // the report pipe survives exec
+      ::execv("/proc/self/exe", argv.data());
+      ::_exit(127);
+    }
+    wr.reset();
+    read_ports(rd.get());
+  }
+
+  ps_process(const ps_process&) = delete;
+  ps_process& operator=(const ps_process&) = delete;
+  // On an error path: the ps side must not outlive the bench, and how it ended helps.
+  ~ps_process() {
+    if (pid_ <= 0) return;
+    if (auto how = finish(); !how.empty()) fmt::print(stderr, "actortrain bench transport: the ps side {}\n", how);
+  }
+
+  pid_t pid() const { return pid_; }
+  uint16_t raw_port() const { return raw_port_; }
+  uint16_t basp_port() const { return basp_port_; }
+
+  // Waits up to exit_bound for the ps side to exit by itself, then kills it; returns
+  // a description of how it ended ("" = exited with status 0).
+  std::string finish() {
+    int status = 0;
+    auto deadline = steady_clock::now() + exit_bound;
+    pid_t r = 0;
+    while ((r = ::waitpid(pid_, &status, WNOHANG)) == 0 && steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::string how;
+    if (r == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      how = fmt::format("did not exit within {} s and was killed", exit_bound.count());
+    } else if (WIFSIGNALED(status)) {
+      how = fmt::format("was killed by signal {}", WTERMSIG(status));
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+      how = fmt::format("exited with status {}", WEXITSTATUS(status));
+    }
+    pid_ = -1;
+    return how;
+  }
+
+ private:
+  void read_ports(int fd) {
+    std::string line;
+    auto deadline = steady_clock::now() + request_timeout;
+    while (line.find('\n') == std::string::npos) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
+      pollfd p{fd, POLLIN, 0};
+      int r = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) throw std::runtime_error("the ps side did not report its ports within 30 s");
+      char tmp[64];
+      auto n = ::read(fd, tmp, sizeof tmp);
+      if (n <= 0) throw std::runtime_error("the ps side " + finish() + " before reporting its ports");
+      line.append(tmp, static_cast<size_t>(n));
+    }
+    unsigned raw = 0, basp = 0;
+    if (std::sscanf(line.c_str(), "%u %u", &raw, &basp) != 2 || raw == 0 || basp == 0 || raw > 65535 || basp > 65535)
+      throw std::runtime_error("the ps side reported '" + line + "' instead of two ports");
+    raw_port_ = static_cast<uint16_t>(raw);
+    basp_port_ = static_cast<uint16_t>(basp);
+  }
+
+  pid_t pid_ = -1;
+  uint16_t raw_port_ = 0, basp_port_ = 0;
+};
+
+// -- the bench side: raw TCP --------------------------------------------------------
+
+class raw_client {
+ public:
+  raw_client(uint16_t port, size_t max_up, size_t max_down)
+    : fd_(connect_loopback(port)), out_(sizeof(raw_header) + max_up, 1), in_(max_down, 0) {
+    tune_socket(fd_.get(), request_timeout);
+  }
+
+  // One round: `up` bytes out, `down` bytes back; the header rides in the same send.
+  double round_ms(uint64_t up, uint64_t down) {
+    raw_header h{up, down};
+    auto start = steady_clock::now();
+    std::memcpy(out_.data(), &h, sizeof h);
+    send_all(fd_.get(), out_.data(), sizeof h + up);
+    if (!recv_all(fd_.get(), in_.data(), down)) throw std::runtime_error("the ps side closed the raw connection");
+    return ms_since(start);
+  }
+
+  void close() { fd_.reset(); }
+
+ private:
+  unique_fd fd_;
+  std::vector<char> out_, in_;
+};
+
+// -- the bench side: actortrain over BASP -------------------------------------------
+
+// What an actor reports back to the bench's thread: a time or what went wrong.
+struct outcome {
+  double ms = 0;
+  std::string error;  // "" = fine
+};
+
+using report_fn = std::function<void(outcome)>;
+
+outcome failed(const std::string& what, const caf::error& e) { return {0, what + ": " + describe(e)}; }
+
+// Runs `start` in a fresh event-based actor (requests are best made from one: see
+// the CAF notes on scoped_actor's stale timeouts) and waits for what it reports.
+outcome in_actor(caf::actor_system& sys, std::function<void(caf::event_based_actor*, report_fn)> start) {
+  auto promise = std::make_shared<std::promise<outcome>>();
+  auto result = promise->get_future();
+  sys.spawn([start, promise](caf::event_based_actor* self) {
+    start(self, [self, promise](outcome o) {
+      promise->set_value(std::move(o));
+      self->quit();
+    });
+  });
+  // The actor's requests time out first; this only guards against a lost report.
+  if (result.wait_for(3 * request_timeout) != std::future_status::ready)
+    return {0, "no outcome from the measuring actor"};
+  return result.get();
+}
+
+using dense_round_atom = caf::atom_constant<caf::atom("dround")>;
+using sparse_round_atom = caf::atom_constant<caf::atom("sround")>;
+
+// Answers a round request once: with (ms, "") or (0, what went wrong).
+struct round_reply_to {
+  caf::response_promise rp;
+  steady_clock::time_point start = steady_clock::now();
+  bool answered = false;
+  void done() { answer(ms_since(start), ""); }
+  void fail(const std::string& what) { answer(0.0, what); }
+  void fail(const std::string& what, const caf::error& e) { fail(what + ": " + describe(e)); }
+  void answer(double ms, const std::string& error) {
+    if (answered) return;  // a late timeout after the down handler answered
+    answered = true;
+    rp.deliver(ms, error);
+  }
+};
+
+struct runner_state {
+  std::shared_ptr<round_reply_to> pending;  // the round in flight
+  std::string lost;                         // why the ps side went away ("" = it is there)
+};
+
+// The bench's worker: one long-lived actor runs every actortrain round and times it,
+// as a worker talks to its ps for a whole job. A fresh actor per round would make the
+// ps side's node create, announce and later drop a proxy for each one: BASP traffic
+// inside the timed window that a real worker does not pay. It monitors the ps side:
+// BASP never fails a pending request when the peer dies, so without this a dead ps
+// side would cost a full request timeout.
+caf::behavior round_runner(caf::event_based_actor* self, caf::actor ps) {
+  auto st = std::make_shared<runner_state>();
+  self->monitor(ps);
+  self->set_down_handler([st](caf::down_msg& dm) {
+    st->lost = "the ps side went away (" + describe(dm.reason) + ")";
+    if (st->pending) st->pending->fail(st->lost);
+  });
+  // A new round's reply handle, or null when it was answered already (ps side gone).
+  auto begin = [self, st]() -> std::shared_ptr<round_reply_to> {
+    auto r = std::make_shared<round_reply_to>(round_reply_to{self->make_response_promise()});
+    if (!st->lost.empty()) {
+      r->fail(st->lost);
+      return nullptr;
+    }
+    st->pending = r;
+    return r;
+  };
+  return {
+    [=](dense_round_atom, const caf::message& push, const caf::message& pull, int64_t floats) {
+      auto r = begin();
+      if (!r) return;
+      self->request(ps, request_timeout, push)
+        .then(
+          [=](const push_reply&) {
+            self->request(ps, request_timeout, pull)
+              .then(
+                [=](const pull_reply& p) {
+                  if (p.values.size() != 1 || p.values[0].value.rows() * p.values[0].value.cols() != floats)
+                    return r->fail("pull: the reply holds the wrong partition");
+                  r->done();
+                },
+                [=](caf::error& e) { r->fail("pull", e); });
+          },
+          [=](caf::error& e) { r->fail("push", e); });
+    },
+    [=](sparse_round_atom, const caf::message& pull_rows, int64_t rows) {
+      auto r = begin();
+      if (!r) return;
+      self->request(ps, request_timeout, pull_rows)
+        .then(
+          [=](const rows_reply& p) {
+            if (static_cast<int64_t>(p.ids.size()) != rows || p.rows.rows() != rows)
+              return r->fail("pull_rows: the reply holds the wrong rows");
+            r->done();
+          },
+          [=](caf::error& e) { r->fail("pull_rows", e); });
+    },
+  };
+}
+
+class basp_client {
+ public:
+  // Connects through the middleman actor with a timeout (remote_actor has none).
+  basp_client(caf::actor_system& sys, uint16_t port) : sys_(sys) {
+    auto handle = std::make_shared<caf::actor>();
+    auto o = in_actor(sys, [port, handle](caf::event_based_actor* self, report_fn done) {
+      auto start = steady_clock::now();
+      self->request(self->system().middleman().actor_handle(), request_timeout, caf::connect_atom::value,
+                    std::string{host}, port)
+        .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+            if (!p) return done({0, "nothing is published there"});
+            *handle = caf::actor_cast<caf::actor>(std::move(p));
+            done({ms_since(start), ""});
+          },
+          [=](caf::error& e) { done(failed("connect", e)); });
+    });
+    if (!o.error.empty()) throw std::runtime_error(fmt::format("connecting to {}:{}: {}", host, port, o.error));
+    connect_ms_ = o.ms;
+    runner_ = sys.spawn(round_runner, *handle);
+  }
+
+  basp_client(const basp_client&) = delete;
+  basp_client& operator=(const basp_client&) = delete;
+  // ~actor_system waits for live actors: the runner must go.
+  ~basp_client() { caf::anon_send_exit(runner_, caf::exit_reason::user_shutdown); }
+
+  double connect_ms() const { return connect_ms_; }
+
+  // Push `push`, wait for the reply, pull `pull`, wait for the reply: one dense round.
+  double dense_round_ms(const caf::message& push, const caf::message& pull, int64_t floats) {
+    return ask(caf::make_message(dense_round_atom::value, push, pull, floats));
+  }
+
+  double sparse_round_ms(const caf::message& pull_rows, int64_t rows) {
+    return ask(caf::make_message(sparse_round_atom::value, pull_rows, rows));
+  }
+
+ private:
+  // Has the runner run one round; its own requests time out within request_timeout.
+  double ask(caf::message round) {
+    auto runner = runner_;
+    auto o = in_actor(sys_, [=](caf::event_based_actor* self, report_fn done) {
+      self->request(runner, 2 * request_timeout, round)
+        .then([=](double ms, std::string& error) { done({ms, std::move(error)}); },
+              [=](caf::error& e) { done(failed("round", e)); });
+    });
+    if (!o.error.empty()) throw std::runtime_error("actortrain round failed: " + o.error);
+    return o.ms;
+  }
+
+  caf::actor_system& sys_;
+  caf::actor runner_;
+  double connect_ms_ = 0;
+};
+
+// -- measuring ----------------------------------------------------------------------
+
+struct paired_medians {
+  double raw_ms = 0;
+  double actortrain_ms = 0;
+  double ratio() const { return actortrain_ms / raw_ms; }
+};
+
+// Warm-up rounds, then `rounds` interleaved pairs (raw first); the medians of each.
+paired_medians interleave(int rounds, const std::function<double()>& raw, const std::function<double()>& at) {
+  for (int i = 0; i < warmup_rounds; ++i) {
+    raw();
+    at();
+  }
+  std::vector<double> r, a;
+  for (int i = 0; i < rounds; ++i) {
+    r.push_back(raw());
+    a.push_back(at());
+  }
+  return {median(r), median(a)};
+}
+
+double mb_per_s(double bytes, double ms) { return bytes / (ms * 1e3); }
+
+std::string human_bytes(int64_t b) {
+  if (b % (1 << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b % (1 << 10) == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+caf::message dense_push(int64_t bytes) {
+  push_request req;
+  req.example_count = 1;
+  req.dense.push_back(dense_slice{partition_key{0, 0}, 0, tensor{model::matrix::Constant(bytes / 4, 1, 1.0f)}});
+  return caf::make_message(push_atom::value, std::move(req));
+}
+
+caf::message dense_pull(size_t index) {
+  pull_request req;
+  req.partitions.push_back(partition_key{0, static_cast<int32_t>(index)});
+  return caf::make_message(pull_atom::value, std::move(req));
+}
+
+// Returns the ratio at goal_bytes when that size was measured.
+std::optional<double> measure_dense(const transport_options& o, raw_client& raw, basp_client& at) {
+  fmt::print("dense: one round = push N bytes (one dense_slice) then pull N bytes (one partition_value);\n"
+             "raw TCP: send N bytes, receive N bytes. Medians of {} interleaved rounds after {} warm-up.\n\n",
+             o.rounds, warmup_rounds);
+  fmt::print("{:>10} {:>8} {:>10} {:>10} {:>14} {:>16} {:>15}\n", "bytes", "", "raw ms", "raw MB/s", "actortrain ms",
+             "actortrain MB/s", "actortrain/raw");
+  std::optional<double> goal;
+  for (size_t i = 0; i < o.sizes.size(); ++i) {
+    auto n = o.sizes[i];
+    // Prebuilt once per size: a round sends the same messages (shared, not copied).
+    auto push = dense_push(n), pull = dense_pull(i);
+    auto m = interleave(
+      o.rounds, [&] { return raw.round_ms(static_cast<uint64_t>(n), static_cast<uint64_t>(n)); },
+      [&] { return at.dense_round_ms(push, pull, n / 4); });
+    auto moved = 2.0 * static_cast<double>(n);
+    fmt::print("{:>10} {:>8} {:>10.3f} {:>10.1f} {:>14.3f} {:>16.1f} {:>14.2f}x\n", n, human_bytes(n), m.raw_ms,
+               mb_per_s(moved, m.raw_ms), m.actortrain_ms, mb_per_s(moved, m.actortrain_ms), m.ratio());
+    std::fflush(stdout);
+    if (n == goal_bytes) goal = m.ratio();
+  }
+  return goal;
+}
+
+template <class T>
+size_t serialized_bytes(caf::actor_system& sys, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  if (auto err = sink(x)) throw std::runtime_error("serializing: " + describe(err));
+  return buf.size();
+}
+
+void measure_sparse(const transport_options& o, caf::actor_system& sys, raw_client& raw, basp_client& at) {
+  auto rows = o.sparse_rows;
+  pull_rows_request req;
+  req.variable = 1;
+  req.ids.resize(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) req.ids[static_cast<size_t>(i)] = i;
+  // The raw baseline moves what BASP must: the serialized request and reply.
+  auto up = serialized_bytes(sys, req);
+  auto down = serialized_bytes(sys, rows_reply{req.variable, 0, req.ids, tensor{model::matrix::Zero(rows, 1)}});
+  auto msg = caf::make_message(pull_rows_atom::value, std::move(req));
+  fmt::print("\nsparse: one pull_rows_request of {} int64 ids against a {} x 1 float partition,\n"
+             "answered by a rows_reply (ids and a {} x 1 tensor): serialized {} bytes up, {} bytes down;\n"
+             "raw TCP moves the same byte counts. Medians of {} interleaved rounds after {} warm-up.\n\n",
+             rows, rows, rows, up, down, o.rounds, warmup_rounds);
+  auto m = interleave(o.rounds, [&] { return raw.round_ms(up, down); }, [&] { return at.sparse_round_ms(msg, rows); });
+  auto moved = static_cast<double>(up + down);
+  auto keys = static_cast<double>(rows);
+  fmt::print("{:>12} {:>10} {:>10} {:>14}\n", "", "ms", "MB/s", "keys/s");
+  fmt::print("{:>12} {:>10.3f} {:>10.1f} {:>14.0f}\n", "raw TCP", m.raw_ms, mb_per_s(moved, m.raw_ms),
+             keys / (m.raw_ms / 1e3));
+  fmt::print("{:>12} {:>10.3f} {:>10.1f} {:>14.0f}\n", "actortrain", m.actortrain_ms, mb_per_s(moved, m.actortrain_ms),
+             keys / (m.actortrain_ms / 1e3));
+  fmt::print("actortrain/raw = {:.2f}x\n", m.ratio());
+}
+
+void print_goal(const std::optional<double>& ratio) {
+  fmt::print("\ngoal: within {}x raw TCP at {} bytes (4 MiB): ", goal_ratio, goal_bytes);
+  if (!ratio)
+    fmt::print("not measured (--sizes lacks {})\n", goal_bytes);
+  else
+    fmt::print("actortrain/raw = {:.2f}x, {}\n", *ratio, *ratio <= goal_ratio ? "met" : "NOT met");
+}
+
+int measure(const char* argv0, const transport_options& o) {
+  int64_t max_dense = *std::max_element(o.sizes.begin(), o.sizes.end());
+  // Generous for the sparse reply: its serialized size exceeds 12 bytes a row only by a
+  // few dozen bytes of fields.
+  auto max_sparse = static_cast<size_t>(o.sparse_rows) * 12 + 4096;
+  ps_process ps{argv0, o};
+  raw_client raw{ps.raw_port(), std::max<size_t>(static_cast<size_t>(max_dense), max_sparse),
+                 std::max<size_t>(static_cast<size_t>(max_dense), max_sparse)};
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  caf::actor_system sys{cfg};
+  basp_client at{sys, ps.basp_port()};
+  fmt::print("bench transport: ps side is process {} on {} (raw TCP port {}, BASP port {}, connected in {:.1f} ms)\n",
+             ps.pid(), host, ps.raw_port(), ps.basp_port(), at.connect_ms());
+  auto goal = measure_dense(o, raw, at);
+  if (o.sparse_rows > 0) measure_sparse(o, sys, raw, at);
+  print_goal(goal);
+  raw.close();  // the ps side's cue to exit
+  if (auto how = ps.finish(); !how.empty()) {
+    fmt::print(stderr, "actortrain bench transport: the ps side {}\n", how);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int bench_transport(int argc, char** argv, int first) {
+  transport_options o;
+  int serve_fd = -1;
+  flags f{"actortrain bench transport",
+          "Measures the tensor data plane between two processes on 127.0.0.1: the bench starts\n"
+          "a second process of itself as the ps side and compares, per --sizes entry, a raw\n"
+          "blocking TCP_NODELAY socket (send N bytes, receive N bytes) with ActorTrain over CAF's\n"
+          "BASP (a push_request of one N-byte dense_slice, then a pull_request answered with one\n"
+          "N-byte partition; the ps side applies nothing), --rounds interleaved rounds each after\n"
+          "3 warm-up rounds. Prints median ms, MB/s (both directions) and actortrain/raw per size,\n"
+          "and whether 4 MiB meets the goal of 1.2x raw TCP. Then one pull_rows_request of\n"
+          "--sparse-rows ids against a --sparse-rows x 1 partition (0 skips it): median ms and\n"
+          "keys/s, beside raw TCP moving the same serialized byte counts."};
+  f.add("rounds", o.rounds, "measured rounds per size (each runs raw and actortrain)")
+    .add("sizes", o.sizes_text, "comma-separated message sizes in bytes (multiples of 4)")
+    .add("sparse-rows", o.sparse_rows, "row ids in the sparse pull (0: skip it)")
+    .add("serve-fd", serve_fd, "internal: run as the ps side, reporting its ports on this file descriptor");
+  if (!f.parse(argc, argv, first)) return 0;
+  if (!f.positional().empty()) throw usage_error("unexpected argument '" + f.positional()[0] + "'");
+  if (o.rounds < 1 || o.rounds > 100000) throw usage_error("--rounds must be in [1, 100000]");
+  if (o.sparse_rows < 0 || o.sparse_rows > max_sparse_rows)
+    throw usage_error(fmt::format("--sparse-rows must be in [0, {}]", max_sparse_rows));
+  o.sizes = parse_sizes(o.sizes_text);
+  if (serve_fd >= 0) return serve(o, serve_fd);
+  return measure(argv[0], o);
+}
+
+}  // namespace actortrain::tools
