@@ -171,6 +171,40 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
   }
 }
 
+/// Row ids (a vector<int64_t> of a message) on the wire as one block of raw
+/// little-endian bytes: CAF's stock vector serializer goes element by element, which
+/// made a pull of 1M rows 10x slower than the same bytes over TCP. The reader checks the
+/// announced count against the bytes that remain before allocating.
+struct raw_ids {
+  std::vector<int64_t>* v;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, raw_ids& x) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value) {
+    size_t n = x.v->size();
+    return caf::error::eval([&] { return f.begin_sequence(n); },
+                            [&]() -> caf::error {
+                              return n == 0 ? caf::none : f.apply_raw(n * sizeof(int64_t), x.v->data());
+                            },
+                            [&] { return f.end_sequence(); });
+  } else if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
+    size_t n = 0;
+    return caf::error::eval([&] { return f.begin_sequence(n); },
+                            [&]() -> caf::error {
+                              if (n > max_wire_floats) return caf::make_error(caf::sec::invalid_argument, "ids: too many");
+                              if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&f))
+                                if (bin->remaining() < n * sizeof(int64_t))
+                                  return caf::make_error(caf::sec::end_of_stream, "ids: length exceeds the message");
+                              x.v->resize(n);
+                              return n == 0 ? caf::none : f.apply_raw(n * sizeof(int64_t), x.v->data());
+                            },
+                            [&] { return f.end_sequence(); });
+  } else {
+    return f(*x.v);
+  }
+}
+
 // -- parameter servers --------------------------------------------------------------
 
 /// One partition of a variable: rows [row_begin, row_end) of variable `variable`.
@@ -283,7 +317,8 @@ struct pull_rows_request {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_rows_request& x) {
-  return f(caf::meta::type_name("pull_rows_request"), x.f, x.variable, x.ids);
+  raw_ids ids{&x.ids};
+  return f(caf::meta::type_name("pull_rows_request"), x.f, x.variable, ids);
 }
 
 struct rows_reply {
@@ -295,7 +330,8 @@ struct rows_reply {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rows_reply& x) {
-  return f(caf::meta::type_name("rows_reply"), x.variable, x.version, x.ids, x.rows);
+  raw_ids ids{&x.ids};
+  return f(caf::meta::type_name("rows_reply"), x.variable, x.version, ids, x.rows);
 }
 
 /// The gradient of one dense partition, computed on `read_version`.
@@ -321,7 +357,8 @@ struct sparse_slice {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sparse_slice& x) {
-  return f(caf::meta::type_name("sparse_slice"), x.variable, x.read_version, x.ids, x.rows);
+  raw_ids ids{&x.ids};
+  return f(caf::meta::type_name("sparse_slice"), x.variable, x.read_version, ids, x.rows);
 }
 
 /// One step's gradients for one shard. Gradients are of the batch-mean loss;

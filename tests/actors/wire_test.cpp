@@ -1,0 +1,142 @@
+// The wire format of the messages that carry tensors and row ids between processes:
+// a round trip keeps every value, and bytes off the wire that lie about their lengths
+// are refused with an error before anything is allocated (never a crash).
+
+#include <boost/test/unit_test.hpp>
+
+#include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/messages.hpp>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include <random>
+
+namespace at = actortrain;
+
+namespace {
+
+struct wire_fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  wire_fixture() {
+    at::configure(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+  template <class T>
+  std::vector<char> save(T x) {
+    std::vector<char> buf;
+    caf::binary_serializer out{*sys, buf};
+    BOOST_REQUIRE(!out(x));
+    return buf;
+  }
+  template <class T>
+  caf::error load(const std::vector<char>& buf, T& x) {
+    caf::binary_deserializer in{*sys, buf};
+    return in(x);
+  }
+};
+
+at::sparse_slice sample_slice() {
+  at::sparse_slice s;
+  s.variable = 3;
+  s.read_version = 17;
+  s.ids = {0, 5, 1'000'000'007, -1};
+  at::model::matrix rows(4, 2);
+  rows << 1, 2, 3, 4, 5, 6, 7, 8;
+  s.rows = at::tensor{rows};
+  return s;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(sparse_slices_and_row_pulls_round_trip, wire_fixture) {
+  auto s = sample_slice();
+  at::sparse_slice back;
+  BOOST_REQUIRE(!load(save(s), back));
+  BOOST_CHECK(back.ids == s.ids);
+  BOOST_CHECK_EQUAL(back.variable, 3);
+  BOOST_CHECK_EQUAL(back.read_version, 17u);
+  BOOST_REQUIRE(back.rows.value);
+  BOOST_CHECK(*back.rows.value == *s.rows.value);
+
+  at::pull_rows_request req;
+  req.f.coordinator_epoch = 4;
+  req.variable = 1;
+  req.ids.resize(100000);
+  std::mt19937_64 gen{1};
+  for (auto& id : req.ids) id = static_cast<int64_t>(gen() >> 1);
+  at::pull_rows_request req_back;
+  BOOST_REQUIRE(!load(save(req), req_back));
+  BOOST_CHECK(req_back.ids == req.ids);
+  BOOST_CHECK_EQUAL(req_back.f.coordinator_epoch, 4u);
+
+  at::rows_reply empty;  // no ids, no rows
+  at::rows_reply empty_back;
+  empty_back.ids = {9};
+  BOOST_REQUIRE(!load(save(empty), empty_back));
+  BOOST_CHECK(empty_back.ids.empty());
+  BOOST_CHECK(!empty_back.rows.value);
+}
+
+BOOST_FIXTURE_TEST_CASE(push_requests_round_trip, wire_fixture) {
+  at::push_request p;
+  p.f.worker = 2;
+  p.step = at::step_id{1, 0, 42};
+  p.example_count = 128;
+  at::model::matrix g = at::model::matrix::Random(30, 7);
+  p.dense.push_back(at::dense_slice{at::partition_key{0, 1}, 5, at::tensor{g}});
+  p.sparse.push_back(sample_slice());
+  p.watermark = {3, 4};
+  at::push_request back;
+  BOOST_REQUIRE(!load(save(p), back));
+  BOOST_CHECK(back.step == p.step);
+  BOOST_CHECK_EQUAL(back.example_count, 128);
+  BOOST_REQUIRE_EQUAL(back.dense.size(), 1u);
+  BOOST_CHECK(*back.dense[0].grad.value == g);
+  BOOST_REQUIRE_EQUAL(back.sparse.size(), 1u);
+  BOOST_CHECK(back.sparse[0].ids == p.sparse[0].ids);
+  BOOST_CHECK(back.watermark == p.watermark);
+}
+
+BOOST_FIXTURE_TEST_CASE(truncated_messages_are_refused, wire_fixture) {
+  auto buf = save(sample_slice());
+  // Every cut, from one byte short to nothing left, fails cleanly.
+  for (size_t keep = 0; keep < buf.size(); ++keep) {
+    std::vector<char> cut(buf.begin(), buf.begin() + static_cast<long>(keep));
+    at::sparse_slice back;
+    BOOST_CHECK_MESSAGE(load(cut, back), "a message cut to " << keep << " of " << buf.size() << " bytes was accepted");
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(crafted_lengths_are_refused_before_allocating, wire_fixture) {
+  // A pull_rows_request whose id count announces 2^40 ids in a 64-byte message: refused
+  // with an error, without reserving terabytes.
+  at::pull_rows_request req;
+  req.ids = {1, 2};
+  auto buf = save(req);
+  at::pull_rows_request probe;
+  BOOST_REQUIRE(!load(buf, probe));
+  // The id count is the varint-encoded sequence size right before the 16 id bytes.
+  size_t at_count = buf.size() - 2 * sizeof(int64_t) - 1;
+  BOOST_REQUIRE_EQUAL(static_cast<unsigned char>(buf[at_count]), 2u);
+  std::vector<char> forged(buf.begin(), buf.begin() + static_cast<long>(at_count));
+  uint64_t huge = uint64_t{1} << 40;
+  while (huge >= 0x80) {  // CAF's varint: 7 bits a byte, high bit = more
+    forged.push_back(static_cast<char>((huge & 0x7f) | 0x80));
+    huge >>= 7;
+  }
+  forged.push_back(static_cast<char>(huge));
+  forged.insert(forged.end(), buf.end() - 2 * sizeof(int64_t), buf.end());
+  at::pull_rows_request back;
+  auto err = load(forged, back);
+  BOOST_CHECK(err);
+  BOOST_CHECK(back.ids.size() < 1000);
+
+  // A tensor announcing more floats than the message holds.
+  at::dense_slice d{at::partition_key{0, 0}, 1, at::tensor{at::model::matrix::Ones(2, 2)}};
+  auto tb = save(d);
+  std::vector<char> short_tb(tb.begin(), tb.end() - 4);
+  at::dense_slice dback;
+  BOOST_CHECK(load(short_tb, dback));
+}
