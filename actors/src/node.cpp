@@ -15,10 +15,13 @@
 
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/all.hpp>
 
 #include <condition_variable>
+#include <dlfcn.h>
 #include <future>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -32,6 +35,36 @@
 #ifndef ACTORTRAIN_VERSION
 #define ACTORTRAIN_VERSION "unknown"
 #endif
+
+// A work-around for caf::openssl 0.17.6, which leaves OpenSSL's per-thread error queue
+// filled after a failed handshake (a peer with a foreign certificate, a plain client).
+// All TLS sessions of a process run on the multiplexer thread, so the next session to
+// read there without data (SSL_read < 0, which is "want read" on a healthy one) gets the
+// stale entry from SSL_get_error and is closed as broken: one refused peer cut a chief's
+// healthy connection to its ps tasks. This definition takes the place of OpenSSL's for
+// libcaf_openssl (an executable's symbols come first), asks the real one, and, for calls
+// from libcaf_openssl only (other OpenSSL users in the process keep their error details),
+// empties the queue once an error has been reported as fatal: it belonged to that session.
+// tests/cluster/tls_test.sh fails without it.
+extern "C" {
+struct ssl_st;
+__attribute__((noinline)) int SSL_get_error(const ssl_st* s, int ret) {
+  using get_error_fn = int (*)(const ssl_st*, int);
+  using clear_fn = void (*)();
+  static auto real = reinterpret_cast<get_error_fn>(::dlsym(RTLD_NEXT, "SSL_get_error"));
+  static auto clear = reinterpret_cast<clear_fn>(::dlsym(RTLD_DEFAULT, "ERR_clear_error"));
+  if (!real) return 1;  // SSL_ERROR_SSL: no OpenSSL, no session
+  int r = real(s, ret);
+  constexpr int ssl_error_ssl = 1, ssl_error_syscall = 5;
+  if ((r == ssl_error_ssl || r == ssl_error_syscall) && clear) {
+    Dl_info caller{};
+    if (::dladdr(__builtin_return_address(0), &caller) && caller.dli_fname &&
+        std::strstr(caller.dli_fname, "libcaf_openssl"))
+      clear();
+  }
+  return r;
+}
+}
 
 namespace actortrain {
 
@@ -319,7 +352,9 @@ caf::expected<T> ask(caf::actor_system& sys, const caf::actor& dest, caf::timesp
 // so a peer that accepts but never answers costs one attempt, not a hang.
 void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::steady_clock::time_point deadline,
                std::function<void(caf::expected<caf::actor>)> done) {
-  auto mm = self->system().middleman().actor_handle();
+  // With TLS the openssl manager's middleman makes the connection (handshake first).
+  auto& sys = self->system();
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   auto last = std::make_shared<caf::error>(make_error(error_code::timeout, "no attempt"));
   auto attempt = std::make_shared<std::function<void()>>();
   *attempt = [self, mm, addr, deadline, done, last] {
@@ -340,7 +375,14 @@ void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::ste
           }
           done(caf::actor_cast<caf::actor>(std::move(p)));
         },
-        [last, retry](caf::error& e) {
+        [last, retry, done](caf::error& e) {
+          // A peer that refuses the TLS handshake (another CA, or no TLS at all) will not
+          // change its mind: no point in trying again.
+          if (e == caf::sec::disconnect_during_handshake) {
+            done(make_error(error_code::invalid_request,
+                            "the peer refused the handshake (a certificate of another CA, or TLS on one side only)"));
+            return;
+          }
           *last = std::move(e);
           retry();
         });
@@ -715,13 +757,21 @@ node_result run_task(const node_options& opts, const job& j) {
   auto& def = opts.cluster;
   const auto& me = opts.task;
   const auto& addr = def.address(me);  // throws for a task that is not in the cluster
-  if (def.tls.enabled())
-    throw std::runtime_error("TLS clusters are not supported yet: use loopback addresses without a tls section");
   std::ostream& out = opts.out ? *opts.out : std::cout;
   caf::actor_system_config cfg;
   configure_options co;
   co.load_middleman = true;
   configure(cfg, co);
+  if (def.tls.enabled()) {
+    // Mutual authentication: any openssl.* key makes caf::openssl require a peer
+    // certificate chained to the CA. The files were checked before (caf::openssl hangs
+    // on a bad path).
+    check_tls_files(def.tls, "tls");
+    cfg.load<caf::openssl::manager>();
+    cfg.set("openssl.certificate", def.tls.certificate);
+    cfg.set("openssl.key", def.tls.key);
+    cfg.set("openssl.cafile", def.tls.ca);
+  }
   cfg.set("scheduler.max-threads", std::max(1, opts.threads));
   cfg.set("middleman.heartbeat-interval", span(def.heartbeat_interval));
   cfg.set("middleman.connection-timeout", span(def.connection_timeout));
@@ -756,7 +806,8 @@ node_result run_task(const node_options& opts, const job& j) {
     for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id) sys.registry().erase(id);
   };
   try {
-    auto port = sys.middleman().publish(node, addr.port, addr.host.c_str(), /*reuse_addr=*/true);
+    auto port = def.tls.enabled() ? caf::openssl::publish(node, addr.port, addr.host.c_str(), /*reuse=*/true)
+                                  : sys.middleman().publish(node, addr.port, addr.host.c_str(), /*reuse_addr=*/true);
     if (!port) fail(fmt::format("{}: cannot listen on {}: {}", to_string(me), addr.text(), describe(port.error())));
     node_context cx{opts, j, sys, node, box, out};
     node_result r;
@@ -827,7 +878,8 @@ std::string node_usage(const std::string& program) {
     "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
     "                      directory, e.g. after the chief crashed; the other tasks may live on\n"
     "  --tls-cert/--tls-key/--tls-ca FILE\n"
-    "                      mutual TLS (not supported yet: refused)\n"
+    "                      mutual TLS through caf::openssl: this node's certificate and key and\n"
+    "                      the cluster's CA (tools/make-certs makes them); needed off loopback\n"
     "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n",
     program);
 }
@@ -859,8 +911,6 @@ node_options resolve_node(const node_flags& flags) {
     throw cluster_file_error(fmt::format("--task {}: the cluster has {} {} task(s)", to_string(o.task), list.size(),
                                          to_string(o.task.type)));
   // Parsed, validated, and not built yet: refused rather than ignored.
-  if (o.cluster.tls.enabled())
-    throw cluster_file_error(fmt::format("{}: TLS clusters are not supported yet (use loopback addresses and no tls)", source));
   if (o.cluster.checkpoint_shared)
     throw cluster_file_error(fmt::format(
       "{}: checkpoint.shared: ps tasks writing their own partitions is not supported yet; leave it out (the chief "

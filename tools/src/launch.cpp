@@ -87,7 +87,8 @@ const char* node_help =
   "  --threads N         scheduler threads of this process (default 2)\n"
   "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
   "                      directory, e.g. after the chief crashed\n"
-  "  --tls-cert/--tls-key/--tls-ca FILE  mutual TLS (not supported yet: refused)\n"
+  "  --tls-cert/--tls-key/--tls-ca FILE  mutual TLS: this node's certificate and key, the\n"
+  "                      cluster's CA (tools/make-certs makes them); needed off loopback\n"
   "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n"
   "\n"
   "examples:\n";

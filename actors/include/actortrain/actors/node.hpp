@@ -38,8 +38,10 @@
 // fails naming the address; heartbeats run on both ends of every connection (a hung peer
 // is dropped after connection_timeout); requests outstanding to a lost peer are failed
 // by the caller on its down message. Plain mode listens on loopback only
-// (cluster_file.hpp refuses other addresses without TLS). This header does not include
-// CAF.
+// (cluster_file.hpp refuses other addresses without TLS); with TLS (a tls section or
+// --tls-cert/--tls-key/--tls-ca) every connection authenticates both ends with
+// certificates of the cluster's CA (caf::openssl), and a refused handshake is final.
+// This header does not include CAF.
 
 #include <actortrain/actors/cluster.hpp>
 #include <actortrain/actors/cluster_file.hpp>
