@@ -140,3 +140,35 @@ BOOST_FIXTURE_TEST_CASE(crafted_lengths_are_refused_before_allocating, wire_fixt
   at::dense_slice dback;
   BOOST_CHECK(load(short_tb, dback));
 }
+
+BOOST_FIXTURE_TEST_CASE(hostile_lengths_in_other_message_types_are_refused, wire_fixture) {
+  // Every other message type goes through CAF's own containers and strings: an announced
+  // length larger than the message must end in an error, with memory bounded by the
+  // message (CAF inserts element by element; strings are range-checked).
+  auto forge_last_count = [](std::vector<char> buf, size_t tail_bytes, uint8_t old_count) {
+    size_t at = buf.size() - tail_bytes - 1;
+    BOOST_REQUIRE_EQUAL(static_cast<unsigned char>(buf[at]), old_count);
+    std::vector<char> out(buf.begin(), buf.begin() + static_cast<long>(at));
+    uint64_t huge = uint64_t{1} << 40;
+    while (huge >= 0x80) {
+      out.push_back(static_cast<char>((huge & 0x7f) | 0x80));
+      huge >>= 7;
+    }
+    out.push_back(static_cast<char>(huge));
+    out.insert(out.end(), buf.end() - static_cast<long>(tail_bytes), buf.end());
+    return out;
+  };
+  at::node_registration reg;
+  reg.task = "abc";  // the last field: its length, then 3 bytes
+  auto forged = forge_last_count(save(reg), 3, 3);
+  at::node_registration back;
+  BOOST_CHECK(load(forged, back));
+  BOOST_CHECK(back.task.size() < 1000);
+
+  at::run_summary sum;
+  sum.visits.resize(1);  // the last field: a count of 1, then one visit (8+4+8+4+8 bytes)
+  auto fs = forge_last_count(save(sum), 32, 1);
+  at::run_summary sback;
+  BOOST_CHECK(load(fs, sback));
+  BOOST_CHECK(sback.visits.size() < 1000);
+}
