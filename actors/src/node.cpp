@@ -803,7 +803,23 @@ node_result run_task(const node_options& opts, const job& j) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the application thread, at exit
     if (auto n = sys.registry().running(); n > 0)
       std::cerr << fmt::format("{}: warning: {} actor(s) still running 10 s after the end\n", to_string(me), n);
-    for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id) sys.registry().erase(id);
+    // An actor's last messages to peers may still wait in the middleman's queue, which
+    // puts the sender back into the registry when it writes them: forget again until
+    // the registry stays empty for 100 ms (at most 2 s).
+    auto forget_all = [&] {
+      bool any = false;
+      for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id)
+        if (sys.registry().get(id)) {
+          sys.registry().erase(id);
+          any = true;
+        }
+      return any;
+    };
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (int quiet = 0; quiet < 10 && std::chrono::steady_clock::now() < give_up;) {
+      quiet = forget_all() ? 0 : quiet + 1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   };
   try {
     auto port = def.tls.enabled() ? caf::openssl::publish(node, addr.port, addr.host.c_str(), /*reuse=*/true)

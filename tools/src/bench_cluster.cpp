@@ -93,6 +93,7 @@ run_figures processes(int epochs, uint64_t seed) {
   std::vector<std::string> cmd{"actortrain", "launch", "--example", "fashion_mnist", "--ps", "2", "--workers", "2",
                                "--dir", dir, "--timeout", "1800", "--"};
   for (auto& a : example_args(epochs, metrics, seed)) cmd.push_back(a);
+  std::fflush(stdout);  // or the child's freopen prints our buffered lines again
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("bench cluster: fork failed");
   if (pid == 0) {
