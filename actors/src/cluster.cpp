@@ -423,6 +423,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   // answers a task) one step later: one more task keeps its queue from running dry.
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;
   c.detached = !d.spec.simulated;
+  c.pipeline_affinity = parts && parts->pipeline_affinity;
   d.coordinator_opts = c;
   d.coordinator = spawn_coordinator(sys, std::move(c));
   d.named(d.coordinator, actor_role::coordinator, 0);

@@ -24,6 +24,8 @@ struct cluster::parts {
   /// Called on the application thread when a remote ps shard is lost (instead of
   /// respawning it here).
   std::function<void(uint32_t)> ps_lost;
+  /// coordinator_options::pipeline_affinity (workers with replicas of the pipelines).
+  bool pipeline_affinity = false;
 };
 
 struct cluster_internals {

@@ -376,11 +376,16 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   if (room == 0) return std::nullopt;
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
   if (budget <= 0) return std::nullopt;
+  // With pipeline affinity a worker takes its own pipeline (id modulo their number)
+  // while that has steps, so a replica of it in the worker's process serves its batches
+  // in order; then the others in turn.
+  const size_t own = st.pipes.empty() ? 0 : to.id % st.pipes.size();
+  bool own_open = st.opts.pipeline_affinity && !st.pipes.empty() && !st.pipes[own].ended() && !st.pipes[own].lost;
   for (size_t n = 0; n < st.pipes.size(); ++n) {
-    auto p = (st.rr + n) % st.pipes.size();
+    auto p = own_open ? own : (st.rr + n) % st.pipes.size();
     auto& ps = st.pipes[p];
     if (ps.ended() || ps.lost) continue;
-    st.rr = p + 1;
+    if (!own_open) st.rr = p + 1;
     pending_task t;
     t.task.f = current_fence(st);
     t.task.source = ps.shard;

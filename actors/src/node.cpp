@@ -2,6 +2,7 @@
 
 #include "cluster_internals.hpp"
 #include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/dataset_shard.hpp>
 #include <actortrain/actors/errors.hpp>
 #include <actortrain/actors/messages.hpp>
 #include <actortrain/actors/ps_shard.hpp>
@@ -532,6 +533,7 @@ node_result host_coordinator(node_context& cx) {
   }
   // Worker 0 hosting the coordinator (no chief) is also a replica.
   parts.local_workers = def.coordinator_task().type == task_type::worker ? 1 : 0;
+  parts.pipeline_affinity = true;  // the worker tasks read their own pipelines
   // A lost ps task comes back as a new process at its address (restarted by hand or by
   // `actortrain launch --restart-failed`); the coordinator pauses until then, at most
   // request_timeout (then the run fails naming the shard).
@@ -626,6 +628,19 @@ node_result play_worker(node_context& cx) {
   o.overlap_push = spec.overlap_push;
   o.pull_ahead = spec.pull_ahead;
   o.pull_rows = spec.pull_rows;
+  // Replicas of the training pipelines, so batches are made here (TensorFlow's per-worker
+  // datasets) instead of crossing the network from the chief; with pipeline affinity
+  // this worker reads its own pipeline in order.
+  int pipelines = spec.num_dataset_shards > 0 ? spec.num_dataset_shards : spec.num_workers;
+  int64_t replicas = spec.consistency == "sync" ? spec.num_workers : 1;
+  for (int p = 0; p < pipelines; ++p) {
+    dataset_shard_options so;
+    so.context = dataset::input_context{pipelines, p, replicas};
+    so.prefetch = spec.prefetch;
+    so.detached = true;
+    o.sources.push_back(caf::actor_cast<caf::actor>(spawn_dataset_shard(cx.sys, cx.j.train, so)));
+  }
+  auto local_sources = o.sources;
   auto w = spawn_worker(cx.sys, std::move(o));
   node_registration reg;
   reg.worker = static_cast<uint32_t>(me.index);
@@ -637,10 +652,12 @@ node_result play_worker(node_context& cx) {
   auto admitted = ask<uint64_t>(cx.sys, host, cx.timeout() + cx.connect_budget(), register_atom::value, reg);
   if (!admitted) {
     caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
     fail(fmt::format("{} refused this task: {}", task_at(def, host_task), describe(admitted.error())));
   }
   cx.box->wait([](node_box& b) { return b.outcome.has_value(); }, std::nullopt);
   caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> g{cx.box->mtx};
   if (!cx.box->outcome) fail(cx.box->fatal);
   if (!cx.box->outcome->error.empty()) fail("the run failed: " + cx.box->outcome->error);

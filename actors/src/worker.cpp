@@ -688,6 +688,10 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
       auto& st = self->state;
       if (task.steps.empty()) return make_error(error_code::invalid_request, "step task without steps");
       if (!task.source) return make_error(error_code::invalid_request, "step task without a dataset shard");
+      // A training task's batches come from this worker's replica of the pipeline when it
+      // has one (every step of a task is of one pipeline).
+      if (task.training && task.steps.front().pipeline < st.opts.sources.size())
+        task.source = st.opts.sources[task.steps.front().pipeline];
       if (task.f.worker != st.opts.id)
         return make_error(error_code::invalid_request,
                           fmt::format("worker {} got a task addressed to worker {}", st.opts.id, task.f.worker));

@@ -175,6 +175,10 @@ struct coordinator_options {
   /// How long a run waits for a worker to join once every worker is lost.
   caf::timespan worker_wait = std::chrono::seconds(60);
   uint64_t coordinator_epoch = 1;
+  /// Training steps of pipeline (worker id mod pipelines) go to that worker while it has
+  /// any (then pipelines are taken in turn): a worker with its own replica of the
+  /// pipeline (clusters of processes) reads it in order.
+  bool pipeline_affinity = false;
   /// Own thread (see ps_shard_options::detached); off in the simulator.
   bool detached = false;
 };

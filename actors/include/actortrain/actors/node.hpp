@@ -14,10 +14,11 @@
 //     return actortrain::run_node(argc, argv, j);
 //   }
 //
-// Roles. The chief runs the coordinator and the dataset shards (j.train is called there
-// only) and prints the progress; each ps task holds one ps shard; each worker task one
-// model replica, which dials every ps task directly (tensors never pass through the
-// chief) and registers with the chief. Without chief and ps (TensorFlow's
+// Roles. The chief runs the coordinator and the dataset shards and prints the progress;
+// each ps task holds one ps shard; each worker task one model replica, which dials every
+// ps task directly (tensors never pass through the chief), makes its training batches
+// from its own replicas of the pipelines (worker i reads pipeline i in order while it
+// has steps: batches never cross the network) and registers with the chief. Without chief and ps (TensorFlow's
 // MultiWorkerMirroredStrategy tutorial: two workers on localhost) worker 0 also hosts
 // the coordinator and the ps shards, and the consistency defaults to sync. When the run
 // ends, the chief sends the history to every worker: every task's run returns the same
@@ -66,7 +67,9 @@ struct job {
   model::loss_ptr loss;
   /// Fresh metrics (the chief and every worker need their own).
   std::function<std::vector<model::metric_ptr>()> metrics;
-  /// The training pipelines, called on the coordinator's task only.
+  /// The training pipelines: called on the coordinator's task, and on each worker task,
+  /// which keeps replicas of every pipeline and takes its training batches from them (a
+  /// batch is a function of its pipeline and position, so the replicas agree).
   dataset::dataset_fn train;
   /// Epochs, steps_per_epoch, validation (evaluated on the coordinator's task), verbose.
   model::fit_options fit;

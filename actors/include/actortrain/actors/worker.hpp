@@ -67,6 +67,11 @@ struct worker_options {
   /// only the rows the step's batch touches (pull_rows, once the batch is there), into
   /// a table buffer the worker keeps. false: whole tables, as dense variables.
   bool pull_rows = true;
+  /// Dataset shards of this worker's own, by pipeline (a cluster of processes: replicas
+  /// of the coordinator's, which serve the same batches, since a batch is a function of
+  /// its position): training steps take their batches here instead of from the task's
+  /// source, so batches never cross the network. Empty: always the task's.
+  std::vector<caf::actor> sources;
   bool detached = true;
 };
 
