@@ -148,6 +148,7 @@ struct node_init {
   std::shared_ptr<node_box> box;
   caf::timespan timeout{};
   uint32_t num_workers = 0;
+  caf::timespan orphan_wait{};  // ps tasks: how long to outlive a lost coordinator
 };
 
 struct node_state : node_init {
@@ -166,6 +167,9 @@ struct node_state : node_init {
   // Other tasks: the coordinator's node, whose loss ends this task.
   caf::actor watched;
   std::string watched_name;
+  // ps tasks outlive a lost coordinator for orphan_wait (a chief restarted with
+  // --resume finds them); watch_epoch tells a stale deadline from the current one.
+  uint64_t watch_epoch = 0;
 };
 
 using node_ptr = caf::stateful_actor<node_state>*;
@@ -226,6 +230,12 @@ caf::behavior node_actor(node_ptr self, node_init init) {
     auto& st = self->state;
     if (st.watched && dm.source == st.watched.address()) {
       auto text = fmt::format("lost the coordinator ({}): {}", st.watched_name, describe(dm.reason));
+      st.watched = nullptr;
+      if (st.task.type == task_type::ps) {
+        // A new chief may come back and take this shard over; if none does in time, go.
+        self->delayed_send(self, st.orphan_wait, retry_atom::value, ++st.watch_epoch, text);
+        return;
+      }
       st.box->update([&](node_box& b) {
         if (!b.outcome && !b.stopped) b.fatal = text;
       });
@@ -288,8 +298,19 @@ caf::behavior node_actor(node_ptr self, node_init init) {
       return rp;
     },
     // Other tasks: whose loss ends this one.
+    // A ps task whose coordinator went away and did not come back in time.
+    [self](retry_atom, uint64_t epoch, const std::string& text) {
+      auto& st = self->state;
+      if (epoch != st.watch_epoch || st.watched) return;  // a new coordinator came
+      auto why = fmt::format("{}; no coordinator came back within {} s", text,
+                             std::chrono::duration_cast<std::chrono::seconds>(st.orphan_wait).count());
+      st.box->update([&](node_box& b) {
+        if (!b.stopped) b.fatal = why;
+      });
+    },
     [self](watch_atom, caf::actor coordinator_node, std::string name) {
       auto& st = self->state;
+      ++st.watch_epoch;
       st.watched = std::move(coordinator_node);
       st.watched_name = std::move(name);
       self->monitor(st.watched);
@@ -436,6 +457,7 @@ void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t
               .then(
                 [=](caf::ok_atom) {
                   self->send(own_node, caf::put_atom::value, index, *node);
+                  caf::anon_send(*node, watch_atom::value, own_node, std::string("the coordinator"));
                   say(fmt::format("ps shard {} is back at {}", index, addr.text()));
                   self->quit();
                 },
@@ -526,6 +548,7 @@ node_result host_coordinator(node_context& cx) {
     for (size_t i = 0; i < def.ps.size(); ++i) {
       task_id t{task_type::ps, static_cast<int>(i)};
       auto node = must(dial(cx.sys, def.ps[i], def.connect_timeout), to_string(t));
+      caf::anon_send(node, watch_atom::value, cx.node, task_at(def, cx.opts.task));
       ps_nodes.push_back(node);
       parts.ps.push_back(must(ask<caf::actor>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
                               "asking " + task_at(def, t) + " for its ps shard"));
@@ -800,6 +823,7 @@ node_result run_task(const node_options& opts, const job& j) {
   init.box = box;
   init.timeout = span(def.request_timeout);
   init.num_workers = static_cast<uint32_t>(def.worker.size());
+  init.orphan_wait = span(def.request_timeout);
   auto node = sys.spawn(node_actor, std::move(init));
   // Shutting down. Every actor here was told to stop; wait until all have (the node
   // actor last: it holds this process's coordinator and shards). Then forget them in the

@@ -46,4 +46,29 @@ grep "^epoch" "$WORK/chief2" >"$WORK/h.c"
 [ "$(wc -l <"$WORK/h.c")" -eq 2 ] || fail "the resumed chief printed $(wc -l <"$WORK/h.c") epochs, not 2"
 grep "^epoch" "$WORK/w0" | tail -2 | cmp -s - "$WORK/h.c" || fail "worker 0's history differs"
 grep "^epoch" "$WORK/w1" | tail -2 | cmp -s - "$WORK/h.c" || fail "worker 1's history differs"
-echo "chief killed after $lost_at applied steps; PASS"
+echo "chief killed after $lost_at applied steps"
+
+# A chief that never comes back: the ps tasks do not linger (request_ms here).
+read -r QC Q0 QW <<<"$(free_ports 3 | tr '\n' ' ')"
+cat >"$WORK/o.json" <<JSON
+{"cluster": {"chief": ["127.0.0.1:$QC"], "ps": ["127.0.0.1:$Q0"], "worker": ["127.0.0.1:$QW"]},
+ "timeouts": {"connect_ms": 20000, "request_ms": 3000}}
+JSON
+rm -f "$WORK/o.jsonl"
+onode() { timeout 60 "$AT" node --example linear --cluster "$WORK/o.json" --task "$@" -- --epochs 5 --examples 40000 --metrics "$WORK/o.jsonl"; }
+onode ps:0 >"$WORK/ops" 2>&1 & q0=$!
+onode worker:0 >"$WORK/ow" 2>&1 & qw=$!
+"$AT" node --example linear --cluster "$WORK/o.json" --task chief:0 -- --epochs 5 --examples 40000 --metrics "$WORK/o.jsonl" \
+  >"$WORK/oc" 2>&1 &
+qc=$!
+wait_steps "$WORK/o.jsonl" 300 60
+kill -9 $qc
+start=$(date +%s)
+wait $q0; rq=$?
+took=$(( $(date +%s) - start ))
+cat "$WORK/ops"
+[ $rq -eq 1 ] || fail "the orphaned ps task exited with $rq, not 1"
+grep -q "no coordinator came back within 3 s" "$WORK/ops" || fail "the orphaned ps task did not say why it ended"
+[ $took -le 15 ] || fail "the orphaned ps task lingered $took s"
+wait $qw
+echo "PASS"
