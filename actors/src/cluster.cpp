@@ -418,7 +418,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.checkpoint_every = d.spec.checkpoint_every;
   c.checkpoint_interval = std::chrono::duration_cast<caf::timespan>(d.spec.checkpoint_interval);
   c.checkpoint_keep = static_cast<size_t>(d.spec.checkpoint_keep);
-  c.checkpoint_fs = d.spec.checkpoint_fs;  // when every worker is lost, wait this long for one to join
+  c.checkpoint_fs = d.spec.checkpoint_fs;
+  c.optimizer = std::shared_ptr<const model::optimizer>(d.optimizer->clone());  // when every worker is lost, wait this long for one to join
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
   // answers a task) one step later: one more task keeps its queue from running dry.
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;

@@ -115,6 +115,7 @@ struct accumulator {
 enum class phase { idle, initializing, training, evaluating };
 
 struct coord_state {
+  std::unique_ptr<model::optimizer> optimizer;  // opts.optimizer's copy (hyperparameters kept current)
   coordinator_options opts;
   std::vector<worker_slot> workers;
   bool ps_ready = false;
@@ -884,6 +885,10 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
             data.variables.push_back(std::move(v));
           }
           data.extra = save_run(st);
+          if (st.optimizer) {
+            data.optimizer = st.optimizer->describe();
+            data.hyperparams = st.optimizer->hyperparams();
+          }
           try {
             auto& fs = checkpoint_fs(st);
             auto path = model::write_checkpoint(fs, st.opts.checkpoint_dir, data);
@@ -1413,6 +1418,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
   if (opts.detached) detail::name_this_thread("at.coordinator");
   auto& st = self->state;
   st.opts = std::move(opts);
+  if (st.opts.optimizer) st.optimizer = st.opts.optimizer->clone();
   if (!st.opts.gate) st.opts.gate = dispatch_when_free();
   st.started = std::chrono::steady_clock::now();
   for (size_t i = 0; i < st.opts.workers.size(); ++i) {
@@ -1537,8 +1543,13 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       for (auto& ps : st.opts.ps)
         st.opts.seam->request(self, ps, st.opts.timeout, hyper_atom::value, req)
           .then(
-            [rp, remaining, failed](caf::ok_atom) mutable {
-              if (--*remaining == 0 && !*failed) rp.deliver(caf::ok_atom::value);
+            [self, req, rp, remaining, failed](caf::ok_atom) mutable {
+              if (--*remaining > 0 || *failed) return;
+              // Every shard took them (the cluster checked them first): so does the
+              // copy checkpoints describe.
+              if (auto& o = self->state.optimizer)
+                for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
+              rp.deliver(caf::ok_atom::value);
             },
             [rp, failed](caf::error& e) mutable {
               if (*failed) return;

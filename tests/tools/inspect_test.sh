@@ -52,6 +52,9 @@ newest_step=$((10#${newest#ckpt-}))
 inspect "$root"
 expect_status 0 "inspect ROOT"
 expect_out "^step $newest_step\$" "inspect ROOT prints the newest's step"
+# The coordinator records the shards' optimizer and its current hyperparameters.
+expect_out "^optimizer: adam\(learning_rate=0.001" "inspect prints the checkpoint's optimizer"
+expect_out "learning_rate 0.001" "inspect prints the hyperparameters"
 expect_out "^checkpoint $root/$newest\$" "inspect ROOT names the newest"
 expect_out "$count committed checkpoints" "inspect ROOT counts the checkpoints"
 for var in "dense/kernel  \[784 x 256\]" "dense/bias  \[1 x 256\]" "dense_1/kernel  \[256 x 128\]" \

@@ -57,6 +57,7 @@
 #include <actortrain/actors/send_seam.hpp>
 #include <actortrain/actors/worker.hpp>
 #include <actortrain/model/metric.hpp>
+#include <actortrain/model/optim/optimizer.hpp>
 #include <actortrain/model/partitioner.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
 #include <actortrain/model/variable.hpp>
@@ -172,6 +173,9 @@ struct coordinator_options {
   caf::timespan checkpoint_interval{0};
   size_t checkpoint_keep = 3;
   std::shared_ptr<model::file_system> checkpoint_fs;  ///< null: model::posix_file_system()
+  /// The shards' optimizer (a copy): checkpoints record its describe() and current
+  /// hyperparameters, which set_hyperparams keeps up to date. Null: not recorded.
+  std::shared_ptr<const model::optimizer> optimizer;
   /// How long a run waits for a worker to join once every worker is lost.
   caf::timespan worker_wait = std::chrono::seconds(60);
   uint64_t coordinator_epoch = 1;
