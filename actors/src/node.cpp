@@ -665,6 +665,52 @@ node_result play_worker(node_context& cx) {
   }
   auto local_sources = o.sources;
   auto w = spawn_worker(cx.sys, std::move(o));
+  // A ps task that is lost comes back as a new process, whose shard the coordinator's
+  // tasks then name: dial it again at its address, so that the traffic to it goes
+  // directly instead of through the chief (BASP routes through the node a handle came
+  // from until there is a direct connection).
+  caf::actor redialer;
+  if (!shards_on_coordinator(def)) {
+    auto addrs = def.ps;
+    auto budget = def.request_timeout;
+    redialer = cx.sys.spawn([ps, addrs, budget](caf::event_based_actor* self) -> caf::behavior {
+      auto index_of = std::make_shared<std::map<caf::actor_addr, size_t>>();
+      for (size_t i = 0; i < ps.size(); ++i) {
+        (*index_of)[ps[i].address()] = i;
+        self->monitor(ps[i]);
+      }
+      self->set_down_handler([self, index_of, addrs, budget](caf::down_msg& dm) {
+        auto i = index_of->find(dm.source);
+        if (i == index_of->end()) return;
+        auto k = i->second;
+        index_of->erase(i);
+        // Each redial in an actor of its own (dial_from's retries are its behavior), linked:
+        // it ends with the redialer.
+        auto parent = caf::actor_cast<caf::actor>(self);
+        self->spawn<caf::linked>([parent, addr = addrs[k], budget, k](caf::event_based_actor* d) {
+          dial_from(d, addr, std::chrono::steady_clock::now() + budget, [d, parent, k](caf::expected<caf::actor> node) {
+            if (!node) {
+              d->quit();  // not back in time: the coordinator fails the run
+              return;
+            }
+            d->request(*node, std::chrono::seconds(10), ps_handle_atom::value, static_cast<uint32_t>(k))
+              .then([d, parent, k](caf::actor shard) {
+                      d->send(parent, watch_atom::value, shard, static_cast<uint64_t>(k));
+                      d->quit();
+                    },
+                    [d](caf::error&) { d->quit(); });
+          });
+        });
+      });
+      return {
+        // Watch the shard that came back too.
+        [self, index_of](watch_atom, caf::actor shard, uint64_t k) {
+          (*index_of)[shard.address()] = static_cast<size_t>(k);
+          self->monitor(shard);
+        },
+      };
+    });
+  }
   node_registration reg;
   reg.worker = static_cast<uint32_t>(me.index);
   reg.fingerprint = job_fingerprint(cx.j, def);
@@ -675,11 +721,13 @@ node_result play_worker(node_context& cx) {
   auto admitted = ask<uint64_t>(cx.sys, host, cx.timeout() + cx.connect_budget(), register_atom::value, reg);
   if (!admitted) {
     caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    if (redialer) caf::anon_send_exit(redialer, caf::exit_reason::user_shutdown);
     for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
     fail(fmt::format("{} refused this task: {}", task_at(def, host_task), describe(admitted.error())));
   }
   cx.box->wait([](node_box& b) { return b.outcome.has_value(); }, std::nullopt);
   caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  if (redialer) caf::anon_send_exit(redialer, caf::exit_reason::user_shutdown);
   for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> g{cx.box->mtx};
   if (!cx.box->outcome) fail(cx.box->fatal);
