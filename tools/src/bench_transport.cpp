@@ -16,6 +16,13 @@
 // int64 ids answered by a rows_reply (the ids and a rows x 1 tensor); its raw baseline
 // moves the same byte counts as the serialized request and reply.
 //
+// With --tls the bench then measures the dense sizes again over mutual TLS, against a
+// second ps side (--serve-tls DIR, internal) started once the plain one has exited: a
+// raw OpenSSL socket pair (libssl, blocking, TCP_NODELAY, the same round) beside
+// ActorTrain's BASP over caf::openssl. The certificates (a CA and one node certificate
+// both sides share, as tools/make-certs makes them) come from the openssl command in a
+// temporary directory that the bench removes when it ends.
+//
 // Lifetimes: the ps side exits when the raw connection closes (the bench closes it when
 // done, the kernel when the bench dies; PR_SET_PDEATHSIG backs this up), or after an
 // idle bound; the bench waits a bounded time for it and then sends SIGKILL.
@@ -33,6 +40,10 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/all.hpp>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -49,7 +60,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
@@ -89,6 +103,8 @@ struct transport_options {
   std::string sizes_text = "4096,262144,4194304";
   std::vector<int64_t> sizes;  // bytes, each a multiple of sizeof(float)
   int64_t sparse_rows = 1000000;
+  bool tls = false;       // --tls: a TLS section after the plain ones
+  std::string serve_tls;  // internal, the ps side: serve over TLS with the certificates here
 };
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
@@ -221,6 +237,183 @@ unique_fd connect_loopback(uint16_t port) {
   return fd;
 }
 
+// -- TLS ----------------------------------------------------------------------------
+
+// The certificate, key and CA both sides load (one node certificate they share).
+struct tls_files {
+  std::string certificate, key, ca;
+};
+
+tls_files tls_files_in(const std::string& dir) { return {dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}; }
+
+// caf::openssl hangs or throws late on a missing file: check before building a system.
+void check_tls_files(const tls_files& f) {
+  for (const auto* path : {&f.certificate, &f.key, &f.ca})
+    if (!std::filesystem::is_regular_file(*path)) throw std::runtime_error("TLS file missing: " + *path);
+}
+
+// Any openssl.* key makes caf::openssl require a peer certificate chained to the CA.
+void configure_tls(caf::actor_system_config& cfg, const tls_files& f) {
+  cfg.load<caf::openssl::manager>();
+  cfg.set("openssl.certificate", f.certificate);
+  cfg.set("openssl.key", f.key);
+  cfg.set("openssl.cafile", f.ca);
+}
+
+// libssl writes with write(2), not send(MSG_NOSIGNAL): a vanished peer must be an error
+// to report, not a SIGPIPE that kills the process. Only the TLS paths call this.
+void ignore_sigpipe() { ::signal(SIGPIPE, SIG_IGN); }
+
+std::string ssl_errors() {
+  std::string out;
+  char buf[256];
+  for (unsigned long e; (e = ::ERR_get_error()) != 0;) {
+    ::ERR_error_string_n(e, buf, sizeof buf);
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? "no OpenSSL error recorded" : out;
+}
+
+struct ssl_ctx_free {
+  void operator()(SSL_CTX* c) const { ::SSL_CTX_free(c); }
+};
+struct ssl_free {
+  void operator()(SSL* s) const { ::SSL_free(s); }
+};
+using ssl_ctx_ptr = std::unique_ptr<SSL_CTX, ssl_ctx_free>;
+
+// Mutual authentication as caf::openssl does it: certificate + key + CA, the peer must
+// present a certificate chained to the CA (no host name check, as in caf::openssl).
+ssl_ctx_ptr make_ssl_ctx(bool server, const tls_files& f) {
+  ::ERR_clear_error();
+  ssl_ctx_ptr ctx{::SSL_CTX_new(server ? ::TLS_server_method() : ::TLS_client_method())};
+  if (!ctx) throw std::runtime_error("SSL_CTX_new: " + ssl_errors());
+  if (::SSL_CTX_use_certificate_chain_file(ctx.get(), f.certificate.c_str()) != 1 ||
+      ::SSL_CTX_use_PrivateKey_file(ctx.get(), f.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      ::SSL_CTX_check_private_key(ctx.get()) != 1 ||
+      ::SSL_CTX_load_verify_locations(ctx.get(), f.ca.c_str(), nullptr) != 1)
+    throw std::runtime_error("loading the TLS certificate, key and CA: " + ssl_errors());
+  ::SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  ::SSL_CTX_set_mode(ctx.get(), SSL_MODE_AUTO_RETRY);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+  // A peer that closes without close_notify (a killed bench) ends the session cleanly.
+  ::SSL_CTX_set_options(ctx.get(), SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+  return ctx;
+}
+
+// One TLS session over a connected, tuned (timeouts, TCP_NODELAY) blocking socket.
+class tls_stream {
+ public:
+  tls_stream(SSL_CTX* ctx, unique_fd fd, bool server) : fd_(std::move(fd)) {
+    ssl_.reset(::SSL_new(ctx));
+    if (!ssl_ || ::SSL_set_fd(ssl_.get(), fd_.get()) != 1) throw std::runtime_error("SSL_new: " + ssl_errors());
+    ::ERR_clear_error();
+    int r = server ? ::SSL_accept(ssl_.get()) : ::SSL_connect(ssl_.get());
+    if (r != 1) throw std::runtime_error(fmt::format("TLS handshake: {}", error_text(r)));
+  }
+  tls_stream(const tls_stream&) = delete;
+  tls_stream& operator=(const tls_stream&) = delete;
+  ~tls_stream() { close(); }
+
+  void close() {
+    if (ssl_) {
+      ::SSL_shutdown(ssl_.get());  // close_notify; the answer is not awaited
+      ssl_.reset();
+    }
+    fd_.reset();
+  }
+
+  std::string session() const {
+    return fmt::format("{} {}", ::SSL_get_version(ssl_.get()), ::SSL_get_cipher_name(ssl_.get()));
+  }
+
+  void write_all(const char* p, size_t n) {
+    while (n > 0) {
+      ::ERR_clear_error();
+      int k = ::SSL_write(ssl_.get(), p, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+      if (k <= 0) throw std::runtime_error("SSL_write: " + error_text(k));
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+  }
+
+  // Reads exactly `n` bytes. False when the peer ended the session before the first one.
+  bool read_all(char* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      ::ERR_clear_error();
+      int k = ::SSL_read(ssl_.get(), p + got, static_cast<int>(std::min<size_t>(n - got, 1 << 30)));
+      if (k <= 0) {
+        if (got == 0 && ::SSL_get_error(ssl_.get(), k) == SSL_ERROR_ZERO_RETURN) return false;
+        throw std::runtime_error(fmt::format("SSL_read{}: {}", got == 0 ? "" : " mid-message", error_text(k)));
+      }
+      got += static_cast<size_t>(k);
+    }
+    return true;
+  }
+
+ private:
+  std::string error_text(int ret) {
+    int saved = errno;
+    switch (::SSL_get_error(ssl_.get(), ret)) {
+      case SSL_ERROR_ZERO_RETURN: return "the peer closed the TLS session";
+      case SSL_ERROR_WANT_READ:
+      case SSL_ERROR_WANT_WRITE: return "nothing moved within the timeout";
+      case SSL_ERROR_SYSCALL: return saved != 0 ? std::strerror(saved) : "the peer closed the connection";
+      default: return ssl_errors();
+    }
+  }
+
+  unique_fd fd_;
+  std::unique_ptr<SSL, ssl_free> ssl_;
+};
+
+// A temporary directory with a CA and one node certificate, made with the openssl
+// command exactly as tools/make-certs makes them; removed with everything in it.
+class temp_certs {
+ public:
+  temp_certs() {
+    run("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -keyout ca.key -out ca.pem"
+        " -subj /CN=actortrain-bench-transport-ca");
+    run("openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj /CN=node");
+    run("openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out node.pem");
+    check_tls_files(tls_files_in(dir()));
+  }
+  const std::string& dir() const { return dir_.path; }
+
+ private:
+  struct removed_dir {
+    std::string path;
+    removed_dir() {
+      auto t = (std::filesystem::temp_directory_path() / "actortrain-bench-tls-XXXXXX").string();
+      if (!::mkdtemp(t.data())) fail_errno("mkdtemp");  // mode 0700
+      path = t;
+    }
+    ~removed_dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+
+  void run(const std::string& cmd) {
+    auto log = dir() + "/openssl.log";
+    auto line = fmt::format("cd '{}' && umask 077 && {} </dev/null >>openssl.log 2>&1", dir(), cmd);
+    int r = std::system(line.c_str());
+    if (r != 0) {
+      std::ifstream in{log};
+      std::string text{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      auto how = WIFEXITED(r) ? fmt::format("exit status {}", WEXITSTATUS(r)) : fmt::format("status {}", r);
+      throw std::runtime_error(fmt::format("making the TLS certificates: `{}` failed ({}){}{}", cmd, how,
+                                           text.empty() ? "" : ": ", text));
+    }
+  }
+
+  removed_dir dir_;
+};
+
 // What a raw round announces before its payload.
 struct raw_header {
   uint64_t up = 0;    // bytes following this header
@@ -279,6 +472,18 @@ void serve_raw(int fd) {
   }
 }
 
+// The same rounds over a TLS session.
+void serve_raw_tls(tls_stream& s) {
+  std::vector<char> buf;
+  for (raw_header h; s.read_all(reinterpret_cast<char*>(&h), sizeof h);) {
+    if (h.up > static_cast<uint64_t>(max_dense_bytes) || h.down > static_cast<uint64_t>(max_dense_bytes))
+      throw std::runtime_error("raw TLS round larger than any the bench sends");
+    buf.resize(std::max(h.up, h.down));
+    if (!s.read_all(buf.data(), h.up)) throw std::runtime_error("the bench closed the TLS session mid-round");
+    s.write_all(buf.data(), h.down);
+  }
+}
+
 void report_ports(int fd, uint16_t raw, uint16_t basp) {
   auto line = fmt::format("{} {}\n", raw, basp);
   if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) fail_errno("reporting the ports");
@@ -299,17 +504,33 @@ void configure_system(caf::actor_system_config& cfg) {
 
 int serve_or_throw(const transport_options& o, int report_fd) {
   auto served = make_served_tensors(o);
+  bool tls = !o.serve_tls.empty();
   caf::actor_system_config cfg;
   configure_system(cfg);
+  ssl_ctx_ptr ctx;
+  if (tls) {
+    ignore_sigpipe();
+    auto f = tls_files_in(o.serve_tls);
+    check_tls_files(f);
+    ctx = make_ssl_ctx(/*server=*/true, f);
+    configure_tls(cfg, f);
+  }
   caf::actor_system sys{cfg};
   exit_at_scope_end ps{sys.spawn(transport_ps, served)};
-  auto basp = sys.middleman().publish(ps.a, 0, host, /*reuse_addr=*/true);
-  if (!basp) throw std::runtime_error("publish on 127.0.0.1: " + describe(basp.error()));
+  auto basp = tls ? caf::openssl::publish(ps.a, 0, host, /*reuse=*/true)
+                  : sys.middleman().publish(ps.a, 0, host, /*reuse_addr=*/true);
+  if (!basp) throw std::runtime_error(fmt::format("{}publish on 127.0.0.1: {}", tls ? "TLS " : "", describe(basp.error())));
   uint16_t raw_port = 0;
   auto listener = listen_loopback(raw_port);
   report_ports(report_fd, raw_port, *basp);
   auto conn = accept_within(listener.get(), idle_bound);
-  serve_raw(conn.get());
+  if (!tls) {
+    serve_raw(conn.get());
+    return 0;
+  }
+  tune_socket(conn.get(), idle_bound);
+  tls_stream session{ctx.get(), std::move(conn), /*server=*/true};
+  serve_raw_tls(session);
   return 0;
 }
 
@@ -328,6 +549,19 @@ class ps_process {
  public:
   // Starts the ps side and waits (bounded) for the ports it listens on.
   ps_process(const char* argv0, const transport_options& o) {
+    start(argv0, o);
+  }
+
+  ps_process(const ps_process&) = delete;
+  ps_process& operator=(const ps_process&) = delete;
+  // On an error path: the ps side must not outlive the bench, and how it ended helps.
+  ~ps_process() {
+    if (pid_ <= 0) return;
+    if (auto how = finish(); !how.empty()) fmt::print(stderr, "actortrain bench transport: the ps side {}\n", how);
+  }
+
+ private:
+  void start(const char* argv0, const transport_options& o) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) fail_errno("pipe");
     unique_fd rd{fds[0]}, wr{fds[1]};
@@ -336,6 +570,10 @@ class ps_process {
                                   "--serve-fd",    std::to_string(wr.get()),
                                   "--sizes",       o.sizes_text,   "--sparse-rows",
                                   std::to_string(o.sparse_rows)};
+    if (!o.serve_tls.empty()) {
+      args.push_back("--serve-tls");
+      args.push_back(o.serve_tls);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -351,14 +589,7 @@ class ps_process {
     read_ports(rd.get());
   }
 
-  ps_process(const ps_process&) = delete;
-  ps_process& operator=(const ps_process&) = delete;
-  // On an error path: the ps side must not outlive the bench, and how it ended helps.
-  ~ps_process() {
-    if (pid_ <= 0) return;
-    if (auto how = finish(); !how.empty()) fmt::print(stderr, "actortrain bench transport: the ps side {}\n", how);
-  }
-
+ public:
   pid_t pid() const { return pid_; }
   uint16_t raw_port() const { return raw_port_; }
   uint16_t basp_port() const { return basp_port_; }
@@ -435,6 +666,41 @@ class raw_client {
  private:
   unique_fd fd_;
   std::vector<char> out_, in_;
+};
+
+// -- the bench side: raw TLS --------------------------------------------------------
+
+class tls_client {
+ public:
+  tls_client(uint16_t port, const tls_files& f, size_t max_up, size_t max_down)
+    : ctx_(make_ssl_ctx(/*server=*/false, f)), out_(sizeof(raw_header) + max_up, 1), in_(max_down, 0) {
+    auto fd = connect_loopback(port);
+    tune_socket(fd.get(), request_timeout);
+    auto start = steady_clock::now();
+    stream_.emplace(ctx_.get(), std::move(fd), /*server=*/false);
+    handshake_ms_ = ms_since(start);
+  }
+
+  double handshake_ms() const { return handshake_ms_; }
+  std::string session() const { return stream_->session(); }
+
+  // One round, as raw_client's: `up` bytes out (header in the same write), `down` back.
+  double round_ms(uint64_t up, uint64_t down) {
+    raw_header h{up, down};
+    auto start = steady_clock::now();
+    std::memcpy(out_.data(), &h, sizeof h);
+    stream_->write_all(out_.data(), sizeof h + up);
+    if (!stream_->read_all(in_.data(), down)) throw std::runtime_error("the ps side closed the TLS session");
+    return ms_since(start);
+  }
+
+  void close() { stream_.reset(); }
+
+ private:
+  ssl_ctx_ptr ctx_;
+  std::optional<tls_stream> stream_;
+  std::vector<char> out_, in_;
+  double handshake_ms_ = 0;
 };
 
 // -- the bench side: actortrain over BASP -------------------------------------------
@@ -552,8 +818,10 @@ class basp_client {
     auto handle = std::make_shared<caf::actor>();
     auto o = in_actor(sys, [port, handle](caf::event_based_actor* self, report_fn done) {
       auto start = steady_clock::now();
-      self->request(self->system().middleman().actor_handle(), request_timeout, caf::connect_atom::value,
-                    std::string{host}, port)
+      // With TLS the openssl manager's middleman makes the connection (handshake first).
+      auto& sys = self->system();
+      auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+      self->request(mm, request_timeout, caf::connect_atom::value, std::string{host}, port)
         .then(
           [=](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
             if (!p) return done({0, "nothing is published there"});
@@ -644,8 +912,9 @@ caf::message dense_pull(size_t index) {
   return caf::make_message(pull_atom::value, std::move(req));
 }
 
-// Returns the ratio at goal_bytes when that size was measured.
-std::optional<double> measure_dense(const transport_options& o, raw_client& raw, basp_client& at) {
+// Returns the ratio at goal_bytes when that size was measured; `all` gets every size's.
+std::optional<double> measure_dense(const transport_options& o, raw_client& raw, basp_client& at,
+                                    std::vector<paired_medians>& all) {
   fmt::print("dense: one round = push N bytes (one dense_slice) then pull N bytes (one partition_value);\n"
              "raw TCP: send N bytes, receive N bytes. Medians of {} interleaved rounds after {} warm-up.\n\n",
              o.rounds, warmup_rounds);
@@ -664,6 +933,7 @@ std::optional<double> measure_dense(const transport_options& o, raw_client& raw,
                mb_per_s(moved, m.raw_ms), m.actortrain_ms, mb_per_s(moved, m.actortrain_ms), m.ratio());
     std::fflush(stdout);
     if (n == goal_bytes) goal = m.ratio();
+    all.push_back(m);
   }
   return goal;
 }
@@ -709,7 +979,76 @@ void print_goal(const std::optional<double>& ratio) {
     fmt::print("actortrain/raw = {:.2f}x, {}\n", *ratio, *ratio <= goal_ratio ? "met" : "NOT met");
 }
 
+// The dense sizes over TLS: raw OpenSSL vs actortrain over caf::openssl, against a ps
+// side of their own; `plain` holds the dense table's medians (same sizes, same order).
+int measure_tls(const char* argv0, const transport_options& o, const std::string& cert_dir,
+                const std::vector<paired_medians>& plain) {
+  ignore_sigpipe();
+  auto t = o;
+  t.sparse_rows = 0;  // dense only: the ps side builds no sparse partition
+  t.serve_tls = cert_dir;
+  auto files = tls_files_in(cert_dir);
+  auto max_dense = static_cast<size_t>(*std::max_element(o.sizes.begin(), o.sizes.end()));
+  ps_process ps{argv0, t};
+  tls_client raw{ps.raw_port(), files, max_dense, max_dense};
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  configure_tls(cfg, files);
+  caf::actor_system sys{cfg};
+  basp_client at{sys, ps.basp_port()};
+  fmt::print("\ntls: the dense rounds again over mutual TLS (a temporary CA; one node certificate that both\n"
+             "sides present and verify). A new ps side, process {} (raw TLS port {}, BASP/TLS port {}).\n"
+             "raw TLS: libssl on a blocking TCP_NODELAY socket, SSL_write N bytes, SSL_read N bytes;\n"
+             "         {}, handshake {:.1f} ms.\n"
+             "actortrain: BASP over caf::openssl, connected in {:.1f} ms (handshake included).\n"
+             "Medians of {} interleaved rounds after {} warm-up. tls/tcp and tls/plain divide by\n"
+             "the dense table's medians above (measured before these, not interleaved with them).\n\n",
+             ps.pid(), ps.raw_port(), ps.basp_port(), raw.session(), raw.handshake_ms(), at.connect_ms(), o.rounds,
+             warmup_rounds);
+  fmt::print("{:>10} {:>8} {:>10} {:>12} {:>10} {:>12} {:>15} {:>12} {:>13}\n", "bytes", "", "raw TLS ms",
+             "raw TLS MB/s", "at TLS ms", "at TLS MB/s", "actortrain/raw", "raw tls/tcp", "at tls/plain");
+  std::optional<std::pair<double, double>> at_goal;
+  for (size_t i = 0; i < o.sizes.size(); ++i) {
+    auto n = o.sizes[i];
+    auto push = dense_push(n), pull = dense_pull(i);
+    auto m = interleave(
+      o.rounds, [&] { return raw.round_ms(static_cast<uint64_t>(n), static_cast<uint64_t>(n)); },
+      [&] { return at.dense_round_ms(push, pull, n / 4); });
+    auto moved = 2.0 * static_cast<double>(n);
+    const auto& p = plain[i];
+    fmt::print("{:>10} {:>8} {:>10.3f} {:>12.1f} {:>10.3f} {:>12.1f} {:>14.2f}x {:>11.2f}x {:>12.2f}x\n", n,
+               human_bytes(n),
+               m.raw_ms, mb_per_s(moved, m.raw_ms), m.actortrain_ms, mb_per_s(moved, m.actortrain_ms), m.ratio(),
+               m.raw_ms / p.raw_ms, m.actortrain_ms / p.actortrain_ms);
+    std::fflush(stdout);
+    if (n == goal_bytes) at_goal = std::pair{m.actortrain_ms / p.actortrain_ms, m.ratio()};
+  }
+  if (at_goal)
+    fmt::print("\ntls at {} bytes (4 MiB): actortrain tls/plain = {:.2f}x, actortrain/raw over TLS = {:.2f}x\n",
+               goal_bytes, at_goal->first, at_goal->second);
+  else
+    fmt::print("\ntls: 4 MiB not measured (--sizes lacks {})\n", goal_bytes);
+  raw.close();  // the ps side's cue to exit
+  if (auto how = ps.finish(); !how.empty()) {
+    fmt::print(stderr, "actortrain bench transport: the TLS ps side {}\n", how);
+    return 1;
+  }
+  return 0;
+}
+
+int measure_plain(const char* argv0, const transport_options& o, std::vector<paired_medians>& plain);
+
 int measure(const char* argv0, const transport_options& o) {
+  // First: a missing openssl command ends the bench before it measures anything. The
+  // directory outlives both ps sides (each is reaped before its scope ends).
+  std::optional<temp_certs> certs;
+  if (o.tls) certs.emplace();
+  std::vector<paired_medians> plain;
+  if (int rc = measure_plain(argv0, o, plain); rc != 0 || !o.tls) return rc;
+  return measure_tls(argv0, o, certs->dir(), plain);
+}
+
+int measure_plain(const char* argv0, const transport_options& o, std::vector<paired_medians>& plain) {
   int64_t max_dense = *std::max_element(o.sizes.begin(), o.sizes.end());
   // Generous for the sparse reply: its serialized size exceeds 12 bytes a row only by a
   // few dozen bytes of fields.
@@ -723,7 +1062,7 @@ int measure(const char* argv0, const transport_options& o) {
   basp_client at{sys, ps.basp_port()};
   fmt::print("bench transport: ps side is process {} on {} (raw TCP port {}, BASP port {}, connected in {:.1f} ms)\n",
              ps.pid(), host, ps.raw_port(), ps.basp_port(), at.connect_ms());
-  auto goal = measure_dense(o, raw, at);
+  auto goal = measure_dense(o, raw, at, plain);
   if (o.sparse_rows > 0) measure_sparse(o, sys, raw, at);
   print_goal(goal);
   raw.close();  // the ps side's cue to exit
@@ -748,10 +1087,15 @@ int bench_transport(int argc, char** argv, int first) {
           "3 warm-up rounds. Prints median ms, MB/s (both directions) and actortrain/raw per size,\n"
           "and whether 4 MiB meets the goal of 1.2x raw TCP. Then one pull_rows_request of\n"
           "--sparse-rows ids against a --sparse-rows x 1 partition (0 skips it): median ms and\n"
-          "keys/s, beside raw TCP moving the same serialized byte counts."};
+          "keys/s, beside raw TCP moving the same serialized byte counts. --tls adds the dense\n"
+          "sizes over mutual TLS (certificates made with the openssl command in a temporary\n"
+          "directory): a raw OpenSSL socket pair beside ActorTrain over caf::openssl, and\n"
+          "actortrain tls/plain."};
   f.add("rounds", o.rounds, "measured rounds per size (each runs raw and actortrain)")
     .add("sizes", o.sizes_text, "comma-separated message sizes in bytes (multiples of 4)")
     .add("sparse-rows", o.sparse_rows, "row ids in the sparse pull (0: skip it)")
+    .add("tls", o.tls, "also measure the dense sizes over mutual TLS (raw OpenSSL and caf::openssl)")
+    .add("serve-tls", o.serve_tls, "internal: the ps side serves over TLS with the certificates in this directory")
     .add("serve-fd", serve_fd, "internal: run as the ps side, reporting its ports on this file descriptor");
   if (!f.parse(argc, argv, first)) return 0;
   if (!f.positional().empty()) throw usage_error("unexpected argument '" + f.positional()[0] + "'");
