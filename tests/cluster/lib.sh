@@ -44,6 +44,15 @@ wait_line() {
   fail "no line matching '$2' in $1 after $3 s"
 }
 
+# The pid of the actortrain process playing task $2 of cluster file $1 (not its
+# `timeout` parent).
+task_pid() {
+  local q
+  for q in $(pgrep -f -- "--cluster $1 --task $2"); do
+    [ "$(cat /proc/$q/comm 2>/dev/null)" = actortrain ] && { echo "$q"; return; }
+  done
+}
+
 # The newest pid `actortrain launch` reported for task $2 in its output $1.
 pid_of() { grep -F "launch: $2 is pid" "$1" | tail -1 | awk '{print $5}'; }
 

@@ -22,10 +22,7 @@ node "$WORK/tls.json" --task worker:0 >"$WORK/w0" 2>&1 & a=$!
 node "$WORK/tls.json" --task worker:1 >"$WORK/w1" 2>&1 & b=$!
 node "$WORK/tls.json" --task chief:0 >"$WORK/chief" 2>&1 & c=$!
 wait_steps "$M" 500 60
-# The chief's own process (not its `timeout` parent).
-CHIEF=$(pgrep -P "$(pgrep -P $c timeout | head -1)" 2>/dev/null | head -1)
-[ -n "$CHIEF" ] || CHIEF=$(pgrep -f "tls.json --task chief:0" | while read -r q; do
-  [ "$(cat /proc/$q/comm)" = actortrain ] && echo "$q"; done | head -1)
+CHIEF=$(task_pid "$WORK/tls.json" chief:0)
 
 # Another cluster's CA, and plain BASP: refused at the handshake, within the budget.
 # The probes play a third worker (at a port of their own) with a short connect budget.
