@@ -88,7 +88,6 @@ struct cluster::impl {
   std::vector<std::shared_ptr<const model::metric>> metrics;
   std::shared_ptr<const model::placement> placement;
   std::shared_ptr<dispatch_gate> gate;  // the consistency mode
-  int64_t replicas_in_sync = 1;         // input_context.num_replicas_in_sync
   std::shared_ptr<event_queue> events = std::make_shared<event_queue>();
   seam_ptr seam;
   std::vector<ps_shard_actor> ps;
@@ -128,14 +127,10 @@ struct cluster::impl {
   caf::timespan timeout() const { return std::chrono::duration_cast<caf::timespan>(spec.request_timeout); }
   caf::timespan call_timeout() const { return std::chrono::duration_cast<caf::timespan>(spec.call_timeout); }
 
-  int num_pipelines() const { return spec.num_dataset_shards > 0 ? spec.num_dataset_shards : spec.num_workers; }
+  int num_pipelines() const { return cluster_internals::num_pipelines(spec); }
 
-  caf::actor spawn_shard(const dataset::dataset_fn& fn, int i, int n) {
-    dataset_shard_options o;
-    o.context = dataset::input_context{n, i, replicas_in_sync};
-    o.prefetch = spec.prefetch;
-    o.detached = !spec.simulated;
-    auto a = caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, o));
+  caf::actor spawn_shard(const dataset::dataset_fn& fn, int i) {
+    auto a = caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, cluster_internals::pipeline_options(spec, i)));
     named(a, actor_role::dataset, static_cast<uint32_t>(i));
     return a;
   }
@@ -143,7 +138,7 @@ struct cluster::impl {
   std::vector<caf::actor> spawn_shards(const dataset::dataset_fn& fn) {
     std::vector<caf::actor> out;
     int n = num_pipelines();
-    for (int i = 0; i < n; ++i) out.push_back(spawn_shard(fn, i, n));
+    for (int i = 0; i < n; ++i) out.push_back(spawn_shard(fn, i));
     return out;
   }
 
@@ -151,7 +146,7 @@ struct cluster::impl {
   // and input_context (batches are functions of the position) and hand it over.
   void rebuild_shard(uint32_t pipeline) {
     if (!active || !run_fn || static_cast<int>(pipeline) >= num_pipelines()) return;
-    auto a = spawn_shard(run_fn, static_cast<int>(pipeline), num_pipelines());
+    auto a = spawn_shard(run_fn, static_cast<int>(pipeline));
     run_shards.push_back(a);
     if (pipeline < last_spec.pipelines.size()) last_spec.pipelines[pipeline] = a;  // for a take-over
     sys.spawn([a, pipeline](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
@@ -193,20 +188,9 @@ struct cluster::impl {
   std::future<uint64_t> join_cluster(worker_actor w, uint32_t id) { return ask_to_join(sys, coordinator, timeout(), w, id); }
 
   worker_actor spawn_worker_with_id(uint32_t id) {
-    worker_options o;
-    o.id = id;
-    o.structure = structure;
-    o.loss = loss;
-    o.metrics = metrics;
-    o.placement = placement;
+    auto o = cluster_internals::worker_options_for(spec, id, structure, loss, metrics, placement);
     o.ps = ps;
     o.seam = seam;
-    o.timeout = timeout();
-    o.seed = spec.seed;
-    o.detached = !spec.simulated;
-    o.overlap_push = spec.overlap_push;
-    o.pull_ahead = spec.pull_ahead;
-    o.pull_rows = spec.pull_rows;
     auto w = spawn_worker(sys, std::move(o));
     named(w, actor_role::worker, id);
     return w;
@@ -365,7 +349,6 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
   d.gate = make_gate(d.spec.consistency, d.spec.num_workers);
   if (d.gate->round_size() > 0) {
-    d.replicas_in_sync = d.spec.num_workers;
     if (d.spec.steps_per_execution > 1)
       throw std::invalid_argument(fmt::format(
         "cluster: steps_per_execution = {} with consistency 'sync' (a synchronous round is one step per replica)",
@@ -380,9 +363,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     if (!m) throw std::invalid_argument("cluster: null metric");
     d.metrics.push_back(std::shared_ptr<const model::metric>(std::move(m)));
   }
-  auto part = d.spec.partitioner.empty() || d.spec.partitioner == "none" ? nullptr
-                                                                         : model::make_partitioner(d.spec.partitioner);
-  d.placement = std::make_shared<model::placement>(model::place(d.structure.variables(), part.get(), d.spec.num_ps));
+  d.placement = cluster_internals::placement_for(d.structure, d.spec);
   if (!d.spec.metrics_file.empty()) {
     d.metrics_out = std::make_unique<std::ofstream>(d.spec.metrics_file, std::ios::out | std::ios::app);
     if (!*d.metrics_out) throw std::invalid_argument("cluster: cannot open metrics file " + d.spec.metrics_file);
@@ -752,6 +733,45 @@ std::future<std::string> cluster::ps_report_async() {
     promise->set_value(out);
   });
   return fut;
+}
+
+std::shared_ptr<const model::placement> cluster_internals::placement_for(const model::model& structure,
+                                                                         const cluster_spec& spec) {
+  auto part = spec.partitioner.empty() || spec.partitioner == "none" ? nullptr : model::make_partitioner(spec.partitioner);
+  return std::make_shared<model::placement>(model::place(structure.variables(), part.get(), spec.num_ps));
+}
+
+int cluster_internals::num_pipelines(const cluster_spec& spec) {
+  return spec.num_dataset_shards > 0 ? spec.num_dataset_shards : spec.num_workers;
+}
+
+dataset_shard_options cluster_internals::pipeline_options(const cluster_spec& spec, int i) {
+  // num_replicas_in_sync: the sync rounds' R, 1 in the other modes.
+  auto rounds = make_gate(spec.consistency, spec.num_workers)->round_size();
+  dataset_shard_options o;
+  o.context = dataset::input_context{num_pipelines(spec), i, rounds > 0 ? static_cast<int64_t>(rounds) : 1};
+  o.prefetch = spec.prefetch;
+  o.detached = !spec.simulated;
+  return o;
+}
+
+worker_options cluster_internals::worker_options_for(const cluster_spec& spec, uint32_t id,
+                                                      const model::model& structure, model::loss_ptr loss,
+                                                      std::vector<std::shared_ptr<const model::metric>> metrics,
+                                                      std::shared_ptr<const model::placement> placement) {
+  worker_options o;
+  o.id = id;
+  o.structure = structure;
+  o.loss = std::move(loss);
+  o.metrics = std::move(metrics);
+  o.placement = std::move(placement);
+  o.timeout = std::chrono::duration_cast<caf::timespan>(spec.request_timeout);
+  o.seed = spec.seed;
+  o.detached = !spec.simulated;
+  o.overlap_push = spec.overlap_push;
+  o.pull_ahead = spec.pull_ahead;
+  o.pull_rows = spec.pull_rows;
+  return o;
 }
 
 std::unique_ptr<cluster> cluster_internals::make(caf::actor_system& sys, cluster_spec spec, model::model structure,

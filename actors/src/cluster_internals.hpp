@@ -3,7 +3,9 @@
 // with their apply logs (cluster_spec::apply_log). Not installed.
 
 #include <actortrain/actors/cluster.hpp>
+#include <actortrain/actors/dataset_shard.hpp>
 #include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/worker.hpp>
 
 #include <caf/expected.hpp>
 
@@ -33,6 +35,18 @@ struct cluster_internals {
   static std::unique_ptr<cluster> make(caf::actor_system& sys, cluster_spec spec, model::model structure,
                                        const model::optimizer& opt, model::loss_ptr loss,
                                        std::vector<model::metric_ptr> metrics, const cluster::parts& p);
+  // What a cluster of processes builds the same way as the cluster (the worker tasks
+  // must agree with the chief's coordinator, or steps would go to the wrong rows).
+  /// How spec places the model's variables over spec.num_ps shards.
+  static std::shared_ptr<const model::placement> placement_for(const model::model& structure, const cluster_spec& spec);
+  /// Input pipelines (= dataset shards) of a run, and the options of pipeline `i`.
+  static int num_pipelines(const cluster_spec& spec);
+  static dataset_shard_options pipeline_options(const cluster_spec& spec, int i);
+  /// A worker of `spec` with id `id` (its ps and seam still to be set).
+  static worker_options worker_options_for(const cluster_spec& spec, uint32_t id, const model::model& structure,
+                                           model::loss_ptr loss,
+                                           std::vector<std::shared_ptr<const model::metric>> metrics,
+                                           std::shared_ptr<const model::placement> placement);
   static caf::actor coordinator(cluster& c);
   /// The ps shards by index, as the coordinator knows them.
   static std::vector<caf::actor> ps(cluster& c);

@@ -9,7 +9,6 @@
 #include <actortrain/actors/send_seam.hpp>
 #include <actortrain/actors/worker.hpp>
 #include <actortrain/model/checkpoint/checkpoint.hpp>
-#include <actortrain/model/partitioner.hpp>
 #include <actortrain/model/trainer.hpp>
 
 #include <nlohmann/json.hpp>
@@ -433,6 +432,29 @@ caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr,
   return r;
 }
 
+// A ps task's node actor and its shard.
+struct located_shard {
+  caf::actor node;
+  caf::actor shard;
+};
+
+// Dials the ps task at `addr` (retrying until `deadline`) and asks it for shard `index`,
+// then calls `done` in `self`'s context.
+void fetch_shard_from(caf::event_based_actor* self, task_address addr, uint32_t index,
+                      std::chrono::steady_clock::time_point deadline, caf::timespan timeout,
+                      std::function<void(caf::expected<located_shard>)> done) {
+  dial_from(self, addr, deadline, [self, index, timeout, done](caf::expected<caf::actor> node) {
+    if (!node) {
+      done(std::move(node.error()));
+      return;
+    }
+    auto n = *node;
+    self->request(n, timeout, ps_handle_atom::value, index)
+      .then([n, done](caf::actor shard) { done(located_shard{n, std::move(shard)}); },
+            [done](caf::error& e) { done(std::move(e)); });
+  });
+}
+
 // A ps task was lost: once its process is back at the same address (within `budget`),
 // hands the new shard to the coordinator, which rolls every shard back to the last
 // checkpoint. Runs in its own actor; the application thread does not wait.
@@ -444,30 +466,23 @@ void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t
     auto say = [log, prefix](const std::string& text) {
       if (log) *log << prefix << text << std::endl;
     };
-    dial_from(self, addr, deadline, [=](caf::expected<caf::actor> node) {
-      if (!node) {
-        say(fmt::format("ps shard {} did not come back: {}", index, unreachable(addr, budget, node.error())));
+    fetch_shard_from(self, addr, index, deadline, timeout, [=](caf::expected<located_shard> back) {
+      if (!back) {
+        say(fmt::format("ps shard {} did not come back: {}", index, unreachable(addr, budget, back.error())));
         self->quit();
         return;
       }
-      self->request(*node, timeout, ps_handle_atom::value, index)
+      auto node = back->node;
+      self->request(coordinator, timeout, replace_atom::value, index, back->shard)
         .then(
-          [=](caf::actor shard) {
-            self->request(coordinator, timeout, replace_atom::value, index, shard)
-              .then(
-                [=](caf::ok_atom) {
-                  self->send(own_node, caf::put_atom::value, index, *node);
-                  caf::anon_send(*node, watch_atom::value, own_node, std::string("the coordinator"));
-                  say(fmt::format("ps shard {} is back at {}", index, addr.text()));
-                  self->quit();
-                },
-                [=](caf::error& e) {
-                  say(fmt::format("the coordinator refused the new ps shard {}: {}", index, describe(e)));
-                  self->quit();
-                });
+          [=](caf::ok_atom) {
+            self->send(own_node, caf::put_atom::value, index, node);
+            caf::anon_send(node, watch_atom::value, own_node, std::string("the coordinator"));
+            say(fmt::format("ps shard {} is back at {}", index, addr.text()));
+            self->quit();
           },
           [=](caf::error& e) {
-            say(fmt::format("ps task {} answered without its shard: {}", index, describe(e)));
+            say(fmt::format("the coordinator refused the new ps shard {}: {}", index, describe(e)));
             self->quit();
           });
     });
@@ -585,14 +600,11 @@ node_result host_coordinator(node_context& cx) {
       std::lock_guard<std::mutex> g{cx.box->mtx};
       joined = cx.box->joined;
     }
+    std::vector<std::string> expected;
+    for (size_t i = static_cast<size_t>(parts.local_workers); i < def.worker.size(); ++i)
+      expected.push_back(task_at(def, task_id{task_type::worker, static_cast<int>(i)}));
     fail(fmt::format("{} of {} worker task(s) registered within {} ms (expected: {})", joined, remote,
-                     def.connect_timeout.count(),
-                     fmt::join([&] {
-                       std::vector<std::string> v;
-                       for (size_t i = static_cast<size_t>(parts.local_workers); i < def.worker.size(); ++i)
-                         v.push_back(task_at(def, task_id{task_type::worker, static_cast<int>(i)}));
-                       return v;
-                     }(), ", ")));
+                     def.connect_timeout.count(), fmt::join(expected, ", ")));
   }
   job_outcome outcome;
   node_result result;
@@ -635,34 +647,21 @@ node_result play_worker(node_context& cx) {
                   "asking " + where + " for ps shard " + std::to_string(i));
     ps.push_back(caf::actor_cast<ps_shard_actor>(h));
   }
+  // The replica and its pipelines exactly as the chief's cluster would build them.
   auto spec = spec_for(cx.j, def);
-  auto part = spec.partitioner.empty() || spec.partitioner == "none" ? nullptr : model::make_partitioner(spec.partitioner);
-  worker_options o;
-  o.id = static_cast<uint32_t>(me.index);
-  o.structure = cx.j.structure;
-  o.loss = cx.j.loss;
-  for (auto& m : fresh_metrics(cx.j)) o.metrics.push_back(std::shared_ptr<const model::metric>(std::move(m)));
-  o.placement = std::make_shared<model::placement>(model::place(cx.j.structure.variables(), part.get(), num_ps));
+  std::vector<std::shared_ptr<const model::metric>> metrics;
+  for (auto& m : fresh_metrics(cx.j)) metrics.push_back(std::move(m));
+  auto o = cluster_internals::worker_options_for(spec, static_cast<uint32_t>(me.index), cx.j.structure, cx.j.loss,
+                                                 std::move(metrics),
+                                                 cluster_internals::placement_for(cx.j.structure, spec));
   o.ps = ps;
   o.seam = std::make_shared<send_seam>(cx.sys);
-  o.timeout = cx.timeout();
-  o.seed = spec.seed;
-  o.detached = true;
-  o.overlap_push = spec.overlap_push;
-  o.pull_ahead = spec.pull_ahead;
-  o.pull_rows = spec.pull_rows;
   // Replicas of the training pipelines, so batches are made here (TensorFlow's per-worker
   // datasets) instead of crossing the network from the chief; with pipeline affinity
   // this worker reads its own pipeline in order.
-  int pipelines = spec.num_dataset_shards > 0 ? spec.num_dataset_shards : spec.num_workers;
-  int64_t replicas = spec.consistency == "sync" ? spec.num_workers : 1;
-  for (int p = 0; p < pipelines; ++p) {
-    dataset_shard_options so;
-    so.context = dataset::input_context{pipelines, p, replicas};
-    so.prefetch = spec.prefetch;
-    so.detached = true;
-    o.sources.push_back(caf::actor_cast<caf::actor>(spawn_dataset_shard(cx.sys, cx.j.train, so)));
-  }
+  for (int p = 0; p < cluster_internals::num_pipelines(spec); ++p)
+    o.sources.push_back(caf::actor_cast<caf::actor>(
+      spawn_dataset_shard(cx.sys, cx.j.train, cluster_internals::pipeline_options(spec, p))));
   auto local_sources = o.sources;
   auto w = spawn_worker(cx.sys, std::move(o));
   // A ps task that is lost comes back as a new process, whose shard the coordinator's
@@ -688,18 +687,12 @@ node_result play_worker(node_context& cx) {
         // it ends with the redialer.
         auto parent = caf::actor_cast<caf::actor>(self);
         self->spawn<caf::linked>([parent, addr = addrs[k], budget, k](caf::event_based_actor* d) {
-          dial_from(d, addr, std::chrono::steady_clock::now() + budget, [d, parent, k](caf::expected<caf::actor> node) {
-            if (!node) {
-              d->quit();  // not back in time: the coordinator fails the run
-              return;
-            }
-            d->request(*node, std::chrono::seconds(10), ps_handle_atom::value, static_cast<uint32_t>(k))
-              .then([d, parent, k](caf::actor shard) {
-                      d->send(parent, watch_atom::value, shard, static_cast<uint64_t>(k));
-                      d->quit();
-                    },
-                    [d](caf::error&) { d->quit(); });
-          });
+          fetch_shard_from(d, addr, static_cast<uint32_t>(k), std::chrono::steady_clock::now() + budget,
+                           std::chrono::seconds(10), [d, parent, k](caf::expected<located_shard> back) {
+                             // Not back in time: the coordinator fails the run.
+                             if (back) d->send(parent, watch_atom::value, back->shard, static_cast<uint64_t>(k));
+                             d->quit();
+                           });
         });
       });
       return {

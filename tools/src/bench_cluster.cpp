@@ -14,13 +14,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -34,32 +31,12 @@ struct run_figures {
   double staleness = 0; // mean over applied steps
 };
 
-// Samples/s over training time (epoch_begin to its last step, per epoch), the final
-// val_accuracy and the mean staleness, from a metrics file.
 run_figures read_figures(const std::string& path) {
-  std::ifstream in{path};
-  if (!in) throw std::runtime_error("bench cluster: no metrics file " + path);
+  auto t = read_training(path);
   run_figures out;
-  double trained = 0, begin = 0, last_step = 0, examples = 0, staleness = 0, steps = 0;
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.contains("event")) continue;  // a line cut by a crash
-    auto kind = j["event"].get<std::string>();
-    double t = j.value("time", 0.0);
-    if (kind == "epoch_begin") begin = last_step = t;
-    if (kind == "step") {
-      last_step = t;
-      examples += j.value("examples", 0.0);
-      staleness += j.value("staleness", 0.0);
-      steps += 1;
-    }
-    if (kind == "epoch") {
-      trained += last_step - begin;
-      if (j.contains("values") && j["values"].contains("val_accuracy")) out.accuracy = j["values"]["val_accuracy"];
-    }
-  }
-  if (trained > 0) out.samples_per_second = examples / trained;
-  if (steps > 0) out.staleness = staleness / steps;
+  if (t.trained_seconds > 0) out.samples_per_second = t.examples / t.trained_seconds;
+  if (!t.accuracy_at.empty()) out.accuracy = t.accuracy_at.back().second;
+  out.staleness = t.mean_staleness;
   return out;
 }
 

@@ -44,26 +44,6 @@ struct mode_figures {
   uint64_t max_staleness = 0;
 };
 
-// Training seconds at each evaluation, from the metrics file's events: an epoch's
-// training lasts from its epoch_begin to its last step (its evaluation follows).
-std::vector<std::pair<double, double>> accuracy_over_time(const std::string& path) {
-  std::ifstream in{path};
-  std::vector<std::pair<double, double>> out;
-  double trained = 0, begin = 0, last_step = 0;
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    auto kind = j.at("event").get<std::string>();
-    double t = j.at("time").get<double>();
-    if (kind == "epoch_begin") begin = last_step = t;
-    if (kind == "step") last_step = t;
-    if (kind == "epoch") {
-      trained += last_step - begin;
-      out.emplace_back(trained, j.at("values").at("val_accuracy").get<double>());
-    }
-  }
-  return out;
-}
-
 mode_figures run_mode(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test,
                       const std::string& mode, int workers, int epochs, int evals, int64_t batch, uint64_t seed) {
   using md::layers::activation;
@@ -98,7 +78,7 @@ mode_figures run_mode(const ds::fashion_mnist_arrays& train, const ds::fashion_m
   opts.verbose = 0;
   opts.validation = ds::from_tensor_slices({test.images}, test.labels).batch(2000);
   auto r = c.join(c.schedule(fn, opts));
-  auto points = accuracy_over_time(metrics);
+  auto points = read_training(metrics).accuracy_at;
   std::remove(metrics.c_str());
   mode_figures out;
   out.mean_staleness = r.mean_staleness;
@@ -124,6 +104,33 @@ double median_of(std::vector<double> v) {
 }
 
 }  // namespace
+
+training_record read_training(const std::string& metrics_file) {
+  std::ifstream in{metrics_file};
+  if (!in) throw std::runtime_error("no metrics file " + metrics_file);
+  training_record out;
+  double begin = 0, last_step = 0, staleness = 0, steps = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("event")) continue;
+    auto kind = j["event"].get<std::string>();
+    double t = j.value("time", 0.0);
+    if (kind == "epoch_begin") begin = last_step = t;
+    if (kind == "step") {
+      last_step = t;
+      out.examples += j.value("examples", 0.0);
+      staleness += j.value("staleness", 0.0);
+      steps += 1;
+    }
+    if (kind == "epoch") {
+      out.trained_seconds += last_step - begin;
+      if (j.contains("values") && j["values"].contains("val_accuracy"))
+        out.accuracy_at.emplace_back(out.trained_seconds, j["values"]["val_accuracy"].get<double>());
+    }
+  }
+  if (steps > 0) out.mean_staleness = staleness / steps;
+  return out;
+}
 
 int bench_consistency(int argc, char** argv, int first) {
   int epochs = 6, rounds = 2, evals = 4, workers = 2;

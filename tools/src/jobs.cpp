@@ -144,13 +144,17 @@ const std::vector<example_entry>& examples() {
   return all;
 }
 
+std::string example_names() {
+  std::string known;
+  for (auto& e : examples()) known += (known.empty() ? "" : ", ") + e.name;
+  return known;
+}
+
 bool make_example(const std::string& name, const std::vector<std::string>& args, job& out) {
   if (name == "linear") return linear(args, out);
   if (name == "fashion_mnist" || name == "fashion-mnist") return fashion_mnist(args, out);
-  std::string known;
-  for (auto& e : examples()) known += (known.empty() ? "" : ", ") + e.name;
-  throw usage_error(name.empty() ? fmt::format("which example? --example NAME ({})", known)
-                                 : fmt::format("unknown example '{}' ({})", name, known));
+  throw usage_error(name.empty() ? fmt::format("which example? --example NAME ({})", example_names())
+                                 : fmt::format("unknown example '{}' ({})", name, example_names()));
 }
 
 }  // namespace actortrain::tools

@@ -17,6 +17,8 @@ struct example_entry {
 
 /// The registered examples, in the order --help lists them.
 const std::vector<example_entry>& examples();
+/// Their names, "linear, fashion_mnist" (for messages).
+std::string example_names();
 
 /// Builds example `name` from its flags; throws usage_error for an unknown name or bad
 /// flags. With `--help` among the flags, prints the example's flags and returns false.

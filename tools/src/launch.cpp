@@ -250,11 +250,7 @@ int launch_command(int argc, char** argv, int first) {
     .add("dir", dir, "where the cluster file goes (default: a new directory under /tmp)");
   if (!f.parse(argc, argv, first)) return 0;
   auto example_args = f.positional();
-  if (example.empty()) throw usage_error("--example NAME is required (" + [] {
-    std::string s;
-    for (auto& e : examples()) s += (s.empty() ? "" : ", ") + e.name;
-    return s;
-  }() + ")");
+  if (example.empty()) throw usage_error("--example NAME is required (" + example_names() + ")");
   if (ps < 0 || workers < 1) throw usage_error("--ps must be >= 0 and --workers >= 1");
   if (max_restarts < 0 || timeout_s < 0 || checkpoint_every < 0 || heartbeat_ms < 0 || connection_ms < 0)
     throw usage_error("--max-restarts, --timeout, --checkpoint-every, --heartbeat-ms and --connection-ms must be >= 0");
