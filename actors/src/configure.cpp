@@ -39,6 +39,7 @@ void configure(caf::actor_system_config& cfg, const configure_options& opts) {
   cfg.add_error_category(caf::atom("actortrain"), render_error);
   if (opts.flush_to_zero) cfg.add_thread_hook<flush_to_zero_hook>();
   if (opts.load_middleman) cfg.load<caf::io::middleman>();
+  if (opts.sleep_when_idle) cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
 }
 
 bool is_configured(const caf::actor_system& sys) { return has_our_types(sys.config()); }
