@@ -6,6 +6,11 @@
 
 namespace actortrain {
 
+detail::tensor_side_channel*& detail::side_channel() {
+  thread_local tensor_side_channel* current = nullptr;
+  return current;
+}
+
 std::string to_string(const step_id& s) { return fmt::format("(run {}, pipeline {}, position {})", s.run, s.pipeline, s.position); }
 
 std::string to_string(push_status s) {

@@ -2,6 +2,7 @@
 
 #include "cluster_internals.hpp"
 #include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/data_plane.hpp>
 #include <actortrain/actors/dataset_shard.hpp>
 #include <actortrain/actors/errors.hpp>
 #include <actortrain/actors/messages.hpp>
@@ -152,7 +153,7 @@ struct node_init {
 
 struct node_state : node_init {
   // ps shards this process holds, by index (ps_handle requests wait until they exist).
-  std::map<uint32_t, caf::actor> shards;
+  std::map<uint32_t, shard_contact> shards;
   bool shards_final = false;
   std::vector<std::pair<uint32_t, caf::response_promise>> shard_waiters;
   // The coordinator's task: admissions in worker-id order (the coordinator's join wants
@@ -248,14 +249,14 @@ caf::behavior node_actor(node_ptr self, node_init init) {
   });
   return {
     // Any task: a handle to ps shard `index` held here.
-    [self](ps_handle_atom, uint32_t index) -> caf::result<caf::actor> {
-      auto rp = self->make_response_promise<caf::actor>();
+    [self](ps_handle_atom, uint32_t index) -> caf::result<shard_contact> {
+      auto rp = self->make_response_promise<shard_contact>();
       self->state.shard_waiters.emplace_back(index, rp);
       answer_shard_waiters(self);
       return rp;
     },
     // This process's own runner: the shards it holds (final: no more will come).
-    [self](caf::put_atom, std::map<uint32_t, caf::actor> shards) {
+    [self](caf::put_atom, std::map<uint32_t, shard_contact> shards) {
       auto& st = self->state;
       st.shards = std::move(shards);
       st.shards_final = true;
@@ -372,13 +373,13 @@ caf::expected<T> ask(caf::actor_system& sys, const caf::actor& dest, caf::timesp
 // it is back), then calls `done` in `self`'s context. Every attempt has its own timeout,
 // so a peer that accepts but never answers costs one attempt, not a hang.
 void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::steady_clock::time_point deadline,
-               std::function<void(caf::expected<caf::actor>)> done) {
+               std::function<void(caf::expected<caf::actor>)> done, bool refusal_final = true) {
   // With TLS the openssl manager's middleman makes the connection (handshake first).
   auto& sys = self->system();
   auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   auto last = std::make_shared<caf::error>(make_error(error_code::timeout, "no attempt"));
   auto attempt = std::make_shared<std::function<void()>>();
-  *attempt = [self, mm, addr, deadline, done, last] {
+  *attempt = [self, mm, addr, deadline, done, last, refusal_final] {
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= decltype(left)::zero()) {
       done(std::move(*last));
@@ -396,10 +397,12 @@ void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::ste
           }
           done(caf::actor_cast<caf::actor>(std::move(p)));
         },
-        [last, retry, done](caf::error& e) {
+        [last, retry, done, refusal_final](caf::error& e) {
           // A peer that refuses the TLS handshake (another CA, or no TLS at all) will not
-          // change its mind: no point in trying again.
-          if (e == caf::sec::disconnect_during_handshake) {
+          // change its mind: no point in trying again. Redialing a task that is coming
+          // back (refusal_final = false), CAF 0.17 was seen to close one handshake of a
+          // restarted ps process: try on until the deadline.
+          if (e == caf::sec::disconnect_during_handshake && refusal_final) {
             done(make_error(error_code::invalid_request,
                             "the peer refused the handshake (a certificate of another CA, or TLS on one side only)"));
             return;
@@ -435,7 +438,7 @@ caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr,
 // A ps task's node actor and its shard.
 struct located_shard {
   caf::actor node;
-  caf::actor shard;
+  shard_contact contact;
 };
 
 // Dials the ps task at `addr` (retrying until `deadline`) and asks it for shard `index`,
@@ -450,9 +453,9 @@ void fetch_shard_from(caf::event_based_actor* self, task_address addr, uint32_t 
     }
     auto n = *node;
     self->request(n, timeout, ps_handle_atom::value, index)
-      .then([n, done](caf::actor shard) { done(located_shard{n, std::move(shard)}); },
+      .then([n, done](shard_contact& c) { done(located_shard{n, std::move(c)}); },
             [done](caf::error& e) { done(std::move(e)); });
-  });
+  }, /*refusal_final=*/false);
 }
 
 // A ps task was lost: once its process is back at the same address (within `budget`),
@@ -473,7 +476,7 @@ void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t
         return;
       }
       auto node = back->node;
-      self->request(coordinator, timeout, replace_atom::value, index, back->shard)
+      self->request(coordinator, timeout, replace_atom::value, index, back->contact.shard)
         .then(
           [=](caf::ok_atom) {
             self->send(own_node, caf::put_atom::value, index, node);
@@ -513,6 +516,43 @@ struct node_context {
   caf::timespan timeout() const { return span(opts.cluster.request_timeout); }
   caf::timespan connect_budget() const { return span(opts.cluster.connect_timeout); }
 };
+
+// Log lines from the actors' and the data plane's threads, one whole line at a time.
+data_plane::log_fn log_to(node_context& cx) {
+  static std::mutex mtx;
+  return [out = &cx.out, prefix = cx.opts.log_prefix](const std::string& line) {
+    auto whole = prefix + line + "\n";
+    std::lock_guard<std::mutex> g{mtx};
+    *out << whole << std::flush;
+  };
+}
+
+// A shard of this process as ps_handle answers it: with a data plane unless the cluster
+// runs TLS (tensors then stay inside caf::openssl) or it was turned off. The server
+// lives in `planes`, which the caller destroys before the shard stops.
+shard_contact serve_shard(node_context& cx, caf::actor shard,
+                          std::vector<std::unique_ptr<data_plane::server>>& planes) {
+  shard_contact c;
+  c.shard = shard;
+  if (cx.opts.cluster.tls.enabled() || !cx.opts.data_plane) return c;
+  planes.push_back(std::make_unique<data_plane::server>(cx.sys, std::move(shard), cx.opts.cluster.request_timeout,
+                                                        log_to(cx)));
+  auto at = planes.back()->where();
+  c.data_port = at.port;
+  c.data_token = at.token;
+  return c;
+}
+
+// The stand-in carrying this worker's tensors to and from shard `index` (null when the
+// shard's process serves no data plane).
+caf::actor open_plane(caf::actor_system& sys, const shard_contact& c, const std::shared_ptr<send_seam>& seam,
+                      std::chrono::milliseconds budget, const data_plane::log_fn& log, size_t index) {
+  if (c.data_port == 0) return {};
+  auto say = [log, index](const std::string& line) {
+    if (log) log(fmt::format("ps shard {}: {}", index, line));
+  };
+  return data_plane::open(sys, data_plane::endpoint{c.data_port, c.data_token}, c.shard, seam, budget, say);
+}
 
 std::vector<model::metric_ptr> fresh_metrics(const job& j) {
   return j.metrics ? j.metrics() : std::vector<model::metric_ptr>{};
@@ -565,8 +605,9 @@ node_result host_coordinator(node_context& cx) {
       auto node = must(dial(cx.sys, def.ps[i], def.connect_timeout), to_string(t));
       caf::anon_send(node, watch_atom::value, cx.node, task_at(def, cx.opts.task));
       ps_nodes.push_back(node);
-      parts.ps.push_back(must(ask<caf::actor>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
-                              "asking " + task_at(def, t) + " for its ps shard"));
+      parts.ps.push_back(must(ask<shard_contact>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
+                              "asking " + task_at(def, t) + " for its ps shard")
+                           .shard);
     }
   }
   // Worker 0 hosting the coordinator (no chief) is also a replica.
@@ -583,10 +624,11 @@ node_result host_coordinator(node_context& cx) {
   };
   auto c = cluster_internals::make(cx.sys, spec, cx.j.structure, *cx.j.optimizer, cx.j.loss, fresh_metrics(cx.j), parts);
   *coordinator = cluster_internals::coordinator(*c);
-  std::map<uint32_t, caf::actor> local;
+  std::map<uint32_t, shard_contact> local;
+  std::vector<std::unique_ptr<data_plane::server>> planes;  // before the shards stop
   if (shards_on_coordinator(def)) {
     auto shards = cluster_internals::ps(*c);
-    for (size_t i = 0; i < shards.size(); ++i) local[static_cast<uint32_t>(i)] = shards[i];
+    for (size_t i = 0; i < shards.size(); ++i) local[static_cast<uint32_t>(i)] = serve_shard(cx, shards[i], planes);
   }
   caf::anon_send(cx.node, caf::put_atom::value, local);
   caf::anon_send(cx.node, host_atom::value, cluster_internals::coordinator(*c), static_cast<uint32_t>(parts.local_workers),
@@ -635,6 +677,7 @@ node_result play_worker(node_context& cx) {
   // The ps shards, each over its own connection (so tensors never pass the chief).
   int num_ps = job_num_ps(cx.j, def);
   std::vector<ps_shard_actor> ps;
+  std::vector<shard_contact> contacts;
   for (int i = 0; i < num_ps; ++i) {
     caf::actor node = host;
     std::string where = task_at(def, host_task);
@@ -643,9 +686,10 @@ node_result play_worker(node_context& cx) {
       node = must(dial(cx.sys, def.ps[static_cast<size_t>(i)], def.connect_timeout), to_string(t));
       where = task_at(def, t);
     }
-    auto h = must(ask<caf::actor>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
+    auto c = must(ask<shard_contact>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
                   "asking " + where + " for ps shard " + std::to_string(i));
-    ps.push_back(caf::actor_cast<ps_shard_actor>(h));
+    ps.push_back(caf::actor_cast<ps_shard_actor>(c.shard));
+    contacts.push_back(std::move(c));
   }
   // The replica and its pipelines exactly as the chief's cluster would build them.
   auto spec = spec_for(cx.j, def);
@@ -656,6 +700,13 @@ node_result play_worker(node_context& cx) {
                                                  cluster_internals::placement_for(cx.j.structure, spec));
   o.ps = ps;
   o.seam = std::make_shared<send_seam>(cx.sys);
+  // Tensors to and from each shard on its data plane, when its process serves one.
+  auto seam = o.seam;
+  auto log = log_to(cx);
+  auto connect_budget = std::min(def.connect_timeout, std::chrono::milliseconds(5000));
+  std::vector<caf::actor> planes;
+  for (size_t i = 0; i < contacts.size(); ++i)
+    if (auto p = open_plane(cx.sys, contacts[i], seam, connect_budget, log, i)) planes.push_back(p);
   // Replicas of the training pipelines, so batches are made here (TensorFlow's per-worker
   // datasets) instead of crossing the network from the chief; with pipeline affinity
   // this worker reads its own pipeline in order.
@@ -672,8 +723,13 @@ node_result play_worker(node_context& cx) {
   if (!shards_on_coordinator(def)) {
     auto addrs = def.ps;
     auto budget = def.request_timeout;
-    redialer = cx.sys.spawn([ps, addrs, budget](caf::event_based_actor* self) -> caf::behavior {
+    redialer = cx.sys.spawn([ps, addrs, budget, seam, log, connect_budget](caf::event_based_actor* self) -> caf::behavior {
       auto index_of = std::make_shared<std::map<caf::actor_addr, size_t>>();
+      // The data planes opened to shards that came back end with the redialer.
+      auto opened = std::make_shared<std::vector<caf::actor>>();
+      self->attach_functor([opened](const caf::error&) {
+        for (auto& p : *opened) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+      });
       for (size_t i = 0; i < ps.size(); ++i) {
         (*index_of)[ps[i].address()] = i;
         self->monitor(ps[i]);
@@ -690,16 +746,18 @@ node_result play_worker(node_context& cx) {
           fetch_shard_from(d, addr, static_cast<uint32_t>(k), std::chrono::steady_clock::now() + budget,
                            std::chrono::seconds(10), [d, parent, k](caf::expected<located_shard> back) {
                              // Not back in time: the coordinator fails the run.
-                             if (back) d->send(parent, watch_atom::value, back->shard, static_cast<uint64_t>(k));
+                             if (back) d->send(parent, watch_atom::value, back->contact, static_cast<uint64_t>(k));
                              d->quit();
                            });
         });
       });
       return {
         // Watch the shard that came back too.
-        [self, index_of](watch_atom, caf::actor shard, uint64_t k) {
-          (*index_of)[shard.address()] = static_cast<size_t>(k);
-          self->monitor(shard);
+        [self, index_of, opened, seam, log, connect_budget](watch_atom, shard_contact& c, uint64_t k) {
+          (*index_of)[c.shard.address()] = static_cast<size_t>(k);
+          self->monitor(c.shard);
+          if (auto p = open_plane(self->system(), c, seam, connect_budget, log, static_cast<size_t>(k)))
+            opened->push_back(p);
         },
       };
     });
@@ -715,12 +773,14 @@ node_result play_worker(node_context& cx) {
   if (!admitted) {
     caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
     if (redialer) caf::anon_send_exit(redialer, caf::exit_reason::user_shutdown);
+    for (auto& p : planes) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
     for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
     fail(fmt::format("{} refused this task: {}", task_at(def, host_task), describe(admitted.error())));
   }
   cx.box->wait([](node_box& b) { return b.outcome.has_value(); }, std::nullopt);
   caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   if (redialer) caf::anon_send_exit(redialer, caf::exit_reason::user_shutdown);
+  for (auto& p : planes) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
   for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> g{cx.box->mtx};
   if (!cx.box->outcome) fail(cx.box->fatal);
@@ -735,7 +795,9 @@ node_result play_ps(node_context& cx) {
   o.detached = true;
   if (job_consistency(cx.j, def) == "sync") o.policy = hold_for_round();
   auto shard = spawn_ps_shard(cx.sys, *cx.j.optimizer, o);
-  caf::anon_send(cx.node, caf::put_atom::value, std::map<uint32_t, caf::actor>{{o.index, caf::actor_cast<caf::actor>(shard)}});
+  std::vector<std::unique_ptr<data_plane::server>> planes;
+  caf::anon_send(cx.node, caf::put_atom::value,
+                 std::map<uint32_t, shard_contact>{{o.index, serve_shard(cx, caf::actor_cast<caf::actor>(shard), planes)}});
   cx.box->wait([](node_box& b) { return b.stopped; }, std::nullopt);
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> g{cx.box->mtx};
@@ -941,6 +1003,8 @@ node_flags parse_node_flags(int argc, char** argv, int first) {
       f.help = true;
     else if (name == "--resume")
       f.resume = true;
+    else if (name == "--no-data-plane")
+      f.no_data_plane = true;
     else if (name == "--cluster")
       f.cluster_file = value(i, name);
     else if (name == "--task")
@@ -964,7 +1028,8 @@ node_flags parse_node_flags(int argc, char** argv, int first) {
 
 std::string node_usage(const std::string& program) {
   return fmt::format(
-    "usage: {} [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--tls-cert F --tls-key F --tls-ca F]\n"
+    "usage: {} [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--resume] [--no-data-plane]\n"
+    "       [--tls-cert F --tls-key F --tls-ca F]\n"
     "Plays one task of a cluster of processes (every task runs this same program).\n"
     "  --cluster FILE      the cluster (JSON, see actortrain/actors/cluster_file.hpp); without it\n"
     "                      the TF_CONFIG environment variable, e.g.\n"
@@ -975,6 +1040,8 @@ std::string node_usage(const std::string& program) {
     "  --threads N         scheduler threads of this process (default 2)\n"
     "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
     "                      directory, e.g. after the chief crashed; the other tasks may live on\n"
+    "  --no-data-plane     (ps, worker) move tensors over BASP instead of the tensor data plane\n"
+    "                      (a TCP connection of their own per worker and ps; never with TLS)\n"
     "  --tls-cert/--tls-key/--tls-ca FILE\n"
     "                      mutual TLS through caf::openssl: this node's certificate and key and\n"
     "                      the cluster's CA (tools/make-certs makes them); needed off loopback\n"
@@ -1018,6 +1085,7 @@ node_options resolve_node(const node_flags& flags) {
       "{}: cluster.evaluator: an evaluator evaluates the chief's checkpoints: give a checkpoint section", source));
   o.threads = flags.threads;
   o.resume = flags.resume;
+  o.data_plane = !flags.no_data_plane;
   if (o.resume && o.cluster.checkpoint_dir.empty())
     throw cluster_file_error(fmt::format("--resume: {} has no checkpoint section to resume from", source));
   return o;

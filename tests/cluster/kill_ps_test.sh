@@ -2,7 +2,8 @@
 # kill -9 of a ps process mid-training: the chief pauses, the restarted ps task (launch
 # --restart-failed) is dialed again at its address, every shard rolls back to the newest
 # checkpoint (written in the chief's directory), and the job completes with the exact
-# step count.
+# step count. Tensors go on the data plane, and the workers connect their data plane to
+# the new ps process too.
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
 launch_linear --checkpoint-dir "$WORK/ck" --checkpoint-every 500
@@ -18,5 +19,10 @@ grep -q '"event":"ps_restored"' "$M" || fail "no ps_restored event"
 grep -qF "[chief:0] chief:0 done: 4000 steps" "$WORK/out" || fail "not exactly 4000 steps"
 grep -qF "[ps:0] ps:0 done" "$WORK/out" || fail "the restarted ps task was not stopped at the end"
 ls "$WORK/ck" | grep -q ckpt- || fail "no checkpoint in the chief's directory"
+for w in 0 1; do
+  n=$(grep -c "\[worker:$w\] ps shard 0: data plane: connected to 127.0.0.1:" "$WORK/out")
+  [ "$n" -eq 2 ] || fail "worker:$w connected its data plane to ps shard 0 $n time(s), not twice"
+  grep -q "\[worker:$w\] ps shard 1: data plane: connected to 127.0.0.1:" "$WORK/out" || fail "worker:$w: no data plane to ps 1"
+done
 same_histories "$WORK/out" worker:0 worker:1
 echo "PASS"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `actortrain launch`: a chief, 2 ps tasks and 2 worker tasks on 127.0.0.1 train the
-# planted linear model; every task ends with status 0 and prints the same history.
+# planted linear model; every task ends with status 0 and prints the same history. Each
+# worker moves its tensors on the data plane to each ps task; with --no-data-plane the
+# same job runs with tensors over BASP.
 . "$(dirname "$0")/lib.sh"
 timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --dir "$WORK/run" --timeout 100 -- --epochs 3 >"$WORK/out" 2>&1
 rc=$?
@@ -14,6 +16,12 @@ for t in chief:0 worker:0 worker:1; do
   grep -qF "[$t] $t done: 300 steps" "$WORK/out" || fail "$t did not report 300 steps"
 done
 grep -qF "[ps:1] ps:1 done" "$WORK/out" || fail "ps:1 did not stop cleanly"
+n=$(grep -c "\[worker:[01]\] ps shard [01]: data plane: connected to 127.0.0.1:" "$WORK/out")
+[ "$n" -eq 4 ] || fail "$n data-plane connections, not 4 (2 workers x 2 ps)"
+timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --no-data-plane --timeout 100 -- --epochs 3 >"$WORK/basp" 2>&1
+[ $? -eq 0 ] || fail "--no-data-plane: $(tail -5 "$WORK/basp")"
+grep -qF "[chief:0] chief:0 done: 300 steps" "$WORK/basp" || fail "--no-data-plane: not 300 steps"
+! grep -q "data plane" "$WORK/basp" || fail "--no-data-plane still used the data plane"
 # The cluster file launch wrote is a valid one: a node refuses an out-of-range task.
 "$AT" node --example linear --cluster "$WORK/run/cluster.json" --task worker:7 >"$WORK/bad" 2>&1
 [ $? -eq 2 ] || fail "--task worker:7 did not exit with 2"

@@ -10,11 +10,28 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # N distinct free ports on 127.0.0.1, one per line.
 free_ports() {
+  # Below the kernel's ephemeral range, as `actortrain launch` picks them: a port there
+  # could be taken by an outgoing connection while its task is down, and a peer
+  # redialing it could connect to itself.
   python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+import random, socket, sys
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except Exception:
+    lo = 32768
+socks, seen = [], set()
+while len(socks) < int(sys.argv[1]):
+    p = random.randint(10000, max(10001, lo - 1))
+    if p in seen:
+        continue
+    seen.add(p)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        s.close()
+        continue
+    socks.append(s)
 print("\n".join(str(s.getsockname()[1]) for s in socks))
 PY
 }

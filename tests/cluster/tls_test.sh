@@ -64,6 +64,8 @@ wait $p; rp=$?
 for f in chief w0 w1 ps; do echo "== $f"; grep -v "^epoch\|^checkpoint" "$WORK/$f" | tail -4; done
 [ $rc -eq 0 ] && [ $ra -eq 0 ] && [ $rb -eq 0 ] && [ $rp -eq 0 ] || fail "exit statuses $rc $ra $rb $rp"
 grep -qF "chief:0 done: 10000 steps" "$WORK/chief" || fail "the TLS run did not end at 10000 steps"
+# Tensors stay inside TLS: no plaintext data plane is served or used.
+! grep -q "data plane" "$WORK/w0" "$WORK/w1" || fail "a worker used the plaintext data plane under TLS"
 grep "^epoch" "$WORK/chief" >"$WORK/h"
 grep "^epoch" "$WORK/w1" | cmp -s - "$WORK/h" || fail "worker 1's history differs"
 echo "PASS"

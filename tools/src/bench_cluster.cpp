@@ -3,7 +3,9 @@
 // and as 5 processes on 127.0.0.1 (a chief, 2 ps and 2 worker tasks started by
 // `actortrain launch`), interleaved round by round. Times count training only (from each
 // epoch's first to its last applied step, read from the chief's metrics file: the
-// evaluations after each epoch are left out), so samples/s compare the step path.
+// evaluations after each epoch are left out), so samples/s compare the step path. The
+// processes run twice per round: tensors on the data plane (data_plane.hpp), and over
+// BASP (--no-data-plane).
 
 #include "bench.hpp"
 #include "flags.hpp"
@@ -63,12 +65,14 @@ run_figures embedded(int epochs, uint64_t seed) {
   return r;
 }
 
-run_figures processes(int epochs, uint64_t seed) {
+run_figures processes(int epochs, uint64_t seed, bool data_plane) {
   auto metrics = fmt::format("/tmp/actortrain-bench-cluster-{}-p.jsonl", ::getpid());
   auto dir = fmt::format("/tmp/actortrain-bench-cluster-{}", ::getpid());
   std::remove(metrics.c_str());
   std::vector<std::string> cmd{"actortrain", "launch", "--example", "fashion_mnist", "--ps", "2", "--workers", "2",
-                               "--dir", dir, "--timeout", "1800", "--"};
+                               "--dir", dir, "--timeout", "1800"};
+  if (!data_plane) cmd.push_back("--no-data-plane");
+  cmd.push_back("--");
   for (auto& a : example_args(epochs, metrics, seed)) cmd.push_back(a);
   std::fflush(stdout);  // or the child's freopen prints our buffered lines again
   pid_t pid = ::fork();
@@ -98,22 +102,28 @@ int bench_cluster(int argc, char** argv, int first) {
   flags f{"actortrain bench cluster",
           "Trains the main job's MLP (784-256-128-10, Adam, batch 128) on Fashion-MNIST with 2 workers\n"
           "and 2 ps shards, as actors in one process (embedded) and as 5 processes on 127.0.0.1\n"
-          "(chief, 2 ps, 2 workers, via actortrain launch), interleaved for --rounds rounds (seed =\n"
-          "round). Prints training samples/s (evaluations excluded), the final test accuracy and\n"
-          "the mean staleness per round, the medians, and processes/embedded."};
+          "(chief, 2 ps, 2 workers, via actortrain launch; tensors on the data plane, then again over\n"
+          "BASP with --no-data-plane), interleaved for --rounds rounds (seed = round). Prints\n"
+          "training samples/s (evaluations excluded), the final test accuracy and the mean\n"
+          "staleness per round, the medians, processes/embedded and data plane/BASP."};
   f.add("epochs", epochs, "epochs per run").add("rounds", rounds, "rounds (each runs both)");
   if (!f.parse(argc, argv, first)) return 0;
   if (epochs < 1 || rounds < 1) throw usage_error("--epochs and --rounds must be >= 1");
-  std::vector<double> e_sps, p_sps, e_acc, p_acc;
+  std::vector<double> e_sps, p_sps, b_sps, e_acc, p_acc, b_acc;
   fmt::print("{:>5}  {:<10} {:>12} {:>9} {:>10}\n", "round", "variant", "samples/s", "accuracy", "staleness");
   for (int r = 1; r <= rounds; ++r) {
     auto seed = static_cast<uint64_t>(r);
     auto e = embedded(epochs, seed);
     fmt::print("{:>5}  {:<10} {:>12.0f} {:>9.4f} {:>10.2f}\n", r, "embedded", e.samples_per_second, e.accuracy,
                e.staleness);
-    auto p = processes(epochs, seed);
+    auto p = processes(epochs, seed, true);
     fmt::print("{:>5}  {:<10} {:>12.0f} {:>9.4f} {:>10.2f}\n", r, "processes", p.samples_per_second, p.accuracy,
                p.staleness);
+    auto b = processes(epochs, seed, false);
+    fmt::print("{:>5}  {:<10} {:>12.0f} {:>9.4f} {:>10.2f}\n", r, "over BASP", b.samples_per_second, b.accuracy,
+               b.staleness);
+    b_sps.push_back(b.samples_per_second);
+    b_acc.push_back(b.accuracy);
     std::fflush(stdout);
     e_sps.push_back(e.samples_per_second);
     p_sps.push_back(p.samples_per_second);
@@ -123,6 +133,8 @@ int bench_cluster(int argc, char** argv, int first) {
   double e = median(e_sps), p = median(p_sps);
   fmt::print("median  embedded {:.0f} samples/s (accuracy {:.4f}), processes {:.0f} samples/s (accuracy {:.4f})\n", e,
              median(e_acc), p, median(p_acc));
+  fmt::print("processes over BASP (--no-data-plane) {:.0f} samples/s (accuracy {:.4f}); data plane/BASP = {:.2f}\n",
+             median(b_sps), median(b_acc), median(b_sps) > 0 ? p / median(b_sps) : 0.0);
   fmt::print("processes/embedded = {:.2f}; goal: >= 100000 samples/s across processes ({})\n", e > 0 ? p / e : 0.0,
              p >= 100000 ? "met" : "not met");
   return 0;

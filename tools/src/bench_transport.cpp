@@ -31,6 +31,7 @@
 #include "flags.hpp"
 
 #include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/data_plane.hpp>
 #include <actortrain/actors/errors.hpp>
 #include <actortrain/actors/messages.hpp>
 
@@ -484,8 +485,8 @@ void serve_raw_tls(tls_stream& s) {
   }
 }
 
-void report_ports(int fd, uint16_t raw, uint16_t basp) {
-  auto line = fmt::format("{} {}\n", raw, basp);
+void report_ports(int fd, uint16_t raw, uint16_t basp, const data_plane::endpoint& plane) {
+  auto line = fmt::format("{} {} {} {}\n", raw, basp, plane.port, plane.token.empty() ? "-" : plane.token);
   if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) fail_errno("reporting the ports");
   ::close(fd);
 }
@@ -520,9 +521,12 @@ int serve_or_throw(const transport_options& o, int report_fd) {
   auto basp = tls ? caf::openssl::publish(ps.a, 0, host, /*reuse=*/true)
                   : sys.middleman().publish(ps.a, 0, host, /*reuse_addr=*/true);
   if (!basp) throw std::runtime_error(fmt::format("{}publish on 127.0.0.1: {}", tls ? "TLS " : "", describe(basp.error())));
+  // Plaintext only, as in a cluster: the tensor data plane beside BASP.
+  std::optional<data_plane::server> plane;
+  if (!tls) plane.emplace(sys, ps.a, std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout));
   uint16_t raw_port = 0;
   auto listener = listen_loopback(raw_port);
-  report_ports(report_fd, raw_port, *basp);
+  report_ports(report_fd, raw_port, *basp, plane ? plane->where() : data_plane::endpoint{});
   auto conn = accept_within(listener.get(), idle_bound);
   if (!tls) {
     serve_raw(conn.get());
@@ -593,6 +597,8 @@ class ps_process {
   pid_t pid() const { return pid_; }
   uint16_t raw_port() const { return raw_port_; }
   uint16_t basp_port() const { return basp_port_; }
+  /// The ps side's data plane (port 0 over TLS).
+  const data_plane::endpoint& plane() const { return plane_; }
 
   // Waits up to exit_bound for the ps side to exit by itself, then kills it; returns
   // a description of how it ended ("" = exited with status 0).
@@ -631,15 +637,20 @@ class ps_process {
       if (n <= 0) throw std::runtime_error("the ps side " + finish() + " before reporting its ports");
       line.append(tmp, static_cast<size_t>(n));
     }
-    unsigned raw = 0, basp = 0;
-    if (std::sscanf(line.c_str(), "%u %u", &raw, &basp) != 2 || raw == 0 || basp == 0 || raw > 65535 || basp > 65535)
-      throw std::runtime_error("the ps side reported '" + line + "' instead of two ports");
+    unsigned raw = 0, basp = 0, plane = 0;
+    char token[64] = {};
+    if (std::sscanf(line.c_str(), "%u %u %u %63s", &raw, &basp, &plane, token) != 4 || raw == 0 || basp == 0 ||
+        raw > 65535 || basp > 65535 || plane > 65535)
+      throw std::runtime_error("the ps side reported '" + line + "' instead of three ports and a token");
     raw_port_ = static_cast<uint16_t>(raw);
     basp_port_ = static_cast<uint16_t>(basp);
+    plane_.port = static_cast<uint16_t>(plane);
+    plane_.token = token;
   }
 
   pid_t pid_ = -1;
   uint16_t raw_port_ = 0, basp_port_ = 0;
+  data_plane::endpoint plane_;
 };
 
 // -- the bench side: raw TCP --------------------------------------------------------
@@ -760,8 +771,9 @@ struct runner_state {
 // ps side's node create, announce and later drop a proxy for each one: BASP traffic
 // inside the timed window that a real worker does not pay. It monitors the ps side:
 // BASP never fails a pending request when the peer dies, so without this a dead ps
-// side would cost a full request timeout.
-caf::behavior round_runner(caf::event_based_actor* self, caf::actor ps) {
+// side would cost a full request timeout. With a data plane, the requests go to its
+// stand-in `via` (which carries them to the same actor) instead.
+caf::behavior round_runner(caf::event_based_actor* self, caf::actor ps, caf::actor via) {
   auto st = std::make_shared<runner_state>();
   self->monitor(ps);
   self->set_down_handler([st](caf::down_msg& dm) {
@@ -778,28 +790,34 @@ caf::behavior round_runner(caf::event_based_actor* self, caf::actor ps) {
     st->pending = r;
     return r;
   };
+  auto to = via ? via : ps;
   return {
+    // The pull goes right behind the push, as a worker's next pull does: CAF keeps one
+    // sender's messages in order, so the pull is served after the push. The round ends
+    // when both replies are in.
     [=](dense_round_atom, const caf::message& push, const caf::message& pull, int64_t floats) {
       auto r = begin();
       if (!r) return;
-      self->request(ps, request_timeout, push)
+      auto left = std::make_shared<int>(2);
+      self->request(to, request_timeout, push)
         .then(
           [=](const push_reply&) {
-            self->request(ps, request_timeout, pull)
-              .then(
-                [=](const pull_reply& p) {
-                  if (p.values.size() != 1 || p.values[0].value.rows() * p.values[0].value.cols() != floats)
-                    return r->fail("pull: the reply holds the wrong partition");
-                  r->done();
-                },
-                [=](caf::error& e) { r->fail("pull", e); });
+            if (--*left == 0) r->done();
           },
           [=](caf::error& e) { r->fail("push", e); });
+      self->request(to, request_timeout, pull)
+        .then(
+          [=](const pull_reply& p) {
+            if (p.values.size() != 1 || p.values[0].value.rows() * p.values[0].value.cols() != floats)
+              return r->fail("pull: the reply holds the wrong partition");
+            if (--*left == 0) r->done();
+          },
+          [=](caf::error& e) { r->fail("pull", e); });
     },
     [=](sparse_round_atom, const caf::message& pull_rows, int64_t rows) {
       auto r = begin();
       if (!r) return;
-      self->request(ps, request_timeout, pull_rows)
+      self->request(to, request_timeout, pull_rows)
         .then(
           [=](const rows_reply& p) {
             if (static_cast<int64_t>(p.ids.size()) != rows || p.rows.rows() != rows)
@@ -813,8 +831,9 @@ caf::behavior round_runner(caf::event_based_actor* self, caf::actor ps) {
 
 class basp_client {
  public:
-  // Connects through the middleman actor with a timeout (remote_actor has none).
-  basp_client(caf::actor_system& sys, uint16_t port) : sys_(sys) {
+  // Connects through the middleman actor with a timeout (remote_actor has none); with
+  // `plane`, the rounds then go over that data plane (control stays on BASP).
+  basp_client(caf::actor_system& sys, uint16_t port, const data_plane::endpoint* plane = nullptr) : sys_(sys) {
     auto handle = std::make_shared<caf::actor>();
     auto o = in_actor(sys, [port, handle](caf::event_based_actor* self, report_fn done) {
       auto start = steady_clock::now();
@@ -832,13 +851,17 @@ class basp_client {
     });
     if (!o.error.empty()) throw std::runtime_error(fmt::format("connecting to {}:{}: {}", host, port, o.error));
     connect_ms_ = o.ms;
-    runner_ = sys.spawn(round_runner, *handle);
+    if (plane) via_ = data_plane::open(sys, *plane, *handle, nullptr, std::chrono::seconds(5));
+    runner_ = sys.spawn(round_runner, *handle, via_);
   }
 
   basp_client(const basp_client&) = delete;
   basp_client& operator=(const basp_client&) = delete;
   // ~actor_system waits for live actors: the runner must go.
-  ~basp_client() { caf::anon_send_exit(runner_, caf::exit_reason::user_shutdown); }
+  ~basp_client() {
+    caf::anon_send_exit(runner_, caf::exit_reason::user_shutdown);
+    if (via_) caf::anon_send_exit(via_, caf::exit_reason::user_shutdown);
+  }
 
   double connect_ms() const { return connect_ms_; }
 
@@ -866,6 +889,7 @@ class basp_client {
 
   caf::actor_system& sys_;
   caf::actor runner_;
+  caf::actor via_;
   double connect_ms_ = 0;
 };
 
@@ -873,22 +897,28 @@ class basp_client {
 
 struct paired_medians {
   double raw_ms = 0;
-  double actortrain_ms = 0;
+  double actortrain_ms = 0;  // over BASP
+  double plane_ms = 0;       // on the data plane (0: not measured)
   double ratio() const { return actortrain_ms / raw_ms; }
+  double plane_ratio() const { return plane_ms / raw_ms; }
 };
 
-// Warm-up rounds, then `rounds` interleaved pairs (raw first); the medians of each.
+// Warm-up rounds, then `rounds` interleaved turns (each runs every function, in order);
+// the median of each function's times.
+std::vector<double> interleave_all(int rounds, const std::vector<std::function<double()>>& fs) {
+  for (int i = 0; i < warmup_rounds; ++i)
+    for (auto& f : fs) f();
+  std::vector<std::vector<double>> times(fs.size());
+  for (int i = 0; i < rounds; ++i)
+    for (size_t k = 0; k < fs.size(); ++k) times[k].push_back(fs[k]());
+  std::vector<double> out;
+  for (auto& t : times) out.push_back(median(t));
+  return out;
+}
+
 paired_medians interleave(int rounds, const std::function<double()>& raw, const std::function<double()>& at) {
-  for (int i = 0; i < warmup_rounds; ++i) {
-    raw();
-    at();
-  }
-  std::vector<double> r, a;
-  for (int i = 0; i < rounds; ++i) {
-    r.push_back(raw());
-    a.push_back(at());
-  }
-  return {median(r), median(a)};
+  auto m = interleave_all(rounds, {raw, at});
+  return {m[0], m[1], 0};
 }
 
 double mb_per_s(double bytes, double ms) { return bytes / (ms * 1e3); }
@@ -913,26 +943,33 @@ caf::message dense_pull(size_t index) {
 }
 
 // Returns the ratio at goal_bytes when that size was measured; `all` gets every size's.
-std::optional<double> measure_dense(const transport_options& o, raw_client& raw, basp_client& at,
+// `at` talks BASP, `plane` the same actor on the data plane. Returns the data plane's
+// ratio at goal_bytes when that size was measured; `all` gets every size's medians.
+std::optional<double> measure_dense(const transport_options& o, raw_client& raw, basp_client& at, basp_client& plane,
                                     std::vector<paired_medians>& all) {
-  fmt::print("dense: one round = push N bytes (one dense_slice) then pull N bytes (one partition_value);\n"
-             "raw TCP: send N bytes, receive N bytes. Medians of {} interleaved rounds after {} warm-up.\n\n",
+  fmt::print("dense: one round = push N bytes (one dense_slice) and, right behind it as a worker sends\n"
+             "its next pull, pull N bytes (one partition_value); done when both replies are in;\n"
+             "raw TCP: send N bytes, receive N bytes. BASP: ActorTrain's messages over CAF's BASP; data\n"
+             "plane: the same messages on ActorTrain's tensor data plane (what a worker and a ps task\n"
+             "use in plaintext). Medians of {} interleaved rounds after {} warm-up.\n\n",
              o.rounds, warmup_rounds);
-  fmt::print("{:>10} {:>8} {:>10} {:>10} {:>14} {:>16} {:>15}\n", "bytes", "", "raw ms", "raw MB/s", "actortrain ms",
-             "actortrain MB/s", "actortrain/raw");
+  fmt::print("{:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "bytes", "", "raw ms", "raw MB/s", "BASP ms",
+             "BASP/raw", "plane ms", "plane MB/s", "plane/raw");
   std::optional<double> goal;
   for (size_t i = 0; i < o.sizes.size(); ++i) {
     auto n = o.sizes[i];
     // Prebuilt once per size: a round sends the same messages (shared, not copied).
     auto push = dense_push(n), pull = dense_pull(i);
-    auto m = interleave(
-      o.rounds, [&] { return raw.round_ms(static_cast<uint64_t>(n), static_cast<uint64_t>(n)); },
-      [&] { return at.dense_round_ms(push, pull, n / 4); });
+    auto t = interleave_all(o.rounds, {[&] { return raw.round_ms(static_cast<uint64_t>(n), static_cast<uint64_t>(n)); },
+                                       [&] { return at.dense_round_ms(push, pull, n / 4); },
+                                       [&] { return plane.dense_round_ms(push, pull, n / 4); }});
+    paired_medians m{t[0], t[1], t[2]};
     auto moved = 2.0 * static_cast<double>(n);
-    fmt::print("{:>10} {:>8} {:>10.3f} {:>10.1f} {:>14.3f} {:>16.1f} {:>14.2f}x\n", n, human_bytes(n), m.raw_ms,
-               mb_per_s(moved, m.raw_ms), m.actortrain_ms, mb_per_s(moved, m.actortrain_ms), m.ratio());
+    fmt::print("{:>10} {:>8} {:>9.3f} {:>9.1f} {:>9.3f} {:>8.2f}x {:>9.3f} {:>10.1f} {:>9.2f}x\n", n, human_bytes(n),
+               m.raw_ms, mb_per_s(moved, m.raw_ms), m.actortrain_ms, m.ratio(), m.plane_ms, mb_per_s(moved, m.plane_ms),
+               m.plane_ratio());
     std::fflush(stdout);
-    if (n == goal_bytes) goal = m.ratio();
+    if (n == goal_bytes) goal = m.plane_ratio();
     all.push_back(m);
   }
   return goal;
@@ -946,7 +983,8 @@ size_t serialized_bytes(caf::actor_system& sys, T x) {
   return buf.size();
 }
 
-void measure_sparse(const transport_options& o, caf::actor_system& sys, raw_client& raw, basp_client& at) {
+void measure_sparse(const transport_options& o, caf::actor_system& sys, raw_client& raw, basp_client& at,
+                    basp_client& plane) {
   auto rows = o.sparse_rows;
   pull_rows_request req;
   req.variable = 1;
@@ -960,15 +998,15 @@ void measure_sparse(const transport_options& o, caf::actor_system& sys, raw_clie
              "answered by a rows_reply (ids and a {} x 1 tensor): serialized {} bytes up, {} bytes down;\n"
              "raw TCP moves the same byte counts. Medians of {} interleaved rounds after {} warm-up.\n\n",
              rows, rows, rows, up, down, o.rounds, warmup_rounds);
-  auto m = interleave(o.rounds, [&] { return raw.round_ms(up, down); }, [&] { return at.sparse_round_ms(msg, rows); });
+  auto t = interleave_all(o.rounds, {[&] { return raw.round_ms(up, down); }, [&] { return at.sparse_round_ms(msg, rows); },
+                                     [&] { return plane.sparse_round_ms(msg, rows); }});
   auto moved = static_cast<double>(up + down);
   auto keys = static_cast<double>(rows);
-  fmt::print("{:>12} {:>10} {:>10} {:>14}\n", "", "ms", "MB/s", "keys/s");
-  fmt::print("{:>12} {:>10.3f} {:>10.1f} {:>14.0f}\n", "raw TCP", m.raw_ms, mb_per_s(moved, m.raw_ms),
-             keys / (m.raw_ms / 1e3));
-  fmt::print("{:>12} {:>10.3f} {:>10.1f} {:>14.0f}\n", "actortrain", m.actortrain_ms, mb_per_s(moved, m.actortrain_ms),
-             keys / (m.actortrain_ms / 1e3));
-  fmt::print("actortrain/raw = {:.2f}x\n", m.ratio());
+  fmt::print("{:>12} {:>10} {:>10} {:>14} {:>8}\n", "", "ms", "MB/s", "keys/s", "/raw");
+  const char* names[] = {"raw TCP", "BASP", "data plane"};
+  for (size_t k = 0; k < 3; ++k)
+    fmt::print("{:>12} {:>10.3f} {:>10.1f} {:>14.0f} {:>7.2f}x\n", names[k], t[k], mb_per_s(moved, t[k]),
+               keys / (t[k] / 1e3), t[k] / t[0]);
 }
 
 void print_goal(const std::optional<double>& ratio) {
@@ -976,7 +1014,7 @@ void print_goal(const std::optional<double>& ratio) {
   if (!ratio)
     fmt::print("not measured (--sizes lacks {})\n", goal_bytes);
   else
-    fmt::print("actortrain/raw = {:.2f}x, {}\n", *ratio, *ratio <= goal_ratio ? "met" : "NOT met");
+    fmt::print("data plane/raw = {:.2f}x, {}\n", *ratio, *ratio <= goal_ratio ? "met" : "NOT met");
 }
 
 // The dense sizes over TLS: raw OpenSSL vs actortrain over caf::openssl, against a ps
@@ -1060,10 +1098,12 @@ int measure_plain(const char* argv0, const transport_options& o, std::vector<pai
   configure_system(cfg);
   caf::actor_system sys{cfg};
   basp_client at{sys, ps.basp_port()};
-  fmt::print("bench transport: ps side is process {} on {} (raw TCP port {}, BASP port {}, connected in {:.1f} ms)\n",
-             ps.pid(), host, ps.raw_port(), ps.basp_port(), at.connect_ms());
-  auto goal = measure_dense(o, raw, at, plain);
-  if (o.sparse_rows > 0) measure_sparse(o, sys, raw, at);
+  basp_client plane{sys, ps.basp_port(), &ps.plane()};
+  fmt::print("bench transport: ps side is process {} on {} (raw TCP port {}, BASP port {}, connected in {:.1f} ms,\n"
+             "data plane port {})\n",
+             ps.pid(), host, ps.raw_port(), ps.basp_port(), at.connect_ms(), ps.plane().port);
+  auto goal = measure_dense(o, raw, at, plane, plain);
+  if (o.sparse_rows > 0) measure_sparse(o, sys, raw, at, plane);
   print_goal(goal);
   raw.close();  // the ps side's cue to exit
   if (auto how = ps.finish(); !how.empty()) {
@@ -1081,13 +1121,14 @@ int bench_transport(int argc, char** argv, int first) {
   flags f{"actortrain bench transport",
           "Measures the tensor data plane between two processes on 127.0.0.1: the bench starts\n"
           "a second process of itself as the ps side and compares, per --sizes entry, a raw\n"
-          "blocking TCP_NODELAY socket (send N bytes, receive N bytes) with ActorTrain over CAF's\n"
-          "BASP (a push_request of one N-byte dense_slice, then a pull_request answered with one\n"
-          "N-byte partition; the ps side applies nothing), --rounds interleaved rounds each after\n"
-          "3 warm-up rounds. Prints median ms, MB/s (both directions) and actortrain/raw per size,\n"
-          "and whether 4 MiB meets the goal of 1.2x raw TCP. Then one pull_rows_request of\n"
-          "--sparse-rows ids against a --sparse-rows x 1 partition (0 skips it): median ms and\n"
-          "keys/s, beside raw TCP moving the same serialized byte counts. --tls adds the dense\n"
+          "blocking TCP_NODELAY socket (send N bytes, receive N bytes) with ActorTrain's messages\n"
+          "(a push_request of one N-byte dense_slice, then a pull_request answered with one N-byte\n"
+          "partition; the ps side applies nothing) over CAF's BASP and on ActorTrain's tensor data\n"
+          "plane, --rounds interleaved rounds each after 3 warm-up rounds. Prints median ms, MB/s\n"
+          "(both directions) and the ratios to raw per size, and whether the data plane meets the\n"
+          "goal of 1.2x raw TCP at 4 MiB. Then one pull_rows_request of --sparse-rows ids against\n"
+          "a --sparse-rows x 1 partition (0 skips it): median ms and keys/s of the three, raw TCP\n"
+          "moving the same serialized byte counts. --tls adds the dense\n"
           "sizes over mutual TLS (certificates made with the openssl command in a temporary\n"
           "directory): a raw OpenSSL socket pair beside ActorTrain over caf::openssl, and\n"
           "actortrain tls/plain."};

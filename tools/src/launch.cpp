@@ -26,6 +26,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,7 @@ const char* node_help =
   "  --threads N         scheduler threads of this process (default 2)\n"
   "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
   "                      directory, e.g. after the chief crashed\n"
+  "  --no-data-plane     (ps, worker) tensors over BASP instead of the tensor data plane\n"
   "  --tls-cert/--tls-key/--tls-ca FILE  mutual TLS: this node's certificate and key, the\n"
   "                      cluster's CA (tools/make-certs makes them); needed off loopback\n"
   "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n"
@@ -127,22 +130,47 @@ volatile sig_atomic_t stop_requested = 0;
 extern "C" void on_stop_signal(int) { stop_requested = 1; }
 
 // A free TCP port on 127.0.0.1 (the kernel's choice; released before the task binds it).
-uint16_t free_port() {
+// The kernel's range for outgoing connections' local ports ([32768, 60999] by default).
+std::pair<int, int> ephemeral_range() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int lo = 32768, hi = 60999;
+  if (!(in >> lo >> hi) || lo < 1025 || hi < lo) return {32768, 60999};
+  return {lo, hi};
+}
+
+bool can_bind(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    auto err = std::string(std::strerror(errno));
-    ::close(fd);
-    throw std::runtime_error("finding a free port: " + err);
-  }
+  a.sin_port = htons(port);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   ::close(fd);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+// A free port for a task, below the ephemeral range: while a task is down (killed, being
+// restarted) no outgoing connection can take its port then, and a peer that keeps
+// redialing it cannot connect to itself (a TCP self-connect, which BASP reads as a
+// refused handshake: tests/cluster/kill_ps_test.sh failed so about 1 run in 10 before).
+uint16_t free_port(std::set<uint16_t>& taken) {
+  auto [lo, hi] = ephemeral_range();
+  int first = 10000, last = lo - 1;
+  if (last - first < 1000) {  // no room below: above it, else anywhere
+    first = hi + 1;
+    last = 65535;
+  }
+  std::mt19937 rng{std::random_device{}()};
+  std::uniform_int_distribution<int> pick(first, std::max(first, last));
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    auto port = static_cast<uint16_t>(pick(rng));
+    if (!taken.count(port) && can_bind(port)) {
+      taken.insert(port);
+      return port;
+    }
+  }
+  throw std::runtime_error(fmt::format("no free port in [{}, {}] on 127.0.0.1", first, last));
 }
 
 struct child {
@@ -220,7 +248,7 @@ bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 
 
 int launch_command(int argc, char** argv, int first) {
   int ps = 1, workers = 2, max_restarts = 3;
-  bool restart_failed = false, evaluator = false;
+  bool restart_failed = false, evaluator = false, no_data_plane = false;
   std::string example, consistency, dir, checkpoint_dir;
   int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0;
   flags f{"actortrain launch",
@@ -245,6 +273,8 @@ int launch_command(int argc, char** argv, int first) {
     .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)")
     .add("restart-failed", restart_failed, "restart a worker or ps task that crashes (a worker rejoins under a new "
          "generation; a ps task is restored from the last checkpoint)")
+    .add("no-data-plane", no_data_plane, "move tensors over BASP, not the tensor data plane (worker-ps connections "
+         "of their own)")
     .add("max-restarts", max_restarts, "restarts per task with --restart-failed")
     .add("timeout", timeout_s, "stop every task and fail after this many seconds (0: no limit)")
     .add("dir", dir, "where the cluster file goes (default: a new directory under /tmp)");
@@ -264,9 +294,10 @@ int launch_command(int argc, char** argv, int first) {
   // The cluster file.
   std::vector<std::string> tasks;
   std::map<std::string, std::vector<std::string>> addrs;
+  std::set<uint16_t> ports;
   auto add = [&](const std::string& type, int n) {
     for (int i = 0; i < n; ++i) {
-      addrs[type].push_back(fmt::format("\"127.0.0.1:{}\"", free_port()));
+      addrs[type].push_back(fmt::format("\"127.0.0.1:{}\"", free_port(ports)));
       tasks.push_back(fmt::format("{}:{}", type, i));
     }
   };
@@ -311,7 +342,9 @@ int launch_command(int argc, char** argv, int first) {
 
   std::vector<child> children(tasks.size());
   auto start = [&](child& c) {
-    std::vector<std::string> cmd{"actortrain", "node", "--cluster", file, "--task", c.task, "--example", example, "--"};
+    std::vector<std::string> cmd{"actortrain", "node", "--cluster", file, "--task", c.task, "--example", example};
+    if (no_data_plane) cmd.push_back("--no-data-plane");
+    cmd.push_back("--");
     cmd.insert(cmd.end(), example_args.begin(), example_args.end());
     c.pid = start_child(cmd, c.out, c.err);
     c.running = true;

@@ -129,10 +129,30 @@ struct tensor {
 /// Largest tensor a peer may announce (2^31 floats): bounds allocations from the wire.
 constexpr uint64_t max_wire_floats = uint64_t{1} << 31;
 
+namespace detail {
+/// Tensors that travel beside a serialized message instead of inside it (the data plane,
+/// data_plane.hpp): while a thread has one installed, inspect() writes a tensor as its
+/// rows and cols only and appends its matrix to `out` (shared, not copied), and reads
+/// one by taking the next matrix of `in`, which must have the announced shape. A null or
+/// 0x0 tensor travels as 0x0 and takes no entry. Elsewhere (BASP) nothing changes.
+struct tensor_side_channel {
+  std::vector<std::shared_ptr<const model::matrix>> out;
+  std::vector<std::shared_ptr<model::matrix>> in;
+  size_t next = 0;
+};
+/// This thread's side channel (null: tensors travel inline).
+tensor_side_channel*& side_channel();
+}  // namespace detail
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor& x) {
   if constexpr (std::is_same<Inspector, caf::serializer>::value) {
     uint64_t rows = static_cast<uint64_t>(x.rows()), cols = static_cast<uint64_t>(x.cols());
+    if (auto* side = detail::side_channel()) {
+      if (rows == 0 && cols == 0) return f(rows, cols);
+      side->out.push_back(x.value);
+      return f(rows, cols);
+    }
     size_t n = static_cast<size_t>(rows * cols);
     return caf::error::eval([&] { return f(rows, cols); }, [&] { return f.begin_sequence(n); },
                             [&]() -> caf::error {
@@ -143,6 +163,20 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
   } else if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
     uint64_t rows = 0, cols = 0;
     size_t n = 0;
+    if (auto* side = detail::side_channel()) {
+      if (auto err = f(rows, cols)) return err;
+      if (rows == 0 && cols == 0) {
+        x.value.reset();
+        return caf::none;
+      }
+      if (side->next >= side->in.size())
+        return caf::make_error(caf::sec::invalid_argument, "tensor: more tensors than the frame announced");
+      auto& m = side->in[side->next++];
+      if (!m || static_cast<uint64_t>(m->rows()) != rows || static_cast<uint64_t>(m->cols()) != cols)
+        return caf::make_error(caf::sec::invalid_argument, "tensor: shape differs from the frame's table");
+      x.value = std::move(m);
+      return caf::none;
+    }
     return caf::error::eval(
       [&] { return f(rows, cols); }, [&] { return f.begin_sequence(n); },
       [&]() -> caf::error {
@@ -745,6 +779,20 @@ typename Inspector::result_type inspect(Inspector& f, node_registration& x) {
   return f(caf::meta::type_name("node_registration"), x.worker, x.fingerprint, x.replica, x.node, x.task);
 }
 
+/// What a task answers (ps_handle_atom, index) with: ps shard `index` and, when its
+/// process serves one, the shard's data plane (data_plane.hpp; port 0 = none: TLS mode,
+/// or turned off), where a client presents `data_token`.
+struct shard_contact {
+  caf::actor shard;
+  uint16_t data_port = 0;
+  std::string data_token;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_contact& x) {
+  return f(caf::meta::type_name("shard_contact"), x.shard, x.data_port, x.data_token);
+}
+
 /// The end of a job, sent by the coordinator's task to every other task: the run's
 /// summary, or what ended it.
 struct job_outcome {
@@ -802,6 +850,7 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::worker_status))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::cluster_status))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::node_registration))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::job_outcome))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::shard_contact))
 CAF_END_TYPE_ID_BLOCK(actortrain)
 
 namespace actortrain {

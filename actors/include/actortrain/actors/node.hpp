@@ -96,6 +96,9 @@ struct node_options {
   /// The coordinator's task continues the run saved in the cluster's checkpoint
   /// directory (a chief restarted after a crash; the ps tasks may have lived on).
   bool resume = false;
+  /// Tensors between worker and ps tasks on the data plane (data_plane.hpp) instead of
+  /// BASP; never with TLS.
+  bool data_plane = true;
   /// Where progress and the history go (stdout when null).
   std::ostream* out = nullptr;
   /// Prefix of this process's log lines ("[worker:1] "); "" = none.
@@ -119,11 +122,12 @@ struct node_flags {
   std::string tls_cert, tls_key, tls_ca;
   int threads = 2;
   bool resume = false;
+  bool no_data_plane = false;
   bool help = false;
 };
 
 /// Parses run_node's flags from argv[first..]: --cluster FILE, --task TYPE:INDEX,
-/// --tls-cert/--tls-key/--tls-ca FILE, --threads N, --resume, --help. Throws cluster_file_error
+/// --tls-cert/--tls-key/--tls-ca FILE, --threads N, --resume, --no-data-plane, --help. Throws cluster_file_error
 /// for an unknown flag or a missing value.
 node_flags parse_node_flags(int argc, char** argv, int first = 1);
 

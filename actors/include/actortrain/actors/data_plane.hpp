@@ -1,0 +1,94 @@
+#pragma once
+// The tensor data plane: pulls and pushes between a worker process and a ps process on a
+// TCP connection of their own, beside BASP, which keeps every other message (control,
+// fences, heartbeats, the handles themselves).
+//
+// Why: BASP moves a tensor through four user-space passes (serialize, a zero-filled read
+// buffer, a copy to its worker thread, deserialize) and made a 4 MiB push + pull take
+// about twice a raw TCP transfer of the same bytes. Here a message is serialized without
+// its tensors (detail::tensor_side_channel in messages.hpp): a frame is a small header,
+// the tensors' shapes, the message's other bytes, then each tensor's floats written
+// straight from the matrix the message shares and read straight into the matrix the
+// receiver gets. The kernel's copies are the only ones.
+//
+// Frames. {magic, tensor count, request id, meta length} (24 bytes), then rows and cols
+// of each tensor (16 bytes each), then the CAF serialization of the message, then the
+// floats, little-endian. The reader checks every announced length against fixed bounds
+// (max_wire_floats per tensor, 2^16 tensors, 1 GiB of meta) before allocating and closes
+// the connection on the first malformed frame; replies carry the request's id.
+//
+// Who talks. The ps side's `server` listens on 127.0.0.1 at a kernel-picked port for one
+// shard; a client presents a random per-process token (issued over BASP in the
+// shard_contact a task answers ps_handle with) before anything else, else it is closed.
+// Each accepted connection gets a reader thread and a detached bridge actor that asks
+// the shard (with the request timeout) and writes its reply. The worker side's stand-in
+// (`open`) is a detached actor per shard: it connects, enters itself in the worker's
+// send seam as the route for that shard (send_seam.hpp: pull, pull_rows, push), writes
+// each request it gets as a frame, and answers it when the reply frame comes back, so
+// the worker's requests, timeouts and error handling are the ones it has over BASP.
+//
+// Failure. A stand-in ends when its connection closes or fails, when the shard it stands
+// for goes down (BASP's monitor and heartbeats say so), or when told to exit; it then
+// fails its open requests (error shard_lost) and leaves the seam, so later requests take
+// BASP again. Writes are bounded by the timeout; a connection that cannot be made in time
+// leaves the worker on BASP, with a log line.
+//
+// TLS. The data plane is plaintext: a cluster with a tls section keeps every tensor
+// inside caf::openssl and serves no data plane (shard_contact::data_port = 0).
+//
+// Includes only CAF's forward declarations.
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace actortrain {
+class send_seam;
+}
+
+namespace actortrain::data_plane {
+
+/// Where log lines go (one line each, without a newline); null = nowhere.
+using log_fn = std::function<void(const std::string&)>;
+
+/// Where one shard's data plane listens (on 127.0.0.1) and what a client presents.
+struct endpoint {
+  uint16_t port = 0;   ///< 0 = no data plane
+  std::string token;   ///< 32 hex digits
+};
+
+/// Serves one ps shard's data plane until destroyed.
+class server {
+ public:
+  /// Listens on 127.0.0.1 at a port the kernel picks, with a fresh random token; asks
+  /// `shard` with `request_timeout`. Throws std::runtime_error when it cannot listen.
+  server(caf::actor_system& sys, caf::actor shard, std::chrono::milliseconds request_timeout, log_fn log = nullptr);
+  /// Stops accepting, closes every connection and joins its threads (their bridges end).
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  endpoint where() const;
+  /// Connections that presented the token and are still open.
+  size_t connections() const;
+  /// Connections closed for a wrong token or a malformed frame, since the start.
+  size_t refused() const;
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+/// Spawns the stand-in for `shard` (a detached actor): it connects to `at` within
+/// `timeout`, presents the token, and routes the data-plane requests of `seam` to
+/// `shard` through itself (see above). Requests sent to it before it is connected wait
+/// in its mailbox; if it cannot connect it logs why and ends (they bounce as from any
+/// dead actor). Send it an exit to close it.
+caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<send_seam> seam,
+                std::chrono::milliseconds timeout, log_fn log = nullptr);
+
+}  // namespace actortrain::data_plane

@@ -1,0 +1,591 @@
+#include <actortrain/actors/data_plane.hpp>
+
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/send_seam.hpp>
+
+#include <caf/binary_serializer.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "thread_name.hpp"
+
+namespace actortrain::data_plane {
+
+namespace {
+
+using frame_atom = caf::atom_constant<caf::atom("dp_frame")>;
+using closed_atom = caf::atom_constant<caf::atom("dp_closed")>;
+
+constexpr uint32_t hello_magic = 0x48445441;  // "ATDH"
+constexpr uint32_t frame_magic = 0x46445441;  // "ATDF"
+constexpr uint32_t protocol_version = 1;
+constexpr size_t token_chars = 32;
+constexpr uint32_t max_tensors = 1u << 16;
+constexpr uint64_t max_meta_bytes = uint64_t{1} << 30;
+
+struct frame_header {
+  uint32_t magic = frame_magic;
+  uint32_t tensors = 0;
+  uint64_t id = 0;
+  uint64_t meta_bytes = 0;
+};
+static_assert(sizeof(frame_header) == 24, "frame header layout");
+
+struct shape_entry {
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+};
+static_assert(sizeof(shape_entry) == 16, "shape entry layout");
+
+struct hello {
+  uint32_t magic = hello_magic;
+  uint32_t version = protocol_version;
+  char token[token_chars] = {};
+};
+static_assert(sizeof(hello) == 40, "hello layout");
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string fresh_token() {
+  std::random_device rd;
+  std::string t;
+  for (int i = 0; i < 4; ++i) t += fmt::format("{:08x}", rd());
+  return t;
+}
+
+// Compares without stopping at the first difference (no timing hint for a guesser).
+bool same_token(const char* a, const std::string& b) {
+  if (b.size() != token_chars) return false;
+  unsigned diff = 0;
+  for (size_t i = 0; i < token_chars; ++i) diff |= static_cast<unsigned>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+void set_timeout(int fd, int option, std::chrono::milliseconds ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
+}
+
+void no_delay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+sockaddr_in loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+// Reads exactly n bytes: "" when done, "eof" when the peer closed before the first, else
+// what went wrong.
+std::string read_exactly(int fd, void* p, size_t n) {
+  auto* c = static_cast<char*>(p);
+  size_t got = 0;
+  while (got < n) {
+    auto r = ::recv(fd, c + got, n - got, MSG_WAITALL);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+    } else if (r == 0) {
+      return got == 0 ? "eof" : fmt::format("the peer closed the connection inside a frame ({} of {} bytes)", got, n);
+    } else if (errno != EINTR) {
+      return errno == EAGAIN || errno == EWOULDBLOCK ? std::string("timed out") : errno_text();
+    }
+  }
+  return {};
+}
+
+// Writes every byte of `iov` (partial writes continue where they stopped).
+std::string write_all(int fd, std::vector<iovec>& iov) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    msghdr m{};
+    m.msg_iov = iov.data() + first;
+    m.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    auto r = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK ? std::string("timed out writing") : errno_text();
+    }
+    auto left = static_cast<size_t>(r);
+    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (first < iov.size()) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return {};
+}
+
+// Installs a side channel on this thread for one (de)serialization.
+struct side_scope {
+  detail::tensor_side_channel channel;
+  explicit side_scope() { detail::side_channel() = &channel; }
+  ~side_scope() { detail::side_channel() = nullptr; }
+  side_scope(const side_scope&) = delete;
+  side_scope& operator=(const side_scope&) = delete;
+};
+
+// One connection's socket, written by one thread at a time; closed when the last user
+// lets go (shutdown() before that wakes a blocked reader).
+struct socket_link {
+  int fd = -1;
+  std::mutex write_mtx;
+  explicit socket_link(int f) : fd(f) {}
+  ~socket_link() {
+    if (fd >= 0) ::close(fd);
+  }
+  void shutdown() { ::shutdown(fd, SHUT_RDWR); }
+
+  // Sends `msg` as the frame of request `id`.
+  std::string send(caf::actor_system& sys, uint64_t id, const caf::message& msg) {
+    std::vector<char> meta;
+    std::vector<std::shared_ptr<const model::matrix>> tensors;
+    {
+      side_scope side;
+      caf::binary_serializer sink{sys, meta};
+      if (auto err = sink(const_cast<caf::message&>(msg))) return "cannot serialize a message: " + sys.render(err);
+      tensors = std::move(side.channel.out);
+    }
+    frame_header h;
+    h.tensors = static_cast<uint32_t>(tensors.size());
+    h.id = id;
+    h.meta_bytes = meta.size();
+    std::vector<shape_entry> shapes(tensors.size());
+    std::vector<iovec> iov;
+    iov.reserve(3 + tensors.size());
+    iov.push_back({&h, sizeof h});
+    for (size_t i = 0; i < tensors.size(); ++i)
+      shapes[i] = {static_cast<uint64_t>(tensors[i]->rows()), static_cast<uint64_t>(tensors[i]->cols())};
+    if (!shapes.empty()) iov.push_back({shapes.data(), shapes.size() * sizeof(shape_entry)});
+    if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
+    for (auto& t : tensors)
+      if (t->size() > 0) iov.push_back({const_cast<float*>(t->data()), static_cast<size_t>(t->size()) * sizeof(float)});
+    std::lock_guard<std::mutex> g{write_mtx};
+    return write_all(fd, iov);
+  }
+};
+
+struct frame {
+  uint64_t id = 0;
+  caf::message msg;
+};
+
+// Reads one frame: "" when `out` holds it, "eof" at a clean end between frames, else
+// what was wrong with it (the connection is then unusable).
+std::string receive(caf::actor_system& sys, int fd, frame& out) {
+  frame_header h;
+  if (auto e = read_exactly(fd, &h, sizeof h); !e.empty()) return e;
+  if (h.magic != frame_magic) return fmt::format("not a data-plane frame (magic {:#010x})", h.magic);
+  if (h.tensors > max_tensors) return fmt::format("a frame announced {} tensors (at most {})", h.tensors, max_tensors);
+  if (h.meta_bytes > max_meta_bytes) return fmt::format("a frame announced {} bytes of message", h.meta_bytes);
+  std::vector<shape_entry> shapes(h.tensors);
+  if (h.tensors > 0)
+    if (auto e = read_exactly(fd, shapes.data(), shapes.size() * sizeof(shape_entry)); !e.empty())
+      return e == "eof" ? "the peer closed the connection inside a frame" : e;
+  for (auto& s : shapes)
+    if (s.rows > max_wire_floats || s.cols > max_wire_floats || (s.cols != 0 && s.rows > max_wire_floats / s.cols) ||
+        (s.rows == 0 && s.cols == 0))
+      return fmt::format("a frame announced a {} x {} tensor", s.rows, s.cols);
+  std::vector<char> meta(static_cast<size_t>(h.meta_bytes));
+  if (!meta.empty())
+    if (auto e = read_exactly(fd, meta.data(), meta.size()); !e.empty())
+      return e == "eof" ? "the peer closed the connection inside a frame" : e;
+  side_scope side;
+  side.channel.in.reserve(shapes.size());
+  for (auto& s : shapes) {
+    auto m = std::make_shared<model::matrix>(static_cast<Eigen::Index>(s.rows), static_cast<Eigen::Index>(s.cols));
+    if (m->size() > 0)
+      if (auto e = read_exactly(fd, m->data(), static_cast<size_t>(m->size()) * sizeof(float)); !e.empty())
+        return e == "eof" ? "the peer closed the connection inside a frame" : e;
+    side.channel.in.push_back(std::move(m));
+  }
+  caf::binary_deserializer source{sys, meta};
+  if (auto err = source(out.msg)) return "a malformed message: " + sys.render(err);
+  if (source.remaining() != 0) return fmt::format("{} bytes after the message", source.remaining());
+  if (side.channel.next != side.channel.in.size())
+    return fmt::format("the message used {} of the frame's {} tensors", side.channel.next, side.channel.in.size());
+  out.id = h.id;
+  return {};
+}
+
+void say(const log_fn& log, const std::string& text) {
+  if (log) log(text);
+}
+
+// -- the ps side -------------------------------------------------------------------
+
+// Asks the shard and writes its reply (or its error) back as frame `id`.
+template <class Reply>
+void forward(caf::event_based_actor* self, caf::actor_system* sys, std::shared_ptr<socket_link> link,
+             caf::actor shard, caf::timespan timeout, uint64_t id, caf::message msg) {
+  auto answer = [self, sys, link, id](caf::message reply) {
+    if (auto e = link->send(*sys, id, reply); !e.empty()) {
+      link->shutdown();  // the reader sees it and ends the connection
+      self->quit();
+    }
+  };
+  self->request(shard, timeout, std::move(msg))
+    .then([answer](Reply& r) { answer(caf::make_message(std::move(r))); },
+          [answer](caf::error& e) { answer(caf::make_message(std::move(e))); });
+}
+
+caf::behavior bridge(caf::event_based_actor* self, std::shared_ptr<socket_link> link, caf::actor shard,
+                     caf::timespan timeout) {
+  detail::name_this_thread("at.dp.bridge");
+  auto* sys = &self->system();
+  return {
+    [=](frame_atom, uint64_t id, caf::message& msg) {
+      auto kind = msg.size() > 0 && msg.match_element<caf::atom_value>(0) ? msg.get_as<caf::atom_value>(0)
+                                                                          : caf::atom("");
+      if (kind == pull_atom::value)
+        forward<pull_reply>(self, sys, link, shard, timeout, id, std::move(msg));
+      else if (kind == push_atom::value)
+        forward<push_reply>(self, sys, link, shard, timeout, id, std::move(msg));
+      else if (kind == pull_rows_atom::value)
+        forward<rows_reply>(self, sys, link, shard, timeout, id, std::move(msg));
+      else
+        link->send(*sys, id,
+                   caf::make_message(make_error(error_code::invalid_request,
+                                                "the data plane carries pulls and pushes only, not " +
+                                                  to_string(msg))));
+    },
+  };
+}
+
+}  // namespace
+
+struct server::impl : std::enable_shared_from_this<server::impl> {
+  caf::actor_system& sys;
+  caf::actor shard;
+  std::chrono::milliseconds timeout;
+  log_fn log;
+  int listener = -1;
+  uint16_t port = 0;
+  std::string token = fresh_token();
+  std::atomic<bool> stopping{false};
+  std::atomic<size_t> open{0};
+  std::atomic<size_t> refused{0};
+  std::thread acceptor;
+
+  struct connection {
+    std::shared_ptr<socket_link> link;
+    std::thread reader;
+    std::atomic<bool> done{false};
+  };
+  std::mutex mtx;
+  std::list<connection> connections;
+
+  impl(caf::actor_system& s, caf::actor sh, std::chrono::milliseconds t, log_fn l)
+      : sys(s), shard(std::move(sh)), timeout(t), log(std::move(l)) {}
+
+  void refuse(const std::string& why) {
+    ++refused;
+    say(log, "data plane: closed a connection: " + why);
+  }
+
+  // The reader thread of one accepted connection: the token, then frames until the end.
+  void serve(connection& c) {
+    detail::name_this_thread("at.dp.serve");
+    int fd = c.link->fd;
+    set_timeout(fd, SO_RCVTIMEO, timeout);
+    set_timeout(fd, SO_SNDTIMEO, timeout);
+    no_delay(fd);
+    hello h;
+    auto e = read_exactly(fd, &h, sizeof h);
+    if (!e.empty() || h.magic != hello_magic || h.version != protocol_version || !same_token(h.token, token)) {
+      refuse(!e.empty() ? "no greeting (" + e + ")" : "a wrong greeting or token");
+      c.link->shutdown();
+      c.done = true;
+      return;
+    }
+    char ok = 1;
+    if (::send(fd, &ok, 1, MSG_NOSIGNAL) != 1) {
+      c.link->shutdown();
+      c.done = true;
+      return;
+    }
+    set_timeout(fd, SO_RCVTIMEO, std::chrono::milliseconds(0));  // idle between frames is fine
+    ++open;
+    auto b = sys.spawn<caf::detached>(bridge, c.link, shard, std::chrono::duration_cast<caf::timespan>(timeout));
+    for (;;) {
+      frame f;
+      auto err = receive(sys, fd, f);
+      if (err == "eof" || stopping) break;
+      if (!err.empty()) {
+        refuse(err);
+        break;
+      }
+      caf::anon_send(b, frame_atom::value, f.id, std::move(f.msg));
+    }
+    --open;
+    c.link->shutdown();
+    caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+    c.done = true;
+  }
+
+  // Joins the readers of connections that ended.
+  void reap() {
+    std::lock_guard<std::mutex> g{mtx};
+    for (auto i = connections.begin(); i != connections.end();) {
+      if (i->done) {
+        if (i->reader.joinable()) i->reader.join();
+        i = connections.erase(i);
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  void accept_loop() {
+    detail::name_this_thread("at.dp.accept");
+    for (;;) {
+      int fd = ::accept(listener, nullptr, nullptr);
+      if (stopping) {
+        if (fd >= 0) ::close(fd);
+        return;
+      }
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        say(log, "data plane: accept failed: " + errno_text());
+        return;
+      }
+      reap();
+      std::lock_guard<std::mutex> g{mtx};
+      auto& c = connections.emplace_back();
+      c.link = std::make_shared<socket_link>(fd);
+      c.reader = std::thread([this, &c] { serve(c); });
+    }
+  }
+};
+
+server::server(caf::actor_system& sys, caf::actor shard, std::chrono::milliseconds request_timeout, log_fn log)
+    : impl_(std::make_shared<impl>(sys, std::move(shard), request_timeout, std::move(log))) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("data plane: no socket: " + errno_text());
+  auto a = loopback(0);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 64) != 0) {
+    auto text = errno_text();
+    ::close(fd);
+    throw std::runtime_error("data plane: cannot listen on 127.0.0.1: " + text);
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  impl_->listener = fd;
+  impl_->port = ntohs(a.sin_port);
+  impl_->acceptor = std::thread([i = impl_.get()] { i->accept_loop(); });
+}
+
+server::~server() {
+  impl_->stopping = true;
+  ::shutdown(impl_->listener, SHUT_RDWR);  // wakes accept()
+  impl_->acceptor.join();
+  ::close(impl_->listener);
+  std::lock_guard<std::mutex> g{impl_->mtx};
+  for (auto& c : impl_->connections) c.link->shutdown();
+  for (auto& c : impl_->connections)
+    if (c.reader.joinable()) c.reader.join();
+  impl_->connections.clear();
+}
+
+endpoint server::where() const { return {impl_->port, impl_->token}; }
+
+size_t server::connections() const { return impl_->open; }
+
+size_t server::refused() const { return impl_->refused; }
+
+// -- the worker side ---------------------------------------------------------------
+
+namespace {
+
+// What a stand-in shares with its reader thread and its exit: the socket, the open
+// requests, the route it entered. The reader answers each requester itself, as a
+// response promise would (saving a hand-off through the stand-in per reply).
+struct stand_in_core {
+  struct waiting {
+    caf::strong_actor_ptr requester;
+    caf::message_id mid;
+  };
+  std::shared_ptr<socket_link> link;
+  std::thread reader;
+  std::mutex mtx;
+  std::map<uint64_t, waiting> pending;  // guarded by mtx
+  uint64_t next_id = 1;                 // the stand-in's thread only
+  std::weak_ptr<send_seam> seam;
+  caf::actor_addr shard;
+  caf::strong_actor_ptr self;  // the stand-in, as the sender of replies
+  std::string where;
+
+  // Answers request `id` with `reply` (nothing when it was answered already).
+  void answer(uint64_t id, caf::message reply) {
+    waiting w;
+    {
+      std::lock_guard<std::mutex> g{mtx};
+      auto i = pending.find(id);
+      if (i == pending.end()) return;
+      w = std::move(i->second);
+      pending.erase(i);
+    }
+    w.requester->enqueue(self, w.mid.response_id(), std::move(reply), nullptr);
+  }
+
+  // Out of the seam's routes and no request left open: before the stand-in quits (a
+  // monitor of it is told before its own exit functors run).
+  void leave(const std::string& why) {
+    if (auto s = seam.lock()) s->unroute(shard, caf::actor_cast<caf::actor_addr>(self));
+    fail_pending(why);
+  }
+
+  void fail_pending(const std::string& why) {
+    auto err = caf::make_message(make_error(error_code::shard_lost, "the data plane to " + where + " closed: " + why));
+    std::map<uint64_t, waiting> all;
+    {
+      std::lock_guard<std::mutex> g{mtx};
+      all.swap(pending);
+    }
+    for (auto& [id, w] : all) w.requester->enqueue(self, w.mid.response_id(), err, nullptr);
+  }
+};
+
+// Connects and greets; -1 and `why` on failure.
+int connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, std::string& why) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    why = "no socket: " + errno_text();
+    return -1;
+  }
+  set_timeout(fd, SO_RCVTIMEO, timeout);
+  set_timeout(fd, SO_SNDTIMEO, timeout);
+  no_delay(fd);
+  auto a = loopback(at.port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    why = errno_text();
+    ::close(fd);
+    return -1;
+  }
+  hello h;
+  std::memcpy(h.token, at.token.data(), std::min(at.token.size(), token_chars));
+  char ok = 0;
+  if (::send(fd, &h, sizeof h, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h)) {
+    why = "cannot greet: " + errno_text();
+  } else if (auto e = read_exactly(fd, &ok, 1); !e.empty() || ok != 1) {
+    why = e == "eof" || e.empty() ? std::string("the token was refused") : "no answer to the greeting (" + e + ")";
+  } else {
+    set_timeout(fd, SO_RCVTIMEO, std::chrono::milliseconds(0));
+    return fd;
+  }
+  ::close(fd);
+  return -1;
+}
+
+struct stand_in_state {
+  std::shared_ptr<stand_in_core> core;
+};
+
+caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, caf::actor shard,
+                       std::shared_ptr<send_seam> seam, std::chrono::milliseconds timeout, log_fn log) {
+  detail::name_this_thread("at.dp.standin");
+  auto where = fmt::format("127.0.0.1:{}", at.port);
+  std::string why;
+  int fd = connect_and_greet(at, timeout, why);
+  if (fd < 0) {
+    say(log, fmt::format("data plane: cannot connect to {} ({}); the ps shard is reached over BASP", where, why));
+    self->quit(make_error(error_code::shard_lost, "data plane to " + where + ": " + why));
+    return {};
+  }
+  auto core = std::make_shared<stand_in_core>();
+  self->state.core = core;
+  core->link = std::make_shared<socket_link>(fd);
+  core->seam = seam;
+  core->shard = shard.address();
+  core->self = caf::actor_cast<caf::strong_actor_ptr>(self);
+  core->where = where;
+  auto* sys = &self->system();
+  auto me = caf::actor_cast<caf::actor>(self);
+  // Holds the core only (not the stand-in): replies go straight to their requesters.
+  core->reader = std::thread([sys, core, me_addr = self->address()] {
+    detail::name_this_thread("at.dp.read");
+    for (;;) {
+      frame f;
+      auto err = receive(*sys, core->link->fd, f);
+      if (!err.empty()) {
+        if (auto me = caf::actor_cast<caf::actor>(me_addr))
+          caf::anon_send(me, closed_atom::value, err == "eof" ? std::string("the ps side closed it") : err);
+        return;
+      }
+      core->answer(f.id, std::move(f.msg));
+    }
+  });
+  // Whatever ends the stand-in: no route through it, no request left open, no thread.
+  self->attach_functor([core](const caf::error&) {
+    core->leave("the stand-in ended");
+    core->link->shutdown();
+    if (core->reader.joinable()) core->reader.join();
+    core->self = nullptr;  // the core outlives the stand-in in nobody's hands but its own
+  });
+  self->monitor(shard);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    self->state.core->leave("the ps shard went down");
+    self->quit(dm.reason);
+  });
+  self->set_exit_handler([self](caf::exit_msg& em) {
+    self->state.core->leave("closed by its owner");
+    self->quit(em.reason);
+  });
+  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& mv) -> caf::result<caf::message> {
+    auto& core = *self->state.core;
+    auto mid = self->current_message_id();
+    auto& requester = self->current_sender();
+    if (!mid.is_request() || !requester) return caf::message{};  // not a request: nothing to carry
+    auto id = core.next_id++;
+    {
+      std::lock_guard<std::mutex> g{core.mtx};
+      core.pending.emplace(id, stand_in_core::waiting{requester, mid});
+    }
+    self->drop_current_message_id();  // answered by the reader, not by this handler
+    if (auto e = core.link->send(self->system(), id, mv.move_content_to_message()); !e.empty()) {
+      core.leave(e);
+      self->quit(make_error(error_code::shard_lost, "data plane to " + core.where + ": " + e));
+    }
+    return caf::delegated<caf::message>{};
+  });
+  if (seam) seam->route(core->shard, me);
+  say(log, fmt::format("data plane: connected to {}", where));
+  return {
+    [self](closed_atom, std::string& why) {
+      self->state.core->leave(why);
+      self->quit(make_error(error_code::shard_lost, "data plane to " + self->state.core->where + ": " + why));
+    },
+  };
+}
+
+}  // namespace
+
+caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<send_seam> seam,
+                std::chrono::milliseconds timeout, log_fn log) {
+  return sys.spawn<caf::detached>(stand_in, at, std::move(shard), std::move(seam), timeout, std::move(log));
+}
+
+}  // namespace actortrain::data_plane

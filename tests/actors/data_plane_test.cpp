@@ -1,0 +1,316 @@
+// The tensor data plane over loopback inside one process: a stand-in carries pulls,
+// pushes and row pulls to a shard's server and back with every bit intact, routes
+// itself into the send seam only for those kinds, fails its open requests at once when
+// the connection goes (not at the requester's timeout), and a server refuses wrong
+// tokens and malformed frames by closing that connection only.
+
+#include <boost/test/unit_test.hpp>
+
+#include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/data_plane.hpp>
+#include <actortrain/actors/errors.hpp>
+#include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/send_seam.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <optional>
+
+namespace at = actortrain;
+namespace dp = actortrain::data_plane;
+
+namespace {
+
+constexpr auto wait_bound = std::chrono::seconds(10);
+
+using hold_atom = caf::atom_constant<caf::atom("hold")>;
+
+struct fake_state {
+  at::tensor value;                      // what pulls get
+  std::vector<at::tensor> pushed;        // what pushes brought
+  std::vector<caf::response_promise> held;  // pulls of partition 99: never answered
+};
+
+// Answers like a ps shard: pulls with its value, pushes with an acknowledgement (keeping
+// the gradient), row pulls with the rows asked for; a pull of partition 99 is held.
+caf::behavior fake_shard(caf::stateful_actor<fake_state>* self, at::model::matrix value) {
+  self->state.value = at::tensor{std::move(value)};
+  return {
+    [self](at::pull_atom, const at::pull_request& req) -> caf::result<at::pull_reply> {
+      if (!req.partitions.empty() && req.partitions[0].index == 99) {
+        self->state.held.push_back(self->make_response_promise());
+        return caf::delegated<at::pull_reply>{};
+      }
+      at::pull_reply r;
+      r.values.push_back(at::partition_value{req.partitions.at(0), 7, self->state.value});
+      return r;
+    },
+    [self](at::push_atom, const at::push_request& req) {
+      for (auto& d : req.dense) self->state.pushed.push_back(d.grad);
+      at::push_reply r;
+      r.max_staleness = 3;
+      return r;
+    },
+    [self](at::pull_rows_atom, const at::pull_rows_request& req) {
+      at::model::matrix rows(static_cast<Eigen::Index>(req.ids.size()), self->state.value.cols());
+      for (size_t i = 0; i < req.ids.size(); ++i)
+        rows.row(static_cast<Eigen::Index>(i)) = self->state.value.value->row(req.ids[i]);
+      return at::rows_reply{req.variable, 9, req.ids, at::tensor{std::move(rows)}};
+    },
+    [self](at::stats_atom) { return std::string("answered by the shard itself"); },
+    [self](hold_atom) { return self->state.pushed; },
+  };
+}
+
+at::model::matrix pattern(Eigen::Index rows, Eigen::Index cols, float seed) {
+  at::model::matrix m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = seed + 0.001f * static_cast<float>(i);
+  return m;
+}
+
+template <class T>
+std::string why(const caf::expected<T>& x) {
+  return x ? std::string() : at::describe(x.error());
+}
+
+bool same_bits(const at::model::matrix& a, const at::model::matrix& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(float)) == 0;
+}
+
+struct plane_fixture {
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+  caf::actor shard;
+  at::model::matrix value = pattern(300, 7, 0.5f);
+  plane_fixture() {
+    at::configure(cfg);
+    cfg.set("scheduler.max-threads", 2);
+    sys.emplace(cfg);
+    shard = sys->spawn(fake_shard, value);
+  }
+  ~plane_fixture() { caf::anon_send_exit(shard, caf::exit_reason::user_shutdown); }
+
+  // A request from a fresh scoped actor; the reply or the error.
+  template <class Reply, class... Ts>
+  caf::expected<Reply> ask(const caf::actor& to, Ts&&... xs) {
+    caf::scoped_actor self{*sys};
+    caf::expected<Reply> out{caf::make_error(caf::sec::request_timeout)};
+    self->request(to, wait_bound, std::forward<Ts>(xs)...)
+      .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
+  // Waits (bounded) until `a` is down.
+  void wait_down(const caf::actor& a) {
+    caf::scoped_actor self{*sys};
+    self->monitor(a);
+    bool down = false;
+    self->receive([&](caf::down_msg&) { down = true; }, caf::after(wait_bound) >> [] {});
+    BOOST_REQUIRE(down);
+  }
+};
+
+int connect_to(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// The greeting a client sends: magic "ATDH", version 1, the token.
+void greet(int fd, const std::string& token) {
+  char hello[40] = {};
+  uint32_t magic = 0x48445441, version = 1;
+  std::memcpy(hello, &magic, 4);
+  std::memcpy(hello + 4, &version, 4);
+  std::memcpy(hello + 8, token.data(), std::min<size_t>(32, token.size()));
+  BOOST_REQUIRE(::send(fd, hello, sizeof hello, MSG_NOSIGNAL) == 40);
+}
+
+// Reads until the peer closes; true when it closed (not timed out).
+bool closed_by_peer(int fd) {
+  char buf[64];
+  for (;;) {
+    auto r = ::recv(fd, buf, sizeof buf, 0);
+    if (r == 0) return true;
+    if (r < 0) return false;
+  }
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(pulls_pushes_and_row_pulls_keep_every_bit, plane_fixture) {
+  dp::server srv{*sys, shard, std::chrono::seconds(10)};
+  BOOST_REQUIRE_NE(srv.where().port, 0);
+  BOOST_CHECK_EQUAL(srv.where().token.size(), 32u);
+  auto seam = std::make_shared<at::send_seam>(*sys);
+  auto plane = dp::open(*sys, srv.where(), shard, seam, std::chrono::seconds(5));
+
+  at::pull_request pull;
+  pull.partitions.push_back(at::partition_key{2, 1});
+  auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+  BOOST_REQUIRE_MESSAGE(got, why(got));
+  BOOST_REQUIRE_EQUAL(got->values.size(), 1u);
+  BOOST_CHECK_EQUAL(got->values[0].key.variable, 2);
+  BOOST_CHECK_EQUAL(got->values[0].key.index, 1);
+  BOOST_CHECK_EQUAL(got->values[0].version, 7u);
+  BOOST_CHECK(same_bits(*got->values[0].value.value, value));
+  BOOST_CHECK_EQUAL(srv.connections(), 1u);
+
+  // Once connected it is the seam's route for the shard, for the data-plane kinds only.
+  BOOST_CHECK(seam->route_of(shard) == plane);
+
+  at::push_request push;
+  auto grad = pattern(64, 3, -2.0f);
+  push.dense.push_back(at::dense_slice{at::partition_key{0, 0}, 1, at::tensor{grad}});
+  push.dense.push_back(at::dense_slice{at::partition_key{1, 0}, 1, at::tensor{}});  // absent: stays absent
+  auto ack = ask<at::push_reply>(plane, at::push_atom::value, push);
+  BOOST_REQUIRE_MESSAGE(ack, why(ack));
+  BOOST_CHECK_EQUAL(ack->max_staleness, 3u);
+
+  at::pull_rows_request rows;
+  rows.variable = 4;
+  rows.ids = {299, 0, 17};
+  auto r = ask<at::rows_reply>(plane, at::pull_rows_atom::value, rows);
+  BOOST_REQUIRE_MESSAGE(r, why(r));
+  BOOST_CHECK(r->ids == rows.ids);
+  BOOST_CHECK_EQUAL(r->version, 9u);
+  BOOST_REQUIRE_EQUAL(r->rows.rows(), 3);
+  BOOST_CHECK(same_bits(r->rows.value->row(0), value.row(299)));
+  BOOST_CHECK(same_bits(r->rows.value->row(2), value.row(17)));
+
+  // The shard got the gradient bit for bit, and the absent one as absent.
+  auto pushed = ask<std::vector<at::tensor>>(shard, hold_atom::value);
+  BOOST_REQUIRE(pushed);
+  BOOST_REQUIRE_EQUAL(pushed->size(), 2u);
+  BOOST_REQUIRE((*pushed)[0].value);
+  BOOST_CHECK(same_bits(*(*pushed)[0].value, grad));
+  BOOST_CHECK(!(*pushed)[1].value);
+
+  // Another kind of request through the seam goes to the shard itself, not the plane
+  // (whose far end would refuse it).
+  {
+    std::promise<std::string> answer;
+    auto f = answer.get_future();
+    sys->spawn([&, seam](caf::event_based_actor* self) {
+      seam->request(self, shard, wait_bound, at::stats_atom::value)
+        .then([&](std::string& s) { answer.set_value(s); }, [&](caf::error& e) { answer.set_value(at::describe(e)); });
+    });
+    BOOST_REQUIRE(f.wait_for(wait_bound) == std::future_status::ready);
+    BOOST_CHECK_EQUAL(f.get(), "answered by the shard itself");
+  }
+  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+  wait_down(plane);
+  BOOST_CHECK(seam->route_of(shard) == shard);  // back to BASP
+}
+
+BOOST_FIXTURE_TEST_CASE(a_request_of_another_kind_sent_to_the_stand_in_is_refused, plane_fixture) {
+  dp::server srv{*sys, shard, std::chrono::seconds(10)};
+  auto plane = dp::open(*sys, srv.where(), shard, nullptr, std::chrono::seconds(5));
+  auto r = ask<std::string>(plane, at::stats_atom::value);
+  BOOST_REQUIRE(!r);
+  BOOST_CHECK_NE(at::describe(r.error()).find("pulls and pushes only"), std::string::npos);
+  // The connection stays usable.
+  at::pull_request pull;
+  pull.partitions.push_back(at::partition_key{0, 0});
+  BOOST_CHECK(ask<at::pull_reply>(plane, at::pull_atom::value, pull));
+  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_wrong_token_is_refused_and_the_stand_in_ends, plane_fixture) {
+  dp::server srv{*sys, shard, std::chrono::seconds(10)};
+  auto bad = srv.where();
+  bad.token[0] = bad.token[0] == 'a' ? 'b' : 'a';
+  auto seam = std::make_shared<at::send_seam>(*sys);
+  auto plane = dp::open(*sys, bad, shard, seam, std::chrono::seconds(5));
+  wait_down(plane);
+  BOOST_CHECK_EQUAL(srv.refused(), 1u);
+  BOOST_CHECK_EQUAL(srv.connections(), 0u);
+  BOOST_CHECK(seam->route_of(shard) == shard);  // it never routed anything
+  // Nothing listening there at all: the stand-in ends too.
+  dp::endpoint nowhere{1, srv.where().token};
+  auto lost = dp::open(*sys, nowhere, shard, seam, std::chrono::seconds(5));
+  wait_down(lost);
+}
+
+BOOST_FIXTURE_TEST_CASE(open_requests_fail_at_once_when_the_connection_goes, plane_fixture) {
+  auto seam = std::make_shared<at::send_seam>(*sys);
+  std::optional<dp::server> srv;
+  srv.emplace(*sys, shard, std::chrono::seconds(30));
+  auto plane = dp::open(*sys, srv->where(), shard, seam, std::chrono::seconds(5));
+  at::pull_request first;
+  first.partitions.push_back(at::partition_key{0, 0});
+  BOOST_REQUIRE(ask<at::pull_reply>(plane, at::pull_atom::value, first));
+  caf::scoped_actor self{*sys};
+  at::pull_request held;
+  held.partitions.push_back(at::partition_key{0, 99});  // the shard never answers it
+  auto started = std::chrono::steady_clock::now();
+  auto pending = self->request(plane, std::chrono::seconds(60), at::pull_atom::value, held);
+  srv.reset();  // the ps side goes, with the request open
+  std::string failure;
+  pending.receive([&](at::pull_reply&) { failure = "answered"; }, [&](caf::error& e) { failure = at::describe(e); });
+  BOOST_CHECK_MESSAGE(failure.find("shard_lost") != std::string::npos, failure);
+  BOOST_CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+  wait_down(plane);
+  BOOST_CHECK(seam->route_of(shard) == shard);
+}
+
+BOOST_FIXTURE_TEST_CASE(malformed_frames_close_only_their_connection, plane_fixture) {
+  dp::server srv{*sys, shard, std::chrono::seconds(10)};
+  auto where = srv.where();
+  auto plane = dp::open(*sys, where, shard, nullptr, std::chrono::seconds(5));
+  at::pull_request pull;
+  pull.partitions.push_back(at::partition_key{0, 0});
+  BOOST_REQUIRE(ask<at::pull_reply>(plane, at::pull_atom::value, pull));
+  struct header {
+    uint32_t magic, tensors;
+    uint64_t id, meta;
+  };
+  auto attack = [&](const std::vector<char>& bytes) {
+    int fd = connect_to(where.port);
+    greet(fd, where.token);
+    char ok = 0;
+    BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
+    ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    BOOST_CHECK(closed_by_peer(fd));
+    ::close(fd);
+  };
+  auto bytes_of = [](const header& h, std::vector<uint64_t> extra = {}) {
+    std::vector<char> b(sizeof h + extra.size() * 8);
+    std::memcpy(b.data(), &h, sizeof h);
+    if (!extra.empty()) std::memcpy(b.data() + sizeof h, extra.data(), extra.size() * 8);
+    return b;
+  };
+  constexpr uint32_t magic = 0x46445441;
+  attack(bytes_of({0x12345678, 0, 1, 0}));                           // not a frame
+  attack(bytes_of({magic, 1u << 20, 1, 0}));                         // a million tensors
+  attack(bytes_of({magic, 0, 1, uint64_t{1} << 40}));                // a terabyte of message
+  attack(bytes_of({magic, 1, 1, 0}, {uint64_t{1} << 40, 1}));        // a 2^40 x 1 tensor
+  attack(bytes_of({magic, 1, 1, 0}, {0, 0}));                        // a 0 x 0 tensor in the table
+  attack(bytes_of({magic, 0, 1, 8}, {0x0102030405060708}));          // meta that is no message
+  BOOST_CHECK_EQUAL(srv.refused(), 6u);
+  // A client that greets wrongly, or not at all before closing.
+  {
+    int fd = connect_to(where.port);
+    greet(fd, std::string(32, 'x'));
+    BOOST_CHECK(closed_by_peer(fd));
+    ::close(fd);
+  }
+  BOOST_CHECK_EQUAL(srv.refused(), 7u);
+  // The healthy connection never noticed.
+  auto again = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+  BOOST_REQUIRE_MESSAGE(again, why(again));
+  BOOST_CHECK(same_bits(*again->values[0].value.value, value));
+  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+}
