@@ -161,6 +161,7 @@ struct cluster::impl {
     o.index = index;
     o.detached = !spec.simulated;
     o.apply_log = spec.apply_log;
+    o.checkpoint_fs = spec.checkpoint_fs;
     if (gate->round_size() > 0) o.policy = hold_for_round();  // one per shard: it holds the round's pushes
     auto p = spawn_ps_shard(sys, *optimizer, o);  // with the current hyperparameters
     named(p, actor_role::ps, index);
@@ -400,6 +401,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.checkpoint_interval = std::chrono::duration_cast<caf::timespan>(d.spec.checkpoint_interval);
   c.checkpoint_keep = static_cast<size_t>(d.spec.checkpoint_keep);
   c.checkpoint_fs = d.spec.checkpoint_fs;
+  c.checkpoint_shared = d.spec.checkpoint_shared;
   c.optimizer = std::shared_ptr<const model::optimizer>(d.optimizer->clone());  // when every worker is lost, wait this long for one to join
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
   // answers a task) one step later: one more task keeps its queue from running dry.

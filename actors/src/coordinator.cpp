@@ -843,6 +843,112 @@ void schedule_tick(self_ptr self) {
   self->delayed_send(self, st.opts.checkpoint_interval, ckpt_atom::value, ++st.tick);
 }
 
+// Commits a checkpoint with `write` (which returns its path), keeps the newest
+// checkpoint_keep, says so (with the tensor bytes the shards sent here for it), then runs
+// `then`. A failure to write ends the run.
+void finish_checkpoint(self_ptr self, int64_t step, double received_bytes,
+                       const std::function<std::string(model::file_system&)>& write, const std::function<void()>& then) {
+  auto& st = self->state;
+  try {
+    auto& fs = checkpoint_fs(st);
+    auto path = write(fs);
+    st.last_committed = step;
+    st.restore_dir = st.opts.checkpoint_dir;
+    model::prune_checkpoints(fs, st.opts.checkpoint_dir, std::max<size_t>(1, st.opts.checkpoint_keep));
+    event e;
+    e.kind = event_kind::checkpoint_done;
+    e.count = step;
+    e.text = path;
+    e.values["pause_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.quiesce_began).count();
+    e.values["bytes_to_coordinator"] = received_bytes;
+    emit(st, std::move(e));
+  } catch (const std::exception& ex) {
+    st.checkpointing = false;
+    fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("checkpoint at step {}: {}", step, ex.what())));
+    return;
+  }
+  st.checkpointing = false;
+  then();
+}
+
+// A shard did not give its part of checkpoint `attempt`: a lost one rolls the run back
+// (the checkpoint is retried after), anything else ends the run.
+std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uint64_t attempt) {
+  return [self, i, attempt](caf::error& e) {
+    auto& st = self->state;
+    if (attempt != st.ckpt_attempt) return;
+    ++st.ckpt_attempt;  // the other answers are not needed any more
+    st.checkpointing = false;
+    if (e == caf::sec::request_receiver_down) {
+      on_ps_down(self, static_cast<uint32_t>(i), e);  // rolls back; the checkpoint is retried after
+      return;
+    }
+    fail_run(self, make_error(error_code::checkpoint_failed,
+                              fmt::format("checkpoint: ps shard {} did not answer: {}", i, describe(e))));
+  };
+}
+
+// checkpoint.shared: every shard writes its own partitions into the directory begun
+// here; only their files' records come back, and the manifest commits them.
+void write_shared_checkpoint(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  auto attempt = st.ckpt_attempt;
+  auto step = static_cast<int64_t>(st.steps_total);
+  std::string dir;
+  try {
+    dir = model::begin_checkpoint(checkpoint_fs(st), st.opts.checkpoint_dir, step);
+  } catch (const std::exception& ex) {
+    st.checkpointing = false;
+    fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("checkpoint at step {}: {}", step, ex.what())));
+    return;
+  }
+  auto files = std::make_shared<std::vector<ps_files>>(st.opts.ps.size());
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  for (size_t i = 0; i < st.opts.ps.size(); ++i)
+    st.opts.seam
+      ->request(self, st.opts.ps[i], st.opts.timeout, snapshot_atom::value, fence_request{current_fence(st)},
+                checkpoint_target{dir})
+      .then(
+        [self, files, remaining, i, then, attempt, step](ps_files& f) {
+          auto& st = self->state;
+          if (attempt != st.ckpt_attempt) return;  // abandoned (a shard was lost, the run ended)
+          (*files)[i] = std::move(f);
+          if (--*remaining > 0) return;
+          std::map<int32_t, std::vector<partition_files*>> by_var;
+          for (auto& sf : *files)
+            for (auto& p : sf.partitions) by_var[p.key.variable].push_back(&p);
+          auto record = [](const file_entry& e) { return model::file_record{e.name, e.bytes, e.crc32}; };
+          model::checkpoint_record r;
+          r.step = step;
+          for (auto& vp : st.opts.placement->variables()) {
+            model::variable_record v{vp.name, vp.shape, {}};
+            auto parts = by_var[vp.variable];
+            std::sort(parts.begin(), parts.end(),
+                      [](const partition_files* a, const partition_files* b) { return a->row_begin < b->row_begin; });
+            for (auto* p : parts) {
+              model::partition_record pr;
+              pr.row_begin = p->row_begin;
+              pr.row_end = p->row_end;
+              pr.iterations = p->iterations;
+              pr.values = record(p->values);
+              for (size_t k = 0; k < p->slots.size() && k < p->slot_names.size(); ++k)
+                pr.slots[p->slot_names[k]] = record(p->slots[k]);
+              v.partitions.push_back(std::move(pr));
+            }
+            r.variables.push_back(std::move(v));
+          }
+          r.extra = save_run(st);
+          if (st.optimizer) {
+            r.optimizer = st.optimizer->describe();
+            r.hyperparams = st.optimizer->hyperparams();
+          }
+          finish_checkpoint(
+            self, step, 0.0, [&](model::file_system& fs) { return model::commit_checkpoint(fs, st.opts.checkpoint_dir, r); },
+            then);
+        },
+        checkpoint_refused(self, i, attempt));
+}
+
 // Asks every shard for its state, writes one checkpoint at steps_total (values, slots,
 // iterations per partition; the run state in `extra`), keeps the newest
 // checkpoint_keep, then runs `then`. A failure to write ends the run.
@@ -850,6 +956,10 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
   auto& st = self->state;
   st.checkpointing = true;
   auto attempt = ++st.ckpt_attempt;
+  if (st.opts.checkpoint_shared) {
+    write_shared_checkpoint(self, std::move(then));
+    return;
+  }
   auto snaps = std::make_shared<std::vector<ps_snapshot>>(st.opts.ps.size());
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
@@ -864,8 +974,13 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
           model::checkpoint_data data;
           data.step = static_cast<int64_t>(st.steps_total);
           std::map<int32_t, std::vector<partition_snapshot*>> by_var;
+          double received = 0;
           for (auto& sn : *snaps)
-            for (auto& p : sn.partitions) by_var[p.key.variable].push_back(&p);
+            for (auto& p : sn.partitions) {
+              by_var[p.key.variable].push_back(&p);
+              received += static_cast<double>(p.value.rows() * p.value.cols()) * (1.0 + static_cast<double>(p.slots.size()));
+            }
+          received *= sizeof(float);
           for (auto& vp : pl.variables()) {
             model::variable_data v;
             v.name = vp.name;
@@ -889,40 +1004,11 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
             data.optimizer = st.optimizer->describe();
             data.hyperparams = st.optimizer->hyperparams();
           }
-          try {
-            auto& fs = checkpoint_fs(st);
-            auto path = model::write_checkpoint(fs, st.opts.checkpoint_dir, data);
-            st.last_committed = data.step;
-            st.restore_dir = st.opts.checkpoint_dir;
-            model::prune_checkpoints(fs, st.opts.checkpoint_dir, std::max<size_t>(1, st.opts.checkpoint_keep));
-            event e;
-            e.kind = event_kind::checkpoint_done;
-            e.count = data.step;
-            e.text = path;
-            e.values["pause_seconds"] =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - st.quiesce_began).count();
-            emit(st, std::move(e));
-          } catch (const std::exception& ex) {
-            st.checkpointing = false;
-            fail_run(self, make_error(error_code::checkpoint_failed,
-                                      fmt::format("checkpoint at step {}: {}", data.step, ex.what())));
-            return;
-          }
-          st.checkpointing = false;
-          then();
+          finish_checkpoint(
+            self, data.step, received,
+            [&](model::file_system& fs) { return model::write_checkpoint(fs, st.opts.checkpoint_dir, data); }, then);
         },
-        [self, i, attempt](caf::error& e) {
-          auto& st = self->state;
-          if (attempt != st.ckpt_attempt) return;
-          ++st.ckpt_attempt;  // the other answers are not needed any more
-          st.checkpointing = false;
-          if (e == caf::sec::request_receiver_down) {
-            on_ps_down(self, static_cast<uint32_t>(i), e);  // rolls back; the checkpoint is retried after
-            return;
-          }
-          fail_run(self, make_error(error_code::checkpoint_failed,
-                                    fmt::format("checkpoint: ps shard {} did not answer: {}", i, describe(e))));
-        });
+        checkpoint_refused(self, i, attempt));
 }
 
 // True when the open synchronous round can take no more steps: it has R, or the epoch

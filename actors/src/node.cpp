@@ -570,6 +570,7 @@ cluster_spec spec_for(const job& j, const cluster_def& def) {
     spec.checkpoint_dir = def.checkpoint_dir;
     spec.checkpoint_every = def.checkpoint_every;
     spec.checkpoint_interval = def.checkpoint_interval;
+    spec.checkpoint_shared = def.checkpoint_shared;
   }
   return spec;
 }
@@ -788,8 +789,26 @@ node_result play_worker(node_context& cx) {
   return from_summary(cx.box->outcome->summary);
 }
 
+// checkpoint.shared: this task writes its partitions into the directory itself. Found
+// out now, not at the first checkpoint, when it cannot.
+void check_shared_directory(const node_context& cx) {
+  auto& def = cx.opts.cluster;
+  if (!def.checkpoint_shared || def.checkpoint_dir.empty()) return;
+  auto& fs = model::posix_file_system();
+  auto probe = def.checkpoint_dir + "/.probe-" + to_string(cx.opts.task);
+  for (auto& c : probe)
+    if (c == ':') c = '-';
+  model::io_status st = fs.create_dirs(def.checkpoint_dir);
+  if (st.ok()) st = fs.write_file(probe, std::string("actortrain\n"));
+  if (st.ok()) st = fs.remove_all(probe);
+  if (!st.ok())
+    fail(fmt::format("checkpoint.shared: {} cannot write into {}: {}", to_string(cx.opts.task), def.checkpoint_dir,
+                     st.message()));
+}
+
 node_result play_ps(node_context& cx) {
   auto& def = cx.opts.cluster;
+  check_shared_directory(cx);
   ps_shard_options o;
   o.index = static_cast<uint32_t>(cx.opts.task.index);
   o.detached = true;
@@ -1075,11 +1094,6 @@ node_options resolve_node(const node_flags& flags) {
   if (o.task.index < 0 || static_cast<size_t>(o.task.index) >= list.size())
     throw cluster_file_error(fmt::format("--task {}: the cluster has {} {} task(s)", to_string(o.task), list.size(),
                                          to_string(o.task.type)));
-  // Parsed, validated, and not built yet: refused rather than ignored.
-  if (o.cluster.checkpoint_shared)
-    throw cluster_file_error(fmt::format(
-      "{}: checkpoint.shared: ps tasks writing their own partitions is not supported yet; leave it out (the chief "
-      "writes every partition into checkpoint.dir)", source));
   if (!o.cluster.evaluator.empty() && o.cluster.checkpoint_dir.empty())
     throw cluster_file_error(fmt::format(
       "{}: cluster.evaluator: an evaluator evaluates the chief's checkpoints: give a checkpoint section", source));

@@ -1,5 +1,6 @@
 #include <actortrain/actors/errors.hpp>
 #include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/fpu.hpp>
 
 #include <algorithm>
@@ -119,6 +120,7 @@ struct partition {
 };
 
 struct ps_state {
+  std::shared_ptr<model::file_system> checkpoint_fs;  // shared checkpoints (null: posix)
   uint32_t index = 0;
   bool initialized = false;
   model::optimizer_ptr opt;
@@ -310,6 +312,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
   st.policy = opts.policy ? opts.policy : std::shared_ptr<apply_policy>(apply_now());
   st.stats.shard = opts.index;
   st.keep_log = opts.apply_log;
+  st.checkpoint_fs = opts.checkpoint_fs;
   st.stats.staleness_histogram.assign(std::max<size_t>(2, opts.staleness_buckets), 0);
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     return make_error(error_code::user_error, fmt::format("ps shard {}: {}", self->state.index, exception_text(eptr)));
@@ -494,6 +497,40 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
           s.slots.push_back(tensor{std::move(m)});
         }
         out.partitions.push_back(std::move(s));
+      }
+      return out;
+    },
+    [self, not_ready](snapshot_atom, const fence_request& req, const checkpoint_target& t) -> caf::result<ps_files> {
+      auto& st = self->state;
+      if (!st.initialized) return not_ready();
+      if (auto err = check_fence(st, req.f)) return err;
+      auto& fs = st.checkpoint_fs ? *st.checkpoint_fs : model::posix_file_system();
+      auto entry = [](const model::file_record& r) { return file_entry{r.name, r.bytes, r.crc32}; };
+      ps_files out;
+      out.shard = st.index;
+      auto names = st.opt->slot_names();
+      try {
+        for (auto& [k, p] : st.parts) {
+          model::partition_data d;
+          d.row_begin = p.row_begin;
+          d.row_end = p.row_begin + p.value->rows();
+          d.values = *p.value;
+          d.iterations = p.slots.iterations;
+          for (size_t i = 0; i < names.size() && i < p.slots.slots.size(); ++i) {
+            model::matrix m(p.value->rows(), p.value->cols());
+            std::copy(p.slots.slots[i].begin(), p.slots.slots[i].end(), m.data());
+            d.slots[names[i]] = std::move(m);
+          }
+          auto rec = model::write_partition_arrays(fs, t.dir, p.name, static_cast<size_t>(k.index), d);
+          partition_files f{k, p.name, rec.row_begin, rec.row_end, rec.iterations, entry(rec.values), {}, {}};
+          for (auto& [slot, file] : rec.slots) {
+            f.slot_names.push_back(slot);
+            f.slots.push_back(entry(file));
+          }
+          out.partitions.push_back(std::move(f));
+        }
+      } catch (const std::exception& e) {
+        return make_error(error_code::checkpoint_failed, fmt::format("ps shard {}: {}", st.index, e.what()));
       }
       return out;
     },

@@ -11,6 +11,7 @@
 #include <actortrain/model/all.hpp>
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/checkpoint/fault_file_system.hpp>
+#include <actortrain/model/checkpoint/memory_file_system.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -408,6 +409,74 @@ BOOST_FIXTURE_TEST_CASE(a_lost_ps_shard_is_respawned_and_every_shard_rolls_back_
   auto text = every_step_once(c, r, 96);
   BOOST_TEST(r.history["loss"].back() < r.history["loss"].front());
   std::filesystem::remove_all(dir);
+}
+
+// checkpoint.shared: each shard writes its own partitions, the coordinator commits the
+// records. The same run writes the same checkpoints, file for file, as with the
+// coordinator writing everything; and a lost shard is restored from them.
+BOOST_FIXTURE_TEST_CASE(shards_writing_their_own_partitions_make_the_same_checkpoints, cluster_fixture) {
+  auto net = model::model::sequential(4, {model::layers::dense(3), model::layers::dense(1)});
+  auto checkpoints_of = [&](bool shared) {
+    auto fs = std::make_shared<model::memory_file_system>();
+    auto sp = spec(2, 2);
+    sp.checkpoint_dir = "/ck";
+    sp.checkpoint_every = 16;
+    sp.checkpoint_keep = 10;
+    sp.checkpoint_fs = fs;
+    sp.checkpoint_shared = shared;
+    cluster c{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+    auto o = epochs(2);
+    o.verbose = 0;
+    auto h = c.schedule(sharded(8), o);
+    sched.run();  // without polling: the events stay in the queue for the test
+    auto events = drain(c);
+    BOOST_REQUIRE(c.done(h));
+    auto r = c.join(h);
+    BOOST_TEST(r.steps == 64);
+    // Shared: no tensor came to the coordinator for any checkpoint.
+    size_t checkpoints = 0;
+    for (auto& e : events)
+      if (e.kind == event_kind::checkpoint_done) {
+        ++checkpoints;
+        BOOST_TEST((e.values.at("bytes_to_coordinator") == 0.0) == shared);
+      }
+    BOOST_TEST(checkpoints >= 3u);
+    std::map<std::string, std::string> files;  // path -> bytes
+    for (auto& ck : model::list_checkpoints(*fs, "/ck")) {
+      model::read_checkpoint(*fs, ck.path);  // every CRC and shape checks out
+      std::vector<std::string> names;
+      BOOST_REQUIRE(fs->list_dir(ck.path, names).ok());
+      for (auto& n : names) BOOST_REQUIRE(fs->read_file(ck.path + "/" + n, files[ck.path + "/" + n]).ok());
+    }
+    return files;
+  };
+  auto by_shards = checkpoints_of(true);
+  auto by_coordinator = checkpoints_of(false);
+  BOOST_TEST(by_shards.size() >= 3u * 9u);  // 3 or more checkpoints of 4 partitions x (values, m, v) + manifest
+  BOOST_TEST(by_shards.size() == by_coordinator.size());
+  for (auto& [path, bytes] : by_coordinator) {
+    auto i = by_shards.find(path);
+    BOOST_REQUIRE_MESSAGE(i != by_shards.end(), path);
+    BOOST_TEST((i->second == bytes), path);
+  }
+  // ps 1 dies mid-run: it is respawned and every shard rolls back to a shared checkpoint.
+  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
+    {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 1, "push", 40, 1, {}}});
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = "/ck";
+  sp.checkpoint_every = 16;
+  sp.checkpoint_fs = std::make_shared<model::memory_file_system>();
+  sp.checkpoint_shared = true;
+  sp.visitation_log = true;
+  sp.faults = plan;
+  cluster c{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+  auto h = c.schedule(sharded(8), epochs(3));
+  drive(c, h, std::chrono::seconds(1));
+  auto r = c.join(h);
+  BOOST_TEST(plan->injected().size() == 1u);
+  BOOST_TEST(r.ps_restores == 1);
+  BOOST_TEST(r.steps == 96);
+  every_step_once(c, r, 96);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_new_coordinator_takes_over_the_run_and_the_old_one_is_fenced_out, cluster_fixture) {

@@ -142,6 +142,86 @@ BOOST_AUTO_TEST_CASE(round_trip_keeps_values_slots_and_metadata) {
   BOOST_TEST(latest->path == dir);
 }
 
+// checkpoint.shared: shards write their own partitions' arrays, the coordinator commits
+// the records; the result is the checkpoint write_checkpoint makes of the same data.
+BOOST_AUTO_TEST_CASE(partitions_written_apart_and_committed_by_records_read_back_whole) {
+  memory_file_system fs;
+  const auto data = make_checkpoint(42);
+  const std::string dir = begin_checkpoint(fs, "/ck", data.step);
+  BOOST_TEST(dir == "/ck/ckpt-000000000042");
+  checkpoint_record r;
+  r.step = data.step;
+  r.optimizer = data.optimizer;
+  r.hyperparams = data.hyperparams;
+  r.extra = data.extra;
+  for (const auto& v : data.variables) {
+    variable_record vr{v.name, v.shape, {}};
+    // Written last partition first, as shards answer in any order.
+    std::vector<partition_record> parts(v.partitions.size());
+    for (size_t k = v.partitions.size(); k-- > 0;) parts[k] = write_partition_arrays(fs, dir, v.name, k, v.partitions[k]);
+    vr.partitions = std::move(parts);
+    r.variables.push_back(std::move(vr));
+  }
+  BOOST_TEST(list_checkpoints(fs, "/ck").empty());  // nothing committed before the manifest
+  BOOST_TEST(commit_checkpoint(fs, "/ck", r) == dir);
+  check_same(read_checkpoint(fs, dir), data);
+  // The same bytes as the one-process writer's.
+  memory_file_system one;
+  const auto d1 = write_checkpoint(one, "/ck", data);
+  std::string a, b;
+  BOOST_TEST_REQUIRE(fs.read_file(dir + "/manifest.json", a).ok());
+  BOOST_TEST_REQUIRE(one.read_file(d1 + "/manifest.json", b).ok());
+  BOOST_TEST(a == b);
+  // A committed step is not begun again.
+  BOOST_CHECK_THROW(begin_checkpoint(fs, "/ck", 42), checkpoint_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_commit_with_a_missing_file_or_records_off_the_layout_fails_and_removes_the_directory) {
+  memory_file_system fs;
+  const auto data = make_checkpoint(7);
+  auto begin_all_but = [&](size_t skip_k, checkpoint_record& r) {
+    const auto dir = begin_checkpoint(fs, "/ck", 7);
+    r = checkpoint_record{};
+    r.step = 7;
+    for (const auto& v : data.variables) {
+      variable_record vr{v.name, v.shape, {}};
+      for (size_t k = 0; k < v.partitions.size(); ++k) {
+        auto rec = write_partition_arrays(fs, dir, v.name, k, v.partitions[k]);
+        if (v.name == "dense/kernel" && k == skip_k) {
+          BOOST_TEST_REQUIRE(fs.remove_all(dir + "/" + rec.values.name).ok());  // a shard that never wrote it
+        }
+        vr.partitions.push_back(std::move(rec));
+      }
+      r.variables.push_back(std::move(vr));
+    }
+    return dir;
+  };
+  checkpoint_record r;
+  auto dir = begin_all_but(1, r);
+  try {
+    commit_checkpoint(fs, "/ck", r);
+    BOOST_FAIL("a commit with a missing file succeeded");
+  } catch (const checkpoint_error& e) {
+    BOOST_TEST(contains(e.what(), "dense.kernel.part1.npy is missing"));
+  }
+  BOOST_TEST(!fs.exists(dir));
+  // A gap in the rows, and a file name the layout does not give.
+  dir = begin_all_but(99, r);
+  auto gap = r;
+  gap.variables[0].partitions.erase(gap.variables[0].partitions.begin() + 1);
+  BOOST_CHECK_THROW(commit_checkpoint(fs, "/ck", gap), checkpoint_error);
+  BOOST_TEST(!fs.exists(dir));
+  dir = begin_all_but(99, r);
+  r.variables[0].partitions[0].values.name = "elsewhere.npy";
+  try {
+    commit_checkpoint(fs, "/ck", r);
+    BOOST_FAIL("a commit off the layout succeeded");
+  } catch (const checkpoint_error& e) {
+    BOOST_TEST(contains(e.what(), "file elsewhere.npy where the layout has dense.kernel.part0.npy"));
+  }
+  BOOST_TEST(list_checkpoints(fs, "/ck").empty());
+}
+
 BOOST_AUTO_TEST_CASE(uncommitted_directories_are_not_listed) {
   temp_dir root;
   file_system& fs = posix_file_system();

@@ -248,7 +248,7 @@ bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 
 
 int launch_command(int argc, char** argv, int first) {
   int ps = 1, workers = 2, max_restarts = 3;
-  bool restart_failed = false, evaluator = false, no_data_plane = false;
+  bool restart_failed = false, evaluator = false, no_data_plane = false, checkpoint_shared = false;
   std::string example, consistency, dir, checkpoint_dir;
   int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0;
   flags f{"actortrain launch",
@@ -266,6 +266,8 @@ int launch_command(int argc, char** argv, int first) {
     .add("consistency", consistency, "async, bounded_staleness(s) or sync (default: the example's, sync without ps)")
     .add("checkpoint-dir", checkpoint_dir, "coordinated checkpoints here (written by the chief); a lost ps task is "
          "rolled back to the newest")
+    .add("checkpoint-shared", checkpoint_shared, "each ps task writes its own partitions into --checkpoint-dir (a "
+         "directory every task reaches); the chief commits the manifest")
     .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the first and the last)")
     .add("evaluator", evaluator, "also an evaluator task: evaluates each new checkpoint (needs --checkpoint-dir and an "
          "example with validation data); the job never waits for it")
@@ -304,6 +306,7 @@ int launch_command(int argc, char** argv, int first) {
   if (ps > 0) add("chief", 1);
   add("ps", ps);
   add("worker", workers);
+  if (checkpoint_shared && checkpoint_dir.empty()) throw usage_error("--checkpoint-shared needs --checkpoint-dir");
   if (evaluator) {
     if (checkpoint_dir.empty()) throw usage_error("--evaluator needs --checkpoint-dir (it evaluates the checkpoints)");
     add("evaluator", 1);
@@ -321,7 +324,8 @@ int launch_command(int argc, char** argv, int first) {
     if (connection_ms > 0) timeouts.push_back(fmt::format("\"connection_ms\": {}", connection_ms));
     if (!timeouts.empty()) out << ", \"timeouts\": {" << fmt::format("{}", fmt::join(timeouts, ", ")) << "}";
     if (!checkpoint_dir.empty())
-      out << ", \"checkpoint\": {\"dir\": \"" << checkpoint_dir << "\", \"every_steps\": " << checkpoint_every << "}";
+      out << ", \"checkpoint\": {\"dir\": \"" << checkpoint_dir << "\", \"every_steps\": " << checkpoint_every
+          << (checkpoint_shared ? ", \"shared\": true" : "") << "}";
     out << "}\n";
     if (!out) throw std::runtime_error("cannot write " + file);
   }

@@ -115,7 +115,7 @@ void validate_for_write(const checkpoint_data& data) {
 }
 
 /// Writes one array and fsyncs it; returns its manifest record. Throws checkpoint_error.
-json write_array(file_system& fs, const std::string& dir, const std::string& name, const matrix& m) {
+file_record write_array(file_system& fs, const std::string& dir, const std::string& name, const matrix& m) {
   const std::string header = npy_header(shape2{m.rows(), m.cols()});
   const std::string_view data(reinterpret_cast<const char*>(m.data()),
                               static_cast<size_t>(m.size()) * sizeof(float));
@@ -123,7 +123,84 @@ json write_array(file_system& fs, const std::string& dir, const std::string& nam
   if (auto st = fs.write_file(path, {header, data}); !st.ok()) throw checkpoint_error(st.message());
   if (auto st = fs.sync_file(path); !st.ok()) throw checkpoint_error(st.message());
   const uint32_t crc = detail::crc32_update(detail::crc32_update(0, header), data);
-  return json{{"name", name}, {"bytes", header.size() + data.size()}, {"crc32", crc}};
+  return file_record{name, header.size() + data.size(), crc};
+}
+
+json to_json(const file_record& f) { return json{{"name", f.name}, {"bytes", f.bytes}, {"crc32", f.crc32}}; }
+
+// Checks what commit_checkpoint needs of the records before it touches the disk.
+void validate_records(const checkpoint_record& r) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(fmt::format("commit_checkpoint: {}", what)); };
+  if (r.step < 0) bad(fmt::format("negative step {}", r.step));
+  for (const auto& [name, value] : r.hyperparams)
+    if (!std::isfinite(value)) bad(fmt::format("hyperparameter {} is not finite ({})", name, value));
+  std::set<std::string> names;
+  for (const auto& v : r.variables) {
+    if (v.name.empty() || v.name.find('\0') != std::string::npos) bad(fmt::format("bad variable name '{}'", v.name));
+    if (!names.insert(v.name).second) bad(fmt::format("variable '{}' appears twice", v.name));
+    if (v.shape.rows < 1 || v.shape.cols < 1)
+      bad(fmt::format("variable '{}' has the empty shape {}", v.name, to_string(v.shape)));
+    std::vector<row_range> ranges;
+    for (const auto& p : v.partitions) ranges.push_back({p.row_begin, p.row_end});
+    if (auto err = coverage_error(v.shape.rows, ranges); !err.empty())
+      bad(fmt::format("variable '{}' {}: {}", v.name, to_string(v.shape), err));
+    for (size_t k = 0; k < v.partitions.size(); ++k) {
+      const auto& p = v.partitions[k];
+      if (p.values.name != partition_file_name(v.name, k))
+        bad(fmt::format("variable '{}' partition {}: file {} where the layout has {}", v.name, k, p.values.name,
+                        partition_file_name(v.name, k)));
+      for (const auto& [slot, f] : p.slots)
+        if (f.name != slot_file_name(v.name, k, slot))
+          bad(fmt::format("variable '{}' partition {}: slot file {} where the layout has {}", v.name, k, f.name,
+                          slot_file_name(v.name, k, slot)));
+    }
+  }
+}
+
+// Writes the manifest of the records into `dir` (arrays written) and commits it.
+void write_manifest(file_system& fs, const std::string& root, const std::string& dir, const checkpoint_record& r) {
+  json variables = json::array();
+  for (const auto& v : r.variables) {
+    json parts = json::array();
+    for (size_t k = 0; k < v.partitions.size(); ++k) {
+      const auto& p = v.partitions[k];
+      json slots = json::object();
+      for (const auto& [slot, f] : p.slots) slots[slot] = to_json(f);
+      parts.push_back(json{{"index", k},
+                           {"row_begin", p.row_begin},
+                           {"row_end", p.row_end},
+                           {"iterations", p.iterations},
+                           {"file", to_json(p.values)},
+                           {"slots", std::move(slots)}});
+    }
+    variables.push_back(json{{"name", v.name},
+                             {"shape", json::array({v.shape.rows, v.shape.cols})},
+                             {"partitions", std::move(parts)}});
+  }
+  json hyper = json::object();
+  for (const auto& [name, value] : r.hyperparams) hyper[name] = value;
+  const json manifest{{"format", format_name},
+                      {"format_version", checkpoint_format_version},
+                      {"step", r.step},
+                      {"optimizer", json{{"describe", r.optimizer}, {"hyperparameters", hyper}}},
+                      {"variables", std::move(variables)},
+                      {"extra", r.extra}};
+  // The arrays' directory entries must be durable before the commit record is.
+  if (auto st = fs.sync_dir(dir); !st.ok()) throw checkpoint_error(st.message());
+  const std::string tmp = join_path(dir, manifest_tmp_name);
+  if (auto st = fs.write_file(tmp, manifest.dump(2) + "\n"); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.sync_file(tmp); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.rename(tmp, join_path(dir, manifest_name)); !st.ok()) throw checkpoint_error(st.message());
+  // The checkpoint directory's own entry in root.
+  if (auto st = fs.sync_dir(root); !st.ok()) throw checkpoint_error(st.message());
+}
+
+// Removes the partial directory and rethrows with what happened.
+[[noreturn]] void abandon(file_system& fs, const std::string& dir, const char* what, const std::exception& e) {
+  const auto cleanup = fs.remove_all(dir);
+  throw checkpoint_error(fmt::format("{} {} failed: {}{}", what, dir, e.what(),
+                                     cleanup.ok() ? std::string(" (partial directory removed)")
+                                                  : "; removing the partial directory also failed: " + cleanup.message()));
 }
 
 // -- manifest reading --------------------------------------------------------------------
@@ -303,68 +380,84 @@ std::string slot_file_name(const std::string& variable, size_t k, const std::str
 
 // -- write -------------------------------------------------------------------------------
 
+std::string begin_checkpoint(file_system& fs, const std::string& root, int64_t step) {
+  if (step < 0) throw std::invalid_argument(fmt::format("begin_checkpoint: negative step {}", step));
+  const std::string dir = join_path(root, checkpoint_dir_name(step));
+  if (auto st = fs.create_dirs(root); !st.ok()) throw checkpoint_error(fmt::format("{}: {}", dir, st.message()));
+  if (fs.exists(dir)) {
+    if (is_committed(fs, dir, step))
+      throw checkpoint_error(fmt::format("{}: a committed checkpoint of step {} already exists", dir, step));
+    if (auto st = fs.remove_all(dir); !st.ok())
+      throw checkpoint_error(fmt::format("{}: removing the uncommitted leftover: {}", dir, st.message()));
+  }
+  if (auto st = fs.create_dir(dir); !st.ok()) throw checkpoint_error(fmt::format("{}: {}", dir, st.message()));
+  return dir;
+}
+
+partition_record write_partition_arrays(file_system& fs, const std::string& dir, const std::string& variable, size_t k,
+                                        const partition_data& p) {
+  auto bad = [&](const std::string& what) {
+    throw std::invalid_argument(fmt::format("write_partition_arrays: variable '{}' partition {}: {}", variable, k, what));
+  };
+  if (p.iterations < 0) bad(fmt::format("negative iterations {}", p.iterations));
+  if (p.row_end - p.row_begin != p.values.rows())
+    bad(fmt::format("values are {} for rows [{}, {})", shape_string(p.values), p.row_begin, p.row_end));
+  for (const auto& [slot, m] : p.slots) {
+    if (!safe_file_name(slot)) bad(fmt::format("bad slot name '{}'", slot));
+    if (m.rows() != p.values.rows() || m.cols() != p.values.cols())
+      bad(fmt::format("slot '{}' is {}, the values {}", slot, shape_string(m), shape_string(p.values)));
+  }
+  partition_record r;
+  r.row_begin = p.row_begin;
+  r.row_end = p.row_end;
+  r.iterations = p.iterations;
+  r.values = write_array(fs, dir, partition_file_name(variable, k), p.values);
+  for (const auto& [slot, m] : p.slots) r.slots[slot] = write_array(fs, dir, slot_file_name(variable, k, slot), m);
+  return r;
+}
+
+std::string commit_checkpoint(file_system& fs, const std::string& root, const checkpoint_record& r) {
+  const std::string dir = join_path(root, checkpoint_dir_name(std::max<int64_t>(0, r.step)));
+  try {
+    validate_records(r);
+    for (const auto& v : r.variables)
+      for (const auto& p : v.partitions) {
+        if (!fs.exists(join_path(dir, p.values.name)))
+          throw checkpoint_error(fmt::format("{} is missing (variable '{}')", p.values.name, v.name));
+        for (const auto& [slot, f] : p.slots)
+          if (!fs.exists(join_path(dir, f.name)))
+            throw checkpoint_error(fmt::format("{} is missing (variable '{}', slot {})", f.name, v.name, slot));
+      }
+    write_manifest(fs, root, dir, r);
+  } catch (const std::exception& e) {
+    abandon(fs, dir, "commit_checkpoint", e);
+  }
+  return dir;
+}
+
 std::string write_checkpoint(file_system& fs, const std::string& root, const checkpoint_data& data) {
   validate_for_write(data);
-  const std::string dir = join_path(root, checkpoint_dir_name(data.step));
-  if (auto st = fs.create_dirs(root); !st.ok())
-    throw checkpoint_error(fmt::format("write_checkpoint {}: {}", dir, st.message()));
-  if (fs.exists(dir)) {
-    if (is_committed(fs, dir, data.step))
-      throw checkpoint_error(fmt::format("write_checkpoint {}: a committed checkpoint of step {} "
-                                         "already exists",
-                                         dir, data.step));
-    if (auto st = fs.remove_all(dir); !st.ok())
-      throw checkpoint_error(fmt::format("write_checkpoint {}: removing the uncommitted leftover: {}",
-                                         dir, st.message()));
-  }
-  if (auto st = fs.create_dir(dir); !st.ok())
-    throw checkpoint_error(fmt::format("write_checkpoint {}: {}", dir, st.message()));
-
+  std::string dir;
   try {
-    json variables = json::array();
-    for (const auto& v : data.variables) {
-      json parts = json::array();
-      for (size_t k = 0; k < v.partitions.size(); ++k) {
-        const auto& p = v.partitions[k];
-        json slots = json::object();
-        json record = write_array(fs, dir, partition_file_name(v.name, k), p.values);
-        for (const auto& [slot, m] : p.slots)
-          slots[slot] = write_array(fs, dir, slot_file_name(v.name, k, slot), m);
-        parts.push_back(json{{"index", k},
-                             {"row_begin", p.row_begin},
-                             {"row_end", p.row_end},
-                             {"iterations", p.iterations},
-                             {"file", std::move(record)},
-                             {"slots", std::move(slots)}});
-      }
-      variables.push_back(json{{"name", v.name},
-                               {"shape", json::array({v.shape.rows, v.shape.cols})},
-                               {"partitions", std::move(parts)}});
-    }
-    json hyper = json::object();
-    for (const auto& [name, value] : data.hyperparams) hyper[name] = value;
-    const json manifest{{"format", format_name},
-                        {"format_version", checkpoint_format_version},
-                        {"step", data.step},
-                        {"optimizer", json{{"describe", data.optimizer}, {"hyperparameters", hyper}}},
-                        {"variables", std::move(variables)},
-                        {"extra", data.extra}};
-    // The arrays' directory entries must be durable before the commit record is.
-    if (auto st = fs.sync_dir(dir); !st.ok()) throw checkpoint_error(st.message());
-    const std::string tmp = join_path(dir, manifest_tmp_name);
-    if (auto st = fs.write_file(tmp, manifest.dump(2) + "\n"); !st.ok())
-      throw checkpoint_error(st.message());
-    if (auto st = fs.sync_file(tmp); !st.ok()) throw checkpoint_error(st.message());
-    if (auto st = fs.rename(tmp, join_path(dir, manifest_name)); !st.ok())
-      throw checkpoint_error(st.message());
-    // The checkpoint directory's own entry in root.
-    if (auto st = fs.sync_dir(root); !st.ok()) throw checkpoint_error(st.message());
+    dir = begin_checkpoint(fs, root, data.step);
   } catch (const checkpoint_error& e) {
-    const auto cleanup = fs.remove_all(dir);
-    throw checkpoint_error(fmt::format("write_checkpoint {} failed: {}{}", dir, e.what(),
-                                       cleanup.ok() ? std::string(" (partial directory removed)")
-                                                    : "; removing the partial directory also failed: " +
-                                                        cleanup.message()));
+    throw checkpoint_error(fmt::format("write_checkpoint {}", e.what()));
+  }
+  try {
+    checkpoint_record r;
+    r.step = data.step;
+    r.optimizer = data.optimizer;
+    r.hyperparams = data.hyperparams;
+    r.extra = data.extra;
+    for (const auto& v : data.variables) {
+      variable_record vr{v.name, v.shape, {}};
+      for (size_t k = 0; k < v.partitions.size(); ++k)
+        vr.partitions.push_back(write_partition_arrays(fs, dir, v.name, k, v.partitions[k]));
+      r.variables.push_back(std::move(vr));
+    }
+    write_manifest(fs, root, dir, r);
+  } catch (const checkpoint_error& e) {
+    abandon(fs, dir, "write_checkpoint", e);
   }
   return dir;
 }

@@ -139,6 +139,10 @@ struct cluster_spec {
   /// A checkpoint that cannot be written ends the run with checkpoint_failed; the ones
   /// committed before stay.
   std::shared_ptr<model::file_system> checkpoint_fs;
+  /// Every ps shard writes its own partitions into checkpoint_dir (a directory all of a
+  /// cluster's processes reach: its checkpoint.shared) and only their files' records go
+  /// to the coordinator, which commits the manifest. Same files as without.
+  bool checkpoint_shared = false;
   /// Speculative re-execution of stragglers: a step still running after this many
   /// times the median step time also runs on another worker; the first answer counts
   /// (de-duplication makes the other harmless). 0: off, as in TensorFlow.

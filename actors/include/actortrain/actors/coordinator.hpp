@@ -173,6 +173,10 @@ struct coordinator_options {
   caf::timespan checkpoint_interval{0};
   size_t checkpoint_keep = 3;
   std::shared_ptr<model::file_system> checkpoint_fs;  ///< null: model::posix_file_system()
+  /// Every shard writes its own partitions into checkpoint_dir, which it reaches too
+  /// (a cluster's checkpoint.shared); only the files' records come here. Else the
+  /// shards' state comes here and this actor writes it all.
+  bool checkpoint_shared = false;
   /// The shards' optimizer (a copy): checkpoints record its describe() and current
   /// hyperparameters, which set_hyperparams keeps up to date. Null: not recorded.
   std::shared_ptr<const model::optimizer> optimizer;

@@ -29,7 +29,9 @@ enum class event_kind : uint8_t {
   steps_requeued,  ///< count steps of a lost worker back in the queue
   dataset_lost,    ///< the dataset shard of `pipeline` is gone; its steps wait for a new one
   dataset_rebuilt, ///< a new dataset shard serves `pipeline` (from the same positions)
-  checkpoint_done, ///< a coordinated checkpoint committed: step in `count`, directory in `text`
+  checkpoint_done, ///< ("checkpoint") a coordinated checkpoint committed: step in `count`, directory in `text`;
+                   ///< values pause_seconds, bytes_to_coordinator (tensor bytes the shards
+                   ///< sent for it: 0 with checkpoint_shared)
   ps_lost,         ///< ps shard `count` is gone (text = why); training pauses until it is respawned
   ps_restored,     ///< every shard rolled back to the checkpoint of step `count` (directory in
                    ///< `text`, values: recovery_seconds, steps_lost) under a new recovery epoch

@@ -546,6 +546,59 @@ typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
   return f(caf::meta::type_name("ps_snapshot"), x.shard, x.partitions);
 }
 
+/// A shared checkpoint (the cluster file's checkpoint.shared): the shard writes its own
+/// partitions into the checkpoint directory the coordinator began, and answers with
+/// ps_files (model/checkpoint/checkpoint.hpp: begin_checkpoint, write_partition_arrays,
+/// commit_checkpoint).
+struct checkpoint_target {
+  std::string dir;  ///< the begun <root>/ckpt-<step>/
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_target& x) {
+  return f(caf::meta::type_name("checkpoint_target"), x.dir);
+}
+
+/// A written array: its file name in the checkpoint directory, size and zlib CRC-32.
+struct file_entry {
+  std::string name;
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_entry& x) {
+  return f(caf::meta::type_name("file_entry"), x.name, x.bytes, x.crc32);
+}
+
+/// One partition of a shared checkpoint as its shard wrote it.
+struct partition_files {
+  partition_key key;
+  std::string name;  ///< the variable's
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  int64_t iterations = 0;
+  file_entry values;
+  std::vector<std::string> slot_names;
+  std::vector<file_entry> slots;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_files& x) {
+  return f(caf::meta::type_name("partition_files"), x.key, x.name, x.row_begin, x.row_end, x.iterations, x.values,
+           x.slot_names, x.slots);
+}
+
+struct ps_files {
+  uint32_t shard = 0;
+  std::vector<partition_files> partitions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_files& x) {
+  return f(caf::meta::type_name("ps_files"), x.shard, x.partitions);
+}
+
 /// Raises the fence a shard enforces: from now on it rejects messages with older epochs,
 /// and for `f.worker` (if set) any generation below f.worker_generation.
 struct fence_request {
@@ -851,6 +904,8 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::cluster_status))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::node_registration))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::job_outcome))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::shard_contact))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::checkpoint_target))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_files))
 CAF_END_TYPE_ID_BLOCK(actortrain)
 
 namespace actortrain {

@@ -46,6 +46,7 @@
 
 #include <actortrain/actors/messages.hpp>
 #include <actortrain/actors/send_seam.hpp>
+#include <actortrain/model/checkpoint/file_system.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
 
 #include <caf/all.hpp>
@@ -67,7 +68,10 @@ using ps_shard_actor = caf::typed_actor<
   caf::replies_to<stats_atom>::with<ps_stats>,
   // Every partition's values, slots and counters, for a coordinated checkpoint (shared,
   // not copied, in-process: the next push writes into a copy).
-  caf::replies_to<snapshot_atom, fence_request>::with<ps_snapshot>>;
+  caf::replies_to<snapshot_atom, fence_request>::with<ps_snapshot>,
+  // The same state written by the shard itself into a shared checkpoint directory (the
+  // cluster's checkpoint.shared); only the files' records travel.
+  caf::replies_to<snapshot_atom, fence_request, checkpoint_target>::with<ps_files>>;
 
 /// When a validated, new push is applied. The ps shard calls on_push for every push that
 /// passed validation and is not a duplicate; `apply` applies a push now (the optimizer
@@ -111,6 +115,8 @@ struct ps_shard_options {
   /// Keep which computation (worker, generation, attempt) applied each step, for the
   /// simulator's count of torn re-runs. Grows with the run: tests only.
   bool apply_log = false;
+  /// Where shared checkpoints are written (null: model::posix_file_system()).
+  std::shared_ptr<model::file_system> checkpoint_fs;
 };
 
 /// Spawns a shard that updates with its own clone of `opt`. Throws std::invalid_argument

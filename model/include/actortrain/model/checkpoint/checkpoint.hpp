@@ -111,6 +111,65 @@ std::string slot_file_name(const std::string& variable, size_t k, const std::str
 ///    message names the file and the cause; earlier checkpoints are untouched.
 std::string write_checkpoint(file_system& fs, const std::string& root, const checkpoint_data& data);
 
+// -- checkpoints written by several processes -----------------------------------------
+// With a directory every task can reach (a cluster file's checkpoint.shared), each ps
+// task writes its own partitions' arrays and only their records travel: the coordinator
+// begins the directory (begin_checkpoint), every shard writes into it
+// (write_partition_arrays), and the coordinator commits it with the records
+// (commit_checkpoint). Layout, manifest and commit protocol are write_checkpoint's, which
+// is these three in one process.
+
+/// A file of a checkpoint as the manifest records it.
+struct file_record {
+  std::string name;
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+
+/// A partition whose arrays are written: rows [row_begin, row_end), its files.
+struct partition_record {
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  int64_t iterations = 0;
+  file_record values;
+  std::map<std::string, file_record> slots;
+};
+
+struct variable_record {
+  std::string name;
+  shape2 shape;
+  std::vector<partition_record> partitions;  ///< in row order
+};
+
+/// A checkpoint whose arrays are written: what commit_checkpoint puts in the manifest.
+struct checkpoint_record {
+  int64_t step = 0;
+  std::vector<variable_record> variables;
+  std::string optimizer;
+  std::vector<std::pair<std::string, double>> hyperparams;
+  nlohmann::json extra = nlohmann::json::object();
+};
+
+/// Creates <root>/ckpt-<step>/ for the arrays (root too if needed; an uncommitted
+/// leftover of that step is removed) and returns its path. Throws checkpoint_error when a
+/// committed checkpoint of that step exists or on I/O failure; std::invalid_argument for
+/// a negative step.
+std::string begin_checkpoint(file_system& fs, const std::string& root, int64_t step);
+
+/// Writes (and fsyncs) partition `k` (in row order) of `variable` into the begun
+/// directory `dir`: its values and every slot, each as .npy. Throws std::invalid_argument
+/// for inconsistent data (a slot of another shape, a bad slot name, negative iterations),
+/// checkpoint_error on I/O failure.
+partition_record write_partition_arrays(file_system& fs, const std::string& dir, const std::string& variable, size_t k,
+                                        const partition_data& p);
+
+/// Commits the begun <root>/ckpt-<r.step>/: checks the records (partitions that cover
+/// each variable's rows exactly, the file names the layout gives, every file present),
+/// fsyncs the directory and writes the manifest as write_checkpoint does. Returns the
+/// path. Throws checkpoint_error for inconsistent records, a missing file or an I/O
+/// failure, after removing the directory.
+std::string commit_checkpoint(file_system& fs, const std::string& root, const checkpoint_record& r);
+
 /// Committed checkpoints under `root` — directories named ckpt-<digits> holding a
 /// manifest.json that parses, has a known format version and the directory's step —
 /// sorted by step. Arrays are not read (read_checkpoint checks them). An absent root
