@@ -715,6 +715,11 @@ node_result play_worker(node_context& cx) {
     o.sources.push_back(caf::actor_cast<caf::actor>(
       spawn_dataset_shard(cx.sys, cx.j.train, cluster_internals::pipeline_options(spec, p))));
   auto local_sources = o.sources;
+  // Each replica builds its dataset when it starts (the job's dataset_fn): have that done,
+  // and a first batch made, before registering, so the run does not wait for it (it made
+  // the first ~100 steps of a Fashion-MNIST run wait 9 ms each for their batches).
+  for (auto& s : local_sources)
+    (void)ask<batch_reply>(cx.sys, s, cx.connect_budget(), batch_atom::value, batch_request{fence{}, step_id{}, 0, 0});
   auto w = spawn_worker(cx.sys, std::move(o));
   // A ps task that is lost comes back as a new process, whose shard the coordinator's
   // tasks then name: dial it again at its address, so that the traffic to it goes
