@@ -9,12 +9,14 @@
 //   actortrain node --example NAME ...       one task of a cluster of processes
 //   actortrain launch --example NAME ...     a whole cluster of processes on 127.0.0.1
 //   actortrain inspect DIR [flags]           what a checkpoint holds, validated
+//   actortrain plot METRICS.jsonl --out DIR  figures of a run (gnuplot)
 //   actortrain --help
 
 #include "bench.hpp"
 #include "flags.hpp"
 #include "inspect.hpp"
 #include "launch.hpp"
+#include "plot.hpp"
 #include "soak.hpp"
 
 #include <iostream>
@@ -33,7 +35,8 @@ const char* usage =
   "  bench sparse          embedding rows pulled and pushed per second, pulling the batch's\n"
   "                        rows against pulling whole tables\n"
   "  bench transport       push and pull tensors between two processes on 127.0.0.1: raw TCP\n"
-  "                        against ActorTrain over BASP, per size, and a sparse pull of 1M rows\n"
+  "                        against ActorTrain over BASP and on its tensor data plane, per size,\n"
+  "                        and a sparse pull of 1M rows\n"
   "  bench cluster         the main job with 2 workers and 2 ps: embedded against 5 processes on\n"
   "                        127.0.0.1 (samples/s, test accuracy)\n"
   "  soak                  run the fault simulator over many seeded fault plans and check\n"
@@ -43,6 +46,9 @@ const char* usage =
   "  launch                start a whole cluster of processes on 127.0.0.1 running an example\n"
   "  inspect DIR           print a checkpoint (or a root's newest): step, optimizer, variables\n"
   "                        with partition statistics, run state and totals; validates every file\n"
+  "  plot METRICS.jsonl    figures of a run from its metrics file (--out DIR): loss and accuracy\n"
+  "                        per epoch and per step, samples/s per worker, staleness, a time line\n"
+  "                        of failures and recoveries (PNG via gnuplot, with the data plotted)\n"
   "\n"
   "Run 'actortrain COMMAND ... --help' for a command's flags.\n";
 
@@ -63,6 +69,7 @@ int main(int argc, char** argv) {
     if (cmd == "node") return actortrain::tools::node_command(argc, argv, 2);
     if (cmd == "launch") return actortrain::tools::launch_command(argc, argv, 2);
     if (cmd == "inspect") return actortrain::tools::inspect_command(argc, argv, 2);
+    if (cmd == "plot") return actortrain::tools::plot_command(argc, argv, 2);
     if (cmd == "bench") {
       std::string what = argc > 2 ? argv[2] : "";
       if (what == "fashion-mnist") return actortrain::tools::bench_fashion_mnist(argc, argv, 3);

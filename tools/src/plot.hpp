@@ -1,0 +1,29 @@
+#pragma once
+// `actortrain plot METRICS.jsonl --out DIR`: figures of a run from its JSON-lines metrics
+// (fit_options / cluster metrics_file; the event kinds of actortrain/actors/events.hpp).
+//
+// Each figure is written three ways into DIR: NAME.dat (the numbers plotted, one row per
+// point, whitespace-separated with a header line), NAME.gp (the gnuplot script) and
+// NAME.png (gnuplot's pngcairo output):
+//   epochs     loss and accuracy per epoch, training and validation
+//   steps      loss per applied step, raw and smoothed (exponential moving average)
+//   throughput samples/s per worker over time (applied steps' examples per time bin)
+//   staleness  histogram of the applied steps' staleness
+//   timeline   applied steps over time, with failures (worker_lost, ps_lost,
+//              dataset_lost), recoveries (worker_joined after the first, ps_restored,
+//              dataset_rebuilt, resumed), re-queued steps and checkpoints marked;
+//              timeline_events.dat lists the marks
+// A line cut short (a run killed mid-write: the last line without its newline, or one
+// continued by the next run's first line) is skipped and counted; any other line that is
+// not a JSON object with an "event" fails with FILE:LINE and what is wrong.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace actortrain::tools {
+
+/// `actortrain plot METRICS.jsonl --out DIR [flags]`; returns the process exit code.
+int plot_command(int argc, char** argv, int first);
+
+}  // namespace actortrain::tools
