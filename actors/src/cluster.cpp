@@ -836,6 +836,27 @@ std::future<std::vector<ps_stats>> cluster_internals::shard_stats(cluster& c) {
   return fut;
 }
 
+std::future<std::string> cluster::status_async() {
+  auto& d = *impl_;
+  auto promise = std::make_shared<std::promise<std::string>>();
+  auto fut = promise->get_future();
+  auto coordinator = d.coordinator;
+  auto timeout = d.timeout() + std::chrono::seconds(1);
+  d.sys.spawn([promise, coordinator, timeout](caf::event_based_actor* self) {
+    self->request(coordinator, timeout, report_atom::value)
+      .then([promise](status_report& r) { promise->set_value(describe(r)); },
+            [promise](caf::error& e) { promise->set_value("no status from the coordinator: " + describe(e) + "\n"); });
+  });
+  return fut;
+}
+
+std::string cluster::status() {
+  auto fut = status_async();
+  if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(2)) != std::future_status::ready)
+    throw std::runtime_error("cluster::status: the coordinator did not answer in time");
+  return fut.get();
+}
+
 std::string cluster::ps_report() {
   auto fut = ps_report_async();
   if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(1)) != std::future_status::ready)

@@ -248,6 +248,19 @@ caf::behavior node_actor(node_ptr self, node_init init) {
       }
   });
   return {
+    // The coordinator's task: the live status, from the coordinator.
+    [self](report_atom) -> caf::result<status_report> {
+      auto& st = self->state;
+      if (!st.coordinator)
+        return make_error(error_code::invalid_request,
+                          fmt::format("{} hosts no coordinator (ask the chief, or worker 0 of a worker-only cluster)",
+                                      to_string(st.task)));
+      auto rp = self->make_response_promise<status_report>();
+      self->request(st.coordinator, st.timeout, report_atom::value)
+        .then([rp](status_report& r) mutable { rp.deliver(std::move(r)); },
+              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      return rp;
+    },
     // Any task: a handle to ps shard `index` held here.
     [self](ps_handle_atom, uint32_t index) -> caf::result<shard_contact> {
       auto rp = self->make_response_promise<shard_contact>();
@@ -919,13 +932,9 @@ std::string fingerprint_difference(const fingerprint& mine, const fingerprint& t
   return fmt::format("{}", fmt::join(diffs, "; "));
 }
 
-node_result run_task(const node_options& opts, const job& j) {
-  check_job(j);
-  auto& def = opts.cluster;
-  const auto& me = opts.task;
-  const auto& addr = def.address(me);  // throws for a task that is not in the cluster
-  std::ostream& out = opts.out ? *opts.out : std::cout;
-  caf::actor_system_config cfg;
+// A process of the cluster `def`: our types, the middleman, TLS when the cluster has it,
+// heartbeats and connection timeouts.
+static void configure_for(caf::actor_system_config& cfg, const cluster_def& def, int threads) {
   configure_options co;
   co.load_middleman = true;
   configure(cfg, co);
@@ -939,9 +948,38 @@ node_result run_task(const node_options& opts, const job& j) {
     cfg.set("openssl.key", def.tls.key);
     cfg.set("openssl.cafile", def.tls.ca);
   }
-  cfg.set("scheduler.max-threads", std::max(1, opts.threads));
+  cfg.set("scheduler.max-threads", std::max(1, threads));
   cfg.set("middleman.heartbeat-interval", span(def.heartbeat_interval));
   cfg.set("middleman.connection-timeout", span(def.connection_timeout));
+}
+
+// The registry half of shutting down (see run_task): once the process's actors stopped,
+// forget them in the registry until it stays empty for 100 ms (at most 2 s).
+static void forget_registry(caf::actor_system& sys) {
+  auto forget_all = [&] {
+    bool any = false;
+    for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id)
+      if (sys.registry().get(id)) {
+        sys.registry().erase(id);
+        any = true;
+      }
+    return any;
+  };
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int quiet = 0; quiet < 10 && std::chrono::steady_clock::now() < give_up;) {
+    quiet = forget_all() ? 0 : quiet + 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+node_result run_task(const node_options& opts, const job& j) {
+  check_job(j);
+  auto& def = opts.cluster;
+  const auto& me = opts.task;
+  const auto& addr = def.address(me);  // throws for a task that is not in the cluster
+  std::ostream& out = opts.out ? *opts.out : std::cout;
+  caf::actor_system_config cfg;
+  configure_for(cfg, def, opts.threads);
   caf::actor_system sys{cfg};
   auto box = std::make_shared<node_box>();
   node_init init;
@@ -974,20 +1012,7 @@ node_result run_task(const node_options& opts, const job& j) {
     // An actor's last messages to peers may still wait in the middleman's queue, which
     // puts the sender back into the registry when it writes them: forget again until
     // the registry stays empty for 100 ms (at most 2 s).
-    auto forget_all = [&] {
-      bool any = false;
-      for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id)
-        if (sys.registry().get(id)) {
-          sys.registry().erase(id);
-          any = true;
-        }
-      return any;
-    };
-    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    for (int quiet = 0; quiet < 10 && std::chrono::steady_clock::now() < give_up;) {
-      quiet = forget_all() ? 0 : quiet + 1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    forget_registry(sys);
   };
   try {
     auto port = def.tls.enabled() ? caf::openssl::publish(node, addr.port, addr.host.c_str(), /*reuse=*/true)
@@ -1071,6 +1096,38 @@ std::string node_usage(const std::string& program) {
     "                      the cluster's CA (tools/make-certs makes them); needed off loopback\n"
     "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n",
     program);
+}
+
+std::string query_status(const node_flags& flags) {
+  node_flags f = flags;
+  f.resume = false;
+  if (f.task.empty()) f.task = "worker:0";  // only for reading the definition: every cluster has one
+  auto o = resolve_node(f);
+  const auto& def = o.cluster;
+  auto chief = def.coordinator_task();
+  caf::actor_system_config cfg;
+  configure_for(cfg, def, 1);
+  caf::actor_system sys{cfg};
+  std::string text;
+  std::string failure;
+  {
+    auto node = dial(sys, def.address(chief), def.connect_timeout);
+    if (!node) {
+      failure = describe(node.error());
+    } else {
+      auto r = ask<status_report>(sys, *node, span(def.request_timeout), report_atom::value);
+      if (r)
+        text = fmt::format("{}\n{}", task_at(def, chief), describe(*r));
+      else
+        failure = fmt::format("{} did not report: {}", task_at(def, chief), describe(r.error()));
+    }
+  }
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (sys.registry().running() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the application thread, at exit
+  forget_registry(sys);
+  if (!failure.empty()) throw std::runtime_error(failure);
+  return text;
 }
 
 node_options resolve_node(const node_flags& flags) {

@@ -479,6 +479,38 @@ BOOST_FIXTURE_TEST_CASE(shards_writing_their_own_partitions_make_the_same_checkp
   every_step_once(c, r, 96);
 }
 
+// cluster::status: workers, shards with their partitions, the last checkpoint, and a
+// lost ps shard with the roll-back among the recent events.
+BOOST_FIXTURE_TEST_CASE(the_status_names_workers_shards_the_last_checkpoint_and_recent_failures, cluster_fixture) {
+  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
+    {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 1, "push", 40, 1, {}}});
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = "/ck";
+  sp.checkpoint_every = 16;
+  sp.checkpoint_fs = std::make_shared<model::memory_file_system>();
+  sp.faults = plan;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(3), model::layers::dense(1)}),
+            *model::make_adam({0.05}), model::mean_squared_error()};
+  auto h = c.schedule(sharded(8), epochs(2));
+  drive(c, h, std::chrono::seconds(1));
+  auto r = c.join(h);
+  BOOST_REQUIRE(r.ps_restores == 1);
+  auto f = c.status_async();
+  sched.run();
+  BOOST_REQUIRE(f.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+  auto text = f.get();
+  BOOST_TEST_MESSAGE(text);
+  auto has = [&](const std::string& part) { return text.find(part) != std::string::npos; };
+  BOOST_TEST(has("run 1: idle, 2 epoch(s) done, 64 steps applied"), text);
+  BOOST_TEST(has("  worker 0  idle  generation 1  "), text);
+  BOOST_TEST(has("  worker 1  idle  generation 1  "), text);
+  BOOST_TEST(has("    dense/kernel part 0  rows [0, 4) x 3  48 B  version "), text);
+  BOOST_TEST(has("  ps 1  "), text);
+  BOOST_TEST(has("last checkpoint: step 64, "), text);
+  BOOST_TEST(has("ps shard 1 lost"), text);
+  BOOST_TEST(has("every ps shard restored to the checkpoint of step "), text);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_new_coordinator_takes_over_the_run_and_the_old_one_is_fenced_out, cluster_fixture) {
   auto dir = temp_dir();
   auto sp = spec(2, 2);

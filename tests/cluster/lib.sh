@@ -89,6 +89,6 @@ same_histories() {
 # extra launch flags in "$@". Sets L to its pid.
 launch_linear() {
   timeout 170 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 150 "$@" \
-    -- --epochs 2 --examples 40000 --metrics "$WORK/m.jsonl" --verbose 2 >"$WORK/out" 2>&1 &
+    -- ${EXAMPLE_ARGS:---epochs 2 --examples 40000} --metrics "$WORK/m.jsonl" --verbose 2 >"$WORK/out" 2>&1 &
   L=$!
 }

@@ -10,6 +10,7 @@
 //   actortrain launch --example NAME ...     a whole cluster of processes on 127.0.0.1
 //   actortrain inspect DIR [flags]           what a checkpoint holds, validated
 //   actortrain plot METRICS.jsonl --out DIR  figures of a run (gnuplot)
+//   actortrain status [--cluster FILE]       a running cluster's live status
 //   actortrain --help
 
 #include "bench.hpp"
@@ -49,6 +50,8 @@ const char* usage =
   "  plot METRICS.jsonl    figures of a run from its metrics file (--out DIR): loss and accuracy\n"
   "                        per epoch and per step, samples/s per worker, staleness, a time line\n"
   "                        of failures and recoveries (PNG via gnuplot, with the data plotted)\n"
+  "  status                a running cluster's live status: workers, ps shards, the last\n"
+  "                        checkpoint, recent failures (--cluster FILE or TF_CONFIG)\n"
   "\n"
   "Run 'actortrain COMMAND ... --help' for a command's flags.\n";
 
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
     if (cmd == "launch") return actortrain::tools::launch_command(argc, argv, 2);
     if (cmd == "inspect") return actortrain::tools::inspect_command(argc, argv, 2);
     if (cmd == "plot") return actortrain::tools::plot_command(argc, argv, 2);
+    if (cmd == "status") return actortrain::tools::status_command(argc, argv, 2);
     if (cmd == "bench") {
       std::string what = argc > 2 ? argv[2] : "";
       if (what == "fashion-mnist") return actortrain::tools::bench_fashion_mnist(argc, argv, 3);

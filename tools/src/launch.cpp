@@ -121,6 +121,55 @@ int node_command(int argc, char** argv, int first) {
   return run_node(flags, j);
 }
 
+// -- status ----------------------------------------------------------------------------
+
+namespace {
+
+const char* status_help =
+  "usage: actortrain status [--cluster FILE] [--tls-cert F --tls-key F --tls-ca F]\n"
+  "Prints the live status of a running cluster of processes, asked of its coordinator's\n"
+  "task (the chief; worker 0 without one): the run (epoch, steps applied); each worker's\n"
+  "state (busy, idle, lost), generation, steps, step rate and staleness over its last\n"
+  "applied steps; each ps shard's steps and partitions (rows, size, version); the last\n"
+  "checkpoint; the recent failures and recoveries. The cluster comes from --cluster FILE\n"
+  "(e.g. the cluster.json `actortrain launch` wrote) or TF_CONFIG; TLS as the tasks have it.\n"
+  "Exit status: 0 printed, 1 the coordinator could not be reached or did not answer, 2 bad\n"
+  "flags or cluster definition.\n";
+
+}  // namespace
+
+int status_command(int argc, char** argv, int first) {
+  std::vector<std::string> storage{"actortrain status"};
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << status_help;
+      return 0;
+    }
+    auto name = a.substr(0, a.find('='));
+    if (name != "--cluster" && name != "--tls-cert" && name != "--tls-key" && name != "--tls-ca")
+      throw usage_error(fmt::format("unknown flag '{}' (see actortrain status --help)", a));
+    storage.push_back(a);
+    if (a.find('=') == std::string::npos && i + 1 < argc) storage.push_back(argv[++i]);  // its value
+  }
+  std::vector<char*> args;
+  for (auto& s : storage) args.push_back(s.data());
+  node_flags flags;
+  try {
+    flags = parse_node_flags(static_cast<int>(args.size()), args.data());
+  } catch (const std::exception& e) {
+    throw usage_error(e.what());
+  }
+  std::string text;
+  try {
+    text = query_status(flags);
+  } catch (const cluster_file_error& e) {
+    throw usage_error(e.what());
+  }
+  std::cout << text;
+  return 0;
+}
+
 // -- launch ----------------------------------------------------------------------------
 
 namespace {

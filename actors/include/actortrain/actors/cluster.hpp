@@ -265,6 +265,14 @@ class cluster {
   /// the test coordinator.
   std::future<std::string> ps_report_async();
   std::string ps_report();
+  /// The live status, as `actortrain status` prints it for a cluster of processes: the
+  /// run (epoch, steps applied); each worker's state (busy, idle, lost), generation,
+  /// steps, step rate and mean staleness over its last applied steps; each ps shard's
+  /// steps and partitions (rows, size, version); the last checkpoint; the recent
+  /// failures and recoveries. Safe while fit runs on another thread. The future form is
+  /// for the test coordinator.
+  std::future<std::string> status_async();
+  std::string status();
 
   struct impl;
   /// What a cluster of processes supplies instead of spawning (actors/src/cluster_internals.hpp).

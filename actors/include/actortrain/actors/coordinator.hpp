@@ -73,6 +73,9 @@ using coordinator_actor = caf::typed_actor<
   caf::replies_to<fit_atom, run_spec>::with<run_summary>,
   caf::replies_to<eval_atom, eval_spec>::with<eval_summary>,
   caf::replies_to<status_atom>::with<cluster_status>,
+  // Workers (state, generation, step rate, staleness), ps shards (partitions, sizes,
+  // versions), the last checkpoint, recent failures and recoveries.
+  caf::replies_to<report_atom>::with<status_report>,
   // New optimizer hyperparameters for every ps shard (under the coordinator's fence);
   // ok once every shard took them, else the first shard's error.
   caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,

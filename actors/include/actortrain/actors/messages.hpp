@@ -60,6 +60,7 @@ using round_atom = caf::atom_constant<caf::atom("round")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
 using ps_handle_atom = caf::atom_constant<caf::atom("ps_handle")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
+using report_atom = caf::atom_constant<caf::atom("report")>;
 
 // -- identity -----------------------------------------------------------------------
 
@@ -816,6 +817,76 @@ typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
   return f(caf::meta::type_name("cluster_status"), x.run, x.training, x.epoch, x.steps_applied, x.workers);
 }
 
+// -- live status (cluster::status, actortrain status) -------------------------------
+
+struct worker_report {
+  uint32_t id = 0;
+  uint64_t generation = 0;
+  bool alive = true;
+  bool busy = false;
+  uint64_t steps = 0;             ///< steps it computed that were applied, this run
+  double steps_per_second = 0;    ///< over its last applied steps (up to 64, within 10 s)
+  double mean_staleness = 0;      ///< of those steps
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
+  return f(caf::meta::type_name("worker_report"), x.id, x.generation, x.alive, x.busy, x.steps, x.steps_per_second,
+           x.mean_staleness);
+}
+
+struct partition_report {
+  std::string variable;
+  int32_t index = 0;
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  int64_t cols = 0;
+  uint64_t version = 0;  ///< updates applied to it
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_report& x) {
+  return f(caf::meta::type_name("partition_report"), x.variable, x.index, x.row_begin, x.row_end, x.cols, x.version);
+}
+
+struct shard_report {
+  uint32_t shard = 0;
+  std::string error;  ///< why it did not answer ("" = it did)
+  uint64_t applied = 0;  ///< steps in its state
+  uint64_t base = 0;     ///< the checkpoint step it was restored to (0: none)
+  std::vector<partition_report> partitions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_report& x) {
+  return f(caf::meta::type_name("shard_report"), x.shard, x.error, x.applied, x.base, x.partitions);
+}
+
+/// What the coordinator says of a running cluster (report_atom): workers, ps shards, the
+/// last checkpoint and the recent failures and recoveries. describe() renders it.
+struct status_report {
+  uint64_t run = 0;
+  bool training = false;
+  int64_t epoch = -1;
+  uint64_t steps_applied = 0;
+  double uptime = 0;  ///< seconds since the coordinator started
+  std::vector<worker_report> workers;
+  std::vector<shard_report> shards;
+  int64_t checkpoint_step = -1;  ///< the last committed (-1: none)
+  std::string checkpoint_dir;
+  double checkpoint_age = 0;  ///< seconds since it committed
+  std::vector<std::pair<double, std::string>> recent;  ///< (seconds since start, what), oldest first
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, status_report& x) {
+  return f(caf::meta::type_name("status_report"), x.run, x.training, x.epoch, x.steps_applied, x.uptime, x.workers,
+           x.shards, x.checkpoint_step, x.checkpoint_dir, x.checkpoint_age, x.recent);
+}
+
+/// The report as text, one line per worker, shard and recent event.
+std::string describe(const status_report& r);
+
 // -- processes (actortrain/actors/node.hpp) ------------------------------------------
 
 /// A worker task asks the coordinator's task to admit its model replica.
@@ -906,6 +977,7 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::job_outcome))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::shard_contact))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::checkpoint_target))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_files))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::status_report))
 CAF_END_TYPE_ID_BLOCK(actortrain)
 
 namespace actortrain {

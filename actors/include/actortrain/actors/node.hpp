@@ -145,4 +145,12 @@ int run_node(int argc, char** argv, const job& j);
 /// The same from parsed flags (help is not looked at).
 int run_node(const node_flags& flags, const job& j);
 
+/// The live status of the running cluster the flags (or TF_CONFIG) name, asked of its
+/// coordinator's task (the chief; worker 0 without one) with the definition's timeouts
+/// and TLS: workers with state, generation, step rate and staleness; ps shards with
+/// their partitions, sizes and versions; the last checkpoint; recent failures and
+/// recoveries. Throws cluster_file_error for a bad definition, std::runtime_error when
+/// the coordinator cannot be reached or does not answer (naming the address).
+std::string query_status(const node_flags& flags);
+
 }  // namespace actortrain

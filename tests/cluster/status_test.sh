@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `actortrain status` against a running cluster of processes: it prints each worker's
+# state, generation, steps, step rate and staleness, each ps shard's partitions and
+# versions, the last checkpoint; after kill -9 of a worker, the loss, the re-queued steps
+# and the rejoin as generation 2 are among the recent events. A cluster that is not
+# running is an error naming the address; a bad flag exits with 2.
+. "$(dirname "$0")/lib.sh"
+M="$WORK/m.jsonl"
+EXAMPLE_ARGS="--epochs 12 --examples 40000" launch_linear --checkpoint-dir "$WORK/ck" --checkpoint-every 500
+wait_steps "$M" 1200 60
+status() { timeout 30 "$AT" status --cluster "$WORK/run/cluster.json" >"$WORK/status" 2>&1; }
+status || fail "status exited with $?: $(cat "$WORK/status")"
+cat "$WORK/status"
+grep -q "^chief:0 at 127.0.0.1:" "$WORK/status" || fail "no coordinator line"
+grep -qE "^run 1: training, epoch [0-9]+, [0-9]+ steps applied" "$WORK/status" || fail "no run line"
+for w in 0 1; do
+  grep -qE "^  worker $w  (busy|idle)  generation 1  [0-9]+ steps  [0-9.]+ steps/s  staleness [0-9.]+$" "$WORK/status" ||
+    fail "no line for worker $w"
+done
+grep -qE "^  ps 0  [0-9]+ steps in its state" "$WORK/status" || fail "no line for ps 0"
+grep -qE "^    dense/kernel part 0  rows \[0, 5\) x 1  20 B  version [0-9]+$" "$WORK/status" || fail "no partition of ps 0"
+grep -qE "^    dense/bias part 0  rows \[0, 1\) x 1  4 B  version [0-9]+$" "$WORK/status" || fail "no partition of ps 1"
+grep -qE "^last checkpoint: step [0-9]+, [0-9.]+ s ago, $WORK/ck/ckpt-" "$WORK/status" || fail "no checkpoint line"
+kill -9 "$(pid_of "$WORK/out" worker:1)"
+wait_line "$WORK/out" '\[chief:0\] worker 1 joined \(generation 2\)' 60
+status || fail "status after the kill exited with $?"
+cat "$WORK/status"
+grep -qE "worker 1 \(generation 1\) lost" "$WORK/status" || fail "the loss is not among the recent events"
+grep -qE "step\(s\) of worker 1 re-queued" "$WORK/status" || fail "the re-queue is not among the recent events"
+grep -q "worker 1 rejoined as generation 2" "$WORK/status" || fail "the rejoin is not among the recent events"
+grep -qE "^  worker 1  (busy|idle)  generation 2" "$WORK/status" || fail "worker 1 is not at generation 2"
+wait $L; rc=$?
+[ $rc -eq 0 ] || fail "launch exited with $rc"
+# Nobody there any more.
+timeout 60 "$AT" status --cluster "$WORK/run/cluster.json" >"$WORK/gone" 2>&1
+[ $? -eq 1 ] || fail "status of a stopped cluster did not exit with 1: $(cat "$WORK/gone")"
+grep -q "cannot reach 127.0.0.1:" "$WORK/gone" || fail "no address in: $(cat "$WORK/gone")"
+"$AT" status --bogus >"$WORK/bad" 2>&1
+[ $? -eq 2 ] || fail "a bad flag did not exit with 2"
+echo "PASS"
