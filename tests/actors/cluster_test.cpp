@@ -126,6 +126,12 @@ struct cluster_fixture : testing::fixture {
   }
 };
 
+// ps 1 dies when the 40th push reaches it (pushes to ps 0 and ps 1 in flight).
+std::shared_ptr<fault_plan> kill_ps1_at_push40() {
+  return std::make_shared<fault_plan>(std::vector<fault_rule>{
+    {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 1, "push", 40, 1, {}}});
+}
+
 model::fit_options epochs(int n) {
   model::fit_options o;
   o.epochs = n;
@@ -389,9 +395,7 @@ BOOST_FIXTURE_TEST_CASE(a_run_cut_short_resumes_step_exact_and_bit_identical_int
 BOOST_FIXTURE_TEST_CASE(a_lost_ps_shard_is_respawned_and_every_shard_rolls_back_to_the_last_checkpoint,
                         cluster_fixture) {
   auto dir = temp_dir();
-  // ps 1 dies when the 40th push reaches it (pushes to ps 0 and ps 1 in flight).
-  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
-    {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 1, "push", 40, 1, {}}});
+  auto plan = kill_ps1_at_push40();
   auto sp = spec(2, 2);
   sp.checkpoint_dir = dir;
   sp.checkpoint_every = 16;
@@ -460,8 +464,7 @@ BOOST_FIXTURE_TEST_CASE(shards_writing_their_own_partitions_make_the_same_checkp
     BOOST_TEST((i->second == bytes), path);
   }
   // ps 1 dies mid-run: it is respawned and every shard rolls back to a shared checkpoint.
-  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
-    {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 1, "push", 40, 1, {}}});
+  auto plan = kill_ps1_at_push40();
   auto sp = spec(2, 2);
   sp.checkpoint_dir = "/ck";
   sp.checkpoint_every = 16;
@@ -482,8 +485,7 @@ BOOST_FIXTURE_TEST_CASE(shards_writing_their_own_partitions_make_the_same_checkp
 // cluster::status: workers, shards with their partitions, the last checkpoint, and a
 // lost ps shard with the roll-back among the recent events.
 BOOST_FIXTURE_TEST_CASE(the_status_names_workers_shards_the_last_checkpoint_and_recent_failures, cluster_fixture) {
-  auto plan = std::make_shared<fault_plan>(std::vector<fault_rule>{
-    {delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 1, "push", 40, 1, {}}});
+  auto plan = kill_ps1_at_push40();
   auto sp = spec(2, 2);
   sp.checkpoint_dir = "/ck";
   sp.checkpoint_every = 16;

@@ -98,6 +98,18 @@ const char* node_help =
 
 }  // namespace
 
+// run_node's flags from `args` (without the program name); bad ones are usage errors.
+static node_flags node_flags_of(std::vector<std::string> args) {
+  args.insert(args.begin(), "actortrain");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  try {
+    return parse_node_flags(static_cast<int>(argv.size()), argv.data());
+  } catch (const std::exception& e) {
+    throw usage_error(e.what());
+  }
+}
+
 int node_command(int argc, char** argv, int first) {
   auto [mine, theirs] = split_at_dashes(argc, argv, first);
   auto name = take_example(mine);
@@ -108,17 +120,7 @@ int node_command(int argc, char** argv, int first) {
     }
   job j;
   if (!make_example(name, theirs, j)) return 0;
-  std::vector<std::string> storage{"actortrain node"};
-  storage.insert(storage.end(), mine.begin(), mine.end());
-  std::vector<char*> args;
-  for (auto& s : storage) args.push_back(s.data());
-  node_flags flags;
-  try {
-    flags = parse_node_flags(static_cast<int>(args.size()), args.data());
-  } catch (const std::exception& e) {
-    throw usage_error(e.what());
-  }
-  return run_node(flags, j);
+  return run_node(node_flags_of(mine), j);
 }
 
 // -- status ----------------------------------------------------------------------------
@@ -139,7 +141,7 @@ const char* status_help =
 }  // namespace
 
 int status_command(int argc, char** argv, int first) {
-  std::vector<std::string> storage{"actortrain status"};
+  std::vector<std::string> storage;
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -152,14 +154,7 @@ int status_command(int argc, char** argv, int first) {
     storage.push_back(a);
     if (a.find('=') == std::string::npos && i + 1 < argc) storage.push_back(argv[++i]);  // its value
   }
-  std::vector<char*> args;
-  for (auto& s : storage) args.push_back(s.data());
-  node_flags flags;
-  try {
-    flags = parse_node_flags(static_cast<int>(args.size()), args.data());
-  } catch (const std::exception& e) {
-    throw usage_error(e.what());
-  }
+  auto flags = node_flags_of(storage);
   std::string text;
   try {
     text = query_status(flags);
