@@ -348,6 +348,14 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     throw std::invalid_argument(fmt::format("cluster: poison_limit = {} < 1", d.spec.poison_limit));
   if (d.spec.tasks_in_flight < 0)
     throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
+  if (d.spec.pull_every < 1)
+    throw std::invalid_argument(fmt::format("cluster: pull_every = {} < 1", d.spec.pull_every));
+  if (d.spec.pull_every > 1 && d.spec.consistency != "async")
+    throw std::invalid_argument(fmt::format(
+      "cluster: pull_every = {} with consistency '{}': reused parameters would break its staleness guarantee (async "
+      "only)", d.spec.pull_every, d.spec.consistency));
+  if (d.spec.pull_every > 1 && d.spec.pull_ahead)
+    throw std::invalid_argument("cluster: pull_every > 1 with pull_ahead: choose one way of hiding pulls");
   d.gate = make_gate(d.spec.consistency, d.spec.num_workers);
   if (d.gate->round_size() > 0) {
     if (d.spec.steps_per_execution > 1)
@@ -772,6 +780,7 @@ worker_options cluster_internals::worker_options_for(const cluster_spec& spec, u
   o.detached = !spec.simulated;
   o.overlap_push = spec.overlap_push;
   o.pull_ahead = spec.pull_ahead;
+  o.pull_every = spec.pull_every;
   o.pull_rows = spec.pull_rows;
   return o;
 }

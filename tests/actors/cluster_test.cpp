@@ -513,6 +513,52 @@ BOOST_FIXTURE_TEST_CASE(the_status_names_workers_shards_the_last_checkpoint_and_
   BOOST_TEST(has("every ps shard restored to the checkpoint of step "), text);
 }
 
+// Counts the messages of each kind and delivers them all.
+struct counting_policy : fault_policy {
+  std::mutex mtx;
+  std::map<caf::atom_value, size_t> seen;
+  delivery decide(const message_info& m) override {
+    std::lock_guard<std::mutex> g{mtx};
+    ++seen[m.kind];
+    return delivery::deliver();
+  }
+};
+
+// Downpour's n_fetch: with pull_every 4 a worker pulls for about a quarter of its
+// training steps, every step is still applied once, and the staleness shows the reuse.
+BOOST_FIXTURE_TEST_CASE(pull_every_n_steps_pulls_a_quarter_as_often_and_reports_the_staleness, cluster_fixture) {
+  auto net = model::model::sequential(4, {model::layers::dense(3), model::layers::dense(1)});
+  auto run_with = [&](int pull_every, size_t& pulls) {
+    auto count = std::make_shared<counting_policy>();
+    auto sp = spec(2, 2);
+    sp.pull_every = pull_every;
+    sp.visitation_log = true;
+    sp.faults = count;
+    cluster c{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+    auto r = run(c, sharded(8), epochs(2));
+    BOOST_TEST(r.steps == 64);
+    every_step_once(c, r, 64);
+    pulls = count->seen[pull_atom::value];
+    return r;
+  };
+  size_t every = 0, fourth = 0;
+  auto r1 = run_with(1, every);
+  auto r4 = run_with(4, fourth);
+  // Each step asks both shards (plus the evaluation's pulls, the same in both runs).
+  BOOST_TEST(every >= 2u * 64u);
+  BOOST_TEST(fourth * 2 < every, fourth << " pulls with pull_every 4, " << every << " with 1");
+  BOOST_TEST(r4.max_staleness > r1.max_staleness);
+  BOOST_TEST(r4.mean_staleness > r1.mean_staleness);
+  // Refused where it would break a guarantee.
+  auto sp = spec(2, 2);
+  sp.pull_every = 4;
+  sp.consistency = "bounded_staleness(1)";
+  BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()}), std::invalid_argument);
+  sp.consistency = "async";
+  sp.pull_ahead = true;
+  BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()}), std::invalid_argument);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_new_coordinator_takes_over_the_run_and_the_old_one_is_fenced_out, cluster_fixture) {
   auto dir = temp_dir();
   auto sp = spec(2, 2);

@@ -86,7 +86,7 @@ bool linear(const std::vector<std::string>& args, job& j) {
 
 // The main job's MLP 784-256-128-10 on Fashion-MNIST, Adam, validated on the test set.
 bool fashion_mnist(const std::vector<std::string>& args, job& j) {
-  int epochs = 10, verbose = 2, spe = 1;
+  int epochs = 10, verbose = 2, spe = 1, pull_every = 1;
   bool pull_ahead = false;
   int64_t batch = 128;
   double lr = 1e-3;
@@ -101,8 +101,11 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
     .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch")
     .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task")
     .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
-    .add("steps-per-execution", spe, "steps per task sent to a worker");
+    .add("steps-per-execution", spe, "steps per task sent to a worker")
+    .add("pull-every", pull_every, "workers pull the parameters every N training steps and reuse them in between "
+         "(Downpour's n_fetch; async only; staleness reported)");
   if (!parse_args(f, "fashion_mnist", args)) return false;
+  if (pull_every < 1) throw usage_error("fashion_mnist: --pull-every must be >= 1");
   if (epochs < 1 || batch < 1 || spe < 1)
     throw usage_error("fashion_mnist: --epochs, --batch and --steps-per-execution must be >= 1");
   if (!(lr > 0)) throw usage_error("fashion_mnist: --lr must be > 0");
@@ -130,6 +133,7 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
   j.spec.seed = seed;
   j.spec.metrics_file = metrics;
   j.spec.pull_ahead = pull_ahead;
+  j.spec.pull_every = pull_every;
   j.spec.steps_per_execution = spe;
   return true;
 }

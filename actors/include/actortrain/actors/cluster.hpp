@@ -89,6 +89,11 @@ struct cluster_spec {
   /// wait for a pull; each step then reads parameters without its predecessor's update
   /// (staleness one higher: 1 with a single worker instead of 0).
   bool pull_ahead = false;
+  /// Downpour-style fetching (async only, not with pull_ahead): workers pull the dense
+  /// variables every pull_every training steps and reuse them in between, moving about
+  /// 1/pull_every of the parameter bytes; every push's staleness counts the versions it
+  /// missed (metrics, progress line, fit_result). 1: every step pulls.
+  int pull_every = 1;
   /// Embedding tables fed straight by a model input are pulled by row: each step pulls
   /// only the rows its batch touches (and pushes only those rows' gradients). false:
   /// every step pulls whole tables (the dense baseline of `actortrain bench sparse`).

@@ -63,6 +63,12 @@ struct worker_options {
   /// there when it ends: the worker never waits for a pull, and each step reads
   /// parameters that lack its predecessor's update (one more step of staleness).
   bool pull_ahead = false;
+  /// Downpour's n_fetch: a training step pulls the dense variables only every
+  /// pull_every steps and reuses the last ones in between (row pulls stay per step), so
+  /// a worker moves about 1/pull_every of the parameter bytes; the staleness of each
+  /// push counts the versions it missed. 1: every step pulls. A change of epochs
+  /// (recovery) and a non-training task pull afresh.
+  int pull_every = 1;
   /// Embedding tables fed straight by a model input (model::row_feeds) are pulled by row:
   /// only the rows the step's batch touches (pull_rows, once the batch is there), into
   /// a table buffer the worker keeps. false: whole tables, as dense variables.
