@@ -80,6 +80,9 @@ std::future<uint64_t> ask_to_join(caf::actor_system& sys, coordinator_actor coor
 }  // namespace
 
 struct cluster::impl {
+  cluster* owner = nullptr;  // for the callbacks
+  std::vector<callback_ptr> callbacks;
+  std::string callback_error;  // the first callback's exception of the run: fails it at the end
   caf::actor_system& sys;
   cluster_spec spec;
   model::model structure;
@@ -226,6 +229,7 @@ struct cluster::impl {
       workers[e.worker] = w;
       joins.push_back(join_cluster(w, e.worker));
     }
+    if (!callbacks.empty()) run_callbacks(e);
     if (!progress) return;
     switch (e.kind) {
       case event_kind::epoch_begin:
@@ -294,12 +298,54 @@ struct cluster::impl {
     while (auto e = events->pop()) handle(*e);
   }
 
+  // The callbacks' view of an event, on this (the application's) thread.
+  void run_callbacks(const event& e) {
+    auto& c = *owner;
+    auto failure_of = [&](const char* kind, int64_t index, int64_t count) {
+      return failure_info{kind, index, count, e.text};
+    };
+    for (auto& cb : callbacks) {
+      try {
+        switch (e.kind) {
+          case event_kind::run_begin: cb->on_train_begin(c); break;
+          case event_kind::epoch_begin: cb->on_epoch_begin(c, static_cast<int64_t>(e.epoch)); break;
+          case event_kind::epoch_done: cb->on_epoch_end(c, static_cast<int64_t>(e.epoch), e.values); break;
+          case event_kind::step_done:
+            cb->on_step_end(c, step_info{static_cast<int64_t>(e.epoch), e.worker, e.loss, static_cast<int64_t>(e.examples),
+                                         e.staleness, e.values});
+            break;
+          case event_kind::worker_lost: cb->on_failure(c, failure_of("worker_lost", e.worker, 0)); break;
+          case event_kind::steps_requeued:
+            cb->on_failure(c, failure_of("steps_requeued", e.worker, static_cast<int64_t>(e.count)));
+            break;
+          case event_kind::ps_lost: cb->on_failure(c, failure_of("ps_lost", static_cast<int64_t>(e.count), 0)); break;
+          case event_kind::ps_restored:
+            cb->on_failure(c, failure_of("ps_restored", -1, static_cast<int64_t>(e.count)));
+            break;
+          case event_kind::dataset_lost: cb->on_failure(c, failure_of("dataset_lost", e.pipeline, 0)); break;
+          case event_kind::dataset_rebuilt: cb->on_failure(c, failure_of("dataset_rebuilt", e.pipeline, 0)); break;
+          case event_kind::checkpoint_done: cb->on_checkpoint(c, static_cast<int64_t>(e.count), e.text); break;
+          default: break;
+        }
+      } catch (const std::exception& ex) {
+        if (callback_error.empty()) callback_error = ex.what();
+      }
+    }
+  }
+
   // Called once the result future is ready.
   void complete() {
     drain(std::chrono::milliseconds(0));
     auto r = result.get();
     stop(run_shards);
     active = 0;
+    for (auto& cb : callbacks) {
+      try {
+        cb->on_train_end(*owner, !r);
+      } catch (const std::exception& ex) {
+        if (callback_error.empty()) callback_error = ex.what();
+      }
+    }
     if (!r) {
       failure = describe(r.error());
       return;
@@ -307,6 +353,11 @@ struct cluster::impl {
     fit_result out;
     for (size_t i = 0; i < r->keys.size(); ++i)
       for (auto v : r->values[i]) out.history.add(r->keys[i], v);
+    if (!callback_error.empty()) {
+      failure = "a callback failed: " + callback_error;
+      callback_error.clear();
+      return;
+    }
     out.steps = r->steps;
     out.ran_out = r->ran_out;
     out.restarts = restarts;
@@ -327,6 +378,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
                  model::loss_ptr loss, std::vector<model::metric_ptr> metrics, const parts* parts)
   : impl_(std::make_unique<impl>(sys, std::move(spec))) {
   auto& d = *impl_;
+  d.owner = this;
   if (!is_configured(sys))
     throw std::logic_error("actortrain::configure(cfg) was not called on this actor_system's config");
   if (d.spec.num_workers < 1)
@@ -864,6 +916,11 @@ std::string cluster::status() {
   if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(2)) != std::future_status::ready)
     throw std::runtime_error("cluster::status: the coordinator did not answer in time");
   return fut.get();
+}
+
+void cluster::add_callback(callback_ptr cb) {
+  if (!cb) throw std::invalid_argument("cluster::add_callback: null callback");
+  impl_->callbacks.push_back(std::move(cb));
 }
 
 std::string cluster::ps_report() {

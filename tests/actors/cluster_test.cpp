@@ -1,3 +1,4 @@
+#include <thread>
 // The embedded cluster driven on CAF's test coordinator (simulated: no detached
 // threads, the same code fit runs): exactly-once visitation and application in a
 // fault-free run, repeated fit calls, a planted model, two clusters side by side, and
@@ -557,6 +558,139 @@ BOOST_FIXTURE_TEST_CASE(pull_every_n_steps_pulls_a_quarter_as_often_and_reports_
   sp.consistency = "async";
   sp.pull_ahead = true;
   BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()}), std::invalid_argument);
+}
+
+// Callbacks: each hook once per thing it reports, on the thread in join; a CSV row per
+// epoch with the history's values; an exponential learning-rate schedule that the
+// shards' optimizer (as the last checkpoint records it) follows; a throwing callback
+// fails the run at its end, naming the error.
+struct recording_callback : callback {
+  std::map<std::string, int> calls;
+  std::vector<int64_t> epochs_begun;
+  std::vector<failure_info> failures;
+  std::thread::id thread;
+  void seen(const char* what) {
+    ++calls[what];
+    thread = std::this_thread::get_id();
+  }
+  void on_train_begin(cluster&) override { seen("train_begin"); }
+  void on_train_end(cluster&, bool failed) override { seen(failed ? "train_failed" : "train_end"); }
+  void on_epoch_begin(cluster&, int64_t e) override {
+    seen("epoch_begin");
+    epochs_begun.push_back(e);
+  }
+  void on_epoch_end(cluster&, int64_t, const std::map<std::string, double>&) override { seen("epoch_end"); }
+  void on_step_end(cluster&, const step_info&) override { seen("step_end"); }
+  void on_failure(cluster&, const failure_info& f) override {
+    seen("failure");
+    failures.push_back(f);
+  }
+  void on_checkpoint(cluster&, int64_t, const std::string&) override { seen("checkpoint"); }
+};
+
+BOOST_FIXTURE_TEST_CASE(callbacks_see_the_run_log_epochs_and_schedule_the_learning_rate, cluster_fixture) {
+  auto dir = temp_dir();
+  auto fs = std::make_shared<model::memory_file_system>();
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = "/ck";
+  sp.checkpoint_every = 1000;  // the first and the last
+  sp.checkpoint_fs = fs;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto rec = std::make_shared<recording_callback>();
+  c.add_callback(rec);
+  c.add_callback(csv_logger(dir + "/log.csv"));
+  auto schedule = exponential_decay(0.05, 0.5);
+  c.add_callback(learning_rate_schedule(schedule));
+  auto h = c.schedule(sharded(8), epochs(3));
+  // One message at a time, handing the events to the callbacks in between, as the
+  // application thread does while the actors run.
+  for (int i = 0; i < 200000 && !c.done(h); ++i)
+    if (sched.has_job())
+      sched.run_once();
+    else
+      sched.advance_time(std::chrono::seconds(1));
+  auto r = c.join(h);
+  BOOST_TEST(r.steps == 96);
+  BOOST_TEST(rec->calls["train_begin"] == 1);
+  BOOST_TEST(rec->calls["train_end"] == 1);
+  BOOST_TEST(rec->epochs_begun == (std::vector<int64_t>{0, 1, 2}), "epochs begun");
+  BOOST_TEST(rec->calls["epoch_end"] == 3);
+  // Every applied step but those the bounded queue dropped (and the redone ones again).
+  BOOST_TEST(rec->calls["step_end"] + static_cast<int>(c.events()->dropped()) >= 96);
+  BOOST_TEST(rec->calls["checkpoint"] >= 2);
+  BOOST_TEST(rec->failures.empty());
+  BOOST_TEST((rec->thread == std::this_thread::get_id()));  // the application's thread
+  // The CSV: a header and a row per epoch with the history's numbers.
+  std::ifstream in(dir + "/log.csv");
+  std::string header, line;
+  std::getline(in, header);
+  BOOST_TEST(header.rfind("epoch,", 0) == 0u, header);
+  BOOST_TEST(header.find("loss") != std::string::npos, header);
+  std::vector<std::string> rows;
+  while (std::getline(in, line)) rows.push_back(line);
+  BOOST_REQUIRE(rows.size() == 3u);
+  auto losses = r.history["loss"];
+  for (size_t e = 0; e < 3; ++e) {
+    BOOST_TEST(rows[e].rfind(std::to_string(e) + ",", 0) == 0u, rows[e]);
+    BOOST_TEST(rows[e].find(fmt::format("{:.9g}", losses[e])) != std::string::npos, rows[e] << " lacks " << losses[e]);
+  }
+  // The last checkpoint records the rate of the last epoch.
+  auto last = model::latest_checkpoint(*fs, "/ck");
+  BOOST_REQUIRE(last);
+  auto data = model::read_checkpoint(*fs, last->path);
+  double lr = -1;
+  for (auto& [k, v] : data.hyperparams)
+    if (k == "learning_rate") lr = v;
+  BOOST_TEST(lr == schedule(2), "learning rate " << lr);
+  std::filesystem::remove_all(dir);
+  // A lost ps shard: on_failure hears the loss and the roll-back (and a redone epoch
+  // begins again).
+  auto sp2 = spec(2, 2);
+  sp2.checkpoint_dir = "/ck2";
+  sp2.checkpoint_every = 16;
+  sp2.checkpoint_fs = fs;
+  sp2.faults = kill_ps1_at_push40();
+  cluster c2{sys, sp2, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+             model::mean_squared_error()};
+  auto rec2 = std::make_shared<recording_callback>();
+  c2.add_callback(rec2);
+  auto h2 = c2.schedule(sharded(8), epochs(3));
+  drive(c2, h2, std::chrono::seconds(1));
+  BOOST_TEST(c2.join(h2).steps == 96);
+  bool lost = false, restored = false;
+  for (auto& f : rec2->failures) {
+    lost = lost || (f.kind == "ps_lost" && f.index == 1 && !f.text.empty());
+    restored = restored || (f.kind == "ps_restored" && f.count >= 16);
+  }
+  BOOST_TEST(lost);
+  BOOST_TEST(restored);
+  BOOST_TEST(rec2->calls["train_end"] == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_throwing_callback_fails_the_run_at_its_end, cluster_fixture) {
+  struct thrower : callback {
+    void on_epoch_end(cluster&, int64_t e, const std::map<std::string, double>&) override {
+      if (e == 0) throw std::runtime_error("the log disk is full");
+    }
+  };
+  cluster c{sys, spec(1, 1), model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  c.add_callback(std::make_shared<thrower>());
+  try {
+    run(c, sharded(8), epochs(2));
+    BOOST_FAIL("the run succeeded");
+  } catch (const std::exception& e) {
+    BOOST_TEST(std::string(e.what()).find("a callback failed: the log disk is full") != std::string::npos, e.what());
+  }
+  BOOST_CHECK_THROW(c.add_callback(nullptr), std::invalid_argument);
+  BOOST_CHECK_THROW(exponential_decay(0, 0.5), std::invalid_argument);
+  BOOST_CHECK_THROW(cosine_decay(0.1, 0), std::invalid_argument);
+  auto cos = cosine_decay(0.1, 4, 0.01);
+  BOOST_TEST(cos(0) == 0.1);
+  BOOST_TEST(std::abs(cos(4) - 0.01) < 1e-12);
+  BOOST_TEST(std::abs(cos(2) - 0.055) < 1e-12);
+  BOOST_TEST(step_decay(0.1, 0.5, 2)(3) == 0.05);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_new_coordinator_takes_over_the_run_and_the_old_one_is_fenced_out, cluster_fixture) {

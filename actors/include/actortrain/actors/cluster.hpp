@@ -20,6 +20,7 @@
 // stops every actor the cluster spawned. Not thread-safe: one application thread
 // drives a cluster. This header does not include CAF.
 
+#include <actortrain/actors/callbacks.hpp>
 #include <actortrain/dataset/input_context.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
@@ -278,6 +279,9 @@ class cluster {
   /// for the test coordinator.
   std::future<std::string> status_async();
   std::string status();
+  /// Runs `cb`'s hooks for every later run, on the thread in fit/join (callbacks.hpp). An
+  /// exception from a hook fails the run when it ends (join throws it, after the run).
+  void add_callback(callback_ptr cb);
 
   struct impl;
   /// What a cluster of processes supplies instead of spawning (actors/src/cluster_internals.hpp).
