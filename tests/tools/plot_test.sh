@@ -72,12 +72,10 @@ head = open(f"{fig}/throughput.dat").readline().split()
 width = float(head[3])
 workers = [int(w) for w in head[head.index("worker") + 1:]]
 tr = rows("throughput")
-t1 = max(s["time"] for s in steps)
+t0, t1 = min(s["time"] for s in steps), max(s["time"] for s in steps)
+if not close(len(tr) * width, t1 - t0): bad.append(f"throughput: {len(tr)} bins of {width} s do not tile {t0}..{t1}")
 for k, w in enumerate(workers):
-    total = 0.0
-    for i, r in enumerate(tr):
-        span = width if i + 1 < len(tr) else t1 - float(r[0])
-        total += float(r[k + 1]) * span
+    total = sum(float(r[k + 1]) * width for r in tr)
     want = sum(s["examples"] for s in steps if s["worker"] == w)
     if abs(total - want) > 1e-3 * want: bad.append(f"throughput: worker {w} adds up to {total}, not {want}")
 # The time line marks the failures and recoveries at their times.

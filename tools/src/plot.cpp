@@ -218,38 +218,42 @@ figure steps_figure(const std::vector<json>& ev, int smooth) {
 }
 
 figure throughput_figure(const std::vector<json>& ev, double bin) {
-  std::map<int64_t, std::map<int64_t, double>> examples;  // bin -> worker -> examples
   std::set<int64_t> workers;
   double t0 = std::nan(""), t1 = 0;
   for (auto& e : ev) {
     if (kind(e) != "step") continue;
     double t = num(e, "time");
     if (std::isnan(t)) continue;
-    if (std::isnan(t0)) t0 = t;
+    t0 = std::isnan(t0) ? t : std::min(t0, t);
     t1 = std::max(t1, t);
   }
   if (std::isnan(t0)) t0 = 0;
-  if (bin <= 0) bin = std::max(0.05, (t1 - t0) / 60);
+  // The bins tile [t0, t1] exactly: the asked-for width is rounded so that no sliver of a last bin
+  // divides its samples by almost nothing.
+  double span = t1 - t0;
+  if (bin <= 0) bin = std::max(0.05, span / 60);
+  int64_t count = span > 0 ? std::max<int64_t>(1, std::llround(span / bin)) : 1;
+  if (span > 0) bin = span / static_cast<double>(count);
+  std::map<int64_t, std::map<int64_t, double>> per_bin;
   for (auto& e : ev) {
     if (kind(e) != "step") continue;
     double t = num(e, "time");
     if (std::isnan(t)) continue;
     auto w = static_cast<int64_t>(num(e, "worker", -1));
     workers.insert(w);
-    examples[static_cast<int64_t>((t - t0) / bin)][w] += num(e, "examples", 0);
+    auto b = std::clamp<int64_t>(static_cast<int64_t>((t - t0) / bin), 0, count - 1);
+    per_bin[b][w] += num(e, "examples", 0);
   }
-  figure f{"throughput", fmt::format("# bins of {:.6g} s (the last one up to the last step): start time, then samples/s of worker", bin), {}, 0};
+  figure f{"throughput", fmt::format("# bins of {:.9g} s tiling the run: start time, then samples/s of worker", bin), {}, 0};
   for (auto w : workers) f.data += fmt::format(" {}", w);
   f.data += "\n";
-  if (!examples.empty())
-    for (int64_t b = 0, last = examples.rbegin()->first; b <= last; ++b) {
-      double start = t0 + static_cast<double>(b) * bin;
-      double width = b < last ? bin : std::max(t1 - start, 1e-9);
-      f.data += cell(start);
+  if (!per_bin.empty())
+    for (int64_t b = 0; b < count; ++b) {
+      f.data += cell(t0 + static_cast<double>(b) * bin);
+      auto i = per_bin.find(b);
       for (auto w : workers) {
-        auto i = examples.find(b);
-        double n = i == examples.end() || !i->second.count(w) ? 0 : i->second.at(w);
-        f.data += " " + cell(n / width);
+        double n = i == per_bin.end() || !i->second.count(w) ? 0 : i->second.at(w);
+        f.data += " " + cell(n / bin);
       }
       f.data += "\n";
       ++f.points;
@@ -371,7 +375,7 @@ int plot_command(int argc, char** argv, int first) {
           "mid-write are skipped and counted; any other malformed line is an error naming it."};
   f.add("out", out, "directory for the figures (created if missing)")
     .add("smooth", smooth, "steps of the loss's exponential moving average")
-    .add("bin", bin, "seconds per throughput bin (0: a 60th of the run)");
+    .add("bin", bin, "seconds per throughput bin, rounded so the bins tile the run (0: a 60th of the run, at least 0.05)");
   if (!f.parse(argc, argv, first)) return 0;
   if (f.positional().size() != 1) throw usage_error("expected one METRICS.jsonl file (see --help)");
   if (out.empty()) throw usage_error("--out DIR is required");
