@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
     double lr = 1e-3;
     uint64_t seed = 1;
     std::string data_dir = ds::fashion_mnist_default_dir, metrics, partitioner, checkpoint_dir, consistency = "async";
-    int64_t checkpoint_every = 0;
+    int64_t checkpoint_every = 0, early_stopping = 0;
+    std::string csv_log, lr_schedule = "none", best_dir;
     actortrain::tools::flags f{"fashion_mnist",
                                "Trains an MLP 784-256-128-10 on Fashion-MNIST with an embedded parameter-server "
                                "cluster\n(asynchronous unless --consistency says otherwise), and prints the test accuracy."};
@@ -63,6 +64,12 @@ int main(int argc, char** argv) {
       .add("threads", threads, "CAF scheduler threads")
       .add("metrics", metrics, "write JSON-lines metrics to this file")
       .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
+      .add("early-stopping", early_stopping,
+           "stop when val_loss has not improved for N epochs, and keep the best epoch's variables (0: off)")
+      .add("lr-schedule", lr_schedule, "learning rate per epoch from --lr: none, cosine (to 0 at the last epoch), step "
+                                       "(halved every 3 epochs) or exponential (x 0.8 per epoch)")
+      .add("best-checkpoint", best_dir, "write a checkpoint here at each epoch end with the best val_accuracy")
+      .add("csv-log", csv_log, "append one CSV row per epoch (loss, accuracy, val_*) to this file")
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch");
     if (!f.parse(argc, argv)) return 0;
     using actortrain::tools::usage_error;
@@ -71,6 +78,11 @@ int main(int argc, char** argv) {
       throw usage_error("--epochs, --batch, --steps-per-execution, --threads and --pull-every must be >= 1");
     if (!(lr > 0)) throw usage_error("--lr must be > 0");
     if (checkpoint_every < 0) throw usage_error("--checkpoint-every must be >= 0");
+    if (early_stopping < 0) throw usage_error("--early-stopping must be >= 0");
+    if (lr_schedule != "none" && lr_schedule != "cosine" && lr_schedule != "step" && lr_schedule != "exponential")
+      throw usage_error("--lr-schedule must be none, cosine, step or exponential, not '" + lr_schedule + "'");
+    if (!best_dir.empty() && best_dir == checkpoint_dir)
+      throw usage_error("--best-checkpoint must differ from --checkpoint-dir");
     if (kill_worker_at < 0 || kill_ps_at < 0) throw usage_error("--kill-worker-at and --kill-ps-at must be >= 0");
     if ((kill_ps_at > 0 || resume) && checkpoint_dir.empty())
       throw usage_error("--kill-ps-at and --resume need --checkpoint-dir");
@@ -120,14 +132,29 @@ int main(int argc, char** argv) {
         .shuffle(60000, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
         .batch(batch);
     };
+    if (early_stopping > 0)
+      c.add_callback(std::make_shared<actortrain::early_stopping>(
+        actortrain::early_stopping_options{"val_loss", early_stopping, 0, "min", true}));
+    if (lr_schedule == "cosine") c.add_callback(actortrain::learning_rate_schedule(actortrain::cosine_decay(lr, epochs)));
+    if (lr_schedule == "step") c.add_callback(actortrain::learning_rate_schedule(actortrain::step_decay(lr, 0.5, 3)));
+    if (lr_schedule == "exponential")
+      c.add_callback(actortrain::learning_rate_schedule(actortrain::exponential_decay(lr, 0.8)));
+    if (!best_dir.empty())
+      c.add_callback(std::make_shared<actortrain::model_checkpoint>(
+        actortrain::model_checkpoint_options{best_dir, 0, "val_accuracy", "max", 1}));
+    if (!csv_log.empty()) c.add_callback(actortrain::csv_logger(csv_log));
     md::fit_options opts;
     opts.epochs = epochs;
     opts.verbose = verbose;
     opts.validation = test.batch(1000);
     if (resume) opts.resume_from = checkpoint_dir;
     auto h = c.fit(dataset_fn, opts);
+    // With early stopping the variables are the best epoch's, not the last one's.
+    auto final = early_stopping > 0 ? c.evaluate(test.batch(1000))
+                                    : std::map<std::string, double>{{"accuracy", h.last("val_accuracy")},
+                                                                    {"loss", h.last("val_loss")}};
     fmt::print("test accuracy: {:.4f} (loss {:.4f}) after {} epochs on {} ps shard(s) and {} worker(s), {}\n",
-               h.last("val_accuracy"), h.last("val_loss"), epochs, ps, workers, consistency);
+               final.at("accuracy"), final.at("loss"), h["loss"].size(), ps, workers, consistency);
     return 0;
   });
 }

@@ -37,6 +37,8 @@ class csv_logger_impl : public callback {
     if (!out_) throw std::runtime_error(fmt::format("csv_logger: cannot write {}: {}", path_, std::strerror(errno)));
   }
 
+  bool waits_for_epoch_end() const override { return false; }  // it only records
+
   void on_epoch_end(cluster&, int64_t epoch, const std::map<std::string, double>& logs) override {
     if (!have_header_) {
       for (auto& [k, v] : logs) columns_.push_back(k);
@@ -74,7 +76,88 @@ class schedule_impl : public callback {
   std::function<double(int64_t)> f_;
 };
 
+// Whether a higher `monitor` is better under `mode` ("min", "max", "auto").
+bool higher_is_better(const char* who, const std::string& mode, const std::string& monitor) {
+  if (mode == "max") return true;
+  if (mode == "min") return false;
+  if (mode == "auto") return monitor.find("acc") != std::string::npos;
+  throw std::invalid_argument(fmt::format("{}: mode '{}' (min, max or auto)", who, mode));
+}
+
+double monitored(const char* who, const std::string& monitor, int64_t epoch, const std::map<std::string, double>& logs) {
+  auto i = logs.find(monitor);
+  if (i != logs.end()) return i->second;
+  std::string keys;
+  for (auto& [k, v] : logs) keys += (keys.empty() ? "" : ", ") + k;
+  throw std::runtime_error(fmt::format("{}: no '{}' in the logs of epoch {} ({}){}", who, monitor, epoch + 1, keys,
+                                       monitor.rfind("val_", 0) == 0 ? ": give fit validation data, or monitor another" : ""));
+}
+
 }  // namespace
+
+early_stopping::early_stopping(early_stopping_options o) : o_(std::move(o)) {
+  if (o_.monitor.empty()) throw std::invalid_argument("early_stopping: empty monitor");
+  if (o_.patience < 0) throw std::invalid_argument(fmt::format("early_stopping: patience = {} < 0", o_.patience));
+  if (!(o_.min_delta >= 0)) throw std::invalid_argument(fmt::format("early_stopping: min_delta = {} < 0", o_.min_delta));
+  higher_ = higher_is_better("early_stopping", o_.mode, o_.monitor);
+}
+
+void early_stopping::on_train_begin(cluster& c) {
+  best_epoch_ = stopped_epoch_ = -1;
+  wait_ = 0;
+  if (o_.restore_best) c.restore_kept_state_at_end();
+}
+
+void early_stopping::on_epoch_end(cluster& c, int64_t epoch, const std::map<std::string, double>& logs) {
+  double v = monitored("early_stopping", o_.monitor, epoch, logs);
+  bool better = best_epoch_ < 0 || (higher_ ? v - o_.min_delta > best_ : v + o_.min_delta < best_);
+  if (better) {
+    best_ = v;
+    best_epoch_ = epoch;
+    wait_ = 0;
+    if (o_.restore_best) c.keep_state();
+    return;
+  }
+  if (++wait_ >= o_.patience) {  // Keras: `patience` epochs without improvement
+    stopped_epoch_ = epoch;
+    c.stop_training();
+  }
+}
+
+model_checkpoint::model_checkpoint(model_checkpoint_options o) : o_(std::move(o)) {
+  if (o_.dir.empty()) throw std::invalid_argument("model_checkpoint: empty dir");
+  if (o_.every_steps < 0) throw std::invalid_argument(fmt::format("model_checkpoint: every_steps = {} < 0", o_.every_steps));
+  if (o_.every_steps == 0 && o_.monitor.empty())
+    throw std::invalid_argument("model_checkpoint: neither every_steps nor monitor: it would never write");
+  if (o_.keep < 1) throw std::invalid_argument(fmt::format("model_checkpoint: keep = {} < 1", o_.keep));
+  higher_ = higher_is_better("model_checkpoint", o_.mode, o_.monitor);
+}
+
+void model_checkpoint::on_train_begin(cluster& c) {
+  if (c.spec().checkpoint_dir == o_.dir)
+    throw std::invalid_argument(fmt::format("model_checkpoint: {} is the cluster's checkpoint_dir; use another", o_.dir));
+  next_due_ = o_.every_steps;
+  have_best_ = false;
+}
+
+// By the run's step count, not by the events seen: a step event may be dropped.
+void model_checkpoint::on_step_end(cluster& c, const step_info& s) {
+  if (o_.every_steps <= 0 || s.step < next_due_) return;
+  next_due_ = (s.step / o_.every_steps + 1) * o_.every_steps;
+  c.checkpoint_async(o_.dir, o_.keep);  // a failed write ends the run: join reports it
+  ++asked_;
+}
+
+void model_checkpoint::on_epoch_end(cluster& c, int64_t epoch, const std::map<std::string, double>& logs) {
+  if (o_.monitor.empty()) return;
+  double v = monitored("model_checkpoint", o_.monitor, epoch, logs);
+  if (have_best_ && !(higher_ ? v > best_ : v < best_)) return;
+  have_best_ = true;
+  best_ = v;
+  best_epochs_.push_back(epoch);
+  c.checkpoint_async(o_.dir, o_.keep);
+  ++asked_;
+}
 
 callback_ptr csv_logger(std::string path) {
   if (path.empty()) throw std::invalid_argument("csv_logger: empty path");

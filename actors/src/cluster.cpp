@@ -13,6 +13,7 @@
 #include <actortrain/model/partitioner.hpp>
 #include <actortrain/model/progress.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -91,7 +92,7 @@ struct cluster::impl {
   std::vector<std::shared_ptr<const model::metric>> metrics;
   std::shared_ptr<const model::placement> placement;
   std::shared_ptr<dispatch_gate> gate;  // the consistency mode
-  std::shared_ptr<event_queue> events = std::make_shared<event_queue>();
+  std::shared_ptr<event_queue> events;
   seam_ptr seam;
   std::vector<ps_shard_actor> ps;
   std::function<void(uint32_t)> remote_ps_lost;  // set: the shards live in other processes
@@ -125,7 +126,25 @@ struct cluster::impl {
   std::vector<std::future<uint64_t>> joins;  // their admissions
   std::string failure;
 
-  impl(caf::actor_system& s, cluster_spec sp) : sys(s), spec(std::move(sp)) {}
+  // The epoch gate (run_spec::epoch_gate): on while a run has callbacks that wait for
+  // epoch ends. `at_gate` is open while their on_epoch_end (and the next on_epoch_begin)
+  // run; what they ask for there goes with the decision.
+  bool epoch_gate = false;
+  struct gate_state {
+    bool open = false;
+    uint64_t run = 0;
+    int64_t epoch = 0;
+    gate_decision decision;
+    std::vector<std::shared_ptr<std::promise<void>>> hyper_promises;
+    std::vector<std::pair<checkpoint_target, int32_t>> checkpoints;
+    std::vector<std::shared_ptr<std::promise<std::string>>> checkpoint_promises;
+  } at_gate;
+  bool stop_requested = false, restore_requested = false;
+  int64_t begun_at_gate = -1;  // the epoch whose on_epoch_begin ran at its gate
+  uint64_t dropped_at_start = 0;
+
+  impl(caf::actor_system& s, cluster_spec sp)
+    : sys(s), spec(std::move(sp)), events(std::make_shared<event_queue>(std::max<size_t>(8, spec.event_queue_capacity))) {}
 
   caf::timespan timeout() const { return std::chrono::duration_cast<caf::timespan>(spec.request_timeout); }
   caf::timespan call_timeout() const { return std::chrono::duration_cast<caf::timespan>(spec.call_timeout); }
@@ -229,7 +248,12 @@ struct cluster::impl {
       workers[e.worker] = w;
       joins.push_back(join_cluster(w, e.worker));
     }
-    if (!callbacks.empty()) run_callbacks(e);
+    if (!callbacks.empty()) {
+      if (e.kind == event_kind::epoch_done && epoch_gate && active)
+        pass_gate(e);
+      else if (!(e.kind == event_kind::epoch_begin && epoch_gate && e.epoch == begun_at_gate))
+        run_callbacks(e);
+    }
     if (!progress) return;
     switch (e.kind) {
       case event_kind::epoch_begin:
@@ -311,8 +335,8 @@ struct cluster::impl {
           case event_kind::epoch_begin: cb->on_epoch_begin(c, static_cast<int64_t>(e.epoch)); break;
           case event_kind::epoch_done: cb->on_epoch_end(c, static_cast<int64_t>(e.epoch), e.values); break;
           case event_kind::step_done:
-            cb->on_step_end(c, step_info{static_cast<int64_t>(e.epoch), e.worker, e.loss, static_cast<int64_t>(e.examples),
-                                         e.staleness, e.values});
+            cb->on_step_end(c, step_info{static_cast<int64_t>(e.epoch), static_cast<int64_t>(e.total), e.worker, e.loss,
+                                         static_cast<int64_t>(e.examples), e.staleness, e.values});
             break;
           case event_kind::worker_lost: cb->on_failure(c, failure_of("worker_lost", e.worker, 0)); break;
           case event_kind::steps_requeued:
@@ -331,6 +355,62 @@ struct cluster::impl {
         if (callback_error.empty()) callback_error = ex.what();
       }
     }
+  }
+
+  // Runs `hook` on every callback, keeping the first exception for the run's end.
+  template <class F>
+  bool each_callback(F hook) {
+    bool ok = true;
+    for (auto& cb : callbacks) {
+      try {
+        hook(*cb);
+      } catch (const std::exception& ex) {
+        if (callback_error.empty()) callback_error = ex.what();
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  // An epoch ended and the coordinator waits: run on_epoch_end and, unless the run ends
+  // here, the next epoch's on_epoch_begin, then tell it what they decided. A callback
+  // that throws stops the run (join reports it).
+  void pass_gate(const event& e) {
+    auto& c = *owner;
+    at_gate = gate_state{};
+    at_gate.open = true;
+    at_gate.run = e.run;
+    at_gate.epoch = e.epoch;
+    bool ok = each_callback([&](callback& cb) { cb.on_epoch_end(c, e.epoch, e.values); });
+    bool last = e.epoch + 1 >= opts.epochs;
+    if (ok && !stop_requested && !last) {
+      ok = each_callback([&](callback& cb) { cb.on_epoch_begin(c, e.epoch + 1); });
+      begun_at_gate = e.epoch + 1;
+    }
+    at_gate.open = false;
+    auto g = std::move(at_gate);
+    g.decision.stop = stop_requested || !ok || !callback_error.empty();  // a failed hook ends the run here
+    g.decision.restore_at_end = restore_requested;
+    sys.spawn([g](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+      // One sender: the checkpoints reach the coordinator before the decision.
+      for (size_t i = 0; i < g.checkpoints.size(); ++i) {
+        auto p = g.checkpoint_promises[i];
+        self->request(coord, timeout * 4, ckpt_atom::value, g.checkpoints[i].first, g.checkpoints[i].second)
+          .then([p](std::string& path) { p->set_value(path); },
+                [p](caf::error& err) {
+                  p->set_exception(std::make_exception_ptr(std::runtime_error("checkpoint: " + describe(err))));
+                });
+      }
+      self->request(coord, timeout * 2, gate_atom::value, g.run, g.epoch, g.decision)
+        .then(
+          [g](caf::ok_atom) {
+            for (auto& p : g.hyper_promises) p->set_value();
+          },
+          [g](caf::error& err) {
+            for (auto& p : g.hyper_promises)
+              p->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: " + describe(err))));
+          });
+    }, coordinator, timeout());
   }
 
   // Called once the result future is ready.
@@ -360,6 +440,18 @@ struct cluster::impl {
     }
     out.steps = r->steps;
     out.ran_out = r->ran_out;
+    out.stopped_epoch = r->stopped_epoch;
+    out.restored_epoch = r->restored_epoch;
+    out.dropped_events = events->dropped() - dropped_at_start;
+    if (progress && r->stopped_epoch >= 0)
+      progress->note(fmt::format("training stopped after epoch {}{}", r->stopped_epoch + 1,
+                                 r->restored_epoch >= 0 ? fmt::format("; variables restored to epoch {}", r->restored_epoch + 1)
+                                                        : std::string{}));
+    else if (progress && r->restored_epoch >= 0)
+      progress->note(fmt::format("variables restored to epoch {}", r->restored_epoch + 1));
+    if (progress && out.dropped_events > 0)
+      progress->note(fmt::format("{} step event(s) dropped: the callbacks or the metrics writer fell behind",
+                                 out.dropped_events));
     out.restarts = restarts;
     out.ps_restores = ps_restores;
     out.resumed_at = resumed_at;
@@ -506,6 +598,12 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   spec.visitation_log = d.spec.visitation_log;
   spec.epochs = opts.epochs;
   spec.steps_per_epoch = opts.steps_per_epoch;
+  spec.epoch_gate = false;
+  for (auto& cb : d.callbacks) spec.epoch_gate = spec.epoch_gate || cb->waits_for_epoch_end();
+  d.epoch_gate = spec.epoch_gate;
+  d.stop_requested = d.restore_requested = false;
+  d.begun_at_gate = -1;
+  d.dropped_at_start = d.events->dropped();
   spec.pipelines = d.spawn_shards(fn);
   d.run_fn = fn;
   d.run_shards = spec.pipelines;
@@ -655,6 +753,21 @@ std::future<void> cluster::set_hyperparams_async(const std::map<std::string, dou
   // Every shard holds a copy of this optimizer: what it refuses, they would.
   auto probe = d.optimizer->clone();
   for (auto& [k, v] : values) probe->set_hyperparam(k, v);
+  if (d.at_gate.open) {
+    // From a callback at the epoch gate: set before the next epoch's first step.
+    auto& hp = d.at_gate.decision.hyperparams;
+    for (auto& [k, v] : values) {
+      auto i = std::find_if(hp.begin(), hp.end(), [&k = k](const auto& kv) { return kv.first == k; });
+      if (i == hp.end())
+        hp.emplace_back(k, v);
+      else
+        i->second = v;
+    }
+    auto promise = std::make_shared<std::promise<void>>();
+    d.at_gate.hyper_promises.push_back(promise);
+    d.optimizer = std::move(probe);
+    return promise->get_future();
+  }
   hyperparams_request req;
   for (auto& kv : values) req.values.push_back(kv);
   auto promise = std::make_shared<std::promise<void>>();
@@ -667,6 +780,48 @@ std::future<void> cluster::set_hyperparams_async(const std::map<std::string, dou
             });
   }, d.coordinator, d.timeout());
   d.optimizer = std::move(probe);
+  return fut;
+}
+
+void cluster::stop_training() {
+  auto& d = *impl_;
+  if (!d.active || !d.epoch_gate)
+    throw std::logic_error("cluster::stop_training: only during a run with a callback that waits for epoch ends");
+  d.stop_requested = true;
+}
+
+void cluster::keep_state() {
+  auto& d = *impl_;
+  if (!d.at_gate.open) throw std::logic_error("cluster::keep_state: only from on_epoch_end (at the epoch gate)");
+  d.at_gate.decision.keep = true;
+}
+
+void cluster::restore_kept_state_at_end() {
+  auto& d = *impl_;
+  if (!d.active || !d.epoch_gate)
+    throw std::logic_error("cluster::restore_kept_state_at_end: only during a run with a callback that waits for epoch ends");
+  d.restore_requested = true;
+}
+
+std::future<std::string> cluster::checkpoint_async(const std::string& dir, int keep) {
+  auto& d = *impl_;
+  if (dir.empty()) throw std::invalid_argument("cluster::checkpoint_async: empty directory");
+  if (keep < 1) throw std::invalid_argument(fmt::format("cluster::checkpoint_async: keep = {} < 1", keep));
+  if (!d.active) throw std::logic_error("cluster::checkpoint_async: no run in progress");
+  auto promise = std::make_shared<std::promise<std::string>>();
+  auto fut = promise->get_future();
+  if (d.at_gate.open) {  // sent just before the gate's decision, so it is this epoch's end
+    d.at_gate.checkpoints.emplace_back(checkpoint_target{dir}, keep);
+    d.at_gate.checkpoint_promises.push_back(promise);
+    return fut;
+  }
+  d.sys.spawn([promise, dir, keep](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+    self->request(coord, timeout * 4, ckpt_atom::value, checkpoint_target{dir}, static_cast<int32_t>(keep))
+      .then([promise](std::string& path) { promise->set_value(path); },
+            [promise](caf::error& e) {
+              promise->set_exception(std::make_exception_ptr(std::runtime_error("checkpoint: " + describe(e))));
+            });
+  }, d.coordinator, d.timeout());
   return fut;
 }
 

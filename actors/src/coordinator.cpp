@@ -112,7 +112,21 @@ struct accumulator {
   }
 };
 
-enum class phase { idle, initializing, training, evaluating };
+// gated: an epoch ended and the application's gate_decision is awaited (run_spec::epoch_gate).
+enum class phase { idle, initializing, training, evaluating, gated };
+
+// Where a checkpoint goes: the cluster's own directory (restores roll back to it) or one
+// a callback asked for (cluster::checkpoint_async, model_checkpoint).
+struct ckpt_target {
+  std::string dir;
+  size_t keep = 1;
+  bool run_dir = true;
+};
+
+struct extra_checkpoint {
+  ckpt_target target;
+  std::optional<caf::typed_response_promise<std::string>> rp;
+};
 
 struct coord_state {
   // What the status report shows: per worker its last applied steps (seconds since
@@ -167,6 +181,18 @@ struct coord_state {
   int64_t last_committed = -1;  // step of the newest committed checkpoint (-1: none)
   std::string restore_dir;      // where it is (checkpoint_dir, or the resumed directory)
   std::chrono::steady_clock::time_point quiesce_began;
+  std::deque<extra_checkpoint> extra_ckpts;  // written, in order, once nothing is in flight
+  std::string extra_dir, extra_path;         // the last one written, and at which step
+  int64_t extra_step = -1;
+  // The epoch gate: its id (a timeout or a late decision of another is void), the epoch
+  // that ended, whether it was the last; the epoch whose state the shards keep, and
+  // whether the run ends with it restored.
+  uint64_t gate_id = 0;
+  int64_t gate_epoch = -1;
+  bool gate_last = false;
+  int64_t kept_epoch = -1;
+  bool restore_at_end = false;
+  int64_t stopped_epoch = -1, restored_epoch = -1;
   // Parameter-server loss: nothing is dispatched until every lost shard is replaced and
   // every shard restored.
   uint64_t recovery_epoch = 0;
@@ -281,6 +307,9 @@ void fail_run(self_ptr self, caf::error err) {
   st.requeued.clear();
   st.fencing.clear();
   forget_round(st);
+  for (auto& x : st.extra_ckpts)
+    if (x.rp) x.rp->deliver(make_error(error_code::checkpoint_failed, "the run failed before the checkpoint: " + text));
+  st.extra_ckpts.clear();
   event e;
   e.kind = event_kind::warning;
   e.text = "the run failed: " + text;
@@ -292,9 +321,42 @@ void fail_run(self_ptr self, caf::error err) {
 }
 
 void write_checkpoint_now(self_ptr self, std::function<void()> then);
+void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then);
+
+bool nothing_in_flight(const coord_state& st) {
+  return st.in_flight.empty() && st.fencing.empty() && st.requeued.empty() && st.round.empty();
+}
+
+// Writes the first asked-for checkpoint (nothing may be in flight), answers its asker,
+// then runs `then`.
+void write_extra_checkpoint(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  auto x = std::move(st.extra_ckpts.front());
+  st.extra_ckpts.pop_front();
+  st.quiesce_began = std::chrono::steady_clock::now();
+  auto rp = std::move(x.rp);
+  auto step = static_cast<int64_t>(st.steps_total);
+  if (x.target.dir == st.extra_dir && step == st.extra_step) {  // asked twice at one step: it is written
+    if (rp) rp->deliver(st.extra_path);
+    then();
+    return;
+  }
+  write_checkpoint_to(self, x.target, [self, rp, then, dir = x.target.dir, step](const std::string& path) mutable {
+    auto& st = self->state;
+    st.extra_dir = dir;
+    st.extra_step = step;
+    st.extra_path = path;
+    if (rp) rp->deliver(path);
+    then();
+  });
+}
 
 void finish_run(self_ptr self) {
   auto& st = self->state;
+  if (!st.extra_ckpts.empty() && st.ph != phase::idle && nothing_in_flight(st)) {
+    write_extra_checkpoint(self, [self] { finish_run(self); });
+    return;
+  }
   if (!st.opts.checkpoint_dir.empty() && st.last_committed != static_cast<int64_t>(st.steps_total) &&
       st.ph != phase::idle && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty()) {
     // The trained state is committed before the run returns (restores after it, and
@@ -308,6 +370,8 @@ void finish_run(self_ptr self) {
   s.run = st.run;
   s.steps = static_cast<int64_t>(st.applied_run);
   s.ran_out = st.ran_out;
+  s.stopped_epoch = st.stopped_epoch;
+  s.restored_epoch = st.restored_epoch;
   s.visits = std::move(st.visits);
   st.visits.clear();
   for (auto& [k, v] : st.history) {
@@ -410,7 +474,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
     if (pipe < st.pipes.size()) t.task.source = st.pipes[pipe].shard;  // a rebuilt shard, if any
     return t;
   }
-  if (st.quiescing) return std::nullopt;  // a checkpoint waits: only re-queued steps go out
+  if (st.quiescing || !st.extra_ckpts.empty()) return std::nullopt;  // a checkpoint waits: only re-queued steps go out
   if (suspect_waiting && to.outstanding > 0) return std::nullopt;
   if (st.round.closing) return std::nullopt;  // the next round starts once this one is applied
   gate_view v{st.next_index, st.applied_run, st.unapplied.empty() ? st.next_index : st.unapplied.begin()->first,
@@ -526,6 +590,7 @@ void count_step(self_ptr self, const step_result& r, double shown_loss, uint64_t
   e.compute_us = r.timings.compute_us;
   e.push_us = r.timings.push_us;
   e.count = st.applied_epoch;
+  e.total = st.steps_total;
   e.values = st.train_acc.values();
   emit(st, std::move(e));
 }
@@ -723,7 +788,8 @@ void end_epoch(self_ptr self) {
     fail_run(self, make_error(error_code::invalid_request, "the training data is empty: no step in the first epoch"));
     return;
   }
-  if (st.applied_epoch > 0) {
+  bool ended = st.applied_epoch > 0;
+  if (ended) {
     for (auto& [k, v] : st.epoch_values) st.history[k].push_back(v);
     event e;
     e.kind = event_kind::epoch_done;
@@ -733,11 +799,136 @@ void end_epoch(self_ptr self) {
     emit(st, std::move(e));
   }
   ++st.epoch;
-  if (st.epoch >= st.spec.epochs || st.ran_out) {
+  bool last = st.epoch >= st.spec.epochs || st.ran_out;
+  if (ended && st.spec.epoch_gate) {
+    // Nothing is in flight: the shards hold exactly this epoch's state until the
+    // application decides (or the request timeout passes).
+    st.ph = phase::gated;
+    st.gate_epoch = st.epoch - 1;
+    st.gate_last = last;
+    self->delayed_send(self, st.opts.timeout, gate_atom::value, ++st.gate_id);
+    return;
+  }
+  if (last) {
     finish_run(self);
     return;
   }
   begin_epoch(self);
+}
+
+// Sends (args...) to every ps shard under the current fence; `ok` once each answered
+// ok, else `err` with the first error.
+template <class... Ts>
+void ask_every_shard(self_ptr self, std::function<void()> ok, std::function<void(caf::error&)> err, Ts... xs) {
+  auto& st = self->state;
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto failed = std::make_shared<bool>(false);
+  for (auto& ps : st.opts.ps)
+    st.opts.seam->request(self, ps, st.opts.timeout, xs...)
+      .then(
+        [remaining, failed, ok](caf::ok_atom) {
+          if (*failed || --*remaining > 0) return;
+          ok();
+        },
+        [failed, err](caf::error& e) {
+          if (*failed) return;
+          *failed = true;
+          err(e);
+        });
+}
+
+// Carries out the application's decision at the open epoch gate: keep,
+// hyperparameters, then the next epoch; or, when stopping or after the last epoch, the
+// restore and the end of the run. A ps restore meanwhile supersedes the rest.
+void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_response_promise<caf::ok_atom>> rp) {
+  auto& st = self->state;
+  auto attempt = st.gate_id;
+  auto live = [self, attempt, rp]() mutable {
+    auto& st = self->state;
+    if (st.ph == phase::gated && st.gate_id == attempt) return true;
+    if (rp) rp->deliver(make_error(error_code::invalid_request, "the epoch gate was superseded (a restore or the run's end)"));
+    return false;
+  };
+  auto warn = [self](std::string text) {
+    event w;
+    w.kind = event_kind::warning;
+    w.text = std::move(text);
+    emit(self->state, std::move(w));
+  };
+  if (d.restore_at_end) st.restore_at_end = true;
+  auto carry_on = [self, d, rp, live, warn]() mutable {
+    if (!live()) return;
+    auto& st = self->state;
+    if (d.stop || st.gate_last) {
+      if (d.stop && !st.gate_last) st.stopped_epoch = st.gate_epoch;
+      auto end = [self, rp]() mutable {
+        self->state.ph = phase::training;  // finish_run writes what is due first
+        finish_run(self);
+        if (rp) rp->deliver(caf::ok_atom::value);
+      };
+      if (st.restore_at_end && st.kept_epoch >= 0 && st.kept_epoch != st.gate_epoch) {
+        auto kept = st.kept_epoch;
+        ask_every_shard(
+          self,
+          [self, end, live, kept]() mutable {
+            if (!live()) return;
+            self->state.restored_epoch = kept;
+            end();
+          },
+          [end, live, warn, kept](caf::error& e) mutable {
+            if (!live()) return;
+            warn(fmt::format("the run ends with its last state: restoring epoch {}'s failed: {}", kept + 1, describe(e)));
+            end();
+          },
+          restore_atom::value, fence_request{current_fence(st)});
+      } else {
+        if (st.restore_at_end && st.kept_epoch == st.gate_epoch) st.restored_epoch = st.kept_epoch;  // it is the kept state
+        end();
+      }
+      return;
+    }
+    auto next = [self, rp]() mutable {
+      begin_epoch(self);
+      dispatch(self);
+      if (rp) rp->deliver(caf::ok_atom::value);
+    };
+    if (d.hyperparams.empty()) {
+      next();
+      return;
+    }
+    hyperparams_request req{current_fence(st), d.hyperparams};
+    ask_every_shard(
+      self,
+      [self, next, live, req]() mutable {
+        if (!live()) return;
+        if (auto& o = self->state.optimizer)
+          for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
+        next();
+      },
+      [self, live, rp](caf::error& e) mutable {
+        if (!live()) return;
+        if (rp) rp->deliver(e);
+        fail_run(self, make_error(error_code::invalid_request, "set_hyperparams at the epoch's start: " + describe(e)));
+      },
+      hyper_atom::value, req);
+  };
+  if (!d.keep) {
+    carry_on();
+    return;
+  }
+  auto epoch = st.gate_epoch;
+  ask_every_shard(
+    self,
+    [self, carry_on, epoch]() mutable {
+      self->state.kept_epoch = epoch;
+      carry_on();
+    },
+    [self, carry_on, warn, epoch](caf::error& e) mutable {
+      self->state.kept_epoch = -1;
+      warn(fmt::format("the shards could not keep epoch {}'s state: {}", epoch + 1, describe(e)));
+      carry_on();
+    },
+    keep_atom::value, fence_request{current_fence(st)});
 }
 
 // Forgets every task sent, queued or being fenced (a restore supersedes them; their
@@ -888,21 +1079,26 @@ void schedule_tick(self_ptr self) {
 // Commits a checkpoint with `write` (which returns its path), keeps the newest
 // checkpoint_keep, says so (with the tensor bytes the shards sent here for it), then runs
 // `then`. A failure to write ends the run.
-void finish_checkpoint(self_ptr self, int64_t step, double received_bytes,
-                       const std::function<std::string(model::file_system&)>& write, const std::function<void()>& then) {
+void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, double received_bytes,
+                       const std::function<std::string(model::file_system&)>& write,
+                       const std::function<void(const std::string&)>& then) {
   auto& st = self->state;
+  std::string path;
   try {
     auto& fs = checkpoint_fs(st);
-    auto path = write(fs);
-    st.last_committed = step;
-    st.restore_dir = st.opts.checkpoint_dir;
-    model::prune_checkpoints(fs, st.opts.checkpoint_dir, std::max<size_t>(1, st.opts.checkpoint_keep));
+    path = write(fs);
+    if (target.run_dir) {
+      st.last_committed = step;
+      st.restore_dir = target.dir;
+    }
+    model::prune_checkpoints(fs, target.dir, std::max<size_t>(1, target.keep));
     event e;
     e.kind = event_kind::checkpoint_done;
     e.count = step;
     e.text = path;
     e.values["pause_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.quiesce_began).count();
     e.values["bytes_to_coordinator"] = received_bytes;
+    if (!target.run_dir) e.values["asked"] = 1;  // by a callback, into its own directory
     emit(st, std::move(e));
   } catch (const std::exception& ex) {
     st.checkpointing = false;
@@ -910,7 +1106,7 @@ void finish_checkpoint(self_ptr self, int64_t step, double received_bytes,
     return;
   }
   st.checkpointing = false;
-  then();
+  then(path);
 }
 
 // A shard did not give its part of checkpoint `attempt`: a lost one rolls the run back
@@ -932,13 +1128,13 @@ std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uin
 
 // checkpoint.shared: every shard writes its own partitions into the directory begun
 // here; only their files' records come back, and the manifest commits them.
-void write_shared_checkpoint(self_ptr self, std::function<void()> then) {
+void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then) {
   auto& st = self->state;
   auto attempt = st.ckpt_attempt;
   auto step = static_cast<int64_t>(st.steps_total);
   std::string dir;
   try {
-    dir = model::begin_checkpoint(checkpoint_fs(st), st.opts.checkpoint_dir, step);
+    dir = model::begin_checkpoint(checkpoint_fs(st), target.dir, step);
   } catch (const std::exception& ex) {
     st.checkpointing = false;
     fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("checkpoint at step {}: {}", step, ex.what())));
@@ -951,7 +1147,7 @@ void write_shared_checkpoint(self_ptr self, std::function<void()> then) {
       ->request(self, st.opts.ps[i], st.opts.timeout, snapshot_atom::value, fence_request{current_fence(st)},
                 checkpoint_target{dir})
       .then(
-        [self, files, remaining, i, then, attempt, step](ps_files& f) {
+        [self, files, remaining, i, then, attempt, step, target](ps_files& f) {
           auto& st = self->state;
           if (attempt != st.ckpt_attempt) return;  // abandoned (a shard was lost, the run ended)
           (*files)[i] = std::move(f);
@@ -985,7 +1181,7 @@ void write_shared_checkpoint(self_ptr self, std::function<void()> then) {
             r.hyperparams = st.optimizer->hyperparams();
           }
           finish_checkpoint(
-            self, step, 0.0, [&](model::file_system& fs) { return model::commit_checkpoint(fs, st.opts.checkpoint_dir, r); },
+            self, target, step, 0.0, [&](model::file_system& fs) { return model::commit_checkpoint(fs, target.dir, r); },
             then);
         },
         checkpoint_refused(self, i, attempt));
@@ -996,10 +1192,16 @@ void write_shared_checkpoint(self_ptr self, std::function<void()> then) {
 // checkpoint_keep, then runs `then`. A failure to write ends the run.
 void write_checkpoint_now(self_ptr self, std::function<void()> then) {
   auto& st = self->state;
+  write_checkpoint_to(self, ckpt_target{st.opts.checkpoint_dir, std::max<size_t>(1, st.opts.checkpoint_keep), true},
+                      [then](const std::string&) { then(); });
+}
+
+void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then) {
+  auto& st = self->state;
   st.checkpointing = true;
   auto attempt = ++st.ckpt_attempt;
   if (st.opts.checkpoint_shared) {
-    write_shared_checkpoint(self, std::move(then));
+    write_shared_checkpoint(self, std::move(target), std::move(then));
     return;
   }
   auto snaps = std::make_shared<std::vector<ps_snapshot>>(st.opts.ps.size());
@@ -1007,7 +1209,7 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
     st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, snapshot_atom::value, fence_request{current_fence(st)})
       .then(
-        [self, snaps, remaining, i, then, attempt](ps_snapshot& s) {
+        [self, snaps, remaining, i, then, attempt, target](ps_snapshot& s) {
           auto& st = self->state;
           if (attempt != st.ckpt_attempt) return;  // abandoned (a shard was lost, the run ended)
           (*snaps)[i] = std::move(s);
@@ -1047,8 +1249,8 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then) {
             data.hyperparams = st.optimizer->hyperparams();
           }
           finish_checkpoint(
-            self, data.step, received,
-            [&](model::file_system& fs) { return model::write_checkpoint(fs, st.opts.checkpoint_dir, data); }, then);
+            self, target, data.step, received,
+            [&](model::file_system& fs) { return model::write_checkpoint(fs, target.dir, data); }, then);
         },
         checkpoint_refused(self, i, attempt));
 }
@@ -1144,7 +1346,11 @@ void close_round(self_ptr self) {
 
 void dispatch(self_ptr self) {
   auto& st = self->state;
-  if (st.recovering || st.checkpointing) return;
+  if (st.recovering || st.checkpointing || st.ph == phase::gated) return;
+  if (!st.extra_ckpts.empty() && nothing_in_flight(st) && st.ph != phase::idle && st.ph != phase::initializing) {
+    write_extra_checkpoint(self, [self] { dispatch(self); });
+    return;
+  }
   if (st.quiescing && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty() && st.round.empty()) {
     // Nothing in flight or queued: every shard's state is at one step.
     if (static_cast<int64_t>(st.steps_total) == st.last_committed && st.restore_dir == st.opts.checkpoint_dir) {
@@ -1374,6 +1580,7 @@ void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
   auto& st = self->state;
   auto attempt = ++st.restore_attempt;
   st.recovering = true;  // nothing is dispatched until every shard has its state
+  st.kept_epoch = -1;    // restored shards drop what they kept
   auto data = std::make_shared<model::checkpoint_data>();
   std::string path;
   try {
@@ -1593,6 +1800,8 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.history.clear();
       st.visits.clear();
       st.ran_out = false;
+      st.gate_epoch = st.kept_epoch = st.stopped_epoch = st.restored_epoch = -1;
+      st.restore_at_end = false;
       st.dispatched_run = st.applied_run = 0;
       forget_round(st);
       st.round.number = 1;
@@ -1666,24 +1875,50 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       auto& st = self->state;
       req.f = current_fence(st);
       auto rp = self->make_response_promise<caf::ok_atom>();
-      auto remaining = std::make_shared<size_t>(st.opts.ps.size());
-      auto failed = std::make_shared<bool>(false);
-      for (auto& ps : st.opts.ps)
-        st.opts.seam->request(self, ps, st.opts.timeout, hyper_atom::value, req)
-          .then(
-            [self, req, rp, remaining, failed](caf::ok_atom) mutable {
-              if (--*remaining > 0 || *failed) return;
-              // Every shard took them (the cluster checked them first): so does the
-              // copy checkpoints describe.
-              if (auto& o = self->state.optimizer)
-                for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
-              rp.deliver(caf::ok_atom::value);
-            },
-            [rp, failed](caf::error& e) mutable {
-              if (*failed) return;
-              *failed = true;
-              rp.deliver(std::move(e));
-            });
+      ask_every_shard(
+        self,
+        [self, req, rp]() mutable {
+          // Every shard took them (the cluster checked them first): so does the copy
+          // checkpoints describe.
+          if (auto& o = self->state.optimizer)
+            for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
+          rp.deliver(caf::ok_atom::value);
+        },
+        [rp](caf::error& e) mutable { rp.deliver(std::move(e)); }, hyper_atom::value, req);
+      return rp;
+    },
+    [self](gate_atom, uint64_t run, int64_t epoch, gate_decision& d) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (st.ph != phase::gated || run != st.run || epoch != st.gate_epoch)
+        return make_error(error_code::invalid_request,
+                          fmt::format("no epoch gate is open for epoch {} of run {}", epoch + 1, run));
+      ++st.gate_id;  // its timeout is void
+      auto rp = self->make_response_promise<caf::ok_atom>();
+      release_gate(self, std::move(d), rp);
+      return rp;
+    },
+    [self](gate_atom, uint64_t id) {
+      auto& st = self->state;
+      if (st.ph != phase::gated || id != st.gate_id) return;
+      event w;
+      w.kind = event_kind::warning;
+      w.text = fmt::format("the application did not answer the gate of epoch {} within {} ms: training goes on",
+                           st.gate_epoch + 1, std::chrono::duration_cast<std::chrono::milliseconds>(st.opts.timeout).count());
+      emit(st, std::move(w));
+      ++st.gate_id;  // a late decision is void
+      release_gate(self, gate_decision{}, std::nullopt);
+    },
+    [self](ckpt_atom, const checkpoint_target& t, int32_t keep) -> caf::result<std::string> {
+      auto& st = self->state;
+      if (st.ph == phase::idle || st.ph == phase::initializing)
+        return make_error(error_code::invalid_request, "a checkpoint asked for while no run is in progress");
+      if (t.dir.empty()) return make_error(error_code::invalid_request, "a checkpoint asked for without a directory");
+      if (!st.opts.checkpoint_dir.empty() && t.dir == st.opts.checkpoint_dir)
+        return make_error(error_code::invalid_request,
+                          fmt::format("{} is the cluster's own checkpoint directory: ask for another", t.dir));
+      auto rp = self->make_response_promise<std::string>();
+      st.extra_ckpts.push_back(extra_checkpoint{ckpt_target{t.dir, static_cast<size_t>(std::max(1, keep)), false}, rp});
+      dispatch(self);
       return rp;
     },
     [self](source_atom, uint32_t p, caf::actor shard) -> caf::result<caf::ok_atom> {

@@ -136,6 +136,8 @@ struct ps_state {
   std::set<step_id> applied_steps;
   ps_stats stats;
   bool keep_log = false;
+  // The state a keep_atom copied (values and slots per partition), for restore_atom.
+  std::map<partition_key, std::pair<model::matrix, model::slot_block>> kept;
   static inline const char* name = "ps_shard";
 };
 
@@ -343,6 +345,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
                                           model::shape_string(*p.value.value)));
       }
       st.parts.clear();
+      st.kept.clear();  // a restored state supersedes what was kept
       for (auto& p : req.partitions) {
         partition q;
         q.name = p.name;
@@ -533,6 +536,36 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
         return make_error(error_code::checkpoint_failed, fmt::format("ps shard {}: {}", st.index, e.what()));
       }
       return out;
+    },
+    [self, not_ready](keep_atom, const fence_request& req) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (!st.initialized) return not_ready();
+      if (auto err = check_fence(st, req.f)) return err;
+      st.kept.clear();
+      for (auto& [k, p] : st.parts) st.kept.emplace(k, std::make_pair(*p.value, p.slots));
+      return caf::ok_atom::value;
+    },
+    [self, not_ready](restore_atom, const fence_request& req) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (!st.initialized) return not_ready();
+      if (auto err = check_fence(st, req.f)) return err;
+      if (st.kept.size() != st.parts.size())
+        return make_error(error_code::invalid_request, fmt::format("ps shard {} holds no kept state{}", st.index,
+                                                                   st.kept.empty() ? "" : " for its partitions"));
+      for (auto& [k, p] : st.parts) {
+        auto i = st.kept.find(k);
+        if (i == st.kept.end())
+          return make_error(error_code::invalid_request,
+                            fmt::format("ps shard {}: no kept state of partition {}:{}", st.index, k.variable, k.index));
+      }
+      for (auto& [k, p] : st.parts) {
+        auto& [value, slots] = st.kept.at(k);
+        p.value = std::make_shared<model::matrix>(value);  // readers of the old buffer keep it
+        p.spare.reset();
+        p.slots = slots;
+        ++p.version;  // new values: a reader's cached version must not match them
+      }
+      return caf::ok_atom::value;
     },
     [self](stats_atom) -> ps_stats {
       auto s = self->state.stats;

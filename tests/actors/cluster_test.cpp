@@ -693,6 +693,213 @@ BOOST_FIXTURE_TEST_CASE(a_throwing_callback_fails_the_run_at_its_end, cluster_fi
   BOOST_TEST(step_decay(0.1, 0.5, 2)(3) == 0.05);
 }
 
+// The largest difference between two sets of variables (0: bit-identical).
+float max_difference(const model::parameter_store& a, const model::parameter_store& b) {
+  BOOST_REQUIRE(a.size() == b.size());
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    d = std::max(d, (a[static_cast<model::variable_id>(i)] - b[static_cast<model::variable_id>(i)]).cwiseAbs().maxCoeff());
+  return d;
+}
+
+// Early stopping at the epoch gate: "loss" monitored with mode max never improves after
+// epoch 0 (the loss falls), so patience 2 stops the run after epoch 2, and restore_best
+// leaves the variables of epoch 0's end, bit for bit those of a one-epoch run.
+BOOST_FIXTURE_TEST_CASE(early_stopping_stops_after_its_patience_and_restores_the_best_epoch, cluster_fixture) {
+  auto net = model::model::sequential(4, {model::layers::dense(1)});
+  auto one_epoch = [&] {
+    cluster c{sys, spec(2, 1), net, *model::make_adam({0.05}), model::mean_squared_error()};
+    run(c, sharded(8), epochs(1));
+    return variables(c);
+  }();
+  for (bool restore : {true, false}) {
+    cluster c{sys, spec(2, 1), net, *model::make_adam({0.05}), model::mean_squared_error()};
+    auto stopper = std::make_shared<early_stopping>(early_stopping_options{"loss", 2, 0, "max", restore});
+    auto rec = std::make_shared<recording_callback>();
+    c.add_callback(stopper);
+    c.add_callback(rec);
+    auto r = run(c, sharded(8), epochs(6));
+    BOOST_TEST(r.history["loss"].size() == 3u);
+    BOOST_TEST(r.steps == 3 * 32);
+    BOOST_TEST(r.stopped_epoch == 2);
+    BOOST_TEST(stopper->stopped_epoch() == 2);
+    BOOST_TEST(stopper->best_epoch() == 0);
+    BOOST_TEST(rec->epochs_begun == (std::vector<int64_t>{0, 1, 2}), "no epoch begins after the stop");
+    BOOST_TEST(rec->calls["train_end"] == 1);
+    BOOST_TEST(r.restored_epoch == (restore ? 0 : -1));
+    auto d = max_difference(variables(c), one_epoch);
+    if (restore)
+      BOOST_TEST(d == 0.0f);
+    else
+      BOOST_TEST(d > 0.0f);
+  }
+  // A monitor the logs lack fails the run after the first epoch, naming the keys there.
+  cluster c{sys, spec(1, 1), net, *model::make_adam({0.05}), model::mean_squared_error()};
+  c.add_callback(std::make_shared<early_stopping>(early_stopping_options{}));
+  try {
+    run(c, sharded(8), epochs(4));
+    BOOST_FAIL("the run succeeded");
+  } catch (const std::exception& e) {
+    BOOST_TEST(std::string(e.what()).find("no 'val_loss' in the logs of epoch 1 (loss): give fit validation data") !=
+                 std::string::npos, e.what());
+  }
+  BOOST_CHECK_THROW(early_stopping(early_stopping_options{"loss", -1, 0, "auto", false}), std::invalid_argument);
+  BOOST_CHECK_THROW(early_stopping(early_stopping_options{"loss", 0, 0, "sideways", false}), std::invalid_argument);
+  BOOST_CHECK_THROW(c.stop_training(), std::logic_error);  // no run
+  BOOST_CHECK_THROW(c.keep_state(), std::logic_error);
+}
+
+// A resumed run continues the learning-rate schedule: its first epoch begins at the
+// checkpoint's epoch with that epoch's rate, and with the epoch gate every checkpoint
+// inside an epoch records that epoch's rate (none is written before it took effect).
+BOOST_FIXTURE_TEST_CASE(a_resumed_run_continues_the_learning_rate_schedule, cluster_fixture) {
+  auto fs = std::make_shared<model::memory_file_system>();
+  auto net = model::model::sequential(4, {model::layers::dense(1)});
+  auto schedule = step_decay(0.08, 0.5, 1);
+  auto rate_of = [&](const std::string& path) {
+    auto data = model::read_checkpoint(*fs, path);
+    for (auto& [k, v] : data.hyperparams)
+      if (k == "learning_rate") return std::make_pair(data.extra.at("epoch").get<int64_t>(), v);
+    return std::make_pair(int64_t{-1}, -1.0);
+  };
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = "/ck";
+  sp.checkpoint_every = 12;
+  sp.checkpoint_keep = 100;
+  sp.checkpoint_fs = fs;
+  {
+    cluster c{sys, sp, net, *model::make_adam({0.08}), model::mean_squared_error()};
+    c.add_callback(learning_rate_schedule(schedule));
+    auto o = epochs(2);
+    auto r = run(c, sharded(8), o);
+    BOOST_TEST(r.steps == 64);
+  }
+  auto list = model::list_checkpoints(*fs, "/ck");
+  BOOST_REQUIRE(list.size() >= 6u);
+  for (auto& ck : list) {
+    auto [epoch, lr] = rate_of(ck.path);
+    // The run's final checkpoint is taken after its last epoch ended (its epoch is 2).
+    BOOST_TEST(lr == schedule(ck.step == 64 ? 1 : epoch), "step " << ck.step << " epoch " << epoch);
+  }
+  cluster c{sys, sp, net, *model::make_adam({0.08}), model::mean_squared_error()};
+  auto rec = std::make_shared<recording_callback>();
+  c.add_callback(rec);
+  c.add_callback(learning_rate_schedule(schedule));
+  auto o = epochs(4);
+  o.resume_from = "/ck";
+  auto r = run(c, sharded(8), o);
+  BOOST_TEST(r.resumed_at == 64);
+  BOOST_TEST(r.steps == 128);
+  BOOST_TEST(r.history["loss"].size() == 4u);
+  // The newest checkpoint was taken at the last step of epoch 1, before that epoch
+  // ended: the resumed run begins there (and ends it at once), then runs epochs 2 and 3.
+  BOOST_TEST(rec->epochs_begun == (std::vector<int64_t>{1, 2, 3}), fmt::format("{}", fmt::join(rec->epochs_begun, ",")));
+  auto last = model::latest_checkpoint(*fs, "/ck");
+  BOOST_REQUIRE(last);
+  BOOST_TEST(last->step == 128);
+  BOOST_TEST(rate_of(last->path).second == schedule(3));
+}
+
+// model_checkpoint: one every 40 steps (at the next point with nothing in flight) and one
+// at each epoch end whose loss is the best so far (each is: the loss falls), in its own
+// directory, readable as checkpoints of the run; the cluster's own directory is refused.
+BOOST_FIXTURE_TEST_CASE(model_checkpoints_fall_every_n_steps_and_at_the_best_epochs, cluster_fixture) {
+  auto fs = std::make_shared<model::memory_file_system>();
+  auto sp = spec(2, 2);
+  sp.checkpoint_fs = fs;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto mc = std::make_shared<model_checkpoint>(model_checkpoint_options{"/mc", 40, "loss", "auto", 10});
+  auto rec = std::make_shared<recording_callback>();
+  c.add_callback(mc);
+  c.add_callback(rec);
+  auto h = c.schedule(sharded(8), epochs(3));
+  for (int i = 0; i < 200000 && !c.done(h); ++i)
+    if (sched.has_job())
+      sched.run_once();
+    else
+      sched.advance_time(std::chrono::seconds(1));
+  auto r = c.join(h);
+  BOOST_TEST(r.steps == 96);
+  BOOST_TEST(mc->best_epochs() == (std::vector<int64_t>{0, 1, 2}));
+  BOOST_TEST(mc->asked() == 5);
+  std::set<int64_t> steps;
+  for (auto& ck : model::list_checkpoints(*fs, "/mc")) {
+    steps.insert(ck.step);
+    auto data = model::read_checkpoint(*fs, ck.path);
+    BOOST_TEST(data.variables.size() == 2u);
+    for (auto& v : data.variables) BOOST_TEST(v.partitions[0].slots.count("m") == 1u);
+  }
+  BOOST_TEST(steps.count(32) == 1u);
+  BOOST_TEST(steps.count(64) == 1u);
+  BOOST_TEST(steps.count(96) == 1u);
+  auto between = [&](int64_t lo, int64_t hi) {
+    return std::count_if(steps.begin(), steps.end(), [&](int64_t s) { return s >= lo && s <= hi; });
+  };
+  BOOST_TEST(between(40, 64) >= 1);  // the step-40 one (maybe at 64 itself)
+  BOOST_TEST(between(80, 96) >= 1);
+  BOOST_TEST(rec->calls["checkpoint"] >= 4);
+  // The last is the run's end: the variables fit left.
+  auto last = model::read_checkpoint(*fs, model::latest_checkpoint(*fs, "/mc")->path);
+  auto vars = variables(c);
+  for (auto& v : last.variables)
+    BOOST_TEST((v.partitions[0].values - vars[c.structure().find_variable(v.name)]).cwiseAbs().maxCoeff() == 0.0f);
+  BOOST_CHECK_THROW(model_checkpoint(model_checkpoint_options{"/mc", 0, "", "auto", 1}), std::invalid_argument);  // never writes
+  auto sp2 = spec(1, 1);
+  sp2.checkpoint_fs = fs;
+  sp2.checkpoint_dir = "/own";
+  cluster c2{sys, sp2, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+             model::mean_squared_error()};
+  c2.add_callback(std::make_shared<model_checkpoint>(model_checkpoint_options{"/own", 10, "", "auto", 1}));
+  try {
+    run(c2, sharded(8), epochs(1));
+    BOOST_FAIL("the run succeeded");
+  } catch (const std::exception& e) {
+    BOOST_TEST(std::string(e.what()).find("/own is the cluster's checkpoint_dir") != std::string::npos, e.what());
+  }
+}
+
+// A slow application thread: step events beyond the queue's capacity are dropped and
+// counted, never waited for; epoch events are kept. Training finishes while nothing
+// drains the queue. With a callback that waits for epoch ends, each epoch gate holds at
+// most the request timeout, then training goes on.
+BOOST_FIXTURE_TEST_CASE(a_slow_runner_drops_step_events_and_never_holds_training_up, cluster_fixture) {
+  struct step_counter : callback {
+    bool gate;
+    explicit step_counter(bool g) : gate(g) {}
+    bool waits_for_epoch_end() const override { return gate; }
+    int steps = 0, epochs_ended = 0;
+    void on_step_end(cluster&, const step_info&) override { ++steps; }
+    void on_epoch_end(cluster&, int64_t, const std::map<std::string, double>&) override { ++epochs_ended; }
+  };
+  for (bool gate : {false, true}) {
+    auto sp = spec(2, 2);
+    sp.event_queue_capacity = 16;
+    sp.request_timeout = std::chrono::seconds(5);
+    cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+              model::mean_squared_error()};
+    auto counter = std::make_shared<step_counter>(gate);
+    c.add_callback(counter);
+    auto h = c.schedule(sharded(8), epochs(3));
+    // The application thread does not come back until the run has ended.
+    int ticks = 0;
+    for (int i = 0; i < 100; ++i) {
+      sched.run();
+      if (!sched.has_job() && ticks < 50) {
+        sched.advance_time(std::chrono::seconds(6));  // past a gate's timeout
+        ++ticks;
+      }
+    }
+    auto r = c.join(h);
+    BOOST_TEST(r.steps == 96);
+    BOOST_TEST(r.history["loss"].size() == 3u);
+    BOOST_TEST(r.dropped_events > 0u);
+    BOOST_TEST(counter->steps + static_cast<int>(r.dropped_events) == 96);
+    BOOST_TEST(counter->epochs_ended == 3);
+    BOOST_TEST(ticks >= (gate ? 2 : 0));  // with the gate, each of the first two epochs waited its timeout
+  }
+}
+
 BOOST_FIXTURE_TEST_CASE(a_new_coordinator_takes_over_the_run_and_the_old_one_is_fenced_out, cluster_fixture) {
   auto dir = temp_dir();
   auto sp = spec(2, 2);

@@ -166,9 +166,17 @@ BOOST_FIXTURE_TEST_CASE(hostile_lengths_in_other_message_types_are_refused, wire
   BOOST_CHECK(back.task.size() < 1000);
 
   at::run_summary sum;
-  sum.visits.resize(1);  // the last field: a count of 1, then one visit (8+4+8+4+8 bytes)
-  auto fs = forge_last_count(save(sum), 32, 1);
+  // visits: a count of 1, then one visit (8+4+8+4+8 bytes); then two int64 epochs.
+  sum.visits.resize(1);
+  auto fs = forge_last_count(save(sum), 32 + 16, 1);
   at::run_summary sback;
   BOOST_CHECK(load(fs, sback));
   BOOST_CHECK(sback.visits.size() < 1000);
+
+  at::gate_decision gate;
+  gate.hyperparams = {{"lr", 0.1}};  // the last field: a count of 1, then "lr" (1+2 bytes) and a double
+  auto fg = forge_last_count(save(gate), 3 + 8, 1);
+  at::gate_decision gback;
+  BOOST_CHECK(load(fg, gback));
+  BOOST_CHECK(gback.hyperparams.size() < 1000);
 }

@@ -160,6 +160,9 @@ struct cluster_spec {
   /// Shards keep which computation applied each step (for the simulator's count of torn
   /// re-runs; grows with the run).
   bool apply_log = false;
+  /// Events the application thread may fall behind by (event_queue): beyond it step
+  /// events are dropped and counted (fit_result::dropped_events), training goes on.
+  size_t event_queue_capacity = 4096;
 };
 
 /// One applied step: the batch at `position` of input pipeline `pipeline`, computed by
@@ -188,6 +191,14 @@ struct fit_result {
   /// Version staleness of the applied steps (event::staleness): mean and max.
   double mean_staleness = 0;
   uint64_t max_staleness = 0;
+  /// The epoch (from 0) after which cluster::stop_training ended the run (-1: it ran
+  /// every epoch), and the epoch whose kept state the variables went back to at the end
+  /// (-1: none; cluster::restore_kept_state_at_end).
+  int64_t stopped_epoch = -1;
+  int64_t restored_epoch = -1;
+  /// Step events the application thread fell behind on (dropped, not seen by callbacks,
+  /// the progress line or the metrics file); training did not wait for them.
+  uint64_t dropped_events = 0;
 };
 
 class cluster {
@@ -280,8 +291,36 @@ class cluster {
   std::future<std::string> status_async();
   std::string status();
   /// Runs `cb`'s hooks for every later run, on the thread in fit/join (callbacks.hpp). An
-  /// exception from a hook fails the run when it ends (join throws it, after the run).
+  /// exception from a hook fails the run (join throws it, after the run); at the epoch
+  /// gate it also stops the run there.
   void add_callback(callback_ptr cb);
+
+  // -- from callbacks (callbacks.hpp) -------------------------------------------------
+  //
+  // The epoch gate: during a run with a callback whose waits_for_epoch_end() is true,
+  // the coordinator waits at each epoch's end — nothing in flight, every shard at that
+  // epoch's state — until the callbacks' on_epoch_end (and the next on_epoch_begin)
+  // have run on the application thread, at most the request timeout (then training
+  // goes on, with a warning). What they ask for there takes effect before the next
+  // epoch's first step.
+
+  /// Ends the run at the next epoch gate (Keras's model.stop_training = true); from a
+  /// callback's on_epoch_end it is this epoch. std::logic_error without an epoch gate.
+  void stop_training();
+  /// From on_epoch_end: every ps shard keeps a copy, in its memory, of its variables and
+  /// optimizer state as this epoch left them (one kept state; a later call replaces it;
+  /// a ps restore from a checkpoint drops it). std::logic_error elsewhere.
+  void keep_state();
+  /// When the run ends (stopped, or after its last epoch) the shards go back to the kept
+  /// state, so the variables fit leaves — and the run's final checkpoint — are the kept
+  /// ones (fit_result::restored_epoch). std::logic_error without an epoch gate.
+  void restore_kept_state_at_end();
+  /// A checkpoint of the run (the cluster's format: values, optimizer slots, run state)
+  /// into `dir`, keeping its newest `keep`, written as soon as no step is in flight;
+  /// from on_epoch_end, it is that epoch's end state. The future holds its path, or
+  /// throws std::runtime_error (no run in progress, `dir` is the cluster's own
+  /// checkpoint_dir, a write failed: that also ends the run).
+  std::future<std::string> checkpoint_async(const std::string& dir, int keep = 1);
 
   struct impl;
   /// What a cluster of processes supplies instead of spawning (actors/src/cluster_internals.hpp).

@@ -91,6 +91,14 @@ using coordinator_actor = caf::typed_actor<
   caf::replies_to<replace_atom, uint32_t, caf::actor>::with<caf::ok_atom>,
   // Sent to itself: checkpoint_interval has passed (the id is the tick's).
   caf::reacts_to<ckpt_atom, uint64_t>,
+  // A checkpoint of the run into another directory (keeping its newest `keep`), at the
+  // next point with no step in flight: its path.
+  caf::replies_to<ckpt_atom, checkpoint_target, int32_t>::with<std::string>,
+  // The application's decision at the epoch gate of (run, epoch) (run_spec::epoch_gate);
+  // ok once it is carried out up to the next epoch's start.
+  caf::replies_to<gate_atom, uint64_t, int64_t, gate_decision>::with<caf::ok_atom>,
+  // Sent to itself: the gate with this id waited the request timeout.
+  caf::reacts_to<gate_atom, uint64_t>,
   // Sent to itself when a ps shard is lost: the run fails unless it was replaced since.
   caf::reacts_to<recover_atom, uint64_t>>;
 

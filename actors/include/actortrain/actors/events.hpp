@@ -59,6 +59,8 @@ struct event {
   uint64_t staleness = 0;
   /// step_done in sync mode: the round (from 1); `loss` is then the round's loss.
   uint64_t round = 0;
+  /// step_done: steps the run's shards hold, this one included (a roll-back lowers it).
+  uint64_t total = 0;
   double seconds = 0;  ///< since the run began
   /// The emitting coordinator's epoch: after a take-over, a deposed coordinator's events
   /// have a lower one and can be told apart.

@@ -61,6 +61,9 @@ using register_atom = caf::atom_constant<caf::atom("register")>;
 using ps_handle_atom = caf::atom_constant<caf::atom("ps_handle")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;
+using gate_atom = caf::atom_constant<caf::atom("gate")>;
+using keep_atom = caf::atom_constant<caf::atom("keep")>;
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
 
 // -- identity -----------------------------------------------------------------------
 
@@ -729,12 +732,33 @@ struct run_spec {
   bool visitation_log = false;  ///< return a visit per applied step in run_summary
   /// Continue the run saved in the newest committed checkpoint under this directory.
   std::string resume_from;
+  /// The epoch gate: after each epoch_done event the coordinator waits (at most its
+  /// request timeout) for the application's gate_decision before the next epoch begins
+  /// or the run ends: Keras's synchronous epoch-end callbacks.
+  bool epoch_gate = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
   return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch,
-           x.visitation_log, x.resume_from);
+           x.visitation_log, x.resume_from, x.epoch_gate);
+}
+
+/// What the application decided at an epoch gate (gate_atom, run, epoch, decision),
+/// carried out in this order: keep, hyperparameters, then the next epoch or, when
+/// stopping or after the last epoch, the restore and the end of the run. (A checkpoint
+/// asked for at the gate is a ckpt_atom request sent just before: it is written before
+/// the next epoch's first step, or before the run ends.)
+struct gate_decision {
+  bool stop = false;  ///< end the run now (Keras's stop_training)
+  bool keep = false;  ///< every shard keeps a copy of its state as this epoch left it
+  bool restore_at_end = false;  ///< the run ends with the shards back at the kept state
+  std::vector<std::pair<std::string, double>> hyperparams;  ///< set on every shard before the next epoch
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gate_decision& x) {
+  return f(caf::meta::type_name("gate_decision"), x.stop, x.keep, x.restore_at_end, x.hyperparams);
 }
 
 /// One applied step of a run: which batch, and which worker (generation) computed it.
@@ -759,11 +783,14 @@ struct run_summary {
   int64_t steps = 0;
   bool ran_out = false;  ///< steps_per_epoch outlasted the data
   std::vector<visit> visits;  ///< with run_spec::visitation_log, in the order applied
+  int64_t stopped_epoch = -1;  ///< the epoch after which a gate decision stopped the run
+  int64_t restored_epoch = -1;  ///< the epoch whose kept state the shards were restored to
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
-  return f(caf::meta::type_name("run_summary"), x.run, x.keys, x.values, x.steps, x.ran_out, x.visits);
+  return f(caf::meta::type_name("run_summary"), x.run, x.keys, x.values, x.steps, x.ran_out, x.visits, x.stopped_epoch,
+           x.restored_epoch);
 }
 
 /// Evaluate once over `pipelines` (every batch once); with `outputs` (predict), collect
@@ -978,6 +1005,7 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::shard_contact))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::checkpoint_target))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_files))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::status_report))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::gate_decision))
 CAF_END_TYPE_ID_BLOCK(actortrain)
 
 namespace actortrain {

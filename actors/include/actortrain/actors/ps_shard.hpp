@@ -71,7 +71,11 @@ using ps_shard_actor = caf::typed_actor<
   caf::replies_to<snapshot_atom, fence_request>::with<ps_snapshot>,
   // The same state written by the shard itself into a shared checkpoint directory (the
   // cluster's checkpoint.shared); only the files' records travel.
-  caf::replies_to<snapshot_atom, fence_request, checkpoint_target>::with<ps_files>>;
+  caf::replies_to<snapshot_atom, fence_request, checkpoint_target>::with<ps_files>,
+  // Keeps a copy of every partition's values and slots in the shard's memory (one kept
+  // state: the next keep replaces it), and puts it back (versions still rise).
+  caf::replies_to<keep_atom, fence_request>::with<caf::ok_atom>,
+  caf::replies_to<restore_atom, fence_request>::with<caf::ok_atom>>;
 
 /// When a validated, new push is applied. The ps shard calls on_push for every push that
 /// passed validation and is not a duplicate; `apply` applies a push now (the optimizer
