@@ -1195,6 +1195,42 @@ BOOST_AUTO_TEST_CASE(a_threaded_cluster_trains_and_shuts_down_cleanly) {
   // actor: the test finishing is the check that nothing was left running.
 }
 
+// The epoch gate with real threads: early stopping ends the run at its epoch and leaves
+// the kept variables; a checkpoint asked for at the gate holds exactly them.
+BOOST_AUTO_TEST_CASE(a_threaded_cluster_stops_early_and_restores_the_kept_epoch) {
+  caf::actor_system_config cfg;
+  configure(cfg);
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  planted data{128};
+  auto d = ds::from_tensor_slices({data.x}, data.y);
+  auto fs = std::make_shared<model::memory_file_system>();
+  cluster_spec s;
+  s.num_ps = 2;
+  s.num_workers = 2;
+  s.checkpoint_fs = fs;
+  cluster c{sys, s, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  // The loss falls, so "loss" in mode max is best at epoch 0: patience 2 stops after epoch 2.
+  auto stopper = std::make_shared<early_stopping>(early_stopping_options{"loss", 2, 0, "max", true});
+  c.add_callback(stopper);
+  c.add_callback(std::make_shared<model_checkpoint>(model_checkpoint_options{"/best", 0, "loss", "max", 1}));
+  model::fit_options o;
+  o.epochs = 20;
+  o.verbose = 0;
+  auto h = c.fit(d.batch(8), o);
+  BOOST_TEST(h["loss"].size() == 3u);
+  BOOST_TEST(stopper->stopped_epoch() == 2);
+  BOOST_TEST(stopper->best_epoch() == 0);
+  auto list = model::list_checkpoints(*fs, "/best");
+  BOOST_REQUIRE(list.size() == 1u);
+  BOOST_TEST(list[0].step == 16);  // epoch 0's end: 128 examples in batches of 8
+  auto kept = model::read_checkpoint(*fs, list[0].path);
+  auto vars = c.variables();
+  for (auto& v : kept.variables)
+    BOOST_TEST((v.partitions[0].values - vars[c.structure().find_variable(v.name)]).cwiseAbs().maxCoeff() == 0.0f, v.name);
+}
+
 BOOST_AUTO_TEST_CASE(a_threaded_cluster_survives_killed_workers_and_a_killed_ps_shard_applying_every_step_once) {
   caf::actor_system_config cfg;
   configure(cfg);
