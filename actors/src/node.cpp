@@ -638,6 +638,7 @@ node_result host_coordinator(node_context& cx) {
   };
   auto c = cluster_internals::make(cx.sys, spec, cx.j.structure, *cx.j.optimizer, cx.j.loss, fresh_metrics(cx.j), parts);
   *coordinator = cluster_internals::coordinator(*c);
+  for (auto& cb : cx.j.callbacks) c->add_callback(cb);
   std::map<uint32_t, shard_contact> local;
   std::vector<std::unique_ptr<data_plane::server>> planes;  // before the shards stop
   if (shards_on_coordinator(def)) {

@@ -27,6 +27,30 @@ bool parse_args(flags& f, const std::string& program, const std::vector<std::str
   return true;
 }
 
+// The callback flags every job takes (callbacks.hpp), run on the coordinator's task.
+struct callback_flags {
+  int64_t early_stopping = 0;
+  std::string monitor = "val_loss", mode = "auto", csv_log;
+
+  void add_to(flags& f) {
+    f.add("early-stopping", early_stopping,
+          "stop when --monitor has not improved for N epochs, and end with the best epoch's variables (0: off)")
+      .add("monitor", monitor, "what --early-stopping watches: a key of the epoch's logs (loss, val_loss, ...)")
+      .add("monitor-mode", mode, "min, max, or auto (max for names with 'acc')")
+      .add("csv-log", csv_log, "append one CSV row per epoch to this file (on the coordinator's task)");
+  }
+
+  void apply(const char* job_name, job& j) const {
+    if (early_stopping < 0) throw usage_error(fmt::format("{}: --early-stopping must be >= 0", job_name));
+    if (mode != "min" && mode != "max" && mode != "auto")
+      throw usage_error(fmt::format("{}: --monitor-mode must be min, max or auto, not '{}'", job_name, mode));
+    if (early_stopping > 0)
+      j.callbacks.push_back(std::make_shared<actortrain::early_stopping>(
+        actortrain::early_stopping_options{monitor, early_stopping, 0, mode, true}));
+    if (!csv_log.empty()) j.callbacks.push_back(csv_logger(csv_log));
+  }
+};
+
 // y = x . w + b + noise for a planted w and b: small enough for tests with real
 // processes, and the loss it reaches is known (the noise variance).
 bool linear(const std::vector<std::string>& args, job& j) {
@@ -45,7 +69,10 @@ bool linear(const std::vector<std::string>& args, job& j) {
     .add("seed", seed, "seed of the data and of initialization")
     .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch")
     .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task");
+  callback_flags cbf;
+  cbf.add_to(f);
   if (!parse_args(f, "linear", args)) return false;
+  cbf.apply("linear", j);
   if (epochs < 1 || examples < 1 || batch < 1 || features < 1 || features > 4096)
     throw usage_error("linear: --epochs, --examples, --batch must be >= 1, --features in 1..4096");
   if (!(lr > 0) || !(noise >= 0)) throw usage_error("linear: --lr must be > 0 and --noise >= 0");
@@ -104,7 +131,10 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
     .add("steps-per-execution", spe, "steps per task sent to a worker")
     .add("pull-every", pull_every, "workers pull the parameters every N training steps and reuse them in between "
          "(Downpour's n_fetch; async only; staleness reported)");
+  callback_flags cbf;
+  cbf.add_to(f);
   if (!parse_args(f, "fashion_mnist", args)) return false;
+  cbf.apply("fashion_mnist", j);
   if (pull_every < 1) throw usage_error("fashion_mnist: --pull-every must be >= 1");
   if (epochs < 1 || batch < 1 || spe < 1)
     throw usage_error("fashion_mnist: --epochs, --batch and --steps-per-execution must be >= 1");

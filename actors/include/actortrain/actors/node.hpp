@@ -77,6 +77,9 @@ struct job {
   /// request_timeout, checkpoints and the consistency come from the cluster definition
   /// (its consistency, when set, wins).
   cluster_spec spec;
+  /// Callbacks of the run (callbacks.hpp), run on the coordinator's task only, as
+  /// TensorFlow's ParameterServerStrategy runs them on the chief.
+  std::vector<callback_ptr> callbacks;
 };
 
 /// One line per field that enters the fingerprint: (field, value).
