@@ -9,7 +9,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -63,6 +66,99 @@ struct hello {
 static_assert(sizeof(hello) == 40, "hello layout");
 
 std::string errno_text() { return std::strerror(errno); }
+
+// Version 2 of the greeting: the hello, then the name of a shared-memory region the
+// client made for the tensors of this connection. The server answers 2 when it mapped
+// it, 1 when it did not (frames then carry their floats inline); the client unlinks the
+// name either way, so a killed process leaves nothing behind in /dev/shm.
+constexpr uint32_t protocol_shm = 2;
+constexpr size_t shm_name_chars = 64;
+struct shm_offer {
+  char name[shm_name_chars] = {};
+};
+static_assert(sizeof(shm_offer) == 64, "offer layout");
+
+// A frame whose tensor count has this bit set carries its floats in the sender's ring of
+// the connection's region, from the 8-byte position that follows the shape table.
+constexpr uint32_t in_shm_flag = 0x80000000u;
+
+// The region: a header page (magic, ring size, then each ring's release position on a
+// cache line of its own), then ring 0 (written by the client) and ring 1 (by the server).
+// Positions count bytes since the start and only grow; a frame's floats never wrap.
+constexpr uint64_t region_magic = 0x4d48535444544100ull;  // "\0ATDTSHM"
+constexpr uint64_t ring_bytes = uint64_t{8} << 20;
+constexpr uint64_t region_header = 4096;
+constexpr uint64_t shm_threshold = 512 * 1024;  // smaller payloads go inline (measured: no faster below)
+
+struct shared_region {
+  void* base = nullptr;
+  uint64_t bytes = 0;
+  uint64_t ring = 0;  // bytes per ring
+  ~shared_region() {
+    if (base) ::munmap(base, bytes);
+  }
+  std::atomic<uint64_t>& released(int r) {
+    return *reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(base) + 64 * (1 + r));
+  }
+  char* ring_data(int r) { return static_cast<char*>(base) + region_header + static_cast<uint64_t>(r) * ring; }
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "positions shared between processes");
+
+// Makes and maps a fresh region; null (and `why`) when the system has no /dev/shm.
+std::shared_ptr<shared_region> make_region(const std::string& name, std::string& why) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    why = errno_text();
+    return nullptr;
+  }
+  auto r = std::make_shared<shared_region>();
+  r->ring = ring_bytes;
+  r->bytes = region_header + 2 * ring_bytes;
+  if (::ftruncate(fd, static_cast<off_t>(r->bytes)) != 0) {
+    why = errno_text();
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);  // no page faults mid-frame
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    why = errno_text();
+    ::shm_unlink(name.c_str());
+    return nullptr;
+  }
+  r->base = p;
+  auto* h = static_cast<uint64_t*>(p);
+  h[0] = region_magic;
+  h[1] = ring_bytes;
+  r->released(0).store(0);
+  r->released(1).store(0);
+  return r;
+}
+
+// Maps the region a client named; null when it is not one of ours (wrong size or magic).
+std::shared_ptr<shared_region> map_region(const shm_offer& offer) {
+  std::string name(offer.name, strnlen(offer.name, shm_name_chars));
+  if (name.rfind("/actortrain-dp-", 0) != 0 || name.find('/', 1) != std::string::npos) return nullptr;
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != region_header + 2 * ring_bytes) {
+    ::close(fd);
+    return nullptr;
+  }
+  auto r = std::make_shared<shared_region>();
+  r->bytes = static_cast<uint64_t>(st.st_size);
+  void* p = ::mmap(nullptr, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);  // no page faults mid-frame
+  ::close(fd);
+  if (p == MAP_FAILED) return nullptr;
+  r->base = p;
+  auto* h = static_cast<uint64_t*>(p);
+  if (h[0] != region_magic || h[1] != ring_bytes) return nullptr;
+  r->ring = ring_bytes;
+  return r;
+}
+
 
 std::string fresh_token() {
   std::random_device rd;
@@ -153,6 +249,13 @@ struct side_scope {
 struct socket_link {
   int fd = -1;
   std::mutex write_mtx;
+  // The shared-memory region (null: floats inline), the ring this side writes and the
+  // one it reads; the next free position of the first (under write_mtx) and the next
+  // expected one of the second (the reader thread's).
+  std::shared_ptr<shared_region> region;
+  int out_ring = 0;
+  uint64_t out_next = 0, in_next = 0;
+  std::atomic<uint64_t> frames_in_shm{0};
   explicit socket_link(int f) : fd(f) {}
   ~socket_link() {
     if (fd >= 0) ::close(fd);
@@ -174,17 +277,47 @@ struct socket_link {
     h.id = id;
     h.meta_bytes = meta.size();
     std::vector<shape_entry> shapes(tensors.size());
-    std::vector<iovec> iov;
-    iov.reserve(3 + tensors.size());
-    iov.push_back({&h, sizeof h});
-    for (size_t i = 0; i < tensors.size(); ++i)
+    uint64_t payload = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
       shapes[i] = {static_cast<uint64_t>(tensors[i]->rows()), static_cast<uint64_t>(tensors[i]->cols())};
+      payload += static_cast<uint64_t>(tensors[i]->size()) * sizeof(float);
+    }
+    std::vector<iovec> iov;
+    iov.reserve(4 + tensors.size());
+    iov.push_back({&h, sizeof h});
     if (!shapes.empty()) iov.push_back({shapes.data(), shapes.size() * sizeof(shape_entry)});
+    uint64_t at = 0;
+    std::lock_guard<std::mutex> g{write_mtx};
+    if (region && payload >= shm_threshold && place(payload, at)) {
+      // The floats go into the ring (one copy), and the frame says where.
+      char* dst = region->ring_data(out_ring) + at % region->ring;
+      for (auto& t : tensors) {
+        auto n = static_cast<size_t>(t->size()) * sizeof(float);
+        if (n > 0) std::memcpy(dst, t->data(), n);
+        dst += n;
+      }
+      std::atomic_thread_fence(std::memory_order_release);
+      h.tensors |= in_shm_flag;
+      iov.push_back({&at, sizeof at});
+      if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
+      return write_all(fd, iov);
+    }
     if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
     for (auto& t : tensors)
       if (t->size() > 0) iov.push_back({const_cast<float*>(t->data()), static_cast<size_t>(t->size()) * sizeof(float)});
-    std::lock_guard<std::mutex> g{write_mtx};
     return write_all(fd, iov);
+  }
+
+  // Finds `n` contiguous bytes in this side's ring (under write_mtx): false when the
+  // reader has not released enough yet (the frame then goes inline).
+  bool place(uint64_t n, uint64_t& at) {
+    auto size = region->ring;
+    if (n > size) return false;
+    at = out_next;
+    if (at % size + n > size) at += size - at % size;  // never wrap inside a frame
+    if (at + n - region->released(out_ring).load(std::memory_order_acquire) > size) return false;
+    out_next = at + n;
+    return true;
   }
 };
 
@@ -195,10 +328,14 @@ struct frame {
 
 // Reads one frame: "" when `out` holds it, "eof" at a clean end between frames, else
 // what was wrong with it (the connection is then unusable).
-std::string receive(caf::actor_system& sys, int fd, frame& out) {
+std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
+  int fd = link.fd;
   frame_header h;
   if (auto e = read_exactly(fd, &h, sizeof h); !e.empty()) return e;
   if (h.magic != frame_magic) return fmt::format("not a data-plane frame (magic {:#010x})", h.magic);
+  bool in_shm = (h.tensors & in_shm_flag) != 0;
+  h.tensors &= ~in_shm_flag;
+  if (in_shm && !link.region) return "a frame in shared memory on a connection without it";
   if (h.tensors > max_tensors) return fmt::format("a frame announced {} tensors (at most {})", h.tensors, max_tensors);
   if (h.meta_bytes > max_meta_bytes) return fmt::format("a frame announced {} bytes of message", h.meta_bytes);
   std::vector<shape_entry> shapes(h.tensors);
@@ -209,18 +346,42 @@ std::string receive(caf::actor_system& sys, int fd, frame& out) {
     if (s.rows > max_wire_floats || s.cols > max_wire_floats || (s.cols != 0 && s.rows > max_wire_floats / s.cols) ||
         (s.rows == 0 && s.cols == 0))
       return fmt::format("a frame announced a {} x {} tensor", s.rows, s.cols);
+  uint64_t at = 0, payload = 0;
+  const char* src = nullptr;
+  if (in_shm) {
+    if (auto e = read_exactly(fd, &at, sizeof at); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
+    for (auto& s : shapes) payload += s.rows * s.cols * sizeof(float);  // each bounded above
+    auto size = link.region->ring;
+    // Only where the writer may have put it: at or after what this side released,
+    // within one ring, not wrapping.
+    if (at < link.in_next || payload > size || at % size + payload > size || at - link.in_next > size)
+      return fmt::format("a frame placed its {} bytes at {} of a ring of {} (expected from {})", payload, at, size,
+                         link.in_next);
+    src = link.region->ring_data(1 - link.out_ring) + at % size;
+  }
   std::vector<char> meta(static_cast<size_t>(h.meta_bytes));
   if (!meta.empty())
     if (auto e = read_exactly(fd, meta.data(), meta.size()); !e.empty())
       return e == "eof" ? "the peer closed the connection inside a frame" : e;
   side_scope side;
   side.channel.in.reserve(shapes.size());
+  if (in_shm) std::atomic_thread_fence(std::memory_order_acquire);
   for (auto& s : shapes) {
     auto m = std::make_shared<model::matrix>(static_cast<Eigen::Index>(s.rows), static_cast<Eigen::Index>(s.cols));
-    if (m->size() > 0)
-      if (auto e = read_exactly(fd, m->data(), static_cast<size_t>(m->size()) * sizeof(float)); !e.empty())
-        return e == "eof" ? "the peer closed the connection inside a frame" : e;
+    auto n = static_cast<size_t>(m->size()) * sizeof(float);
+    if (in_shm) {
+      if (n > 0) std::memcpy(m->data(), src, n);
+      src += n;
+    } else if (n > 0) {
+      if (auto e = read_exactly(fd, m->data(), n); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
+    }
     side.channel.in.push_back(std::move(m));
+  }
+  if (in_shm) {
+    // Copied out: the writer may use the bytes again.
+    link.in_next = at + payload;
+    link.region->released(1 - link.out_ring).store(link.in_next, std::memory_order_release);
+    ++link.frames_in_shm;
   }
   caf::binary_deserializer source{sys, meta};
   if (auto err = source(out.msg)) return "a malformed message: " + sys.render(err);
@@ -288,6 +449,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::atomic<bool> stopping{false};
   std::atomic<size_t> open{0};
   std::atomic<size_t> refused{0};
+  std::atomic<size_t> shared{0};
   std::thread acceptor;
 
   struct connection {
@@ -315,13 +477,29 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     no_delay(fd);
     hello h;
     auto e = read_exactly(fd, &h, sizeof h);
-    if (!e.empty() || h.magic != hello_magic || h.version != protocol_version || !same_token(h.token, token)) {
+    if (!e.empty() || h.magic != hello_magic || (h.version != protocol_version && h.version != protocol_shm) ||
+        !same_token(h.token, token)) {
       refuse(!e.empty() ? "no greeting (" + e + ")" : "a wrong greeting or token");
       c.link->shutdown();
       c.done = true;
       return;
     }
     char ok = 1;
+    if (h.version == protocol_shm) {
+      shm_offer offer;
+      if (auto oe = read_exactly(fd, &offer, sizeof offer); !oe.empty()) {
+        refuse("a greeting without its shared-memory offer (" + oe + ")");
+        c.link->shutdown();
+        c.done = true;
+        return;
+      }
+      if (auto region = map_region(offer)) {
+        c.link->region = std::move(region);
+        c.link->out_ring = 1;
+        ok = 2;
+        ++shared;
+      }
+    }
     if (::send(fd, &ok, 1, MSG_NOSIGNAL) != 1) {
       c.link->shutdown();
       c.done = true;
@@ -332,7 +510,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     auto b = sys.spawn<caf::detached>(bridge, c.link, shard, std::chrono::duration_cast<caf::timespan>(timeout));
     for (;;) {
       frame f;
-      auto err = receive(sys, fd, f);
+      auto err = receive(sys, *c.link, f);
       if (err == "eof" || stopping) break;
       if (!err.empty()) {
         refuse(err);
@@ -416,6 +594,8 @@ size_t server::connections() const { return impl_->open; }
 
 size_t server::refused() const { return impl_->refused; }
 
+size_t server::shared_memory_connections() const { return impl_->shared; }
+
 // -- the worker side ---------------------------------------------------------------
 
 namespace {
@@ -469,8 +649,10 @@ struct stand_in_core {
   }
 };
 
-// Connects and greets; -1 and `why` on failure.
-int connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, std::string& why) {
+// Connects and greets, offering a shared-memory region when `shared_memory`; -1 and
+// `why` on failure. `region` is the region when the server mapped it.
+int connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, bool shared_memory,
+                      std::shared_ptr<shared_region>& region, std::string& why) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     why = "no socket: " + errno_text();
@@ -487,15 +669,34 @@ int connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, std
   }
   hello h;
   std::memcpy(h.token, at.token.data(), std::min(at.token.size(), token_chars));
+  shm_offer offer;
+  std::string name;
+  if (shared_memory) {
+    name = "/actortrain-dp-" + fresh_token();
+    std::string no_shm;
+    region = make_region(name, no_shm);  // without one (no /dev/shm), the floats go inline
+    if (region) {
+      h.version = protocol_shm;
+      std::memcpy(offer.name, name.data(), std::min(name.size(), shm_name_chars - 1));
+    }
+  }
+  std::vector<iovec> greeting{{&h, sizeof h}};
+  if (region) greeting.push_back({&offer, sizeof offer});
   char ok = 0;
-  if (::send(fd, &h, sizeof h, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h)) {
-    why = "cannot greet: " + errno_text();
-  } else if (auto e = read_exactly(fd, &ok, 1); !e.empty() || ok != 1) {
-    why = e == "eof" || e.empty() ? std::string("the token was refused") : "no answer to the greeting (" + e + ")";
+  auto sent = write_all(fd, greeting);
+  auto answer = sent.empty() ? read_exactly(fd, &ok, 1) : std::string{};
+  if (region) ::shm_unlink(name.c_str());  // mapped by both, or by none: the name is done
+  if (!sent.empty()) {
+    why = "cannot greet: " + sent;
+  } else if (!answer.empty() || (ok != 1 && ok != 2)) {
+    why = answer == "eof" || answer.empty() ? std::string("the token was refused")
+                                            : "no answer to the greeting (" + answer + ")";
   } else {
+    if (ok != 2) region.reset();
     set_timeout(fd, SO_RCVTIMEO, std::chrono::milliseconds(0));
     return fd;
   }
+  region.reset();
   ::close(fd);
   return -1;
 }
@@ -505,11 +706,13 @@ struct stand_in_state {
 };
 
 caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, caf::actor shard,
-                       std::shared_ptr<send_seam> seam, std::chrono::milliseconds timeout, log_fn log) {
+                       std::shared_ptr<send_seam> seam, std::chrono::milliseconds timeout, log_fn log,
+                       bool shared_memory) {
   detail::name_this_thread("at.dp.standin");
   auto where = fmt::format("127.0.0.1:{}", at.port);
   std::string why;
-  int fd = connect_and_greet(at, timeout, why);
+  std::shared_ptr<shared_region> region;
+  int fd = connect_and_greet(at, timeout, shared_memory, region, why);
   if (fd < 0) {
     say(log, fmt::format("data plane: cannot connect to {} ({}); the ps shard is reached over BASP", where, why));
     self->quit(make_error(error_code::shard_lost, "data plane to " + where + ": " + why));
@@ -518,6 +721,8 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
   auto core = std::make_shared<stand_in_core>();
   self->state.core = core;
   core->link = std::make_shared<socket_link>(fd);
+  core->link->region = std::move(region);
+  core->link->out_ring = 0;
   core->seam = seam;
   core->shard = shard.address();
   core->self = caf::actor_cast<caf::strong_actor_ptr>(self);
@@ -529,7 +734,7 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
     detail::name_this_thread("at.dp.read");
     for (;;) {
       frame f;
-      auto err = receive(*sys, core->link->fd, f);
+      auto err = receive(*sys, *core->link, f);
       if (!err.empty()) {
         if (auto me = caf::actor_cast<caf::actor>(me_addr))
           caf::anon_send(me, closed_atom::value, err == "eof" ? std::string("the ps side closed it") : err);
@@ -572,7 +777,7 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
     return caf::delegated<caf::message>{};
   });
   if (seam) seam->route(core->shard, me);
-  say(log, fmt::format("data plane: connected to {}", where));
+  say(log, fmt::format("data plane: connected to {}{}", where, core->link->region ? " (tensors in shared memory)" : ""));
   return {
     [self](closed_atom, std::string& why) {
       self->state.core->leave(why);
@@ -584,8 +789,9 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
 }  // namespace
 
 caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<send_seam> seam,
-                std::chrono::milliseconds timeout, log_fn log) {
-  return sys.spawn<caf::detached>(stand_in, at, std::move(shard), std::move(seam), timeout, std::move(log));
+                std::chrono::milliseconds timeout, log_fn log, bool shared_memory) {
+  return sys.spawn<caf::detached>(stand_in, at, std::move(shard), std::move(seam), timeout, std::move(log),
+                                  shared_memory);
 }
 
 }  // namespace actortrain::data_plane

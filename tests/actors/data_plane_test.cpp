@@ -215,6 +215,48 @@ BOOST_FIXTURE_TEST_CASE(pulls_pushes_and_row_pulls_keep_every_bit, plane_fixture
   BOOST_CHECK(seam->route_of(shard) == shard);  // back to BASP
 }
 
+// Large tensors (1.2 MB each way, as a worker's pull and push of a small MLP) travel in
+// the connection's shared memory, bit for bit, through many laps of the 8 MiB rings with
+// a pull and a push in flight at once; without it (the client offers none) they travel
+// inline, equally exact. Small ones stay inline either way.
+BOOST_FIXTURE_TEST_CASE(large_tensors_travel_in_shared_memory_lap_after_lap, plane_fixture) {
+  auto big = pattern(1000, 300, 0.25f);
+  auto big_shard = sys->spawn(fake_shard, big);
+  for (bool shared : {true, false}) {
+    dp::server srv{*sys, big_shard, std::chrono::seconds(10)};
+    auto plane = dp::open(*sys, srv.where(), big_shard, nullptr, std::chrono::seconds(5), nullptr, shared);
+    at::pull_request pull;
+    pull.partitions.push_back(at::partition_key{0, 0});
+    for (int round = 0; round < 24; ++round) {
+      at::push_request push;
+      auto grad = pattern(1000, 300, static_cast<float>(round));
+      push.dense.push_back(at::dense_slice{at::partition_key{0, 0}, 1, at::tensor{grad}});
+      caf::scoped_actor self{*sys};
+      // Both in flight before either answer is read.
+      auto p1 = self->request(plane, wait_bound, at::push_atom::value, push);
+      auto p2 = self->request(plane, wait_bound, at::pull_atom::value, pull);
+      bool pushed = false, pulled = false;
+      p1.receive([&](const at::push_reply& r) { pushed = r.max_staleness == 3; },
+                 [&](caf::error& e) { BOOST_ERROR("push " << round << ": " << at::describe(e)); });
+      p2.receive([&](const at::pull_reply& r) { pulled = same_bits(*r.values.at(0).value.value, big); },
+                 [&](caf::error& e) { BOOST_ERROR("pull " << round << ": " << at::describe(e)); });
+      BOOST_REQUIRE(pushed);
+      BOOST_REQUIRE_MESSAGE(pulled, "round " << round << " pulled other bits");
+    }
+    auto kept = ask<std::vector<at::tensor>>(big_shard, hold_atom::value);
+    BOOST_REQUIRE(kept);
+    BOOST_REQUIRE_GE(kept->size(), 24u);
+    for (int round = 0; round < 24; ++round)
+      BOOST_REQUIRE_MESSAGE(same_bits(*(*kept)[kept->size() - 24 + static_cast<size_t>(round)].value,
+                                      pattern(1000, 300, static_cast<float>(round))),
+                            "push " << round << " reached the shard changed");
+    BOOST_CHECK_EQUAL(srv.shared_memory_connections(), shared ? 1u : 0u);
+    caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+    wait_down(plane);
+  }
+  caf::anon_send_exit(big_shard, caf::exit_reason::user_shutdown);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_request_of_another_kind_sent_to_the_stand_in_is_refused, plane_fixture) {
   dp::server srv{*sys, shard, std::chrono::seconds(10)};
   auto plane = dp::open(*sys, srv.where(), shard, nullptr, std::chrono::seconds(5));
@@ -299,7 +341,8 @@ BOOST_FIXTURE_TEST_CASE(malformed_frames_close_only_their_connection, plane_fixt
   attack(bytes_of({magic, 1, 1, 0}, {uint64_t{1} << 40, 1}));        // a 2^40 x 1 tensor
   attack(bytes_of({magic, 1, 1, 0}, {0, 0}));                        // a 0 x 0 tensor in the table
   attack(bytes_of({magic, 0, 1, 8}, {0x0102030405060708}));          // meta that is no message
-  BOOST_CHECK_EQUAL(srv.refused(), 6u);
+  attack(bytes_of({magic, 0x80000001u, 1, 0}, {4, 4, 0}));           // floats in shared memory it has none of
+  BOOST_CHECK_EQUAL(srv.refused(), 7u);
   // A client that greets wrongly, or not at all before closing.
   {
     int fd = connect_to(where.port);
@@ -307,7 +350,7 @@ BOOST_FIXTURE_TEST_CASE(malformed_frames_close_only_their_connection, plane_fixt
     BOOST_CHECK(closed_by_peer(fd));
     ::close(fd);
   }
-  BOOST_CHECK_EQUAL(srv.refused(), 7u);
+  BOOST_CHECK_EQUAL(srv.refused(), 8u);
   // The healthy connection never noticed.
   auto again = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
   BOOST_REQUIRE_MESSAGE(again, why(again));

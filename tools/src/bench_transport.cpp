@@ -833,7 +833,9 @@ class basp_client {
  public:
   // Connects through the middleman actor with a timeout (remote_actor has none); with
   // `plane`, the rounds then go over that data plane (control stays on BASP).
-  basp_client(caf::actor_system& sys, uint16_t port, const data_plane::endpoint* plane = nullptr) : sys_(sys) {
+  basp_client(caf::actor_system& sys, uint16_t port, const data_plane::endpoint* plane = nullptr,
+              bool shared_memory = true)
+      : sys_(sys) {
     auto handle = std::make_shared<caf::actor>();
     auto o = in_actor(sys, [port, handle](caf::event_based_actor* self, report_fn done) {
       auto start = steady_clock::now();
@@ -851,7 +853,7 @@ class basp_client {
     });
     if (!o.error.empty()) throw std::runtime_error(fmt::format("connecting to {}:{}: {}", host, port, o.error));
     connect_ms_ = o.ms;
-    if (plane) via_ = data_plane::open(sys, *plane, *handle, nullptr, std::chrono::seconds(5));
+    if (plane) via_ = data_plane::open(sys, *plane, *handle, nullptr, std::chrono::seconds(5), nullptr, shared_memory);
     runner_ = sys.spawn(round_runner, *handle, via_);
   }
 
@@ -899,6 +901,7 @@ struct paired_medians {
   double raw_ms = 0;
   double actortrain_ms = 0;  // over BASP
   double plane_ms = 0;       // on the data plane (0: not measured)
+  double tcp_plane_ms = 0;   // on the data plane without its shared memory
   double ratio() const { return actortrain_ms / raw_ms; }
   double plane_ratio() const { return plane_ms / raw_ms; }
 };
@@ -918,7 +921,7 @@ std::vector<double> interleave_all(int rounds, const std::vector<std::function<d
 
 paired_medians interleave(int rounds, const std::function<double()>& raw, const std::function<double()>& at) {
   auto m = interleave_all(rounds, {raw, at});
-  return {m[0], m[1], 0};
+  return {m[0], m[1], 0, 0};
 }
 
 double mb_per_s(double bytes, double ms) { return bytes / (ms * 1e3); }
@@ -946,15 +949,16 @@ caf::message dense_pull(size_t index) {
 // `at` talks BASP, `plane` the same actor on the data plane. Returns the data plane's
 // ratio at goal_bytes when that size was measured; `all` gets every size's medians.
 std::optional<double> measure_dense(const transport_options& o, raw_client& raw, basp_client& at, basp_client& plane,
-                                    std::vector<paired_medians>& all) {
+                                    basp_client& tcp_plane, std::vector<paired_medians>& all) {
   fmt::print("dense: one round = push N bytes (one dense_slice) and, right behind it as a worker sends\n"
              "its next pull, pull N bytes (one partition_value); done when both replies are in;\n"
              "raw TCP: send N bytes, receive N bytes. BASP: ActorTrain's messages over CAF's BASP; data\n"
              "plane: the same messages on ActorTrain's tensor data plane (what a worker and a ps task\n"
-             "use in plaintext). Medians of {} interleaved rounds after {} warm-up.\n\n",
+             "use in plaintext: floats of 512 KiB and more in shared memory); TCP plane: the data plane\n"
+             "with every float on its TCP stream. Medians of {} interleaved rounds after {} warm-up.\n\n",
              o.rounds, warmup_rounds);
-  fmt::print("{:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "bytes", "", "raw ms", "raw MB/s", "BASP ms",
-             "BASP/raw", "plane ms", "plane MB/s", "plane/raw");
+  fmt::print("{:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>9}\n", "bytes", "", "raw ms", "raw MB/s",
+             "BASP ms", "BASP/raw", "plane ms", "plane MB/s", "plane/raw", "TCP ms", "TCP/raw");
   std::optional<double> goal;
   for (size_t i = 0; i < o.sizes.size(); ++i) {
     auto n = o.sizes[i];
@@ -962,12 +966,13 @@ std::optional<double> measure_dense(const transport_options& o, raw_client& raw,
     auto push = dense_push(n), pull = dense_pull(i);
     auto t = interleave_all(o.rounds, {[&] { return raw.round_ms(static_cast<uint64_t>(n), static_cast<uint64_t>(n)); },
                                        [&] { return at.dense_round_ms(push, pull, n / 4); },
-                                       [&] { return plane.dense_round_ms(push, pull, n / 4); }});
-    paired_medians m{t[0], t[1], t[2]};
+                                       [&] { return plane.dense_round_ms(push, pull, n / 4); },
+                                       [&] { return tcp_plane.dense_round_ms(push, pull, n / 4); }});
+    paired_medians m{t[0], t[1], t[2], t[3]};
     auto moved = 2.0 * static_cast<double>(n);
-    fmt::print("{:>10} {:>8} {:>9.3f} {:>9.1f} {:>9.3f} {:>8.2f}x {:>9.3f} {:>10.1f} {:>9.2f}x\n", n, human_bytes(n),
-               m.raw_ms, mb_per_s(moved, m.raw_ms), m.actortrain_ms, m.ratio(), m.plane_ms, mb_per_s(moved, m.plane_ms),
-               m.plane_ratio());
+    fmt::print("{:>10} {:>8} {:>9.3f} {:>9.1f} {:>9.3f} {:>8.2f}x {:>9.3f} {:>10.1f} {:>9.2f}x {:>9.3f} {:>8.2f}x\n", n,
+               human_bytes(n), m.raw_ms, mb_per_s(moved, m.raw_ms), m.actortrain_ms, m.ratio(), m.plane_ms,
+               mb_per_s(moved, m.plane_ms), m.plane_ratio(), m.tcp_plane_ms, m.tcp_plane_ms / m.raw_ms);
     std::fflush(stdout);
     if (n == goal_bytes) goal = m.plane_ratio();
     all.push_back(m);
@@ -984,7 +989,7 @@ size_t serialized_bytes(caf::actor_system& sys, T x) {
 }
 
 void measure_sparse(const transport_options& o, caf::actor_system& sys, raw_client& raw, basp_client& at,
-                    basp_client& plane) {
+                    basp_client& plane, basp_client& tcp_plane) {
   auto rows = o.sparse_rows;
   pull_rows_request req;
   req.variable = 1;
@@ -999,12 +1004,13 @@ void measure_sparse(const transport_options& o, caf::actor_system& sys, raw_clie
              "raw TCP moves the same byte counts. Medians of {} interleaved rounds after {} warm-up.\n\n",
              rows, rows, rows, up, down, o.rounds, warmup_rounds);
   auto t = interleave_all(o.rounds, {[&] { return raw.round_ms(up, down); }, [&] { return at.sparse_round_ms(msg, rows); },
-                                     [&] { return plane.sparse_round_ms(msg, rows); }});
+                                     [&] { return plane.sparse_round_ms(msg, rows); },
+                                     [&] { return tcp_plane.sparse_round_ms(msg, rows); }});
   auto moved = static_cast<double>(up + down);
   auto keys = static_cast<double>(rows);
   fmt::print("{:>12} {:>10} {:>10} {:>14} {:>8}\n", "", "ms", "MB/s", "keys/s", "/raw");
-  const char* names[] = {"raw TCP", "BASP", "data plane"};
-  for (size_t k = 0; k < 3; ++k)
+  const char* names[] = {"raw TCP", "BASP", "data plane", "TCP plane"};
+  for (size_t k = 0; k < 4; ++k)
     fmt::print("{:>12} {:>10.3f} {:>10.1f} {:>14.0f} {:>7.2f}x\n", names[k], t[k], mb_per_s(moved, t[k]),
                keys / (t[k] / 1e3), t[k] / t[0]);
 }
@@ -1099,11 +1105,12 @@ int measure_plain(const char* argv0, const transport_options& o, std::vector<pai
   caf::actor_system sys{cfg};
   basp_client at{sys, ps.basp_port()};
   basp_client plane{sys, ps.basp_port(), &ps.plane()};
+  basp_client tcp_plane{sys, ps.basp_port(), &ps.plane(), /*shared_memory=*/false};
   fmt::print("bench transport: ps side is process {} on {} (raw TCP port {}, BASP port {}, connected in {:.1f} ms,\n"
              "data plane port {})\n",
              ps.pid(), host, ps.raw_port(), ps.basp_port(), at.connect_ms(), ps.plane().port);
-  auto goal = measure_dense(o, raw, at, plane, plain);
-  if (o.sparse_rows > 0) measure_sparse(o, sys, raw, at, plane);
+  auto goal = measure_dense(o, raw, at, plane, tcp_plane, plain);
+  if (o.sparse_rows > 0) measure_sparse(o, sys, raw, at, plane, tcp_plane);
   print_goal(goal);
   raw.close();  // the ps side's cue to exit
   if (auto how = ps.finish(); !how.empty()) {

@@ -11,9 +11,19 @@
 // straight from the matrix the message shares and read straight into the matrix the
 // receiver gets. The kernel's copies are the only ones.
 //
+// Shared memory. Both ends are on one host (the server listens on loopback only), so a
+// client also offers a shared-memory region (shm_open, 2 rings of 8 MiB, one per
+// direction) in its greeting. When the server maps it, a frame of 512 KiB of floats or
+// more carries them in the sender's ring instead of the stream: one memcpy in, one out,
+// no socket buffers; the frame (still on TCP, in order) says where, and the reader
+// checks that place against the ring before copying and then releases it. A full ring
+// sends the frame inline. The name is unlinked as soon as the greeting is answered, so
+// a killed process leaves no file behind; a peer only ever reads floats from it.
+//
 // Frames. {magic, tensor count, request id, meta length} (24 bytes), then rows and cols
-// of each tensor (16 bytes each), then the CAF serialization of the message, then the
-// floats, little-endian. The reader checks every announced length against fixed bounds
+// of each tensor (16 bytes each), [the ring position, when the count's top bit says the
+// floats are in shared memory], then the CAF serialization of the message, then the
+// floats (unless in the ring), little-endian. The reader checks every announced length against fixed bounds
 // (max_wire_floats per tensor, 2^16 tensors, 1 GiB of meta) before allocating and closes
 // the connection on the first malformed frame; replies carry the request's id.
 //
@@ -77,6 +87,8 @@ class server {
   size_t connections() const;
   /// Connections closed for a wrong token or a malformed frame, since the start.
   size_t refused() const;
+  /// Connections whose tensors travel in shared memory, since the start.
+  size_t shared_memory_connections() const;
 
  private:
   struct impl;
@@ -87,8 +99,9 @@ class server {
 /// `timeout`, presents the token, and routes the data-plane requests of `seam` to
 /// `shard` through itself (see above). Requests sent to it before it is connected wait
 /// in its mailbox; if it cannot connect it logs why and ends (they bounce as from any
-/// dead actor). Send it an exit to close it.
+/// dead actor). Send it an exit to close it. `shared_memory`: offer the region (above);
+/// false keeps every float on the TCP stream.
 caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<send_seam> seam,
-                std::chrono::milliseconds timeout, log_fn log = nullptr);
+                std::chrono::milliseconds timeout, log_fn log = nullptr, bool shared_memory = true);
 
 }  // namespace actortrain::data_plane
