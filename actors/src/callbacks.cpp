@@ -37,8 +37,6 @@ class csv_logger_impl : public callback {
     if (!out_) throw std::runtime_error(fmt::format("csv_logger: cannot write {}: {}", path_, std::strerror(errno)));
   }
 
-  bool waits_for_epoch_end() const override { return false; }  // it only records
-
   void on_epoch_end(cluster&, int64_t epoch, const std::map<std::string, double>& logs) override {
     if (!have_header_) {
       for (auto& [k, v] : logs) columns_.push_back(k);
@@ -65,6 +63,7 @@ class csv_logger_impl : public callback {
 class schedule_impl : public callback {
  public:
   explicit schedule_impl(std::function<double(int64_t)> f) : f_(std::move(f)) {}
+  bool waits_for_epoch_end() const override { return true; }  // every step of an epoch at its rate
   void on_epoch_begin(cluster& c, int64_t epoch) override {
     auto lr = f_(epoch);
     if (!(lr > 0) || !std::isfinite(lr))

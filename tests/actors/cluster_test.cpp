@@ -24,6 +24,7 @@
 
 #include <set>
 #include <limits>
+#include <optional>
 
 #include "../../actors/src/cluster_internals.hpp"
 #include <actortrain/actors/errors.hpp>
@@ -93,6 +94,17 @@ struct cluster_fixture : testing::fixture {
       sched.run();
       if (!sched.has_job()) sched.advance_time(tick);
     }
+    BOOST_REQUIRE(c.done(h));
+  }
+
+  // One message at a time, handing the events to the callbacks in between, as the
+  // application thread does while the actors run; the clock moves when nothing can.
+  void step_through(cluster& c, const cluster::run_handle& h) {
+    for (int i = 0; i < 200000 && !c.done(h); ++i)
+      if (sched.has_job())
+        sched.run_once();
+      else
+        sched.advance_time(std::chrono::seconds(1));
     BOOST_REQUIRE(c.done(h));
   }
 
@@ -603,13 +615,7 @@ BOOST_FIXTURE_TEST_CASE(callbacks_see_the_run_log_epochs_and_schedule_the_learni
   auto schedule = exponential_decay(0.05, 0.5);
   c.add_callback(learning_rate_schedule(schedule));
   auto h = c.schedule(sharded(8), epochs(3));
-  // One message at a time, handing the events to the callbacks in between, as the
-  // application thread does while the actors run.
-  for (int i = 0; i < 200000 && !c.done(h); ++i)
-    if (sched.has_job())
-      sched.run_once();
-    else
-      sched.advance_time(std::chrono::seconds(1));
+  step_through(c, h);
   auto r = c.join(h);
   BOOST_TEST(r.steps == 96);
   BOOST_TEST(rec->calls["train_begin"] == 1);
@@ -814,11 +820,7 @@ BOOST_FIXTURE_TEST_CASE(model_checkpoints_fall_every_n_steps_and_at_the_best_epo
   c.add_callback(mc);
   c.add_callback(rec);
   auto h = c.schedule(sharded(8), epochs(3));
-  for (int i = 0; i < 200000 && !c.done(h); ++i)
-    if (sched.has_job())
-      sched.run_once();
-    else
-      sched.advance_time(std::chrono::seconds(1));
+  step_through(c, h);
   auto r = c.join(h);
   BOOST_TEST(r.steps == 96);
   BOOST_TEST(mc->best_epochs() == (std::vector<int64_t>{0, 1, 2}));
@@ -1171,13 +1173,21 @@ BOOST_AUTO_TEST_CASE(a_system_without_configure_is_refused) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(a_threaded_cluster_trains_and_shuts_down_cleanly) {
+// Real threads (no test coordinator): a system of 2 scheduler threads, 128 examples.
+struct threaded_fixture {
   caf::actor_system_config cfg;
-  configure(cfg);
-  cfg.set("scheduler.max-threads", 2);
-  caf::actor_system sys{cfg};
+  std::optional<caf::actor_system> sys_;
   planted data{128};
-  auto d = ds::from_tensor_slices({data.x}, data.y);
+  ds::dataset d = ds::from_tensor_slices({data.x}, data.y);
+  threaded_fixture() {
+    configure(cfg);
+    cfg.set("scheduler.max-threads", 2);
+    sys_.emplace(cfg);
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(a_threaded_cluster_trains_and_shuts_down_cleanly, threaded_fixture) {
+  auto& sys = *sys_;
   {
     cluster_spec s;
     s.num_ps = 2;
@@ -1197,13 +1207,8 @@ BOOST_AUTO_TEST_CASE(a_threaded_cluster_trains_and_shuts_down_cleanly) {
 
 // The epoch gate with real threads: early stopping ends the run at its epoch and leaves
 // the kept variables; a checkpoint asked for at the gate holds exactly them.
-BOOST_AUTO_TEST_CASE(a_threaded_cluster_stops_early_and_restores_the_kept_epoch) {
-  caf::actor_system_config cfg;
-  configure(cfg);
-  cfg.set("scheduler.max-threads", 2);
-  caf::actor_system sys{cfg};
-  planted data{128};
-  auto d = ds::from_tensor_slices({data.x}, data.y);
+BOOST_FIXTURE_TEST_CASE(a_threaded_cluster_stops_early_and_restores_the_kept_epoch, threaded_fixture) {
+  auto& sys = *sys_;
   auto fs = std::make_shared<model::memory_file_system>();
   cluster_spec s;
   s.num_ps = 2;

@@ -4,23 +4,7 @@
 # log), the best-val_accuracy checkpoint is the best epoch's end and inspect reads it, and
 # bad flag values exit 2 naming the flag.
 #   ACTORTRAIN=build/tools/actortrain FASHION_MNIST=build/examples/fashion_mnist bash callbacks_example_test.sh
-set -uo pipefail
-
-: "${ACTORTRAIN:?set ACTORTRAIN to the actortrain binary}"
-: "${FASHION_MNIST:?set FASHION_MNIST to the fashion_mnist example binary}"
-data_dir=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-if [[ ! -e $data_dir/train-images-idx3-ubyte.gz ]]; then
-  echo "SKIP: no Fashion-MNIST in $data_dir"
-  exit 77
-fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+. "$(dirname "$0")/lib.sh"
 
 # A large rate that decays: val_loss is not monotone, so the best epoch is often not the last.
 "$FASHION_MNIST" --epochs 4 --lr 0.004 --lr-schedule step --early-stopping 1 --best-checkpoint "$tmp/best" \
@@ -68,8 +52,4 @@ for bad in "--lr-schedule sideways:--lr-schedule must be none, cosine, step or e
   grep -qF -- "$want" "$tmp/bad" || fail "$args: output lacks '$want': $(cat "$tmp/bad")"
 done
 
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

@@ -2,24 +2,8 @@
 # actortrain inspect against real checkpoints: a one-epoch fashion_mnist run writes a few,
 # then the command must print them truthfully and refuse corrupt or missing ones.
 #   ACTORTRAIN=build/tools/actortrain FASHION_MNIST=build/examples/fashion_mnist bash inspect_test.sh
-set -uo pipefail
+. "$(dirname "$0")/lib.sh"
 
-: "${ACTORTRAIN:?set ACTORTRAIN to the actortrain binary}"
-: "${FASHION_MNIST:?set FASHION_MNIST to the fashion_mnist example binary}"
-data_dir=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-if [[ ! -e $data_dir/train-images-idx3-ubyte.gz ]]; then
-  echo "SKIP: no Fashion-MNIST in $data_dir"
-  exit 77
-fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 # Runs inspect with the given arguments; leaves stdout, stderr and the exit status in
 # $tmp/out, $tmp/err and $status.
@@ -105,8 +89,5 @@ expect_status 1 "inspect with $victim truncated"
 expect_err "$victim" "the error names the truncated file"
 [[ $(grep -c . "$tmp/err") == 1 ]] || fail "the error is not one line: $(cat "$tmp/err")"
 
-if ((failures)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "inspect_test: all passed ($count checkpoints, newest step $newest_step)"
+echo "inspect_test: $count checkpoints, newest step $newest_step"
+finish

@@ -5,24 +5,8 @@
 # python). A line cut short is skipped and counted; a malformed file is refused naming
 # the line; bad flags exit with 2.
 #   ACTORTRAIN=build/tools/actortrain FASHION_MNIST=build/examples/fashion_mnist bash plot_test.sh
-set -uo pipefail
-
-: "${ACTORTRAIN:?set ACTORTRAIN to the actortrain binary}"
-: "${FASHION_MNIST:?set FASHION_MNIST to the fashion_mnist example binary}"
-data_dir=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-if [[ ! -e $data_dir/train-images-idx3-ubyte.gz ]]; then
-  echo "SKIP: no Fashion-MNIST in $data_dir"
-  exit 77
-fi
+. "$(dirname "$0")/lib.sh"
 command -v gnuplot >/dev/null || { echo "FAIL: gnuplot is not installed (tools/setup installs gnuplot-nox)"; exit 1; }
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 M="$tmp/m.jsonl"
 timeout 120 "$FASHION_MNIST" --epochs 2 --verbose 0 --metrics "$M" --checkpoint-dir "$tmp/ck" --checkpoint-every 200 \
@@ -111,4 +95,4 @@ grep -q "no metrics events in it" "$tmp/out" || fail "an empty file: $(cat "$tmp
 "$ACTORTRAIN" plot "$M" --out "$tmp/fig3" --smooth 0 >"$tmp/out" 2>&1
 [ $? -eq 2 ] || fail "--smooth 0 was accepted"
 
-[ $failures -eq 0 ] && echo "PASS" || exit 1
+finish

@@ -1130,16 +1130,17 @@ int bench_transport(int argc, char** argv, int first) {
           "a second process of itself as the ps side and compares, per --sizes entry, a raw\n"
           "blocking TCP_NODELAY socket (send N bytes, receive N bytes) with ActorTrain's messages\n"
           "(a push_request of one N-byte dense_slice, then a pull_request answered with one N-byte\n"
-          "partition; the ps side applies nothing) over CAF's BASP and on ActorTrain's tensor data\n"
-          "plane, --rounds interleaved rounds each after 3 warm-up rounds. Prints median ms, MB/s\n"
-          "(both directions) and the ratios to raw per size, and whether the data plane meets the\n"
-          "goal of 1.2x raw TCP at 4 MiB. Then one pull_rows_request of --sparse-rows ids against\n"
-          "a --sparse-rows x 1 partition (0 skips it): median ms and keys/s of the three, raw TCP\n"
+          "partition; the ps side applies nothing) over CAF's BASP, on ActorTrain's tensor data\n"
+          "plane (large floats in its shared-memory rings) and on the data plane with every float\n"
+          "on its TCP stream, --rounds interleaved rounds each after 3 warm-up rounds. Prints median\n"
+          "ms, MB/s (both directions) and the ratios to raw per size, and whether the data plane\n"
+          "meets the goal of 1.2x raw TCP at 4 MiB. Then one pull_rows_request of --sparse-rows ids\n"
+          "against a --sparse-rows x 1 partition (0 skips it): median ms and keys/s of the four, raw TCP\n"
           "moving the same serialized byte counts. --tls adds the dense\n"
           "sizes over mutual TLS (certificates made with the openssl command in a temporary\n"
           "directory): a raw OpenSSL socket pair beside ActorTrain over caf::openssl, and\n"
           "actortrain tls/plain."};
-  f.add("rounds", o.rounds, "measured rounds per size (each runs raw and actortrain)")
+  f.add("rounds", o.rounds, "measured rounds per size (each runs raw, BASP and both data planes)")
     .add("sizes", o.sizes_text, "comma-separated message sizes in bytes (multiples of 4)")
     .add("sparse-rows", o.sparse_rows, "row ids in the sparse pull (0: skip it)")
     .add("tls", o.tls, "also measure the dense sizes over mutual TLS (raw OpenSSL and caf::openssl)")

@@ -1,15 +1,16 @@
 #pragma once
 // Keras-like callbacks of a cluster's fit (cluster::add_callback). They run on the
 // application's thread — the one in fit/join, where the event runner also drives the
-// progress line and the metrics file — never inside an actor. Step, failure and
-// checkpoint hooks never hold training up: a slow one delays only the runner, and when
-// the bounded event queue (cluster_spec::event_queue_capacity) fills, step events are
-// dropped and counted (fit_result::dropped_events) while training goes on. Epoch ends
-// are synchronous, as in Keras and in TensorFlow's ParameterServerStrategy: with a
-// callback whose waits_for_epoch_end() is true, the coordinator waits at each epoch's
-// end (the epoch gate, cluster.hpp) until on_epoch_end and the next on_epoch_begin have
-// run, so what they do — cluster::stop_training, keep_state, set_hyperparams,
-// checkpoint_async — acts on exactly that epoch's end state.
+// progress line and the metrics file — never inside an actor. A callback never holds
+// training up: a slow one delays only the runner, and when the bounded event queue
+// (cluster_spec::event_queue_capacity) fills, step events are dropped and counted
+// (fit_result::dropped_events) while training goes on. The exception is one that asks
+// for it: when a callback's waits_for_epoch_end() is true (early stopping, schedules,
+// best-model checkpoints), epoch ends are synchronous, as in Keras and in TensorFlow's
+// ParameterServerStrategy: the coordinator waits at each epoch's end (the epoch gate,
+// cluster.hpp) until on_epoch_end and the next on_epoch_begin have run — at most the
+// request timeout — so what they do (cluster::stop_training, keep_state,
+// set_hyperparams, checkpoint_async) acts on exactly that epoch's end state.
 //
 // Built in: early_stopping (monitor, patience, min_delta, restore best through the ps
 // shards' kept state), learning-rate schedules (step, exponential, cosine; set with
@@ -58,9 +59,10 @@ struct failure_info {
 class callback {
  public:
   virtual ~callback() = default;
-  /// True (the default): epoch ends wait for this callback (the epoch gate). A callback
-  /// that only records may answer false, and then never holds training up.
-  virtual bool waits_for_epoch_end() const { return true; }
+  /// True: epoch ends wait for this callback (the epoch gate), so that its on_epoch_end
+  /// may stop training, keep or restore state, or set the next epoch's hyperparameters
+  /// before its first step. False (the default): it never holds training up.
+  virtual bool waits_for_epoch_end() const { return false; }
   virtual void on_train_begin(cluster&) {}
   /// `failed`: the run ended with an error (join throws it after the callbacks).
   virtual void on_train_end(cluster&, bool /*failed*/) {}
@@ -99,6 +101,7 @@ struct early_stopping_options {
 class early_stopping : public callback {
  public:
   explicit early_stopping(early_stopping_options o);
+  bool waits_for_epoch_end() const override { return true; }
   void on_train_begin(cluster&) override;
   void on_epoch_end(cluster&, int64_t epoch, const std::map<std::string, double>& logs) override;
   /// The best value and its epoch (from 0; -1 before the first epoch), and the epoch
@@ -131,6 +134,8 @@ struct model_checkpoint_options {
 class model_checkpoint : public callback {
  public:
   explicit model_checkpoint(model_checkpoint_options o);
+  /// With a monitor: the best epoch's checkpoint is its end state.
+  bool waits_for_epoch_end() const override { return !o_.monitor.empty(); }
   void on_train_begin(cluster&) override;
   void on_step_end(cluster&, const step_info&) override;
   void on_epoch_end(cluster&, int64_t epoch, const std::map<std::string, double>& logs) override;

@@ -305,7 +305,8 @@ class cluster {
   // epoch's first step.
 
   /// Ends the run at the next epoch gate (Keras's model.stop_training = true); from a
-  /// callback's on_epoch_end it is this epoch. std::logic_error without an epoch gate.
+  /// callback's on_epoch_end it is this epoch. std::logic_error without an epoch gate
+  /// (no callback of the run returns true from waits_for_epoch_end).
   void stop_training();
   /// From on_epoch_end: every ps shard keeps a copy, in its memory, of its variables and
   /// optimizer state as this epoch left them (one kept state; a later call replaces it;
