@@ -103,21 +103,22 @@ early_stopping::early_stopping(early_stopping_options o) : o_(std::move(o)) {
 
 void early_stopping::on_train_begin(cluster& c) {
   best_epoch_ = stopped_epoch_ = -1;
-  wait_ = 0;
   if (o_.restore_best) c.restore_kept_state_at_end();
 }
 
+// An epoch at or before the best one ends again when a ps restore rolled the run back
+// past it (and dropped the kept state): it is the best again, as it now is.
 void early_stopping::on_epoch_end(cluster& c, int64_t epoch, const std::map<std::string, double>& logs) {
   double v = monitored("early_stopping", o_.monitor, epoch, logs);
-  bool better = best_epoch_ < 0 || (higher_ ? v - o_.min_delta > best_ : v + o_.min_delta < best_);
+  bool better = best_epoch_ < 0 || epoch <= best_epoch_ ||
+                (higher_ ? v - o_.min_delta > best_ : v + o_.min_delta < best_);
   if (better) {
     best_ = v;
     best_epoch_ = epoch;
-    wait_ = 0;
     if (o_.restore_best) c.keep_state();
     return;
   }
-  if (++wait_ >= o_.patience) {  // Keras: `patience` epochs without improvement
+  if (epoch - best_epoch_ >= std::max<int64_t>(1, o_.patience)) {  // Keras: `patience` epochs without improvement
     stopped_epoch_ = epoch;
     c.stop_training();
   }
@@ -150,7 +151,8 @@ void model_checkpoint::on_step_end(cluster& c, const step_info& s) {
 void model_checkpoint::on_epoch_end(cluster& c, int64_t epoch, const std::map<std::string, double>& logs) {
   if (o_.monitor.empty()) return;
   double v = monitored("model_checkpoint", o_.monitor, epoch, logs);
-  if (have_best_ && !(higher_ ? v > best_ : v < best_)) return;
+  bool redone = !best_epochs_.empty() && epoch <= best_epochs_.back();  // rolled back past the best
+  if (have_best_ && !redone && !(higher_ ? v > best_ : v < best_)) return;
   have_best_ = true;
   best_ = v;
   best_epochs_.push_back(epoch);

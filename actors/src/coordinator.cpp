@@ -883,6 +883,8 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
           restore_atom::value, fence_request{current_fence(st)});
       } else {
         if (st.restore_at_end && st.kept_epoch == st.gate_epoch) st.restored_epoch = st.kept_epoch;  // it is the kept state
+        if (st.restore_at_end && st.kept_epoch < 0)
+          warn("the run ends with its last state: no kept state to restore (a ps restore dropped it, or none was kept)");
         end();
       }
       return;

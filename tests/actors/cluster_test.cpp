@@ -755,6 +755,37 @@ BOOST_FIXTURE_TEST_CASE(early_stopping_stops_after_its_patience_and_restores_the
   BOOST_CHECK_THROW(c.keep_state(), std::logic_error);
 }
 
+// A ps shard lost after the best epoch was kept: every shard rolls back to the last
+// checkpoint, dropping the kept state; training still stops at its patience with the
+// exact step count. When the roll-back redid the best epoch's end, that end is kept
+// anew and restored; else the run ends with its last state.
+BOOST_FIXTURE_TEST_CASE(early_stopping_survives_a_lost_ps_shard_and_ends_without_the_dropped_state, cluster_fixture) {
+  auto fs = std::make_shared<model::memory_file_system>();
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = "/ck";
+  sp.checkpoint_every = 16;
+  sp.checkpoint_fs = fs;
+  sp.faults = kill_ps1_at_push40();  // in epoch 1, after epoch 0's state was kept
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto stopper = std::make_shared<early_stopping>(early_stopping_options{"loss", 2, 0, "max", true});
+  auto rec = std::make_shared<recording_callback>();
+  c.add_callback(stopper);
+  c.add_callback(rec);
+  auto h = c.schedule(sharded(8), epochs(6));
+  drive(c, h, std::chrono::seconds(1));
+  auto r = c.join(h);
+  BOOST_TEST(r.ps_restores >= 1);
+  BOOST_TEST(r.steps == 96);
+  BOOST_TEST(r.history["loss"].size() == 3u);
+  BOOST_TEST(r.stopped_epoch == 2);
+  BOOST_TEST(stopper->best_epoch() == 0);
+  bool redone = rec->calls["epoch_end"] == 4;  // epoch 0's end, again after the roll-back
+  BOOST_TEST_MESSAGE("epoch ends seen: " << rec->calls["epoch_end"] << ", restored " << r.restored_epoch);
+  BOOST_TEST(rec->calls["epoch_end"] == (redone ? 4 : 3));
+  BOOST_TEST(r.restored_epoch == (redone ? 0 : -1));
+}
+
 // A resumed run continues the learning-rate schedule: its first epoch begins at the
 // checkpoint's epoch with that epoch's rate, and with the epoch gate every checkpoint
 // inside an epoch records that epoch's rate (none is written before it took effect).

@@ -89,7 +89,8 @@ callback_ptr csv_logger(std::string path);
 /// (cluster::stop_training). With restore_best, every improving epoch's state is kept
 /// by the shards and the run ends with it (cluster::keep_state,
 /// restore_kept_state_at_end). A monitor missing from the logs fails the run, naming the
-/// keys there.
+/// keys there. An epoch that ends again after a ps restore rolled the run back past the
+/// best one is the best again (its state is kept anew).
 struct early_stopping_options {
   std::string monitor = "val_loss";
   int64_t patience = 0;
@@ -114,7 +115,7 @@ class early_stopping : public callback {
   early_stopping_options o_;
   bool higher_ = false;
   double best_ = 0;
-  int64_t best_epoch_ = -1, wait_ = 0, stopped_epoch_ = -1;
+  int64_t best_epoch_ = -1, stopped_epoch_ = -1;
 };
 
 /// Keras's ModelCheckpoint, in the cluster's checkpoint format (cluster::checkpoint_async:
