@@ -28,7 +28,7 @@ using md::layers::activation;
 
 int main(int argc, char** argv) {
   return actortrain::tools::run_main("fashion_mnist", [&] {
-    int ps = 2, workers = 2, epochs = 10, verbose = 1, threads = 2, spe = 1, pull_every = 1;
+    int ps = 2, workers = 2, epochs = 10, verbose = 1, threads = 2, spe = 1, pull_every = 1, push_every = 1;
     bool pull_ahead = false, resume = false;
     int64_t kill_worker_at = 0, kill_ps_at = 0;
     int64_t batch = 128;
@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
       .add("steps-per-execution", spe, "steps per task sent to a worker")
       .add("pull-every", pull_every, "pull the parameters every N training steps and reuse them in between (Downpour's "
            "n_fetch; async only; staleness reported)")
+      .add("push-every", push_every, "push the mean gradient of N steps once (Downpour's n_push; async only; "
+                                     "--steps-per-execution defaults to N)")
       .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
       .add("consistency", consistency,
            "async, bounded_staleness(s) (no step more than s steps ahead of the oldest unapplied one) or sync "
@@ -74,8 +76,9 @@ int main(int argc, char** argv) {
     if (!f.parse(argc, argv)) return 0;
     using actortrain::tools::usage_error;
     if (ps < 1 || workers < 1) throw usage_error("--ps and --workers must be >= 1");
-    if (epochs < 1 || batch < 1 || spe < 1 || threads < 1 || pull_every < 1)
-      throw usage_error("--epochs, --batch, --steps-per-execution, --threads and --pull-every must be >= 1");
+    if (epochs < 1 || batch < 1 || spe < 1 || threads < 1 || pull_every < 1 || push_every < 1)
+      throw usage_error("--epochs, --batch, --steps-per-execution, --threads, --pull-every and --push-every must be >= 1");
+    if (push_every > 1 && spe == 1) spe = push_every;
     if (!(lr > 0)) throw usage_error("--lr must be > 0");
     if (checkpoint_every < 0) throw usage_error("--checkpoint-every must be >= 0");
     if (early_stopping < 0) throw usage_error("--early-stopping must be >= 0");
@@ -100,6 +103,7 @@ int main(int argc, char** argv) {
     spec.num_workers = workers;
     spec.steps_per_execution = spe;
     spec.pull_every = pull_every;
+    spec.push_every = push_every;
     spec.seed = seed;
     spec.pull_ahead = pull_ahead;
     spec.partitioner = partitioner;

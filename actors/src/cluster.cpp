@@ -500,6 +500,15 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
       "only)", d.spec.pull_every, d.spec.consistency));
   if (d.spec.pull_every > 1 && d.spec.pull_ahead)
     throw std::invalid_argument("cluster: pull_every > 1 with pull_ahead: choose one way of hiding pulls");
+  if (d.spec.push_every < 1)
+    throw std::invalid_argument(fmt::format("cluster: push_every = {} < 1", d.spec.push_every));
+  if (d.spec.push_every > 1 && d.spec.consistency != "async")
+    throw std::invalid_argument(fmt::format("cluster: push_every = {} with consistency '{}' (async only)",
+                                            d.spec.push_every, d.spec.consistency));
+  if (d.spec.push_every > 1 && d.spec.steps_per_execution % d.spec.push_every != 0)
+    throw std::invalid_argument(fmt::format(
+      "cluster: push_every = {} needs steps_per_execution a multiple of it (it is {}): a push never spans tasks",
+      d.spec.push_every, d.spec.steps_per_execution));
   d.gate = make_gate(d.spec.consistency, d.spec.num_workers);
   if (d.gate->round_size() > 0) {
     if (d.spec.steps_per_execution > 1)
@@ -988,6 +997,7 @@ worker_options cluster_internals::worker_options_for(const cluster_spec& spec, u
   o.overlap_push = spec.overlap_push;
   o.pull_ahead = spec.pull_ahead;
   o.pull_every = spec.pull_every;
+  o.push_every = spec.push_every;
   o.pull_rows = spec.pull_rows;
   return o;
 }

@@ -191,8 +191,13 @@ bool seen_before(ps_state& st, const push_request& req) {
     for (auto i = st.applied_steps.begin(); i != st.applied_steps.end();)
       i = i->pipeline < st.watermark.size() && i->position < st.watermark[i->pipeline] ? st.applied_steps.erase(i)
                                                                                       : std::next(i);
-  if (step.pipeline < st.watermark.size() && step.position < st.watermark[step.pipeline]) return true;
-  return st.applied_steps.count(step) > 0;
+  auto known = [&st](const step_id& s) {
+    return (s.pipeline < st.watermark.size() && s.position < st.watermark[s.pipeline]) || st.applied_steps.count(s) > 0;
+  };
+  if (known(step)) return true;
+  // An accumulated push is re-run whole (its task is), so any known step makes it a
+  // duplicate.
+  return std::any_of(req.more_steps.begin(), req.more_steps.end(), known);
 }
 
 // Validates a push completely; returns the first problem.
@@ -441,7 +446,11 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       auto status = st.policy->on_push(req, [&st, &max_lag](push_request& r) { apply_slices(st, r, max_lag); });
       // Held or applied, the step id is taken: a re-run's push is a duplicate.
       st.applied_steps.insert(who.step);
-      if (status == push_status::applied) count_applied(st, who);
+      for (auto& s : req.more_steps) st.applied_steps.insert(s);
+      if (status == push_status::applied) {
+        count_applied(st, who);
+        for (auto& s : req.more_steps) count_applied(st, applied_by{s, req.f.worker, req.f.worker_generation, req.attempt});
+      }
       return push_reply{status, max_lag};
     },
     [self, not_ready](round_atom, const round_request& req) -> caf::result<round_reply> {

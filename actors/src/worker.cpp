@@ -102,6 +102,13 @@ struct worker_state {
   // The gradient buffers last pushed, per variable: reused for a later step once the
   // shard has let go of them (in-process), so a step allocates no gradient memory.
   std::vector<std::shared_ptr<const model::matrix>> sent;
+  // push_every > 1: the example-weighted sum of the gradients of the task's steps
+  // computed since the last push, those steps, their examples, and the first one's read
+  // versions (the push's staleness counts from there).
+  std::vector<model::matrix> acc;
+  std::vector<step_result> acc_steps;
+  int64_t acc_examples = 0;
+  std::vector<uint64_t> acc_read_version;
   // Per variable: pulled by row (an embedding table fed by model inputs), and the
   // worker's buffer of it (only the rows of the current step are current).
   std::vector<bool> by_rows;
@@ -126,6 +133,7 @@ void start(self_ptr self, step_task task, caf::typed_response_promise<task_resul
   st.busy = true;
   st.task = std::move(task);
   st.next = 0;
+  st.acc_steps.clear();  // a failed task's partial group is gone with it
   st.current_record = st.next_record++;
   st.records[st.current_record].rp = std::move(rp);
   run_next(self);
@@ -222,16 +230,20 @@ void finish_task(self_ptr self) {
   start_waiting(self);
 }
 
-// Pushes each shard its slices; the step is done when every shard acknowledged.
-void push(self_ptr self) {
+// Pushes each shard its slices for `group` (the current step, or the steps whose mean
+// gradient st.grads holds); the steps are done when every shard acknowledged.
+void push(self_ptr self, std::vector<step_result> group) {
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
   const int nps = pl.num_ps();
   std::vector<push_request> reqs(static_cast<size_t>(nps));
+  int64_t examples = 0;
+  for (auto& g : group) examples += g.example_count;
   for (auto& r : reqs) {
     r.f = st.task.f;
-    r.step = st.current.step;
-    r.example_count = st.current.example_count;
+    r.step = group.front().step;
+    for (size_t k = 1; k < group.size(); ++k) r.more_steps.push_back(group[k].step);
+    r.example_count = examples;
     r.watermark = st.task.watermark;
     r.attempt = st.seq;
   }
@@ -292,19 +304,19 @@ void push(self_ptr self) {
   }
   // The step's acknowledgements are collected on the side while the next step runs.
   struct acks {
-    step_result result;
+    std::vector<step_result> results;
     size_t remaining = 0;
     clock_type::time_point sent;
   };
   auto a = std::make_shared<acks>();
-  a->result = std::move(st.current);
+  a->results = std::move(group);
   a->sent = clock_type::now();
   for (auto& r : reqs)
     if (!r.dense.empty() || !r.sparse.empty()) ++a->remaining;
   auto id = st.current_record;
   auto& rec = st.records[id];
   if (a->remaining == 0) {
-    rec.result.steps.push_back(std::move(a->result));
+    for (auto& r : a->results) rec.result.steps.push_back(std::move(r));
     run_next(self);
     return;
   }
@@ -318,11 +330,13 @@ void push(self_ptr self) {
           auto& st = self->state;
           auto i = st.records.find(id);
           if (i == st.records.end()) return;  // the task failed already
-          a->result.max_staleness = std::max(a->result.max_staleness, rep.max_staleness);
+          for (auto& r : a->results) r.max_staleness = std::max(r.max_staleness, rep.max_staleness);
           --i->second.pending;
           if (--a->remaining == 0) {
-            a->result.timings.push_us = micros_since(a->sent);
-            i->second.result.steps.push_back(std::move(a->result));
+            for (auto& r : a->results) {
+              r.timings.push_us = micros_since(a->sent);
+              i->second.result.steps.push_back(std::move(r));
+            }
             if (!st.opts.overlap_push && st.busy && st.current_record == id) run_next(self);
           }
           maybe_answer(self, id);
@@ -330,6 +344,53 @@ void push(self_ptr self) {
         [self, id, p](caf::error& e) { fail_record(self, id, shard_error(self->state, p, std::move(e))); });
   }
   if (st.opts.overlap_push) run_next(self);
+}
+
+void push_group(self_ptr self);
+
+// push_every > 1: adds this step's gradients (weighted by its examples) to the group's;
+// pushes their mean once the group is full or the task has no step left.
+void accumulate(self_ptr self) {
+  auto& st = self->state;
+  auto n = st.grads.size();
+  for (size_t v = 0; v < n; ++v)
+    if (st.grads.is_sparse[v]) {
+      std::string name = std::to_string(v);
+      for (auto& vp : st.opts.placement->variables())
+        if (static_cast<size_t>(vp.variable) == v) name = vp.name;
+      fail(self, make_error(error_code::invalid_request,
+                            fmt::format("worker {}: push_every > 1 with {}, an embedding table pulled by row (push_every "
+                                        "takes dense variables only)",
+                                        st.opts.id, name)));
+      return;
+    }
+  auto w = static_cast<float>(st.current.example_count);
+  if (st.acc_steps.empty()) {
+    st.acc.resize(n);
+    for (size_t v = 0; v < n; ++v) st.acc[v] = st.grads.dense[v] * w;
+    st.acc_read_version = st.read_version;
+    st.acc_examples = 0;
+  } else {
+    for (size_t v = 0; v < n; ++v) st.acc[v] += st.grads.dense[v] * w;
+  }
+  st.acc_examples += st.current.example_count;
+  st.acc_steps.push_back(std::move(st.current));
+  if (static_cast<int>(st.acc_steps.size()) < st.opts.push_every && st.next < st.task.steps.size()) {
+    run_next(self);
+    return;
+  }
+  push_group(self);
+}
+
+// Pushes the mean of the group's gradients (push_every > 1).
+void push_group(self_ptr self) {
+  auto& st = self->state;
+  auto inv = 1.0f / static_cast<float>(st.acc_examples);
+  for (size_t v = 0; v < st.acc.size(); ++v) st.grads.dense[v] = st.acc[v] * inv;
+  st.read_version = st.acc_read_version;
+  auto group = std::move(st.acc_steps);
+  st.acc_steps.clear();
+  push(self, std::move(group));
 }
 
 std::string check_gradients(const worker_state& st) {
@@ -376,7 +437,13 @@ void compute(self_ptr self) {
                           fmt::format("worker {}, step {}: {}", st.opts.id, to_string(st.current.step), problem)));
     return;
   }
-  push(self);
+  if (st.opts.push_every > 1) {
+    accumulate(self);
+    return;
+  }
+  std::vector<step_result> one;
+  one.push_back(std::move(st.current));
+  push(self, std::move(one));
 }
 
 bool same_fence(const fence& a, const fence& b) {
@@ -579,6 +646,10 @@ void on_batch(self_ptr self, batch_reply& r) {
       s.generation = st.task.f.worker_generation;
       s.end_of_data = true;
       res.steps.push_back(s);
+    }
+    if (!st.acc_steps.empty()) {
+      push_group(self);  // the steps before the end (the task ends once they are pushed)
+      return;
     }
     finish_task(self);
     return;

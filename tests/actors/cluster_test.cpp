@@ -527,6 +527,15 @@ BOOST_FIXTURE_TEST_CASE(the_status_names_workers_shards_the_last_checkpoint_and_
 }
 
 // Counts the messages of each kind and delivers them all.
+// The largest difference between two sets of variables (0: bit-identical).
+float max_difference(const model::parameter_store& a, const model::parameter_store& b) {
+  BOOST_REQUIRE(a.size() == b.size());
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    d = std::max(d, (a[static_cast<model::variable_id>(i)] - b[static_cast<model::variable_id>(i)]).cwiseAbs().maxCoeff());
+  return d;
+}
+
 struct counting_policy : fault_policy {
   std::mutex mtx;
   std::map<caf::atom_value, size_t> seen;
@@ -537,26 +546,30 @@ struct counting_policy : fault_policy {
   }
 };
 
+// 2 epochs of 64 steps on 2 ps shards and 2 workers, the spec changed by `tune`: every
+// step applied once; `sent` is how many messages of `kind` went out.
+template <class Tune>
+fit_result counted_run(cluster_fixture& fx, const model::model& net, Tune tune, caf::atom_value kind, size_t& sent) {
+  auto count = std::make_shared<counting_policy>();
+  auto sp = fx.spec(2, 2);
+  tune(sp);
+  sp.visitation_log = true;
+  sp.faults = count;
+  cluster c{fx.sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+  auto r = fx.run(c, fx.sharded(8), epochs(2));
+  BOOST_TEST(r.steps == 64);
+  fx.every_step_once(c, r, 64);
+  sent = count->seen[kind];
+  return r;
+}
+
 // Downpour's n_fetch: with pull_every 4 a worker pulls for about a quarter of its
 // training steps, every step is still applied once, and the staleness shows the reuse.
 BOOST_FIXTURE_TEST_CASE(pull_every_n_steps_pulls_a_quarter_as_often_and_reports_the_staleness, cluster_fixture) {
   auto net = model::model::sequential(4, {model::layers::dense(3), model::layers::dense(1)});
-  auto run_with = [&](int pull_every, size_t& pulls) {
-    auto count = std::make_shared<counting_policy>();
-    auto sp = spec(2, 2);
-    sp.pull_every = pull_every;
-    sp.visitation_log = true;
-    sp.faults = count;
-    cluster c{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
-    auto r = run(c, sharded(8), epochs(2));
-    BOOST_TEST(r.steps == 64);
-    every_step_once(c, r, 64);
-    pulls = count->seen[pull_atom::value];
-    return r;
-  };
   size_t every = 0, fourth = 0;
-  auto r1 = run_with(1, every);
-  auto r4 = run_with(4, fourth);
+  auto r1 = counted_run(*this, net, [](cluster_spec&) {}, pull_atom::value, every);
+  auto r4 = counted_run(*this, net, [](cluster_spec& sp) { sp.pull_every = 4; }, pull_atom::value, fourth);
   // Each step asks both shards (plus the evaluation's pulls, the same in both runs).
   BOOST_TEST(every >= 2u * 64u);
   BOOST_TEST(fourth * 2 < every, fourth << " pulls with pull_every 4, " << every << " with 1");
@@ -569,6 +582,65 @@ BOOST_FIXTURE_TEST_CASE(pull_every_n_steps_pulls_a_quarter_as_often_and_reports_
   BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()}), std::invalid_argument);
   sp.consistency = "async";
   sp.pull_ahead = true;
+  BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()}), std::invalid_argument);
+}
+
+// Downpour's n_push: with push_every 4 a worker pushes once per 4 steps (a quarter of
+// the pushes), every step still counts applied once on every shard; and with pull_every
+// equal to it, one worker's mean of two batches of 8 is one step on their 16 examples:
+// the same variables as a run with batches of 16, up to float rounding.
+BOOST_FIXTURE_TEST_CASE(push_every_n_steps_pushes_their_mean_once, cluster_fixture) {
+  auto net = model::model::sequential(4, {model::layers::dense(3), model::layers::dense(1)});
+  size_t every = 0, fourth = 0;
+  counted_run(*this, net, [](cluster_spec& sp) { sp.steps_per_execution = 4; }, push_atom::value, every);
+  counted_run(*this, net, [](cluster_spec& sp) { sp.push_every = sp.steps_per_execution = 4; }, push_atom::value, fourth);
+  BOOST_TEST(every == 2u * 64u);
+  BOOST_TEST(fourth == 2u * 16u, fourth << " pushes with push_every 4");
+  // The data ends inside a group: 6 batches of 24 per pipeline, tasks of 4; the last
+  // group (2 steps) is pushed before its task reports the end.
+  {
+    auto sp = spec(2, 2);
+    sp.push_every = sp.steps_per_execution = 4;
+    sp.visitation_log = true;
+    cluster c{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+    auto r = run(c, sharded(24), epochs(2));
+    BOOST_TEST(r.steps == 2 * 2 * 6);
+    every_step_once(c, r, 24);
+  }
+  auto one_worker = [&](int batch, int every_n) {
+    auto sp = spec(1, 1);
+    sp.push_every = sp.pull_every = sp.steps_per_execution = every_n;
+    sp.overlap_push = false;
+    cluster c{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+    auto r = run(c, sharded(batch), epochs(2));
+    BOOST_TEST(r.steps == 2 * 256 / batch);
+    return variables(c);
+  };
+  auto grouped = one_worker(8, 2), large = one_worker(16, 1);
+  BOOST_TEST(max_difference(grouped, large) < 1e-5f, "mean of two batches of 8 vs one batch of 16");
+  BOOST_TEST(max_difference(grouped, one_worker(8, 1)) > 1e-3f);  // and not the same as pushing each
+  // A worker that crashes mid-group: its task runs again whole elsewhere, each step once.
+  {
+    auto sp = spec(2, 2);
+    sp.push_every = sp.steps_per_execution = 4;
+    sp.visitation_log = true;
+    sp.restart_lost_workers = true;
+    sp.faults = std::make_shared<fault_plan>(std::vector<fault_rule>{
+      {delivery::kind::crash, actor_role::worker, 0, actor_role::ps, -1, "pull", 10, 1, {}}});
+    cluster c{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()};
+    auto h = c.schedule(sharded(8), epochs(2));
+    drive(c, h, std::chrono::seconds(1));
+    auto r = c.join(h);
+    BOOST_TEST(r.restarts == 1);
+    BOOST_TEST(r.steps == 64);
+    every_step_once(c, r, 64);
+  }
+  // Refused where it cannot hold.
+  auto sp = spec(2, 2);
+  sp.push_every = 2;
+  BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()}), std::invalid_argument);
+  sp.steps_per_execution = 2;
+  sp.consistency = "sync";
   BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()}), std::invalid_argument);
 }
 
@@ -699,14 +771,6 @@ BOOST_FIXTURE_TEST_CASE(a_throwing_callback_fails_the_run_at_its_end, cluster_fi
   BOOST_TEST(step_decay(0.1, 0.5, 2)(3) == 0.05);
 }
 
-// The largest difference between two sets of variables (0: bit-identical).
-float max_difference(const model::parameter_store& a, const model::parameter_store& b) {
-  BOOST_REQUIRE(a.size() == b.size());
-  float d = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    d = std::max(d, (a[static_cast<model::variable_id>(i)] - b[static_cast<model::variable_id>(i)]).cwiseAbs().maxCoeff());
-  return d;
-}
 
 // Early stopping at the epoch gate: "loss" monitored with mode max never improves after
 // epoch 0 (the loss falls), so patience 2 stops the run after epoch 2, and restore_best

@@ -42,8 +42,14 @@ run_figures read_figures(const std::string& path) {
   return out;
 }
 
+// Flags after `--` on the command line, given to every run's job (e.g. --push-every 2).
+std::vector<std::string> extra_args;
+
 std::vector<std::string> example_args(int epochs, const std::string& metrics, uint64_t seed) {
-  return {"--epochs", std::to_string(epochs), "--metrics", metrics, "--verbose", "0", "--seed", std::to_string(seed)};
+  std::vector<std::string> a{"--epochs", std::to_string(epochs), "--metrics", metrics, "--verbose", "0", "--seed",
+                             std::to_string(seed)};
+  a.insert(a.end(), extra_args.begin(), extra_args.end());
+  return a;
 }
 
 run_figures embedded(int epochs, uint64_t seed) {
@@ -105,10 +111,18 @@ int bench_cluster(int argc, char** argv, int first) {
           "(chief, 2 ps, 2 workers, via actortrain launch; tensors on the data plane, then again over\n"
           "BASP with --no-data-plane), interleaved for --rounds rounds (seed = round). Prints\n"
           "training samples/s (evaluations excluded), the final test accuracy and the mean\n"
-          "staleness per round, the medians, processes/embedded and data plane/BASP."};
+          "staleness per round, the medians, processes/embedded and data plane/BASP. Flags after\n"
+          "`--` go to every run's job (actortrain node --example fashion_mnist -- --help lists them),\n"
+          "e.g. -- --pull-every 2 --push-every 2 for Downpour's n_fetch and n_push."};
   f.add("epochs", epochs, "epochs per run").add("rounds", rounds, "rounds (each runs both)");
   if (!f.parse(argc, argv, first)) return 0;
   if (epochs < 1 || rounds < 1) throw usage_error("--epochs and --rounds must be >= 1");
+  extra_args = f.positional();
+  if (!extra_args.empty()) {
+    job probe;  // refuse bad job flags before the first run
+    make_example("fashion_mnist", extra_args, probe);
+    fmt::print("job flags: {}\n", fmt::join(extra_args, " "));
+  }
   std::vector<double> e_sps, p_sps, b_sps, e_acc, p_acc, b_acc;
   fmt::print("{:>5}  {:<10} {:>12} {:>9} {:>10}\n", "round", "variant", "samples/s", "accuracy", "staleness");
   for (int r = 1; r <= rounds; ++r) {

@@ -113,7 +113,7 @@ bool linear(const std::vector<std::string>& args, job& j) {
 
 // The main job's MLP 784-256-128-10 on Fashion-MNIST, Adam, validated on the test set.
 bool fashion_mnist(const std::vector<std::string>& args, job& j) {
-  int epochs = 10, verbose = 2, spe = 1, pull_every = 1;
+  int epochs = 10, verbose = 2, spe = 1, pull_every = 1, push_every = 1;
   bool pull_ahead = false;
   int64_t batch = 128;
   double lr = 1e-3;
@@ -130,12 +130,16 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
     .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
     .add("steps-per-execution", spe, "steps per task sent to a worker")
     .add("pull-every", pull_every, "workers pull the parameters every N training steps and reuse them in between "
-         "(Downpour's n_fetch; async only; staleness reported)");
+         "(Downpour's n_fetch; async only; staleness reported)")
+    .add("push-every", push_every, "workers push the mean gradient of N steps once (Downpour's n_push; async only; "
+         "--steps-per-execution defaults to N)");
   callback_flags cbf;
   cbf.add_to(f);
   if (!parse_args(f, "fashion_mnist", args)) return false;
   cbf.apply("fashion_mnist", j);
   if (pull_every < 1) throw usage_error("fashion_mnist: --pull-every must be >= 1");
+  if (push_every < 1) throw usage_error("fashion_mnist: --push-every must be >= 1");
+  if (push_every > 1 && spe == 1) spe = push_every;
   if (epochs < 1 || batch < 1 || spe < 1)
     throw usage_error("fashion_mnist: --epochs, --batch and --steps-per-execution must be >= 1");
   if (!(lr > 0)) throw usage_error("fashion_mnist: --lr must be > 0");
@@ -164,6 +168,7 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
   j.spec.metrics_file = metrics;
   j.spec.pull_ahead = pull_ahead;
   j.spec.pull_every = pull_every;
+  j.spec.push_every = push_every;
   j.spec.steps_per_execution = spe;
   return true;
 }

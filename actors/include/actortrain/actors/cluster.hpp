@@ -95,6 +95,13 @@ struct cluster_spec {
   /// 1/pull_every of the parameter bytes; every push's staleness counts the versions it
   /// missed (metrics, progress line, fit_result). 1: every step pulls.
   int pull_every = 1;
+  /// Downpour's n_push (async only, dense variables only; steps_per_execution a multiple
+  /// of it): workers add up the gradients of push_every consecutive steps of a task and
+  /// push their example-weighted mean once, which the shards apply as one update (so
+  /// 1/push_every of the gradient bytes and of the optimizer's work). Each step counts as
+  /// applied; staleness is the push's, measured from the first step's read. 1: every
+  /// step pushes.
+  int push_every = 1;
   /// Embedding tables fed straight by a model input are pulled by row: each step pulls
   /// only the rows its batch touches (and pushes only those rows' gradients). false:
   /// every step pulls whole tables (the dense baseline of `actortrain bench sparse`).

@@ -413,12 +413,16 @@ struct push_request {
   /// The worker's attempt at this step (with f.worker and f.worker_generation it names
   /// one computation): tells a re-run's slices from the first run's.
   uint64_t attempt = 0;
+  /// push_every > 1: the other steps whose gradients this push's carry (their
+  /// example-weighted mean, example_count examples in all); the shard applies them as one
+  /// update and counts each step applied.
+  std::vector<step_id> more_steps;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
   return f(caf::meta::type_name("push_request"), x.f, x.step, x.example_count, x.dense, x.sparse, x.watermark,
-           x.attempt);
+           x.attempt, x.more_steps);
 }
 
 /// Which computation of a step a shard applied (ps_shard_options::apply_log).

@@ -69,6 +69,9 @@ struct worker_options {
   /// push counts the versions it missed. 1: every step pulls. A change of epochs
   /// (recovery) and a non-training task pull afresh.
   int pull_every = 1;
+  /// cluster_spec::push_every: the gradients of this many consecutive steps of a task go
+  /// in one push (their example-weighted mean).
+  int push_every = 1;
   /// Embedding tables fed straight by a model input (model::row_feeds) are pulled by row:
   /// only the rows the step's batch touches (pull_rows, once the batch is there), into
   /// a table buffer the worker keeps. false: whole tables, as dense variables.
