@@ -54,7 +54,7 @@ struct callback_flags {
 // y = x . w + b + noise for a planted w and b: small enough for tests with real
 // processes, and the loss it reaches is known (the noise variance).
 bool linear(const std::vector<std::string>& args, job& j) {
-  int epochs = 3, verbose = 0;
+  int epochs = 3, verbose = 0, push_every = 1;
   int64_t examples = 2000, batch = 20, features = 5;
   double lr = 0.05, noise = 0.1;
   uint64_t seed = 1;
@@ -68,10 +68,14 @@ bool linear(const std::vector<std::string>& args, job& j) {
     .add("noise", noise, "standard deviation of the label noise")
     .add("seed", seed, "seed of the data and of initialization")
     .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch")
-    .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task");
+    .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task")
+    .add("push-every", push_every, "workers push the mean gradient of N steps once, in tasks of N steps (Downpour's "
+         "n_push; async only)");
   callback_flags cbf;
   cbf.add_to(f);
   if (!parse_args(f, "linear", args)) return false;
+  if (push_every < 1) throw usage_error("linear: --push-every must be >= 1");
+  j.spec.push_every = j.spec.steps_per_execution = push_every;
   cbf.apply("linear", j);
   if (epochs < 1 || examples < 1 || batch < 1 || features < 1 || features > 4096)
     throw usage_error("linear: --epochs, --examples, --batch must be >= 1, --features in 1..4096");

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# push_every with real processes: workers push the mean gradient of 4 steps once (tasks
+# of 4 steps, on the data plane); kill -9 of a worker mid-training re-runs its groups
+# whole, and the job still applies every one of its 4000 steps exactly once.
+. "$(dirname "$0")/lib.sh"
+M="$WORK/m.jsonl"
+EXAMPLE_ARGS="--epochs 2 --examples 40000 --push-every 4" launch_linear
+wait_steps "$M" 800 60
+kill -9 "$(pid_of "$WORK/out" worker:0)"
+wait $L; rc=$?
+cat "$WORK/out"
+[ $rc -eq 0 ] || fail "launch exited with $rc"
+grep -q "launch: worker:0 killed by signal 9" "$WORK/out" || fail "the kill was not seen"
+grep -q "\[chief:0\] worker 0 joined (generation 2)" "$WORK/out" || fail "the restarted worker did not rejoin"
+grep -qF "[chief:0] chief:0 done: 4000 steps" "$WORK/out" || fail "not exactly 4000 steps"
+[ "$(grep -c '"event":"step"' "$M")" -eq 4000 ] || fail "the metrics do not hold 4000 applied steps"
+same_histories "$WORK/out" worker:0 worker:1
+echo "PASS"
