@@ -114,8 +114,11 @@ std::shared_ptr<shared_region> make_region(const std::string& name, std::string&
   auto r = std::make_shared<shared_region>();
   r->ring = ring_bytes;
   r->bytes = region_header + 2 * ring_bytes;
-  if (::ftruncate(fd, static_cast<off_t>(r->bytes)) != 0) {
-    why = errno_text();
+  // Allocated now, not on first touch: a /dev/shm too small for it (a container's 64 MiB)
+  // says so here, and the connection keeps its floats on TCP, instead of a SIGBUS later.
+  int err = ::ftruncate(fd, static_cast<off_t>(r->bytes)) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(r->bytes));
+  if (err != 0) {
+    why = std::strerror(err);
     ::close(fd);
     ::shm_unlink(name.c_str());
     return nullptr;
