@@ -80,6 +80,21 @@ std::future<uint64_t> ask_to_join(caf::actor_system& sys, coordinator_actor coor
 
 }  // namespace
 
+namespace {
+
+// Asks the coordinator for a checkpoint into `target` (written once no step is in flight:
+// a few request timeouts at most) and fulfils `promise` with its path or the error.
+void ask_for_checkpoint(caf::event_based_actor* self, const coordinator_actor& coord, caf::timespan timeout,
+                        checkpoint_target target, int32_t keep, std::shared_ptr<std::promise<std::string>> promise) {
+  self->request(coord, timeout * 4, ckpt_atom::value, std::move(target), keep)
+    .then([promise](std::string& path) { promise->set_value(path); },
+          [promise](caf::error& e) {
+            promise->set_exception(std::make_exception_ptr(std::runtime_error("checkpoint: " + describe(e))));
+          });
+}
+
+}  // namespace
+
 struct cluster::impl {
   cluster* owner = nullptr;  // for the callbacks
   std::vector<callback_ptr> callbacks;
@@ -322,15 +337,30 @@ struct cluster::impl {
     while (auto e = events->pop()) handle(*e);
   }
 
+  // Runs `hook` on every callback, keeping the first exception for the run's end.
+  template <class F>
+  bool each_callback(F hook) {
+    bool ok = true;
+    for (auto& cb : callbacks) {
+      try {
+        hook(*cb);
+      } catch (const std::exception& ex) {
+        if (callback_error.empty()) callback_error = ex.what();
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
   // The callbacks' view of an event, on this (the application's) thread.
   void run_callbacks(const event& e) {
     auto& c = *owner;
     auto failure_of = [&](const char* kind, int64_t index, int64_t count) {
       return failure_info{kind, index, count, e.text};
     };
-    for (auto& cb : callbacks) {
-      try {
-        switch (e.kind) {
+    each_callback([&](callback& cbr) {
+      auto* cb = &cbr;
+      switch (e.kind) {
           case event_kind::run_begin: cb->on_train_begin(c); break;
           case event_kind::epoch_begin: cb->on_epoch_begin(c, static_cast<int64_t>(e.epoch)); break;
           case event_kind::epoch_done: cb->on_epoch_end(c, static_cast<int64_t>(e.epoch), e.values); break;
@@ -350,26 +380,8 @@ struct cluster::impl {
           case event_kind::dataset_rebuilt: cb->on_failure(c, failure_of("dataset_rebuilt", e.pipeline, 0)); break;
           case event_kind::checkpoint_done: cb->on_checkpoint(c, static_cast<int64_t>(e.count), e.text); break;
           default: break;
-        }
-      } catch (const std::exception& ex) {
-        if (callback_error.empty()) callback_error = ex.what();
       }
-    }
-  }
-
-  // Runs `hook` on every callback, keeping the first exception for the run's end.
-  template <class F>
-  bool each_callback(F hook) {
-    bool ok = true;
-    for (auto& cb : callbacks) {
-      try {
-        hook(*cb);
-      } catch (const std::exception& ex) {
-        if (callback_error.empty()) callback_error = ex.what();
-        ok = false;
-      }
-    }
-    return ok;
+    });
   }
 
   // An epoch ended and the coordinator waits: run on_epoch_end and, unless the run ends
@@ -393,14 +405,9 @@ struct cluster::impl {
     g.decision.restore_at_end = restore_requested;
     sys.spawn([g](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
       // One sender: the checkpoints reach the coordinator before the decision.
-      for (size_t i = 0; i < g.checkpoints.size(); ++i) {
-        auto p = g.checkpoint_promises[i];
-        self->request(coord, timeout * 4, ckpt_atom::value, g.checkpoints[i].first, g.checkpoints[i].second)
-          .then([p](std::string& path) { p->set_value(path); },
-                [p](caf::error& err) {
-                  p->set_exception(std::make_exception_ptr(std::runtime_error("checkpoint: " + describe(err))));
-                });
-      }
+      for (size_t i = 0; i < g.checkpoints.size(); ++i)
+        ask_for_checkpoint(self, coord, timeout, g.checkpoints[i].first, g.checkpoints[i].second,
+                           g.checkpoint_promises[i]);
       self->request(coord, timeout * 2, gate_atom::value, g.run, g.epoch, g.decision)
         .then(
           [g](caf::ok_atom) {
@@ -419,13 +426,7 @@ struct cluster::impl {
     auto r = result.get();
     stop(run_shards);
     active = 0;
-    for (auto& cb : callbacks) {
-      try {
-        cb->on_train_end(*owner, !r);
-      } catch (const std::exception& ex) {
-        if (callback_error.empty()) callback_error = ex.what();
-      }
-    }
+    each_callback([&](callback& cb) { cb.on_train_end(*owner, !r); });
     if (!r) {
       failure = describe(r.error());
       return;
@@ -825,11 +826,7 @@ std::future<std::string> cluster::checkpoint_async(const std::string& dir, int k
     return fut;
   }
   d.sys.spawn([promise, dir, keep](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
-    self->request(coord, timeout * 4, ckpt_atom::value, checkpoint_target{dir}, static_cast<int32_t>(keep))
-      .then([promise](std::string& path) { promise->set_value(path); },
-            [promise](caf::error& e) {
-              promise->set_exception(std::make_exception_ptr(std::runtime_error("checkpoint: " + describe(e))));
-            });
+    ask_for_checkpoint(self, coord, timeout, checkpoint_target{dir}, static_cast<int32_t>(keep), promise);
   }, d.coordinator, d.timeout());
   return fut;
 }

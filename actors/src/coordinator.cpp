@@ -1128,6 +1128,19 @@ std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uin
   };
 }
 
+// The shards' answers for a checkpoint (ps_snapshot or ps_files), their partitions per
+// variable in row order: how the manifest lists them.
+template <class Reply>
+auto partitions_by_variable(std::vector<Reply>& replies) {
+  using part = typename decltype(Reply::partitions)::value_type;
+  std::map<int32_t, std::vector<part*>> out;
+  for (auto& r : replies)
+    for (auto& p : r.partitions) out[p.key.variable].push_back(&p);
+  for (auto& [v, parts] : out)
+    std::sort(parts.begin(), parts.end(), [](const part* a, const part* b) { return a->row_begin < b->row_begin; });
+  return out;
+}
+
 // checkpoint.shared: every shard writes its own partitions into the directory begun
 // here; only their files' records come back, and the manifest commits them.
 void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then) {
@@ -1154,18 +1167,13 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
           if (attempt != st.ckpt_attempt) return;  // abandoned (a shard was lost, the run ended)
           (*files)[i] = std::move(f);
           if (--*remaining > 0) return;
-          std::map<int32_t, std::vector<partition_files*>> by_var;
-          for (auto& sf : *files)
-            for (auto& p : sf.partitions) by_var[p.key.variable].push_back(&p);
+          auto by_var = partitions_by_variable(*files);
           auto record = [](const file_entry& e) { return model::file_record{e.name, e.bytes, e.crc32}; };
           model::checkpoint_record r;
           r.step = step;
           for (auto& vp : st.opts.placement->variables()) {
             model::variable_record v{vp.name, vp.shape, {}};
-            auto parts = by_var[vp.variable];
-            std::sort(parts.begin(), parts.end(),
-                      [](const partition_files* a, const partition_files* b) { return a->row_begin < b->row_begin; });
-            for (auto* p : parts) {
+            for (auto* p : by_var[vp.variable]) {
               model::partition_record pr;
               pr.row_begin = p->row_begin;
               pr.row_end = p->row_end;
@@ -1219,22 +1227,17 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
           const auto& pl = *st.opts.placement;
           model::checkpoint_data data;
           data.step = static_cast<int64_t>(st.steps_total);
-          std::map<int32_t, std::vector<partition_snapshot*>> by_var;
+          auto by_var = partitions_by_variable(*snaps);
           double received = 0;
           for (auto& sn : *snaps)
-            for (auto& p : sn.partitions) {
-              by_var[p.key.variable].push_back(&p);
+            for (auto& p : sn.partitions)
               received += static_cast<double>(p.value.rows() * p.value.cols()) * (1.0 + static_cast<double>(p.slots.size()));
-            }
           received *= sizeof(float);
           for (auto& vp : pl.variables()) {
             model::variable_data v;
             v.name = vp.name;
             v.shape = vp.shape;
-            auto parts = by_var[vp.variable];
-            std::sort(parts.begin(), parts.end(),
-                      [](const partition_snapshot* a, const partition_snapshot* b) { return a->row_begin < b->row_begin; });
-            for (auto* p : parts) {
+            for (auto* p : by_var[vp.variable]) {
               model::partition_data d;
               d.row_begin = p->row_begin;
               d.row_end = p->row_begin + p->value.rows();
@@ -1353,7 +1356,7 @@ void dispatch(self_ptr self) {
     write_extra_checkpoint(self, [self] { dispatch(self); });
     return;
   }
-  if (st.quiescing && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty() && st.round.empty()) {
+  if (st.quiescing && nothing_in_flight(st)) {
     // Nothing in flight or queued: every shard's state is at one step.
     if (static_cast<int64_t>(st.steps_total) == st.last_committed && st.restore_dir == st.opts.checkpoint_dir) {
       st.quiescing = false;  // that step is committed already (a resumed or restored run)
