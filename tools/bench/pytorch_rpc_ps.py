@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""The baseline of `actortrain bench cluster`: PyTorch's RPC framework as a parameter server.
+
+One server process holds the MLP 784-256-128-10 and its Adam(0.001) optimizer; 2 trainer
+processes each train on their half of Fashion-MNIST's training set (batch 128, shuffled
+each epoch from --seed). A trainer computes a step's forward and backward passes on its
+own copy of the model, sends the gradients to the server with rpc_sync (TensorPipe over
+127.0.0.1), and the server applies them at once (asynchronous, under a lock) and answers
+with the new parameters, which the trainer loads for its next step. This is the layout
+the issue's reference names (2 trainers, 1 server, TensorPipe).
+
+Prints one JSON line: samples_per_second (training samples over the time from the first
+trainer's start to the last one's end; no evaluation inside), accuracy (the server's
+model on the 10,000 test images) and the settings. Needs Debian's python3-torch (and
+libopenblas0-pthread, or its matrix products use the reference BLAS and it runs ~10x
+slower). Every process uses --threads intra-op threads (default 1, as the ActorTrain
+workers compute on one thread each).
+"""
+
+import argparse
+import gzip
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+import numpy as np
+import torch
+import torch.distributed.rpc as rpc
+import torch.multiprocessing as mp
+from torch import nn
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, = struct.unpack(">I", data[:4])
+    dims = magic & 0xFF
+    shape = struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def load(data_dir, part):
+    images = read_idx(os.path.join(data_dir, f"{part}-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(data_dir, f"{part}-labels-idx1-ubyte.gz"))
+    x = torch.from_numpy(images.reshape(len(images), -1).astype(np.float32) / 255.0)
+    return x, torch.from_numpy(labels.astype(np.int64))
+
+
+def make_model():
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+class Server:
+    """The parameter server's state; its functions run on the server's RPC threads."""
+    model = None
+    optimizer = None
+    lock = threading.Lock()
+    started = None
+    finished = []
+
+
+def server_parameters():
+    with Server.lock:
+        if Server.started is None:
+            Server.started = time.perf_counter()
+        return [p.detach().clone() for p in Server.model.parameters()]
+
+
+def server_apply(grads):
+    with Server.lock:
+        for p, g in zip(Server.model.parameters(), grads):
+            p.grad = g
+        Server.optimizer.step()
+        return [p.detach().clone() for p in Server.model.parameters()]
+
+
+def server_finish():
+    with Server.lock:
+        Server.finished.append(time.perf_counter())
+
+
+def trainer(rank, args):
+    x, y = load(args.data_dir, "train")
+    mine = torch.arange(rank - 1, len(x), args.trainers)  # this trainer's half
+    x, y = x[mine], y[mine]
+    model = make_model()
+    loss_fn = nn.CrossEntropyLoss()
+    params = rpc.rpc_sync("server", server_parameters)
+    gen = torch.Generator().manual_seed(args.seed * 1000 + rank)
+    for _ in range(args.epochs):
+        order = torch.randperm(len(x), generator=gen)
+        for start in range(0, len(x), args.batch):
+            with torch.no_grad():
+                for p, v in zip(model.parameters(), params):
+                    p.copy_(v)
+            idx = order[start:start + args.batch]
+            model.zero_grad(set_to_none=True)
+            loss_fn(model(x[idx]), y[idx]).backward()
+            params = rpc.rpc_sync("server", server_apply, args=([p.grad for p in model.parameters()],))
+    rpc.rpc_sync("server", server_finish)
+
+
+def run(rank, args):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{args.port}", num_worker_threads=8,
+                                              rpc_timeout=600)
+    name = "server" if rank == 0 else f"trainer{rank}"
+    if rank == 0:
+        Server.model = make_model()
+        Server.optimizer = torch.optim.Adam(Server.model.parameters(), lr=args.lr)
+    rpc.init_rpc(name, rank=rank, world_size=args.trainers + 1, rpc_backend_options=options)
+    if rank > 0:
+        trainer(rank, args)
+    rpc.shutdown()  # waits for every process
+    if rank == 0:
+        x, y = load(args.data_dir, "t10k")
+        with torch.no_grad():
+            accuracy = (Server.model(x).argmax(1) == y).float().mean().item()
+        seconds = max(Server.finished) - Server.started
+        print(json.dumps({"samples_per_second": 60000 * args.epochs / seconds, "accuracy": accuracy,
+                          "seconds": seconds, "epochs": args.epochs, "trainers": args.trainers,
+                          "threads": args.threads, "torch": torch.__version__}), flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--lr", type=float, default=0.001)
+    p.add_argument("--trainers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    args = p.parse_args()
+    if args.epochs < 1 or args.batch < 1 or args.trainers < 1 or args.threads < 1:
+        p.error("--epochs, --batch, --trainers and --threads must be >= 1")
+    for part in ("train", "t10k"):
+        for kind in ("images-idx3", "labels-idx1"):
+            path = os.path.join(args.data_dir, f"{part}-{kind}-ubyte.gz")
+            if not os.path.exists(path):
+                p.error(f"{path}: no such file (install dataset-fashion-mnist, or give --data-dir)")
+    args.port = free_port()
+    mp.spawn(run, args=(args,), nprocs=args.trainers + 1, join=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
