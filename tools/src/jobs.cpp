@@ -27,23 +27,44 @@ bool parse_args(flags& f, const std::string& program, const std::vector<std::str
   return true;
 }
 
-// The callback flags every job takes (callbacks.hpp), run on the coordinator's task.
-struct callback_flags {
+// The flags every job takes: progress, metrics, Downpour's options (async only; the
+// cluster refuses them otherwise) and the callbacks (callbacks.hpp), which run on the
+// coordinator's task.
+struct common_flags {
+  int verbose = 0, spe = 1, pull_every = 1, push_every = 1;
+  std::string metrics;
   int64_t early_stopping = 0;
   std::string monitor = "val_loss", mode = "auto", csv_log;
 
+  explicit common_flags(int default_verbose) : verbose(default_verbose) {}
+
   void add_to(flags& f) {
-    f.add("early-stopping", early_stopping,
-          "stop when --monitor has not improved for N epochs, and end with the best epoch's variables (0: off)")
+    f.add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch")
+      .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task")
+      .add("steps-per-execution", spe, "steps per task sent to a worker")
+      .add("pull-every", pull_every, "workers pull the parameters every N training steps and reuse them in between "
+           "(Downpour's n_fetch; async only; staleness reported)")
+      .add("push-every", push_every, "workers push the mean gradient of N steps once (Downpour's n_push; async only; "
+           "--steps-per-execution defaults to N)")
+      .add("early-stopping", early_stopping,
+           "stop when --monitor has not improved for N epochs, and end with the best epoch's variables (0: off)")
       .add("monitor", monitor, "what --early-stopping watches: a key of the epoch's logs (loss, val_loss, ...)")
       .add("monitor-mode", mode, "min, max, or auto (max for names with 'acc')")
       .add("csv-log", csv_log, "append one CSV row per epoch to this file (on the coordinator's task)");
   }
 
   void apply(const char* job_name, job& j) const {
+    if (pull_every < 1) throw usage_error(fmt::format("{}: --pull-every must be >= 1", job_name));
+    if (push_every < 1) throw usage_error(fmt::format("{}: --push-every must be >= 1", job_name));
+    if (spe < 1) throw usage_error(fmt::format("{}: --steps-per-execution must be >= 1", job_name));
     if (early_stopping < 0) throw usage_error(fmt::format("{}: --early-stopping must be >= 0", job_name));
     if (mode != "min" && mode != "max" && mode != "auto")
       throw usage_error(fmt::format("{}: --monitor-mode must be min, max or auto, not '{}'", job_name, mode));
+    j.fit.verbose = verbose;
+    j.spec.metrics_file = metrics;
+    j.spec.pull_every = pull_every;
+    j.spec.push_every = push_every;
+    j.spec.steps_per_execution = push_every > 1 && spe == 1 ? push_every : spe;
     if (early_stopping > 0)
       j.callbacks.push_back(std::make_shared<actortrain::early_stopping>(
         actortrain::early_stopping_options{monitor, early_stopping, 0, mode, true}));
@@ -54,11 +75,10 @@ struct callback_flags {
 // y = x . w + b + noise for a planted w and b: small enough for tests with real
 // processes, and the loss it reaches is known (the noise variance).
 bool linear(const std::vector<std::string>& args, job& j) {
-  int epochs = 3, verbose = 0, push_every = 1;
+  int epochs = 3;
   int64_t examples = 2000, batch = 20, features = 5;
   double lr = 0.05, noise = 0.1;
   uint64_t seed = 1;
-  std::string metrics;
   flags f{"linear", "A planted linear regression y = x.w + b + noise (w, b drawn from --seed), Dense(1), SGD."};
   f.add("epochs", epochs, "passes over the data")
     .add("examples", examples, "training examples")
@@ -66,17 +86,11 @@ bool linear(const std::vector<std::string>& args, job& j) {
     .add("batch", batch, "batch size per step")
     .add("lr", lr, "SGD learning rate")
     .add("noise", noise, "standard deviation of the label noise")
-    .add("seed", seed, "seed of the data and of initialization")
-    .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch")
-    .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task")
-    .add("push-every", push_every, "workers push the mean gradient of N steps once, in tasks of N steps (Downpour's "
-         "n_push; async only)");
-  callback_flags cbf;
-  cbf.add_to(f);
+    .add("seed", seed, "seed of the data and of initialization");
+  common_flags common{0};
+  common.add_to(f);
   if (!parse_args(f, "linear", args)) return false;
-  if (push_every < 1) throw usage_error("linear: --push-every must be >= 1");
-  j.spec.push_every = j.spec.steps_per_execution = push_every;
-  cbf.apply("linear", j);
+  common.apply("linear", j);
   if (epochs < 1 || examples < 1 || batch < 1 || features < 1 || features > 4096)
     throw usage_error("linear: --epochs, --examples, --batch must be >= 1, --features in 1..4096");
   if (!(lr > 0) || !(noise >= 0)) throw usage_error("linear: --lr must be > 0 and --noise >= 0");
@@ -109,43 +123,30 @@ bool linear(const std::vector<std::string>& args, job& j) {
       .batch(batch);
   };
   j.fit.epochs = epochs;
-  j.fit.verbose = verbose;
   j.spec.seed = seed;
-  j.spec.metrics_file = metrics;
   return true;
 }
 
 // The main job's MLP 784-256-128-10 on Fashion-MNIST, Adam, validated on the test set.
 bool fashion_mnist(const std::vector<std::string>& args, job& j) {
-  int epochs = 10, verbose = 2, spe = 1, pull_every = 1, push_every = 1;
+  int epochs = 10;
   bool pull_ahead = false;
   int64_t batch = 128;
   double lr = 1e-3;
   uint64_t seed = 1;
-  std::string data_dir = ds::fashion_mnist_default_dir, metrics;
+  std::string data_dir = ds::fashion_mnist_default_dir;
   flags f{"fashion_mnist", "The main job's MLP 784-256-128-10 on Fashion-MNIST (Adam), validated on the test set."};
   f.add("epochs", epochs, "passes over the 60,000 training images")
     .add("batch", batch, "batch size per step")
     .add("lr", lr, "Adam learning rate")
     .add("seed", seed, "seed of initialization and shuffling")
     .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
-    .add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch")
-    .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task")
-    .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
-    .add("steps-per-execution", spe, "steps per task sent to a worker")
-    .add("pull-every", pull_every, "workers pull the parameters every N training steps and reuse them in between "
-         "(Downpour's n_fetch; async only; staleness reported)")
-    .add("push-every", push_every, "workers push the mean gradient of N steps once (Downpour's n_push; async only; "
-         "--steps-per-execution defaults to N)");
-  callback_flags cbf;
-  cbf.add_to(f);
+    .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)");
+  common_flags common{2};
+  common.add_to(f);
   if (!parse_args(f, "fashion_mnist", args)) return false;
-  cbf.apply("fashion_mnist", j);
-  if (pull_every < 1) throw usage_error("fashion_mnist: --pull-every must be >= 1");
-  if (push_every < 1) throw usage_error("fashion_mnist: --push-every must be >= 1");
-  if (push_every > 1 && spe == 1) spe = push_every;
-  if (epochs < 1 || batch < 1 || spe < 1)
-    throw usage_error("fashion_mnist: --epochs, --batch and --steps-per-execution must be >= 1");
+  common.apply("fashion_mnist", j);
+  if (epochs < 1 || batch < 1) throw usage_error("fashion_mnist: --epochs and --batch must be >= 1");
   if (!(lr > 0)) throw usage_error("fashion_mnist: --lr must be > 0");
   using md::layers::activation;
   j.name = "fashion_mnist";
@@ -166,14 +167,9 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
       .batch(batch);
   };
   j.fit.epochs = epochs;
-  j.fit.verbose = verbose;
   j.fit.validation = ds::fashion_mnist(ds::split::test, data_dir).batch(1000);
   j.spec.seed = seed;
-  j.spec.metrics_file = metrics;
   j.spec.pull_ahead = pull_ahead;
-  j.spec.pull_every = pull_every;
-  j.spec.push_every = push_every;
-  j.spec.steps_per_execution = spe;
   return true;
 }
 
