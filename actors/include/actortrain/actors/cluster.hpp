@@ -231,8 +231,10 @@ class cluster {
   /// the newest committed checkpoint there (into any number of ps shards; the same
   /// number of dataset shards, epochs >= the checkpoint's epoch, same steps_per_epoch)
   /// under a new coordinator epoch; fit_result and the history cover the whole run. Never auto-shards on top of the user's shard()
-  /// calls. Validation data in opts.validation is split over the shards by data. One run
-  /// at a time: std::logic_error while another is scheduled and not joined.
+  /// calls. Validation data in opts.validation is split over the shards by data. The run
+  /// begins (its first step, run_begin) once every pipeline has built its dataset and made
+  /// a first batch, or after spec.request_timeout, so loading files does not compete with
+  /// training. One run at a time: std::logic_error while another is scheduled and not joined.
   run_handle schedule(dataset::dataset_fn fn, const model::fit_options& opts = {});
   /// Processes the events that are ready (progress, metrics file) without waiting; true
   /// when the run has ended (then join() returns at once).
