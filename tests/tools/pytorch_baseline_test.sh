@@ -19,6 +19,8 @@ assert j["epochs"] == 1 and j["trainers"] == 2 and j["threads"] == 1, j
 assert j["samples_per_second"] > 0 and j["seconds"] > 0, j
 assert abs(j["samples_per_second"] * j["seconds"] - 60000) < 1, j
 assert j["accuracy"] > 0.7, j   # chance is 0.1; one epoch of Adam reaches ~0.8
+assert j["updates"] == 2 * 235, j  # 30,000 images a trainer in batches of 128
+assert 0 <= j["staleness"] <= 2, j  # two trainers: at most a few of the other's updates
 PY
 
 /usr/bin/python3 "$script" --epochs 0 >/dev/null 2>"$tmp/err"

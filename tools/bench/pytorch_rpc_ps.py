@@ -11,7 +11,9 @@ the issue's reference names (2 trainers, 1 server, TensorPipe).
 
 Prints one JSON line: samples_per_second (training samples over the time from the first
 trainer's start to the last one's end; no evaluation inside), accuracy (the server's
-model on the 10,000 test images) and the settings. Needs Debian's python3-torch (and
+model on the 10,000 test images), staleness (the mean number of updates applied between
+the read of a step's parameters and its own update, as ActorTrain counts it), updates
+and the settings. Needs Debian's python3-torch (and
 libopenblas0-pthread, or its matrix products use the reference BLAS and it runs ~10x
 slower). Every process uses --threads intra-op threads (default 1, as the ActorTrain
 workers compute on one thread each).
@@ -61,21 +63,29 @@ class Server:
     lock = threading.Lock()
     started = None
     finished = []
+    version = 0      # updates applied so far
+    staleness = []   # per update: updates applied between its parameters' read and it
+
+
+def snapshot():
+    return [p.detach().clone() for p in Server.model.parameters()], Server.version
 
 
 def server_parameters():
     with Server.lock:
         if Server.started is None:
             Server.started = time.perf_counter()
-        return [p.detach().clone() for p in Server.model.parameters()]
+        return snapshot()
 
 
-def server_apply(grads):
+def server_apply(grads, read_version):
     with Server.lock:
+        Server.staleness.append(Server.version - read_version)
         for p, g in zip(Server.model.parameters(), grads):
             p.grad = g
         Server.optimizer.step()
-        return [p.detach().clone() for p in Server.model.parameters()]
+        Server.version += 1
+        return snapshot()
 
 
 def server_finish():
@@ -89,7 +99,7 @@ def trainer(rank, args):
     x, y = x[mine], y[mine]
     model = make_model()
     loss_fn = nn.CrossEntropyLoss()
-    params = rpc.rpc_sync("server", server_parameters)
+    params, version = rpc.rpc_sync("server", server_parameters)
     gen = torch.Generator().manual_seed(args.seed * 1000 + rank)
     for _ in range(args.epochs):
         order = torch.randperm(len(x), generator=gen)
@@ -100,7 +110,8 @@ def trainer(rank, args):
             idx = order[start:start + args.batch]
             model.zero_grad(set_to_none=True)
             loss_fn(model(x[idx]), y[idx]).backward()
-            params = rpc.rpc_sync("server", server_apply, args=([p.grad for p in model.parameters()],))
+            params, version = rpc.rpc_sync("server", server_apply,
+                                           args=([p.grad for p in model.parameters()], version))
     rpc.rpc_sync("server", server_finish)
 
 
@@ -123,7 +134,9 @@ def run(rank, args):
             accuracy = (Server.model(x).argmax(1) == y).float().mean().item()
         seconds = max(Server.finished) - Server.started
         print(json.dumps({"samples_per_second": 60000 * args.epochs / seconds, "accuracy": accuracy,
-                          "seconds": seconds, "epochs": args.epochs, "trainers": args.trainers,
+                          "staleness": sum(Server.staleness) / max(1, len(Server.staleness)),
+                          "updates": Server.version, "seconds": seconds, "epochs": args.epochs,
+                          "trainers": args.trainers,
                           "threads": args.threads, "torch": torch.__version__}), flush=True)
 
 

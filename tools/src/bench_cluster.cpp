@@ -141,7 +141,8 @@ run_figures pytorch(const std::string& script, int epochs, uint64_t seed) {
   int status = ::pclose(out);
   auto last = text.find_last_of('{');
   auto j = last == std::string::npos ? nlohmann::json{} : nlohmann::json::parse(text.substr(last), nullptr, false);
-  if (status != 0 || !j.is_object() || !j.contains("samples_per_second") || !j.contains("accuracy")) {
+  if (status != 0 || !j.is_object() || !j.contains("samples_per_second") || !j.contains("accuracy") ||
+      !j.contains("staleness")) {
     std::ifstream err{log};
     std::stringstream tail;
     tail << err.rdbuf();
@@ -153,7 +154,7 @@ run_figures pytorch(const std::string& script, int epochs, uint64_t seed) {
   run_figures r;
   r.samples_per_second = j["samples_per_second"].get<double>();
   r.accuracy = j["accuracy"].get<double>();
-  r.staleness = 1;  // each trainer's step reads the values its previous push returned
+  r.staleness = j.value("staleness", 0.0);
   return r;
 }
 
