@@ -4,7 +4,9 @@
 #include <actortrain/actors/messages.hpp>
 #include <actortrain/actors/send_seam.hpp>
 
+#include <caf/actor_companion.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/scoped_execution_unit.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -18,6 +20,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <deque>
 #include <cstring>
 #include <list>
 #include <map>
@@ -34,7 +38,6 @@ namespace actortrain::data_plane {
 
 namespace {
 
-using frame_atom = caf::atom_constant<caf::atom("dp_frame")>;
 using closed_atom = caf::atom_constant<caf::atom("dp_closed")>;
 
 constexpr uint32_t hello_magic = 0x48445441;  // "ATDH"
@@ -401,42 +404,68 @@ void say(const log_fn& log, const std::string& text) {
 
 // -- the ps side -------------------------------------------------------------------
 
-// Asks the shard and writes its reply (or its error) back as frame `id`.
-template <class Reply>
-void forward(caf::event_based_actor* self, caf::actor_system* sys, std::shared_ptr<socket_link> link,
-             caf::actor shard, caf::timespan timeout, uint64_t id, caf::message msg) {
-  auto answer = [self, sys, link, id](caf::message reply) {
-    if (auto e = link->send(*sys, id, reply); !e.empty()) {
-      link->shutdown();  // the reader sees it and ends the connection
-      self->quit();
-    }
-  };
-  self->request(shard, timeout, std::move(msg))
-    .then([answer](Reply& r) { answer(caf::make_message(std::move(r))); },
-          [answer](caf::error& e) { answer(caf::make_message(std::move(e))); });
-}
+// Where the shard's replies of one connection go: a companion actor (its enqueue runs
+// on the replying thread, the shard's own) hands each reply to the connection's writer
+// thread, which writes it back as the frame of its request. The reader thread puts the
+// requests into the shard's mailbox itself, with the companion as their sender: per
+// request, two thread hand-offs (reader to shard, shard to writer) and no timer. The
+// writer keeps a peer that does not read (SIGSTOP) from stalling the shard's thread.
+struct reply_sink {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::deque<std::pair<uint64_t, caf::message>> replies;  // (frame id, reply)
+  std::map<uint64_t, uint64_t> frame_of;                   // request id -> frame id
+  uint64_t next_request = 0;                                // the reader's
+  bool closed = false;
 
-caf::behavior bridge(caf::event_based_actor* self, std::shared_ptr<socket_link> link, caf::actor shard,
-                     caf::timespan timeout) {
-  detail::name_this_thread("at.dp.bridge");
-  auto* sys = &self->system();
-  return {
-    [=](frame_atom, uint64_t id, caf::message& msg) {
-      auto kind = msg.size() > 0 && msg.match_element<caf::atom_value>(0) ? msg.get_as<caf::atom_value>(0)
-                                                                          : caf::atom("");
-      if (kind == pull_atom::value)
-        forward<pull_reply>(self, sys, link, shard, timeout, id, std::move(msg));
-      else if (kind == push_atom::value)
-        forward<push_reply>(self, sys, link, shard, timeout, id, std::move(msg));
-      else if (kind == pull_rows_atom::value)
-        forward<rows_reply>(self, sys, link, shard, timeout, id, std::move(msg));
-      else
-        link->send(*sys, id,
-                   caf::make_message(make_error(error_code::invalid_request,
-                                                "the data plane carries pulls and pushes only, not " +
-                                                  to_string(msg))));
-    },
-  };
+  // The request id for frame `id` (never 0, below CAF's 60 bits, whatever the peer sent).
+  uint64_t open(uint64_t frame) {
+    std::lock_guard<std::mutex> g{mtx};
+    next_request = next_request % caf::message_id::request_id_mask + 1;
+    frame_of[next_request] = frame;
+    return next_request;
+  }
+
+  void take(caf::mailbox_element& e) {
+    if (!e.mid.is_response()) return;  // only the shard's answers
+    std::lock_guard<std::mutex> g{mtx};
+    auto i = frame_of.find(e.mid.request_id().integer_value());
+    if (i == frame_of.end() || closed) return;
+    replies.emplace_back(i->second, e.move_content_to_message());
+    frame_of.erase(i);
+    cv.notify_one();
+  }
+
+  void close() {
+    std::lock_guard<std::mutex> g{mtx};
+    closed = true;
+    cv.notify_one();
+  }
+
+  // The writer thread: every reply, in the order the shard gave them, until closed.
+  void write_all_replies(caf::actor_system& sys, socket_link& link) {
+    detail::name_this_thread("at.dp.write");
+    std::unique_lock<std::mutex> lock{mtx};
+    for (;;) {
+      cv.wait(lock, [this] { return closed || !replies.empty(); });
+      if (closed) return;
+      auto [id, reply] = std::move(replies.front());
+      replies.pop_front();
+      lock.unlock();
+      auto e = link.send(sys, id, reply);
+      lock.lock();
+      if (!e.empty()) {
+        link.shutdown();  // the reader sees it and ends the connection
+        return;
+      }
+    }
+  }
+};
+
+bool data_plane_request(const caf::message& msg) {
+  if (msg.size() == 0 || !msg.match_element<caf::atom_value>(0)) return false;
+  auto kind = msg.get_as<caf::atom_value>(0);
+  return kind == pull_atom::value || kind == push_atom::value || kind == pull_rows_atom::value;
 }
 
 }  // namespace
@@ -510,7 +539,14 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     }
     set_timeout(fd, SO_RCVTIMEO, std::chrono::milliseconds(0));  // idle between frames is fine
     ++open;
-    auto b = sys.spawn<caf::detached>(bridge, c.link, shard, std::chrono::duration_cast<caf::timespan>(timeout));
+    auto sink = std::make_shared<reply_sink>();
+    auto companion = sys.spawn<caf::actor_companion, caf::hidden>();
+    auto* comp = static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(companion));
+    comp->on_enqueue([sink](caf::mailbox_element_ptr e) {
+      if (e) sink->take(*e);
+    });
+    auto sender = caf::actor_cast<caf::strong_actor_ptr>(companion);
+    std::thread writer([this, sink, link = c.link] { sink->write_all_replies(sys, *link); });
     for (;;) {
       frame f;
       auto err = receive(sys, *c.link, f);
@@ -519,11 +555,20 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         refuse(err);
         break;
       }
-      caf::anon_send(b, frame_atom::value, f.id, std::move(f.msg));
+      if (!data_plane_request(f.msg)) {
+        auto no = caf::make_message(make_error(error_code::invalid_request,
+                                               "the data plane carries pulls and pushes only, not " + to_string(f.msg)));
+        if (!c.link->send(sys, f.id, no).empty()) break;
+        continue;
+      }
+      shard->enqueue(sender, caf::make_message_id(sink->open(f.id)), std::move(f.msg), nullptr);
     }
     --open;
     c.link->shutdown();
-    caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+    sink->close();
+    writer.join();
+    caf::scoped_execution_unit here{&sys};
+    comp->cleanup(caf::make_error(caf::exit_reason::user_shutdown), &here);  // no handler left
     c.done = true;
   }
 
@@ -615,11 +660,40 @@ struct stand_in_core {
   std::thread reader;
   std::mutex mtx;
   std::map<uint64_t, waiting> pending;  // guarded by mtx
-  uint64_t next_id = 1;                 // the stand-in's thread only
+  bool closed = false;                  // guarded by mtx: requests are refused at once
+  std::atomic<uint64_t> next_id{1};
   std::weak_ptr<send_seam> seam;
   caf::actor_addr shard;
+  caf::actor_addr entry;       // the companion the seam routes requests to
+  caf::actor_addr stand_in;    // told when a write fails
   caf::strong_actor_ptr self;  // the stand-in, as the sender of replies
   std::string where;
+
+  // A request the seam routed here, on the requester's thread (the companion's enqueue):
+  // written at once, answered by the reader. No hand-off to another thread on the way out.
+  void request(caf::actor_system& sys, const caf::strong_actor_ptr& sender, caf::message_id mid, caf::message msg) {
+    if (!mid.is_request() || !sender) return;  // not a request: nothing to carry
+    auto id = next_id++;
+    {
+      std::lock_guard<std::mutex> g{mtx};
+      if (!closed) pending.emplace(id, waiting{sender, mid});
+    }
+    if (!answered_later(id)) {
+      sender->enqueue(self, mid.response_id(),
+                      caf::make_message(make_error(error_code::shard_lost, "the data plane to " + where + " closed")),
+                      nullptr);
+      return;
+    }
+    if (auto err = link->send(sys, id, msg); !err.empty()) {
+      answer(id, caf::make_message(make_error(error_code::shard_lost, "data plane to " + where + ": " + err)));
+      if (auto me = caf::actor_cast<caf::actor>(stand_in)) caf::anon_send(me, closed_atom::value, err);
+    }
+  }
+
+  bool answered_later(uint64_t id) {
+    std::lock_guard<std::mutex> g{mtx};
+    return pending.count(id) > 0;
+  }
 
   // Answers request `id` with `reply` (nothing when it was answered already).
   void answer(uint64_t id, caf::message reply) {
@@ -637,7 +711,7 @@ struct stand_in_core {
   // Out of the seam's routes and no request left open: before the stand-in quits (a
   // monitor of it is told before its own exit functors run).
   void leave(const std::string& why) {
-    if (auto s = seam.lock()) s->unroute(shard, caf::actor_cast<caf::actor_addr>(self));
+    if (auto s = seam.lock()) s->unroute(shard, entry);
     fail_pending(why);
   }
 
@@ -646,6 +720,7 @@ struct stand_in_core {
     std::map<uint64_t, waiting> all;
     {
       std::lock_guard<std::mutex> g{mtx};
+      closed = true;
       all.swap(pending);
     }
     for (auto& [id, w] : all) w.requester->enqueue(self, w.mid.response_id(), err, nullptr);
@@ -706,6 +781,7 @@ int connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, boo
 
 struct stand_in_state {
   std::shared_ptr<stand_in_core> core;
+  caf::actor entry;  // the companion requests are routed to (it holds the core)
 };
 
 caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, caf::actor shard,
@@ -731,7 +807,6 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
   core->self = caf::actor_cast<caf::strong_actor_ptr>(self);
   core->where = where;
   auto* sys = &self->system();
-  auto me = caf::actor_cast<caf::actor>(self);
   // Holds the core only (not the stand-in): replies go straight to their requesters.
   core->reader = std::thread([sys, core, me_addr = self->address()] {
     detail::name_this_thread("at.dp.read");
@@ -762,24 +837,26 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
     self->state.core->leave("closed by its owner");
     self->quit(em.reason);
   });
+  // Requests go to a companion, whose enqueue writes them on the requester's own thread
+  // (a worker's); the stand-in itself only watches the shard, the reader and its owner.
+  auto entry = sys->spawn<caf::actor_companion, caf::hidden>();
+  static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(entry))
+    ->on_enqueue([sys, core](caf::mailbox_element_ptr e) {
+      if (e) core->request(*sys, e->sender, e->mid, e->move_content_to_message());
+    });
+  // Requests sent to the stand-in itself (not through the seam) take the same way.
   self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& mv) -> caf::result<caf::message> {
-    auto& core = *self->state.core;
     auto mid = self->current_message_id();
-    auto& requester = self->current_sender();
-    if (!mid.is_request() || !requester) return caf::message{};  // not a request: nothing to carry
-    auto id = core.next_id++;
-    {
-      std::lock_guard<std::mutex> g{core.mtx};
-      core.pending.emplace(id, stand_in_core::waiting{requester, mid});
-    }
+    auto requester = self->current_sender();
+    if (!mid.is_request() || !requester) return caf::message{};
     self->drop_current_message_id();  // answered by the reader, not by this handler
-    if (auto e = core.link->send(self->system(), id, mv.move_content_to_message()); !e.empty()) {
-      core.leave(e);
-      self->quit(make_error(error_code::shard_lost, "data plane to " + core.where + ": " + e));
-    }
+    self->state.core->request(self->system(), requester, mid, mv.move_content_to_message());
     return caf::delegated<caf::message>{};
   });
-  if (seam) seam->route(core->shard, me);
+  core->entry = entry.address();
+  core->stand_in = self->address();
+  self->state.entry = entry;
+  if (seam) seam->route(core->shard, entry);
   say(log, fmt::format("data plane: connected to {}{}", where, core->link->region ? " (tensors in shared memory)" : ""));
   return {
     [self](closed_atom, std::string& why) {

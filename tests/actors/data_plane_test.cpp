@@ -168,8 +168,14 @@ BOOST_FIXTURE_TEST_CASE(pulls_pushes_and_row_pulls_keep_every_bit, plane_fixture
   BOOST_CHECK(same_bits(*got->values[0].value.value, value));
   BOOST_CHECK_EQUAL(srv.connections(), 1u);
 
-  // Once connected it is the seam's route for the shard, for the data-plane kinds only.
-  BOOST_CHECK(seam->route_of(shard) == plane);
+  // Once connected the seam routes the shard's data-plane kinds through the plane (to
+  // its entry, which writes on the requester's own thread), and a pull that way works.
+  auto route = seam->route_of(shard);
+  BOOST_CHECK(route != shard);
+  auto via = ask<at::pull_reply>(route, at::pull_atom::value, pull);
+  BOOST_REQUIRE_MESSAGE(via, why(via));
+  BOOST_REQUIRE_EQUAL(via->values.size(), 1u);
+  BOOST_CHECK(same_bits(*via->values[0].value.value, value));
 
   at::push_request push;
   auto grad = pattern(64, 3, -2.0f);
