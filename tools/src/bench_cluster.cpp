@@ -170,7 +170,9 @@ int bench_cluster(int argc, char** argv, int first) {
           "training samples/s (evaluations excluded), the final test accuracy and the mean\n"
           "staleness per round, the medians, processes/embedded and data plane/BASP. Flags after\n"
           "`--` go to every run's job (actortrain node --example fashion_mnist -- --help lists them),\n"
-          "e.g. -- --pull-every 2 --push-every 2 for Downpour's n_fetch and n_push.\n\n"
+          "e.g. -- --pull-every 2 --push-every 2 for Downpour's n_fetch and n_push. Unless they set\n"
+          "--steps-per-execution or --push-every, the runs take --steps-per-execution 8 (a worker\n"
+          "reports to the coordinator once per 8 steps instead of after each; the same steps).\n\n"
           "The baseline, run in the same rounds, is PyTorch's RPC framework as a parameter server\n"
           "(tools/bench/pytorch_rpc_ps.py: 2 trainer processes of one thread each, 1 server, TensorPipe,\n"
           "the same model, batch, optimizer and epochs; needs apt-get install python3-torch\n"
@@ -195,6 +197,15 @@ int bench_cluster(int argc, char** argv, int first) {
     }
   }
   extra_args = f.positional();
+  // Tasks of 8 steps: a worker reports to the coordinator once per 8 steps instead of
+  // every step (Keras's steps_per_execution). PyTorch's trainers report to nobody.
+  auto given = [&](const std::string& flag) {
+    for (auto& a : extra_args)
+      if (a == "--" + flag || a.rfind("--" + flag + "=", 0) == 0) return true;
+    return false;
+  };
+  if (!given("steps-per-execution") && !given("push-every"))
+    extra_args.insert(extra_args.begin(), {"--steps-per-execution", "8"});
   if (!extra_args.empty()) {
     job probe;  // refuse bad job flags before the first run
     make_example("fashion_mnist", extra_args, probe);
