@@ -30,12 +30,17 @@
 // Who talks. The ps side's `server` listens on 127.0.0.1 at a kernel-picked port for one
 // shard; a client presents a random per-process token (issued over BASP in the
 // shard_contact a task answers ps_handle with) before anything else, else it is closed.
-// Each accepted connection gets a reader thread and a detached bridge actor that asks
-// the shard (with the request timeout) and writes its reply. The worker side's stand-in
-// (`open`) is a detached actor per shard: it connects, enters itself in the worker's
-// send seam as the route for that shard (send_seam.hpp: pull, pull_rows, push), writes
-// each request it gets as a frame, and answers it when the reply frame comes back, so
-// the worker's requests, timeouts and error handling are the ones it has over BASP.
+// Each accepted connection gets a reader thread, which puts each request straight into
+// the shard's mailbox (its sender a companion actor, caf::actor_companion), and a writer
+// thread, to which the companion hands the shard's replies (so a peer that stops reading
+// never stalls the shard's thread). Anything but a pull, a row pull or a push is refused
+// with an error reply. The worker side's stand-in (`open`) is a detached actor per
+// shard: it connects and enters a companion of its own in the worker's send seam as the
+// route for that shard (send_seam.hpp: pull, pull_rows, push). The companion writes each
+// request as a frame on the requester's thread (no hand-off on the way out); the stand-in's
+// reader thread answers it when the reply frame comes back, so the worker's requests,
+// timeouts and error handling are the ones it has over BASP. Requests sent to the
+// stand-in itself take the same way.
 //
 // Failure. A stand-in ends when its connection closes or fails, when the shard it stands
 // for goes down (BASP's monitor and heartbeats say so), or when told to exit; it then
@@ -74,10 +79,11 @@ struct endpoint {
 /// Serves one ps shard's data plane until destroyed.
 class server {
  public:
-  /// Listens on 127.0.0.1 at a port the kernel picks, with a fresh random token; asks
-  /// `shard` with `request_timeout`. Throws std::runtime_error when it cannot listen.
+  /// Listens on 127.0.0.1 at a port the kernel picks, with a fresh random token, for
+  /// `shard`; `request_timeout` bounds the greeting and each write. Throws
+  /// std::runtime_error when it cannot listen.
   server(caf::actor_system& sys, caf::actor shard, std::chrono::milliseconds request_timeout, log_fn log = nullptr);
-  /// Stops accepting, closes every connection and joins its threads (their bridges end).
+  /// Stops accepting, closes every connection and joins its threads.
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;
