@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     bool pull_ahead = false, resume = false;
     int64_t kill_worker_at = 0, kill_ps_at = 0;
     int64_t batch = 128;
-    double lr = 1e-3;
+    double lr = 1e-3, local_lr = 0;
     uint64_t seed = 1;
     std::string data_dir = ds::fashion_mnist_default_dir, metrics, partitioner, checkpoint_dir, consistency = "async";
     int64_t checkpoint_every = 0, early_stopping = 0;
@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
       .add("steps-per-execution", spe, "steps per task sent to a worker")
       .add("pull-every", pull_every, "pull the parameters every N training steps and reuse them in between (Downpour's "
            "n_fetch; async only; staleness reported)")
+      .add("local-lr", local_lr, "with --pull-every: move the reused copy by -X x each step's gradient between pulls "
+                                 "(Downpour's local update, plain SGD; ~0.3 here; 0: off)")
       .add("push-every", push_every, "push the mean gradient of N steps once (Downpour's n_push; async only; "
                                      "--steps-per-execution defaults to N)")
       .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
@@ -80,6 +82,8 @@ int main(int argc, char** argv) {
       throw usage_error("--epochs, --batch, --steps-per-execution, --threads, --pull-every and --push-every must be >= 1");
     if (push_every > 1 && spe == 1) spe = push_every;
     if (!(lr > 0)) throw usage_error("--lr must be > 0");
+    if (!(local_lr >= 0) || (local_lr > 0 && pull_every == 1))
+      throw usage_error("--local-lr must be >= 0, and needs --pull-every > 1");
     if (checkpoint_every < 0) throw usage_error("--checkpoint-every must be >= 0");
     if (early_stopping < 0) throw usage_error("--early-stopping must be >= 0");
     if (lr_schedule != "none" && lr_schedule != "cosine" && lr_schedule != "step" && lr_schedule != "exponential")
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
     spec.num_workers = workers;
     spec.steps_per_execution = spe;
     spec.pull_every = pull_every;
+    spec.local_learning_rate = local_lr;
     spec.push_every = push_every;
     spec.seed = seed;
     spec.pull_ahead = pull_ahead;

@@ -14,6 +14,7 @@
 #include <actortrain/model/progress.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -520,6 +521,13 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
       "only)", d.spec.pull_every, d.spec.consistency));
   if (d.spec.pull_every > 1 && d.spec.pull_ahead)
     throw std::invalid_argument("cluster: pull_every > 1 with pull_ahead: choose one way of hiding pulls");
+  if (!(d.spec.local_learning_rate >= 0) || !std::isfinite(d.spec.local_learning_rate))
+    throw std::invalid_argument(fmt::format("cluster: local_learning_rate = {} (>= 0 and finite)",
+                                            d.spec.local_learning_rate));
+  if (d.spec.local_learning_rate > 0 && d.spec.pull_every == 1)
+    throw std::invalid_argument(fmt::format(
+      "cluster: local_learning_rate = {} with pull_every = 1: every step pulls afresh, so there is no copy to move "
+      "(set pull_every > 1)", d.spec.local_learning_rate));
   if (d.spec.push_every < 1)
     throw std::invalid_argument(fmt::format("cluster: push_every = {} < 1", d.spec.push_every));
   if (d.spec.push_every > 1 && d.spec.consistency != "async")
@@ -1014,6 +1022,7 @@ worker_options cluster_internals::worker_options_for(const cluster_spec& spec, u
   o.overlap_push = spec.overlap_push;
   o.pull_ahead = spec.pull_ahead;
   o.pull_every = spec.pull_every;
+  o.local_learning_rate = spec.local_learning_rate;
   o.push_every = spec.push_every;
   o.pull_rows = spec.pull_rows;
   return o;

@@ -402,6 +402,17 @@ std::string check_gradients(const worker_state& st) {
   return {};
 }
 
+// Downpour's local update: the copy the next steps reuse moves by -lr x this step's
+// gradient (a new matrix each: the pulled one may be the shard's own, shared).
+void local_step(worker_state& st) {
+  auto lr = static_cast<float>(st.opts.local_learning_rate);
+  for (size_t v = 0; v < st.grads.is_sparse.size(); ++v) {
+    auto id = static_cast<model::variable_id>(v);
+    if (st.grads.is_sparse[v] || !st.last_pulled.has(id)) continue;
+    st.last_pulled.adopt(id, std::make_shared<model::matrix>(st.last_pulled[id] - lr * st.grads.dense[v]));
+  }
+}
+
 void compute(self_ptr self) {
   auto& st = self->state;
   st.current.timings.pull_us = micros_since(st.phase_start);
@@ -437,6 +448,7 @@ void compute(self_ptr self) {
                           fmt::format("worker {}, step {}: {}", st.opts.id, to_string(st.current.step), problem)));
     return;
   }
+  if (st.opts.local_learning_rate > 0 && st.reuses_left > 0) local_step(st);
   if (st.opts.push_every > 1) {
     accumulate(self);
     return;

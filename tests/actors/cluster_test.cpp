@@ -585,6 +585,35 @@ BOOST_FIXTURE_TEST_CASE(pull_every_n_steps_pulls_a_quarter_as_often_and_reports_
   BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_adam({0.05}), model::mean_squared_error()}), std::invalid_argument);
 }
 
+// Downpour's local update: with one worker and SGD at the shard, a local step at the
+// shard's own rate moves the reused copy exactly where the shard's update moves its
+// variables, so pulling every 2 steps then trains like pulling every step (to float
+// rounding); without it the reused steps compute at stale values and end elsewhere.
+BOOST_FIXTURE_TEST_CASE(local_updates_make_a_reused_pull_what_a_fresh_one_would_be, cluster_fixture) {
+  auto net = model::model::sequential(4, {model::layers::dense(3), model::layers::dense(1)});
+  auto one_worker = [&](int pull_every, double local_lr) {
+    auto sp = spec(1, 1);
+    sp.pull_every = pull_every;
+    sp.local_learning_rate = local_lr;
+    sp.overlap_push = false;
+    cluster c{sys, sp, net, *model::make_sgd({0.05}), model::mean_squared_error()};
+    auto r = run(c, sharded(8), epochs(2));
+    BOOST_TEST(r.steps == 64);
+    return variables(c);
+  };
+  auto fresh = one_worker(1, 0), local = one_worker(2, 0.05), stale = one_worker(2, 0);
+  BOOST_TEST(max_difference(local, fresh) < 1e-5f, "local steps at the shard's rate against pulling every step");
+  BOOST_TEST(max_difference(stale, fresh) > 1e-3f, "reusing the pull as it came");
+  BOOST_TEST(max_difference(one_worker(2, 0.025), fresh) > 1e-4f);  // another rate: another path
+  // Refused where there is no copy to move, or no sense in the rate.
+  auto sp = spec(1, 1);
+  sp.local_learning_rate = 0.05;
+  BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_sgd({0.05}), model::mean_squared_error()}), std::invalid_argument);
+  sp.pull_every = 2;
+  sp.local_learning_rate = -1;
+  BOOST_CHECK_THROW((cluster{sys, sp, net, *model::make_sgd({0.05}), model::mean_squared_error()}), std::invalid_argument);
+}
+
 // Downpour's n_push: with push_every 4 a worker pushes once per 4 steps (a quarter of
 // the pushes), every step still counts applied once on every shard; and with pull_every
 // equal to it, one worker's mean of two batches of 8 is one step on their 16 examples:

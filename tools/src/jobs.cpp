@@ -32,6 +32,7 @@ bool parse_args(flags& f, const std::string& program, const std::vector<std::str
 // coordinator's task.
 struct common_flags {
   int verbose = 0, spe = 1, pull_every = 1, push_every = 1;
+  double local_lr = 0;
   std::string metrics;
   int64_t early_stopping = 0;
   std::string monitor = "val_loss", mode = "auto", csv_log;
@@ -44,6 +45,8 @@ struct common_flags {
       .add("steps-per-execution", spe, "steps per task sent to a worker")
       .add("pull-every", pull_every, "workers pull the parameters every N training steps and reuse them in between "
            "(Downpour's n_fetch; async only; staleness reported)")
+      .add("local-lr", local_lr, "with --pull-every: move the reused copy by -X x each step's gradient between pulls "
+           "(Downpour's local update, plain SGD; 0: off)")
       .add("push-every", push_every, "workers push the mean gradient of N steps once (Downpour's n_push; async only; "
            "--steps-per-execution defaults to N)")
       .add("early-stopping", early_stopping,
@@ -57,12 +60,15 @@ struct common_flags {
     if (pull_every < 1) throw usage_error(fmt::format("{}: --pull-every must be >= 1", job_name));
     if (push_every < 1) throw usage_error(fmt::format("{}: --push-every must be >= 1", job_name));
     if (spe < 1) throw usage_error(fmt::format("{}: --steps-per-execution must be >= 1", job_name));
+    if (!(local_lr >= 0) || (local_lr > 0 && pull_every == 1))
+      throw usage_error(fmt::format("{}: --local-lr must be >= 0, and needs --pull-every > 1", job_name));
     if (early_stopping < 0) throw usage_error(fmt::format("{}: --early-stopping must be >= 0", job_name));
     if (mode != "min" && mode != "max" && mode != "auto")
       throw usage_error(fmt::format("{}: --monitor-mode must be min, max or auto, not '{}'", job_name, mode));
     j.fit.verbose = verbose;
     j.spec.metrics_file = metrics;
     j.spec.pull_every = pull_every;
+    j.spec.local_learning_rate = local_lr;
     j.spec.push_every = push_every;
     j.spec.steps_per_execution = push_every > 1 && spe == 1 ? push_every : spe;
     if (early_stopping > 0)

@@ -95,6 +95,15 @@ struct cluster_spec {
   /// 1/pull_every of the parameter bytes; every push's staleness counts the versions it
   /// missed (metrics, progress line, fit_result). 1: every step pulls.
   int pull_every = 1;
+  /// Downpour's local update (Dean et al. 2012, the client's w' -= alpha * dw'), with
+  /// pull_every > 1: after each training step a worker moves its copy of the dense
+  /// variables by -local_learning_rate x the step's gradient, so the steps that reuse a
+  /// pull compute at values that carry the group's earlier steps instead of the pulled
+  /// ones. The shards still get the gradients (their mean with push_every) and apply them
+  /// with the cluster's optimizer; the next pull replaces the copy. Plain SGD, whatever
+  /// that optimizer is (~0.3 suits the main job's MLP under Adam). 0: the copy stays as
+  /// pulled. Embedding rows pulled by row are not moved.
+  double local_learning_rate = 0;
   /// Downpour's n_push (async only, dense variables only; steps_per_execution a multiple
   /// of it): workers add up the gradients of push_every consecutive steps of a task and
   /// push their example-weighted mean once, which the shards apply as one update (so

@@ -69,6 +69,9 @@ struct worker_options {
   /// push counts the versions it missed. 1: every step pulls. A change of epochs
   /// (recovery) and a non-training task pull afresh.
   int pull_every = 1;
+  /// cluster_spec::local_learning_rate: between pulls, the reused copy of the dense
+  /// variables moves by -local_learning_rate x each training step's gradient (0: not).
+  double local_learning_rate = 0;
   /// cluster_spec::push_every: the gradients of this many consecutive steps of a task go
   /// in one push (their example-weighted mean).
   int push_every = 1;
