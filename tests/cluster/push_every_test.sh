@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# push_every with real processes: workers push the mean gradient of 4 steps once (tasks
-# of 4 steps, on the data plane); kill -9 of a worker mid-training re-runs its groups
-# whole, and the job still applies every one of its 4000 steps exactly once.
+# Downpour with real processes: workers pull every 4 steps, move their copy by a local
+# SGD step in between, and push the mean gradient of 4 steps once (tasks of 4 steps, on
+# the data plane); kill -9 of a worker mid-training re-runs its groups whole, and the
+# job still applies every one of its 4000 steps exactly once.
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
-EXAMPLE_ARGS="--epochs 2 --examples 40000 --push-every 4" launch_linear
+EXAMPLE_ARGS="--epochs 2 --examples 40000 --push-every 4 --pull-every 4 --local-lr 0.05" launch_linear
 wait_steps "$M" 800 60
 kill -9 "$(pid_of "$WORK/out" worker:0)"
 wait $L; rc=$?

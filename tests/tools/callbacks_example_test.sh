@@ -42,6 +42,7 @@ count=$(ls -d "$tmp/best"/ckpt-* 2>/dev/null | wc -l)
 
 for bad in "--lr-schedule sideways:--lr-schedule must be none, cosine, step or exponential" \
            "--early-stopping -1:--early-stopping must be >= 0" \
+           "--local-lr 0.3:--local-lr must be >= 0, and needs --pull-every > 1" \
            "--best-checkpoint $tmp/x --checkpoint-dir $tmp/x:--best-checkpoint must differ from --checkpoint-dir"; do
   args=${bad%%:*}
   want=${bad#*:}
