@@ -1,5 +1,6 @@
 #include <actortrain/actors/node.hpp>
 
+#include "basp_guard.hpp"
 #include "cluster_internals.hpp"
 #include <actortrain/actors/configure.hpp>
 #include <actortrain/actors/data_plane.hpp>
@@ -19,6 +20,7 @@
 #include <caf/openssl/all.hpp>
 
 #include <condition_variable>
+#include <memory>
 #include <dlfcn.h>
 #include <future>
 #include <cstdlib>
@@ -973,6 +975,15 @@ static void forget_registry(caf::actor_system& sys) {
   }
 }
 
+// The largest payload a BASP message of this job may announce: every variable with two
+// optimizer slots (a checkpoint partition shipped to the chief), twice, and room for
+// validation batches and the rest; at least 64 MiB.
+uint64_t max_basp_payload(const job& j) {
+  uint64_t floats = 0;
+  for (auto& v : j.structure.variables()) floats += static_cast<uint64_t>(v.shape.size());
+  return std::max<uint64_t>(uint64_t{64} << 20, floats * sizeof(float) * 3 * 2 + (uint64_t{16} << 20));
+}
+
 node_result run_task(const node_options& opts, const job& j) {
   check_job(j);
   auto& def = opts.cluster;
@@ -1015,10 +1026,30 @@ node_result run_task(const node_options& opts, const job& j) {
     // the registry stays empty for 100 ms (at most 2 s).
     forget_registry(sys);
   };
+  // Plain BASP sits behind a guard (basp_guard.hpp): the node listens on a loopback port
+  // of the kernel's, the guard at the task's address. It must outlive every connection,
+  // so it ends after stop_all.
+  std::unique_ptr<detail::basp_guard> guard;
   try {
-    auto port = def.tls.enabled() ? caf::openssl::publish(node, addr.port, addr.host.c_str(), /*reuse=*/true)
-                                  : sys.middleman().publish(node, addr.port, addr.host.c_str(), /*reuse_addr=*/true);
-    if (!port) fail(fmt::format("{}: cannot listen on {}: {}", to_string(me), addr.text(), describe(port.error())));
+    if (def.tls.enabled()) {
+      auto port = caf::openssl::publish(node, addr.port, addr.host.c_str(), /*reuse=*/true);
+      if (!port) fail(fmt::format("{}: cannot listen on {}: {}", to_string(me), addr.text(), describe(port.error())));
+    } else {
+      auto inner = sys.middleman().publish(node, 0, "127.0.0.1", /*reuse_addr=*/true);
+      if (!inner) fail(fmt::format("{}: cannot listen on 127.0.0.1: {}", to_string(me), describe(inner.error())));
+      try {
+        guard = std::make_unique<detail::basp_guard>(addr.host, addr.port, *inner, max_basp_payload(j),
+                                                     [&out, prefix = opts.log_prefix, who = to_string(me)](
+                                                       const std::string& line) {
+                                                       static std::mutex mtx;
+                                                       std::lock_guard<std::mutex> g{mtx};
+                                                       out << fmt::format("{}{}: {}\n", prefix, who, line)
+                                                           << std::flush;
+                                                     });
+      } catch (const std::runtime_error& e) {
+        fail(fmt::format("{}: {}", to_string(me), e.what()));
+      }
+    }
     node_context cx{opts, j, sys, node, box, out};
     node_result r;
     if (me == def.coordinator_task())
