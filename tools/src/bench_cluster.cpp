@@ -170,13 +170,14 @@ int bench_cluster(int argc, char** argv, int first) {
           "training samples/s (evaluations excluded), the final test accuracy and the mean\n"
           "staleness per round, the medians, processes/embedded and data plane/BASP. Flags after\n"
           "`--` go to every run's job (actortrain node --example fashion_mnist -- --help lists them),\n"
-          "e.g. -- --pull-every 2 --push-every 2 for Downpour's n_fetch and n_push. Unless they set\n"
-          "--steps-per-execution or --push-every, the runs take --steps-per-execution 8 (a worker\n"
-          "reports to the coordinator once per 8 steps instead of after each; the same steps).\n\n"
+          "e.g. -- --pull-every 4 --push-every 4 --local-lr 0.3 for Downpour's n_fetch, n_push and local\n"
+          "update. Unless they set --steps-per-execution or --push-every,\n"
+          "the runs take --steps-per-execution 8 (a worker reports to the coordinator once per 8\n"
+          "steps instead of after each; the same steps).\n\n"
           "The baseline, run in the same rounds, is PyTorch's RPC framework as a parameter server\n"
           "(tools/bench/pytorch_rpc_ps.py: 2 trainer processes of one thread each, 1 server, TensorPipe,\n"
           "the same model, batch, optimizer and epochs; needs apt-get install python3-torch\n"
-          "libopenblas0-pthread). The goal is processes >= 3x the baseline at its accuracy or better\n"
+          "libopenblas0-pthread). The goal is processes >= 3x the baseline at its accuracy\n"
           "(within 0.01). --baseline auto runs it when it can, pytorch insists, none skips it."};
   std::string baseline = "auto";
   f.add("epochs", epochs, "epochs per run")
