@@ -1,10 +1,6 @@
 #include "basp_guard.hpp"
 
-#include <arpa/inet.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,35 +14,22 @@
 
 #include <fmt/format.h>
 
+#include "socket_io.hpp"
 #include "thread_name.hpp"
 
 namespace actortrain::detail {
 
 namespace {
 
-bool send_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    auto k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-void no_delay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+bool send_all(int fd, char* p, size_t n) {
+  std::vector<iovec> iov{{p, n}};
+  return write_all(fd, iov).empty();
 }
 
 int connect_loopback(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  auto a = loopback(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);
     return -1;

@@ -44,38 +44,30 @@ std::shared_ptr<dispatch_gate> make_gate(const std::string& mode, int replicas) 
 
 using run_outcome = caf::expected<run_summary>;
 
-// Sends one request to the coordinator and hands the answer to the application thread.
-// A run is asked for once every training pipeline has built its dataset and made its
+// Asks the coordinator for a run and hands its outcome to the application thread. The
+// run is asked for once every training pipeline has built its dataset and made its
 // first batch (each within `build_timeout`; zero: at once). Otherwise a dataset_fn that
 // loads files (Fashion-MNIST: 0.3 s of gunzip) runs while the workers already train,
 // taking a core from them; replicas on worker tasks are built before they register.
-template <class Reply, class Request>
-void ask_coordinator(caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout, Request req,
-                     std::shared_ptr<std::promise<caf::expected<Reply>>> out,
-                     caf::timespan build_timeout = caf::timespan{0}) {
-  if constexpr (std::is_same<Request, run_spec>::value) {
-    auto pipelines = req.pipelines;
-    auto start = [self, coord, timeout, out, r = std::move(req)]() mutable {
-      self->request(coord, timeout, fit_atom::value, std::move(r))
-        .then([out](Reply& x) { out->set_value(std::move(x)); },
-              [out](caf::error& e) { out->set_value(std::move(e)); });
-    };
-    if (build_timeout.count() == 0 || pipelines.empty()) {
-      start();
-      return;
-    }
-    // Errors are the run's to report (a dataset_fn that threw answers every request so).
-    auto left = std::make_shared<size_t>(pipelines.size());
-    auto once = std::make_shared<decltype(start)>(std::move(start));
-    for (auto& p : pipelines)
-      self->request(p, build_timeout, batch_atom::value, batch_request{fence{}, step_id{}, 0, 0})
-        .then([left, once](batch_reply&) { if (--*left == 0) (*once)(); },
-              [left, once](caf::error&) { if (--*left == 0) (*once)(); });
-  } else {
-    self->request(coord, timeout, eval_atom::value, std::move(req))
-      .then([out](Reply& r) { out->set_value(std::move(r)); },
+void ask_for_run(caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout, run_spec req,
+                 std::shared_ptr<std::promise<run_outcome>> out, caf::timespan build_timeout) {
+  auto pipelines = req.pipelines;
+  auto start = [self, coord, timeout, out, r = std::move(req)]() mutable {
+    self->request(coord, timeout, fit_atom::value, std::move(r))
+      .then([out](run_summary& x) { out->set_value(std::move(x)); },
             [out](caf::error& e) { out->set_value(std::move(e)); });
+  };
+  if (build_timeout.count() == 0 || pipelines.empty()) {
+    start();
+    return;
   }
+  // Errors are the run's to report (a dataset_fn that threw answers every request so).
+  auto left = std::make_shared<size_t>(pipelines.size());
+  auto once = std::make_shared<decltype(start)>(std::move(start));
+  for (auto& p : pipelines)
+    self->request(p, build_timeout, batch_atom::value, batch_request{fence{}, step_id{}, 0, 0})
+      .then([left, once](batch_reply&) { if (--*left == 0) (*once)(); },
+            [left, once](caf::error&) { if (--*left == 0) (*once)(); });
 }
 
 }  // namespace
@@ -666,7 +658,7 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   d.result = promise->get_future();
   d.active = d.next_run++;
   d.last_spec = spec;
-  d.sys.spawn(ask_coordinator<run_summary, run_spec>, d.coordinator, d.call_timeout(), std::move(spec), promise,
+  d.sys.spawn(ask_for_run, d.coordinator, d.call_timeout(), std::move(spec), promise,
               d.spec.simulated ? caf::timespan{0} : d.timeout());
   return run_handle{d.active};
 }
@@ -1066,7 +1058,7 @@ cluster_internals::deposed cluster_internals::take_over(cluster& c) {
   auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
   auto old = std::move(d.result);
   d.result = promise->get_future();
-  d.sys.spawn(ask_coordinator<run_summary, run_spec>, d.coordinator, d.call_timeout(), std::move(spec), promise,
+  d.sys.spawn(ask_for_run, d.coordinator, d.call_timeout(), std::move(spec), promise,
               caf::timespan{0});
   return deposed{std::move(old), d.epoch_floor};
 }

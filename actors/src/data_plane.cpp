@@ -32,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include "socket_io.hpp"
 #include "thread_name.hpp"
 
 namespace actortrain::data_plane {
@@ -68,7 +69,12 @@ struct hello {
 };
 static_assert(sizeof(hello) == 40, "hello layout");
 
-std::string errno_text() { return std::strerror(errno); }
+using detail::errno_text;
+using detail::loopback;
+using detail::no_delay;
+using detail::read_exactly;
+using detail::set_timeout;
+using detail::write_all;
 
 // Version 2 of the greeting: the hello, then the name of a shared-memory region the
 // client made for the tensors of this connection. The server answers 2 when it mapped
@@ -107,6 +113,21 @@ struct shared_region {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "positions shared between processes");
 
+// Maps `bytes` of the shared-memory object `fd` as a region (closing `fd`), every page
+// faulted in now, not mid-frame; null when mmap fails (errno says why).
+std::shared_ptr<shared_region> map_shared(int fd, uint64_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int saved = errno;
+  ::close(fd);
+  errno = saved;
+  if (p == MAP_FAILED) return nullptr;
+  auto r = std::make_shared<shared_region>();
+  r->base = p;
+  r->bytes = bytes;
+  r->ring = ring_bytes;
+  return r;
+}
+
 // Makes and maps a fresh region; null (and `why`) when the system has no /dev/shm.
 std::shared_ptr<shared_region> make_region(const std::string& name, std::string& why) {
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -114,27 +135,18 @@ std::shared_ptr<shared_region> make_region(const std::string& name, std::string&
     why = errno_text();
     return nullptr;
   }
-  auto r = std::make_shared<shared_region>();
-  r->ring = ring_bytes;
-  r->bytes = region_header + 2 * ring_bytes;
+  constexpr uint64_t bytes = region_header + 2 * ring_bytes;
   // Allocated now, not on first touch: a /dev/shm too small for it (a container's 64 MiB)
   // says so here, and the connection keeps its floats on TCP, instead of a SIGBUS later.
-  int err = ::ftruncate(fd, static_cast<off_t>(r->bytes)) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(r->bytes));
-  if (err != 0) {
-    why = std::strerror(err);
-    ::close(fd);
+  int err = ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (err != 0) ::close(fd);
+  auto r = err == 0 ? map_shared(fd, bytes) : nullptr;
+  if (!r) {
+    why = err != 0 ? std::strerror(err) : errno_text();
     ::shm_unlink(name.c_str());
     return nullptr;
   }
-  void* p = ::mmap(nullptr, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);  // no page faults mid-frame
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    why = errno_text();
-    ::shm_unlink(name.c_str());
-    return nullptr;
-  }
-  r->base = p;
-  auto* h = static_cast<uint64_t*>(p);
+  auto* h = static_cast<uint64_t*>(r->base);
   h[0] = region_magic;
   h[1] = ring_bytes;
   r->released(0).store(0);
@@ -153,15 +165,10 @@ std::shared_ptr<shared_region> map_region(const shm_offer& offer) {
     ::close(fd);
     return nullptr;
   }
-  auto r = std::make_shared<shared_region>();
-  r->bytes = static_cast<uint64_t>(st.st_size);
-  void* p = ::mmap(nullptr, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);  // no page faults mid-frame
-  ::close(fd);
-  if (p == MAP_FAILED) return nullptr;
-  r->base = p;
-  auto* h = static_cast<uint64_t*>(p);
+  auto r = map_shared(fd, static_cast<uint64_t>(st.st_size));
+  if (!r) return nullptr;
+  auto* h = static_cast<uint64_t*>(r->base);
   if (h[0] != region_magic || h[1] != ring_bytes) return nullptr;
-  r->ring = ring_bytes;
   return r;
 }
 
@@ -179,66 +186,6 @@ bool same_token(const char* a, const std::string& b) {
   unsigned diff = 0;
   for (size_t i = 0; i < token_chars; ++i) diff |= static_cast<unsigned>(a[i] ^ b[i]);
   return diff == 0;
-}
-
-void set_timeout(int fd, int option, std::chrono::milliseconds ms) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
-  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
-}
-
-void no_delay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
-
-// Reads exactly n bytes: "" when done, "eof" when the peer closed before the first, else
-// what went wrong.
-std::string read_exactly(int fd, void* p, size_t n) {
-  auto* c = static_cast<char*>(p);
-  size_t got = 0;
-  while (got < n) {
-    auto r = ::recv(fd, c + got, n - got, MSG_WAITALL);
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-    } else if (r == 0) {
-      return got == 0 ? "eof" : fmt::format("the peer closed the connection inside a frame ({} of {} bytes)", got, n);
-    } else if (errno != EINTR) {
-      return errno == EAGAIN || errno == EWOULDBLOCK ? std::string("timed out") : errno_text();
-    }
-  }
-  return {};
-}
-
-// Writes every byte of `iov` (partial writes continue where they stopped).
-std::string write_all(int fd, std::vector<iovec>& iov) {
-  size_t first = 0;
-  while (first < iov.size()) {
-    msghdr m{};
-    m.msg_iov = iov.data() + first;
-    m.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
-    auto r = ::sendmsg(fd, &m, MSG_NOSIGNAL);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return errno == EAGAIN || errno == EWOULDBLOCK ? std::string("timed out writing") : errno_text();
-    }
-    auto left = static_cast<size_t>(r);
-    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
-    if (first < iov.size()) {
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
-      iov[first].iov_len -= left;
-    }
-  }
-  return {};
 }
 
 // Installs a side channel on this thread for one (de)serialization.
@@ -674,11 +621,13 @@ struct stand_in_core {
   void request(caf::actor_system& sys, const caf::strong_actor_ptr& sender, caf::message_id mid, caf::message msg) {
     if (!mid.is_request() || !sender) return;  // not a request: nothing to carry
     auto id = next_id++;
+    bool open;
     {
       std::lock_guard<std::mutex> g{mtx};
-      if (!closed) pending.emplace(id, waiting{sender, mid});
+      open = !closed;
+      if (open) pending.emplace(id, waiting{sender, mid});
     }
-    if (!answered_later(id)) {
+    if (!open) {
       sender->enqueue(self, mid.response_id(),
                       caf::make_message(make_error(error_code::shard_lost, "the data plane to " + where + " closed")),
                       nullptr);
@@ -688,11 +637,6 @@ struct stand_in_core {
       answer(id, caf::make_message(make_error(error_code::shard_lost, "data plane to " + where + ": " + err)));
       if (auto me = caf::actor_cast<caf::actor>(stand_in)) caf::anon_send(me, closed_atom::value, err);
     }
-  }
-
-  bool answered_later(uint64_t id) {
-    std::lock_guard<std::mutex> g{mtx};
-    return pending.count(id) > 0;
   }
 
   // Answers request `id` with `reply` (nothing when it was answered already).

@@ -533,14 +533,17 @@ struct node_context {
 };
 
 // Log lines from the actors' and the data plane's threads, one whole line at a time.
-data_plane::log_fn log_to(node_context& cx) {
+// Whole lines to `out`, each after `prefix`, from any thread (one lock for all of them).
+data_plane::log_fn log_lines(std::ostream& out, std::string prefix) {
   static std::mutex mtx;
-  return [out = &cx.out, prefix = cx.opts.log_prefix](const std::string& line) {
+  return [out = &out, prefix = std::move(prefix)](const std::string& line) {
     auto whole = prefix + line + "\n";
     std::lock_guard<std::mutex> g{mtx};
     *out << whole << std::flush;
   };
 }
+
+data_plane::log_fn log_to(node_context& cx) { return log_lines(cx.out, cx.opts.log_prefix); }
 
 // A shard of this process as ps_handle answers it: with a data plane unless the cluster
 // runs TLS (tensors then stay inside caf::openssl) or it was turned off. The server
@@ -1039,13 +1042,7 @@ node_result run_task(const node_options& opts, const job& j) {
       if (!inner) fail(fmt::format("{}: cannot listen on 127.0.0.1: {}", to_string(me), describe(inner.error())));
       try {
         guard = std::make_unique<detail::basp_guard>(addr.host, addr.port, *inner, max_basp_payload(j),
-                                                     [&out, prefix = opts.log_prefix, who = to_string(me)](
-                                                       const std::string& line) {
-                                                       static std::mutex mtx;
-                                                       std::lock_guard<std::mutex> g{mtx};
-                                                       out << fmt::format("{}{}: {}\n", prefix, who, line)
-                                                           << std::flush;
-                                                     });
+                                                     log_lines(out, opts.log_prefix + to_string(me) + ": "));
       } catch (const std::runtime_error& e) {
         fail(fmt::format("{}: {}", to_string(me), e.what()));
       }
