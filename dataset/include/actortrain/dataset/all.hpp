@@ -3,6 +3,7 @@
 
 #include <actortrain/dataset/csv.hpp>
 #include <actortrain/dataset/dataset.hpp>
+#include <actortrain/dataset/digest.hpp>
 #include <actortrain/dataset/element.hpp>
 #include <actortrain/dataset/error.hpp>
 #include <actortrain/dataset/fashion_mnist.hpp>
