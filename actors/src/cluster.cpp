@@ -451,6 +451,7 @@ struct cluster::impl {
       callback_error.clear();
       return;
     }
+    out.run = r->run;
     out.steps = r->steps;
     out.ran_out = r->ran_out;
     out.stopped_epoch = r->stopped_epoch;
@@ -927,6 +928,44 @@ model::parameter_store cluster::variables() {
   auto fut = pull_variables();
   if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(1)) != std::future_status::ready)
     throw std::runtime_error("cluster::variables: the ps shards did not answer in time");
+  return fut.get();
+}
+
+std::future<std::vector<partition_ledger>> cluster::ledgers_async() {
+  auto& d = *impl_;
+  auto promise = std::make_shared<std::promise<std::vector<partition_ledger>>>();
+  auto fut = promise->get_future();
+  auto ps = d.ps;
+  auto timeout = d.timeout();
+  d.sys.spawn([promise, ps, timeout](caf::event_based_actor* self) {
+    auto got = std::make_shared<std::vector<ps_ledgers>>(ps.size());
+    auto remaining = std::make_shared<size_t>(ps.size());
+    auto failed = std::make_shared<bool>(false);
+    for (size_t i = 0; i < ps.size(); ++i)
+      self->request(ps[i], timeout, ledger_atom::value)
+        .then(
+          [=](ps_ledgers& l) {
+            (*got)[i] = std::move(l);
+            if (--*remaining > 0 || *failed) return;
+            std::vector<partition_ledger> out;
+            for (auto& g : *got)
+              for (auto& p : g.partitions) out.push_back(std::move(p));
+            promise->set_value(std::move(out));
+          },
+          [=](caf::error& e) {
+            if (*failed) return;
+            *failed = true;
+            promise->set_exception(std::make_exception_ptr(
+              std::runtime_error(fmt::format("ledger of ps shard {}: {}", i, describe(e)))));
+          });
+  });
+  return fut;
+}
+
+std::vector<partition_ledger> cluster::ledgers() {
+  auto fut = ledgers_async();
+  if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(1)) != std::future_status::ready)
+    throw std::runtime_error("cluster::ledgers: the ps shards did not answer in time");
   return fut.get();
 }
 

@@ -1141,6 +1141,29 @@ auto partitions_by_variable(std::vector<Reply>& replies) {
   return out;
 }
 
+// The partitions' ledgers as a checkpoint's manifest keeps them (its "extra"), by
+// variable name and row range, so that a restore into another placement finds them.
+template <class Part, class RowEnd>
+nlohmann::json ledgers_for_manifest(const coord_state& st, std::map<int32_t, std::vector<Part*>>& by_var, RowEnd row_end) {
+  auto out = nlohmann::json::array();
+  for (auto& vp : st.opts.placement->variables())
+    for (auto* p : by_var[vp.variable])
+      out.push_back({{"variable", vp.name}, {"row_begin", p->row_begin}, {"row_end", row_end(*p)}, {"ledger", to_json(p->ledger)}});
+  return out;
+}
+
+// The ledger a checkpoint holds for the partition of `variable` that begins at `row`
+// (the saved partition that covers that row; empty for a checkpoint without ledgers).
+// At a checkpoint nothing is in flight, so every saved partition holds the same steps.
+ledger_data saved_ledger(const nlohmann::json& extra, const std::string& variable, int64_t row) {
+  if (!extra.contains("ledgers")) return {};
+  for (auto& l : extra.at("ledgers"))
+    if (l.at("variable").get<std::string>() == variable && l.at("row_begin").get<int64_t>() <= row &&
+        row < l.at("row_end").get<int64_t>())
+      return ledger_from_json(l.at("ledger"));
+  return {};
+}
+
 // checkpoint.shared: every shard writes its own partitions into the directory begun
 // here; only their files' records come back, and the manifest commits them.
 void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then) {
@@ -1186,6 +1209,7 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
             r.variables.push_back(std::move(v));
           }
           r.extra = save_run(st);
+          r.extra["ledgers"] = ledgers_for_manifest(st, by_var, [](const partition_files& p) { return p.row_end; });
           if (st.optimizer) {
             r.optimizer = st.optimizer->describe();
             r.hyperparams = st.optimizer->hyperparams();
@@ -1249,6 +1273,8 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
             data.variables.push_back(std::move(v));
           }
           data.extra = save_run(st);
+          data.extra["ledgers"] = ledgers_for_manifest(
+            st, by_var, [](const partition_snapshot& p) { return p.row_begin + p.value.rows(); });
           if (st.optimizer) {
             data.optimizer = st.optimizer->describe();
             data.hyperparams = st.optimizer->hyperparams();
@@ -1545,35 +1571,42 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
   auto attempt = st.restore_attempt;
-  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
-  for (int p = 0; p < pl.num_ps(); ++p) {
-    init_request req;
-    req.f = current_fence(st);
-    req.run = run;
-    req.watermark = wm;
-    req.min_generations = min_generations(st);
-    req.base = static_cast<uint64_t>(std::max<int64_t>(0, data.step));
-    for (auto& part : pl.partitions_on(p)) {
-      const auto& vp = pl.variable(part.variable);
-      auto& pd = data.variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
-      partition_init pi{partition_key{part.variable, part.index}, vp.name, part.row_begin, vp.sparse,
-                        tensor{std::move(pd.values)}, {}, {}, 0};
-      for (auto& [name, m] : pd.slots) {
-        pi.slot_names.push_back(name);
-        pi.slots.push_back(tensor{std::move(m)});
+  std::vector<init_request> reqs(static_cast<size_t>(pl.num_ps()));
+  try {
+    for (int p = 0; p < pl.num_ps(); ++p) {
+      auto& req = reqs[static_cast<size_t>(p)];
+      req.f = current_fence(st);
+      req.run = run;
+      req.watermark = wm;
+      req.min_generations = min_generations(st);
+      req.base = static_cast<uint64_t>(std::max<int64_t>(0, data.step));
+      for (auto& part : pl.partitions_on(p)) {
+        const auto& vp = pl.variable(part.variable);
+        auto& pd = data.variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
+        partition_init pi{partition_key{part.variable, part.index}, vp.name, part.row_begin, vp.sparse,
+                          tensor{std::move(pd.values)}, {}, {}, 0, {}};
+        for (auto& [name, m] : pd.slots) {
+          pi.slot_names.push_back(name);
+          pi.slots.push_back(tensor{std::move(m)});
+        }
+        pi.iterations = pd.iterations;
+        pi.ledger = saved_ledger(data.extra, vp.name, part.row_begin);
+        req.partitions.push_back(std::move(pi));
       }
-      pi.iterations = pd.iterations;
-      req.partitions.push_back(std::move(pi));
     }
-    auto i = static_cast<size_t>(p);
-    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, init_atom::value, std::move(req))
+  } catch (const std::exception& e) {
+    fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore: the checkpoint's ledgers: {}", e.what())));
+    return;
+  }
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  for (size_t i = 0; i < reqs.size(); ++i)
+    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, init_atom::value, std::move(reqs[i]))
       .then(
         [self, remaining, then, attempt](caf::ok_atom) {
           if (attempt != self->state.restore_attempt) return;
           if (--*remaining == 0) then();
         },
         restore_failed(self, i, attempt, fmt::format("ps shard {} did not take its state", i)));
-  }
 }
 
 // Restores every shard from the newest committed checkpoint under `dir`, and with

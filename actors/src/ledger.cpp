@@ -1,6 +1,8 @@
 #include <actortrain/actors/ledger.hpp>
 #include <actortrain/dataset/digest.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <memory>
 #include <optional>

@@ -52,6 +52,12 @@ class hold_for_round_policy : public apply_policy {
     merged.f = req.f;
     merged.step = use.front().step;
     merged.example_count = static_cast<int64_t>(total);
+    // Every step of the mean enters each partition's ledger, with its own batch's digest.
+    for (auto& u : use) {
+      if (&u != &use.front()) merged.more_steps.push_back(u.step);
+      for (auto& m : u.more_steps) merged.more_steps.push_back(m);
+      merged.digests.insert(merged.digests.end(), u.digests.begin(), u.digests.end());
+    }
     std::map<partition_key, size_t> dense_at;
     struct row_ref {
       int64_t id;
@@ -117,6 +123,7 @@ struct partition {
   std::shared_ptr<model::matrix> spare;  // an earlier version's buffer, for copy-on-write
   model::slot_block slots;
   uint64_t version = 0;
+  step_ledger ledger;  // every step applied to it (ledger.hpp)
 };
 
 struct ps_state {
@@ -207,6 +214,8 @@ caf::error validate(const ps_state& st, const push_request& req) {
                       fmt::format("ps shard {}, step {}: {}", st.index, to_string(req.step), what));
   };
   if (req.example_count <= 0) return bad(fmt::format("example count {} <= 0", req.example_count));
+  if (req.digests.size() != 1 + req.more_steps.size())
+    return bad(fmt::format("{} batch digest(s) for {} step(s)", req.digests.size(), 1 + req.more_steps.size()));
   for (auto& s : req.dense) {
     auto i = st.parts.find(s.key);
     if (i == st.parts.end())
@@ -268,6 +277,15 @@ void record_staleness(ps_state& st, uint64_t version, uint64_t read_version) {
 
 // Applies every slice of `r` with the shard's optimizer (versions + 1); `max_lag` takes
 // the largest version staleness among them.
+// Records in `p`'s ledger every step of push `r` (validate checked the digests' count).
+void record_steps(partition& p, const push_request& r) {
+  p.ledger.record(r.step.run, r.step.pipeline, r.step.position, r.digests.at(0));
+  for (size_t k = 0; k < r.more_steps.size(); ++k) {
+    auto& s = r.more_steps[k];
+    p.ledger.record(s.run, s.pipeline, s.position, r.digests.at(k + 1));
+  }
+}
+
 void apply_slices(ps_state& st, push_request& r, uint64_t& max_lag) {
   for (auto& s : r.dense) {
     auto& p = st.parts.at(s.key);
@@ -276,6 +294,7 @@ void apply_slices(ps_state& st, push_request& r, uint64_t& max_lag) {
     auto& w = writable(p);
     st.opt->apply_dense(w.data(), s.grad.value->data(), static_cast<size_t>(w.size()), p.slots);
     ++p.version;
+    record_steps(p, r);
   }
   for (auto& s : r.sparse) {
     // Split the rows by partition (ids are sorted, partitions contiguous).
@@ -295,6 +314,7 @@ void apply_slices(ps_state& st, push_request& r, uint64_t& max_lag) {
       auto& w = writable(p);
       st.opt->apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
       ++p.version;
+      record_steps(p, r);
     }
   }
 }
@@ -349,10 +369,15 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
                               fmt::format("init: a slot of {} is not shaped like its values {}", p.name,
                                           model::shape_string(*p.value.value)));
       }
+      // Violations seen are never forgotten, not even by a restore.
+      std::map<partition_key, std::vector<ledger_violation>> seen_violations;
+      for (auto& [k, p] : st.parts) seen_violations[k] = p.ledger.violations();
       st.parts.clear();
       st.kept.clear();  // a restored state supersedes what was kept
       for (auto& p : req.partitions) {
         partition q;
+        q.ledger = step_ledger{p.ledger};
+        if (auto v = seen_violations.find(p.key); v != seen_violations.end()) q.ledger.keep_violations(v->second);
         q.name = p.name;
         q.row_begin = p.row_begin;
         q.sparse = p.sparse;
@@ -502,6 +527,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
         s.version = p.version;
         s.iterations = p.slots.iterations;
         s.value = tensor{std::shared_ptr<const model::matrix>(p.value)};
+        s.ledger = p.ledger.data();
         s.slot_names = names;
         for (auto& slot : p.slots.slots) {
           model::matrix m(p.value->rows(), p.value->cols());
@@ -534,7 +560,8 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
             d.slots[names[i]] = std::move(m);
           }
           auto rec = model::write_partition_arrays(fs, t.dir, p.name, static_cast<size_t>(k.index), d);
-          partition_files f{k, p.name, rec.row_begin, rec.row_end, rec.iterations, entry(rec.values), {}, {}};
+          partition_files f{k, p.name, rec.row_begin, rec.row_end, rec.iterations, entry(rec.values), {}, {},
+                            p.ledger.data()};
           for (auto& [slot, file] : rec.slots) {
             f.slot_names.push_back(slot);
             f.slots.push_back(entry(file));
@@ -575,6 +602,15 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
         ++p.version;  // new values: a reader's cached version must not match them
       }
       return caf::ok_atom::value;
+    },
+    [self](ledger_atom) -> ps_ledgers {
+      auto& st = self->state;
+      ps_ledgers out;
+      out.shard = st.index;
+      for (auto& [k, p] : st.parts)
+        out.partitions.push_back(partition_ledger{st.index, p.name, p.row_begin, p.row_begin + p.value->rows(),
+                                                  p.ledger.data()});
+      return out;
     },
     [self](stats_atom) -> ps_stats {
       auto s = self->state.stats;

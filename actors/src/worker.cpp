@@ -1,5 +1,6 @@
 #include <actortrain/actors/errors.hpp>
 #include <actortrain/actors/worker.hpp>
+#include <actortrain/dataset/digest.hpp>
 #include <actortrain/model/fpu.hpp>
 #include <actortrain/model/layers/gemm_tuning.hpp>
 #include <actortrain/model/random.hpp>
@@ -246,6 +247,7 @@ void push(self_ptr self, std::vector<step_result> group) {
     r.example_count = examples;
     r.watermark = st.task.watermark;
     r.attempt = st.seq;
+    for (auto& g : group) r.digests.push_back(g.digest);
   }
   for (auto& vp : pl.variables()) {
     auto v = static_cast<size_t>(vp.variable);
@@ -675,6 +677,8 @@ void on_batch(self_ptr self, batch_reply& r) {
     return;
   }
   prefetch_next(self);
+  // The ledgers record which batch each applied step used (ledger.hpp).
+  if (st.task.training) st.current.digest = dataset::element_digest(st.batch);
   pull(self);
 }
 

@@ -7,6 +7,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 
 using namespace actortrain;

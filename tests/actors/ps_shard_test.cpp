@@ -21,8 +21,8 @@ struct ps_fixture : testing::fixture {
     ps = spawn_ps_shard(sys, *model::make_sgd({1.0}), ps_shard_options{});
     init_request req;
     req.f.coordinator_epoch = 1;
-    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0});
-    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0});
+    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}});
+    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0, {}});
     BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
   }
 
@@ -51,6 +51,7 @@ struct ps_fixture : testing::fixture {
     r.step = step_id{1, 0, position};
     r.example_count = 4;
     r.dense.push_back(dense_slice{partition_key{0, 0}, read_version, tensor{std::move(g)}});
+    r.digests = {1000 + position};
     return r;
   }
 
@@ -116,6 +117,7 @@ BOOST_AUTO_TEST_CASE(sparse_rows_update_only_the_touched_rows) {
   req.f = epochs(1);
   req.step = step_id{1, 0, 3};
   req.example_count = 2;
+  req.digests = {7};
   sparse_slice s;
   s.variable = 1;
   s.ids = {1, 4};
@@ -239,6 +241,60 @@ BOOST_AUTO_TEST_CASE(hyperparameters_change_the_next_update_and_bad_ones_change_
   BOOST_TEST(kernel().isApproxToConstant(-1.0f));  // still 0.5
 }
 
+BOOST_AUTO_TEST_CASE(each_partition_records_the_steps_it_applies_with_their_batch_digests) {
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(7, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(8, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(7, matrix::Ones(2, 3))));  // a duplicate: not applied
+  auto l = ask<ps_ledgers>(ledger_atom::value);
+  BOOST_REQUIRE(l);
+  BOOST_REQUIRE(l->partitions.size() == 2u);
+  auto& kernel_ledger = l->partitions[0];
+  BOOST_TEST(kernel_ledger.variable == "dense/kernel");
+  BOOST_TEST(kernel_ledger.row_end == 2);
+  BOOST_REQUIRE(kernel_ledger.ledger.segments.size() == 1u);
+  auto& seg = kernel_ledger.ledger.segments[0];
+  BOOST_TEST((seg.run == 1u && seg.pipeline == 0u && seg.begin == 7u && seg.end == 9u));
+  BOOST_TEST(seg.checksum == ledger_mix(7, 1007) + ledger_mix(8, 1008));
+  BOOST_TEST(kernel_ledger.ledger.violations.empty());
+  // The embedding partition got no slice of these steps, so it holds none of them.
+  BOOST_TEST(l->partitions[1].ledger.segments.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_step_the_restored_state_holds_is_recorded_as_applied_twice) {
+  // A restore whose ledger holds step 7 but whose de-duplication state forgot it (no
+  // watermark): the shard applies 7 again, and its ledger says so, for good.
+  step_ledger saved;
+  saved.record(1, 0, 7, 1007);
+  init_request req;
+  req.f.coordinator_epoch = 1;
+  req.f.recovery_epoch = 1;
+  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {},
+                                          0, saved.data()});
+  BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
+  auto f = epochs(1);
+  f.recovery_epoch = 1;
+  BOOST_TEST(to_string(ask<push_reply>(push_atom::value, push_of(7, matrix::Ones(2, 3), 0, f))->status) == "applied");
+  auto violations = [&] { return ask<ps_ledgers>(ledger_atom::value)->partitions.at(0).ledger.violations; };
+  BOOST_REQUIRE(violations().size() == 1u);
+  BOOST_TEST(violations()[0].position == 7u);
+  // Another restore does not wash it out.
+  req.f.recovery_epoch = 2;
+  BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
+  BOOST_TEST(violations().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_push_must_carry_one_digest_per_step) {
+  auto p = push_of(3, matrix::Ones(2, 3));
+  p.more_steps.push_back(step_id{1, 0, 4});
+  BOOST_TEST(!ask<push_reply>(push_atom::value, p));
+  BOOST_TEST(describe(last_error).find("1 batch digest(s) for 2 step(s)") != std::string::npos, describe(last_error));
+  p.digests.push_back(1004);
+  BOOST_REQUIRE(ask<push_reply>(push_atom::value, p));
+  auto seg = ask<ps_ledgers>(ledger_atom::value)->partitions.at(0).ledger.segments.at(0);
+  BOOST_TEST((seg.begin == 3u && seg.end == 5u));
+  BOOST_TEST(seg.checksum == ledger_mix(3, 1003) + ledger_mix(4, 1004));
+}
+
 BOOST_AUTO_TEST_CASE(a_shard_without_partitions_says_so) {
   auto fresh = spawn_ps_shard(sys, *model::make_sgd({1.0}), ps_shard_options{});
   auto rh = self->request(fresh, std::chrono::seconds(10), pull_atom::value, pull_request{});
@@ -261,8 +317,8 @@ struct sync_fixture : ps_fixture {
     ps = spawn_ps_shard(sys, *model::make_sgd({1.0}), o);
     init_request req;
     req.f.coordinator_epoch = 1;
-    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0});
-    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0});
+    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}});
+    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0, {}});
     BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
   }
 
@@ -317,6 +373,14 @@ BOOST_FIXTURE_TEST_CASE(held_pushes_are_applied_as_one_example_weighted_mean, sy
   // The same manifest again (a retry) applies nothing.
   BOOST_TEST(ask<round_reply>(round_atom::value, round_of({0, 1, 2}, 20))->applied == 0u);
   BOOST_TEST(kernel().isApproxToConstant(-2.6f));
+  // Both steps of the mean are in the ledger of every partition the mean touched, each
+  // with its own batch's digest.
+  auto all = ask<ps_ledgers>(ledger_atom::value);
+  BOOST_REQUIRE(all);
+  for (auto& pl : all->partitions) {
+    BOOST_REQUIRE(pl.ledger.segments.size() == 1u);
+    BOOST_TEST(pl.ledger.segments[0].checksum == ledger_mix(0, 1000) + ledger_mix(1, 1001));
+  }
 }
 
 BOOST_FIXTURE_TEST_CASE(a_round_applies_only_the_steps_its_manifest_names, sync_fixture) {
@@ -332,7 +396,7 @@ BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, s
   init_request req;
   req.f.coordinator_epoch = 1;
   req.f.recovery_epoch = 1;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0});
+  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}});
   BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
   BOOST_TEST(stats().held == 0u);
   BOOST_TEST(!ask<round_reply>(round_atom::value, round_of({0}, 4)));  // the old epochs' manifest

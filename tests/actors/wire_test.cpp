@@ -88,6 +88,8 @@ BOOST_FIXTURE_TEST_CASE(push_requests_round_trip, wire_fixture) {
   p.dense.push_back(at::dense_slice{at::partition_key{0, 1}, 5, at::tensor{g}});
   p.sparse.push_back(sample_slice());
   p.watermark = {3, 4};
+  p.more_steps = {at::step_id{1, 0, 43}};
+  p.digests = {0x0123456789abcdefull, 77};
   at::push_request back;
   BOOST_REQUIRE(!load(save(p), back));
   BOOST_CHECK(back.step == p.step);
@@ -97,6 +99,7 @@ BOOST_FIXTURE_TEST_CASE(push_requests_round_trip, wire_fixture) {
   BOOST_REQUIRE_EQUAL(back.sparse.size(), 1u);
   BOOST_CHECK(back.sparse[0].ids == p.sparse[0].ids);
   BOOST_CHECK(back.watermark == p.watermark);
+  BOOST_CHECK(back.digests == p.digests);
 }
 
 BOOST_FIXTURE_TEST_CASE(truncated_messages_are_refused, wire_fixture) {

@@ -21,6 +21,7 @@
 // drives a cluster. This header does not include CAF.
 
 #include <actortrain/actors/callbacks.hpp>
+#include <actortrain/actors/ledger.hpp>
 #include <actortrain/dataset/input_context.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
@@ -194,6 +195,9 @@ struct visited_step {
 /// What fit returns besides the history.
 struct fit_result {
   model::history history;
+  /// The run's id in this cluster (1 for its first fit): the ledgers record steps by it
+  /// (ledger_run::run).
+  uint64_t run = 0;
   int64_t steps = 0;
   bool ran_out = false;
   /// With cluster_spec::visitation_log: every applied step, in the order applied.
@@ -288,6 +292,11 @@ class cluster {
   std::future<model::parameter_store> pull_variables();
   /// pull_variables().get(), waiting at most the request timeout.
   model::parameter_store variables();
+
+  /// Every ps partition's ledger (ledger.hpp): what each holds of every run, for
+  /// check_ledgers. The future form is for the test coordinator.
+  std::future<std::vector<partition_ledger>> ledgers_async();
+  std::vector<partition_ledger> ledgers();
 
   const model::model& structure() const;
   const cluster_spec& spec() const;

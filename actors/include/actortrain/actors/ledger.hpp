@@ -31,7 +31,7 @@
 #include <actortrain/dataset/dataset.hpp>
 #include <actortrain/dataset/input_context.hpp>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <map>

@@ -16,6 +16,7 @@
 // cols and raw little-endian floats; the reader checks the announced length against the
 // bytes that remain before allocating anything.
 
+#include <actortrain/actors/ledger.hpp>
 #include <actortrain/model/tensor.hpp>
 
 #include <caf/all.hpp>
@@ -64,6 +65,7 @@ using report_atom = caf::atom_constant<caf::atom("report")>;
 using gate_atom = caf::atom_constant<caf::atom("gate")>;
 using keep_atom = caf::atom_constant<caf::atom("keep")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using ledger_atom = caf::atom_constant<caf::atom("ledger")>;
 
 // -- identity -----------------------------------------------------------------------
 
@@ -243,6 +245,39 @@ typename Inspector::result_type inspect(Inspector& f, raw_ids& x) {
   }
 }
 
+// -- ledgers (ledger.hpp: plain data, no CAF there) -------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ledger_segment& x) {
+  return f(caf::meta::type_name("ledger_segment"), x.run, x.pipeline, x.begin, x.end, x.checksum);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ledger_violation& x) {
+  return f(caf::meta::type_name("ledger_violation"), x.run, x.pipeline, x.position, x.digest);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ledger_data& x) {
+  return f(caf::meta::type_name("ledger_data"), x.segments, x.violations);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_ledger& x) {
+  return f(caf::meta::type_name("partition_ledger"), x.shard, x.variable, x.row_begin, x.row_end, x.ledger);
+}
+
+/// Every partition's ledger of one ps shard (ledger_atom).
+struct ps_ledgers {
+  uint32_t shard = 0;
+  std::vector<partition_ledger> partitions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_ledgers& x) {
+  return f(caf::meta::type_name("ps_ledgers"), x.shard, x.partitions);
+}
+
 // -- parameter servers --------------------------------------------------------------
 
 /// One partition of a variable: rows [row_begin, row_end) of variable `variable`.
@@ -274,12 +309,14 @@ struct partition_init {
   std::vector<std::string> slot_names;
   std::vector<tensor> slots;
   int64_t iterations = 0;
+  /// The partition's ledger in that state (empty at start).
+  ledger_data ledger;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_init& x) {
   return f(caf::meta::type_name("partition_init"), x.key, x.name, x.row_begin, x.sparse, x.value, x.slot_names,
-           x.slots, x.iterations);
+           x.slots, x.iterations, x.ledger);
 }
 
 /// A shard's whole state: its partitions at start, or a checkpoint's on restore. The
@@ -417,12 +454,15 @@ struct push_request {
   /// example-weighted mean, example_count examples in all); the shard applies them as one
   /// update and counts each step applied.
   std::vector<step_id> more_steps;
+  /// The digest of each step's batch (dataset::element_digest): `step`'s, then those of
+  /// more_steps in order. Each partition records them in its ledger as it applies.
+  std::vector<uint64_t> digests;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
   return f(caf::meta::type_name("push_request"), x.f, x.step, x.example_count, x.dense, x.sparse, x.watermark,
-           x.attempt, x.more_steps);
+           x.attempt, x.more_steps, x.digests);
 }
 
 /// Which computation of a step a shard applied (ps_shard_options::apply_log).
@@ -536,12 +576,13 @@ struct partition_snapshot {
   tensor value;
   std::vector<std::string> slot_names;
   std::vector<tensor> slots;
+  ledger_data ledger;  ///< what the state holds
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_snapshot& x) {
   return f(caf::meta::type_name("partition_snapshot"), x.key, x.name, x.row_begin, x.version, x.iterations, x.value,
-           x.slot_names, x.slots);
+           x.slot_names, x.slots, x.ledger);
 }
 
 struct ps_snapshot {
@@ -589,12 +630,13 @@ struct partition_files {
   file_entry values;
   std::vector<std::string> slot_names;
   std::vector<file_entry> slots;
+  ledger_data ledger;  ///< what the written state holds (goes into the manifest)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_files& x) {
   return f(caf::meta::type_name("partition_files"), x.key, x.name, x.row_begin, x.row_end, x.iterations, x.values,
-           x.slot_names, x.slots);
+           x.slot_names, x.slots, x.ledger);
 }
 
 struct ps_files {
@@ -707,12 +749,13 @@ struct step_result {
   uint64_t max_staleness = 0;
   phase_timings timings;
   tensor outputs;  ///< the model's outputs for the batch, when the task asked for them
+  uint64_t digest = 0;  ///< of the batch (dataset::element_digest), for the ledgers
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("step_result"), x.step, x.worker, x.generation, x.end_of_data, x.loss,
-           x.example_count, x.metric_states, x.max_staleness, x.timings, x.outputs);
+           x.example_count, x.metric_states, x.max_staleness, x.timings, x.outputs, x.digest);
 }
 
 struct task_result {
@@ -1010,6 +1053,7 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::checkpoint_target))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_files))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::status_report))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::gate_decision))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_ledgers))
 CAF_END_TYPE_ID_BLOCK(actortrain)
 
 namespace actortrain {

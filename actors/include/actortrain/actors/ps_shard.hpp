@@ -31,6 +31,11 @@
 //    when the coordinator's round_request names the round's steps (acknowledgement and
 //    application are separate, so a push's timeout need not cover the slowest worker).
 //
+// Ledger: every partition records each step it applies (with its batch's digest) in a
+// step_ledger (ledger.hpp); a step it held already is recorded as a violation. The
+// ledger is part of the partition's state: init sets it (empty at start, a checkpoint's
+// on restore; violations seen are kept), snapshots carry it, ledger_atom reports it.
+//
 // A pull with coordinator epoch 0 is an observer's read (the application reading trained
 // variables): it passes any fence and raises none. stats report the highest epochs seen
 // and the worker fences (a new coordinator or a recovery takes max + 1).
@@ -66,6 +71,9 @@ using ps_shard_actor = caf::typed_actor<
   caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
   caf::replies_to<fence_atom, fence_request>::with<fence>,
   caf::replies_to<stats_atom>::with<ps_stats>,
+  // Every partition's ledger (ledger.hpp): the steps its state holds, with their batches'
+  // digests, and any step applied twice.
+  caf::replies_to<ledger_atom>::with<ps_ledgers>,
   // Every partition's values, slots and counters, for a coordinated checkpoint (shared,
   // not copied, in-process: the next push writes into a copy).
   caf::replies_to<snapshot_atom, fence_request>::with<ps_snapshot>,
