@@ -174,7 +174,22 @@ struct coord_state {
   // Checkpoints: due once steps_total reaches next_checkpoint; dispatch pauses until the
   // steps in flight are answered, then every shard's state is written at once.
   uint64_t next_checkpoint = 0;
-  bool quiescing = false, checkpointing = false, wrote_first = false;
+  bool quiescing = false, checkpointing = false;
+  // The run's start: a roll-back of this run goes back to its own checkpoints only, the
+  // first of which is committed (or the previous run's final one marked as this run's
+  // start) before its first step. Until then a lost shard restores the newest good
+  // checkpoint of any run (the run has applied nothing yet), or the initial values on
+  // a cluster that never applied a step.
+  bool run_start_committed = false;
+  uint64_t start_attempt = 0;  // the run's start-up fence (a superseded one is void)
+  // The shards' state is the newest committed checkpoint's (nothing applied since, no
+  // failed run's late push possible), so the next run may mark it as its start.
+  bool clean_since_commit = false;
+  // Per worker being fenced out, the round's id: acknowledgements of an older round
+  // (of a failed run, say) must not re-queue a newer round's tasks early.
+  std::map<uint32_t, uint64_t> fencing_round;
+  uint64_t next_fencing_round = 0;
+  uint64_t control_id = 0;  // ids of keep, restore, hyperparameter and snapshot requests
   bool time_due = false;     // checkpoint_interval passed: due at the next applied step
   uint64_t tick = 0;         // the pending interval tick's id
   uint64_t ckpt_attempt = 0; // snapshot answers of an abandoned checkpoint are ignored
@@ -288,6 +303,41 @@ uint64_t round_size(const coord_state& st) { return st.opts.gate->round_size(); 
 
 void dispatch(self_ptr self);
 void end_epoch(self_ptr self);
+void forget_work(coord_state& st);
+void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason);
+
+// Control requests to the shards (fences, snapshots, inits, stats, keep and restore,
+// hyperparameters, round manifests) are retried on a transport error — a timeout: the
+// request or its answer may have been lost — up to this many attempts in all; each is
+// idempotent at the shard (ps_shard.hpp), so a late original or a duplicate changes
+// nothing. Application errors and a shard that is gone are not retried.
+constexpr int control_attempts = 3;
+
+// Asks ps shard `i` (xs...) and calls `ok` with its reply or `err` once with the final
+// error: after control_attempts timeouts, an error of code timeout naming the shard,
+// `what` and the attempts. `retry()` is asked before each retry (false: give up at
+// once, as when the request was superseded). The shard is looked up at each attempt (a
+// respawned one gets the retry).
+template <class Reply, class... Ts>
+void ask_shard(self_ptr self, size_t i, std::string what, std::function<bool()> retry, std::function<void(Reply&)> ok,
+               std::function<void(caf::error&)> err, int attempt, Ts... xs) {
+  auto& st = self->state;
+  st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, xs...)
+    .then([ok](Reply& r) mutable { ok(r); },
+          [=](caf::error& e) mutable {
+            if (e == caf::sec::request_timeout) {
+              if (attempt < control_attempts && retry()) {
+                ask_shard<Reply>(self, i, what, retry, ok, err, attempt + 1, xs...);
+                return;
+              }
+              caf::error out = make_error(error_code::timeout, fmt::format("ps shard {} did not answer {} after {} attempt(s): {}",
+                                                                           i, what, attempt, describe(e)));
+              err(out);
+              return;
+            }
+            err(e);
+          });
+}
 void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason);
 
 void fail_run(self_ptr self, caf::error err) {
@@ -304,9 +354,10 @@ void fail_run(self_ptr self, caf::error err) {
   st.resuming = false;
   st.eval_outputs = false;
   st.outputs.clear();
-  st.requeued.clear();
-  st.fencing.clear();
-  forget_round(st);
+  // Nothing of a failed run counts later: its tasks' late answers find nothing pending,
+  // and the next run begins under new epochs, which its late pushes lack.
+  forget_work(st);
+  st.clean_since_commit = false;
   for (auto& x : st.extra_ckpts)
     if (x.rp) x.rp->deliver(make_error(error_code::checkpoint_failed, "the run failed before the checkpoint: " + text));
   st.extra_ckpts.clear();
@@ -357,8 +408,9 @@ void finish_run(self_ptr self) {
     write_extra_checkpoint(self, [self] { finish_run(self); });
     return;
   }
-  if (!st.opts.checkpoint_dir.empty() && st.last_committed != static_cast<int64_t>(st.steps_total) &&
-      st.ph != phase::idle && st.in_flight.empty() && st.fencing.empty() && st.requeued.empty()) {
+  if (!st.opts.checkpoint_dir.empty() &&
+      (st.last_committed != static_cast<int64_t>(st.steps_total) || !st.clean_since_commit) && st.ph != phase::idle &&
+      st.in_flight.empty() && st.fencing.empty() && st.requeued.empty()) {
     // The trained state is committed before the run returns (restores after it, and
     // resuming a finished run, start from here).
     st.quiesce_began = std::chrono::steady_clock::now();
@@ -568,6 +620,7 @@ void count_step(self_ptr self, const step_result& r, double shown_loss, uint64_t
   ++st.applied_epoch;
   ++st.applied_run;
   ++st.steps_total;
+  st.clean_since_commit = false;
   if (!st.opts.checkpoint_dir.empty() && !st.quiescing &&
       ((st.opts.checkpoint_every > 0 && st.steps_total >= st.next_checkpoint) || st.time_due)) {
     st.quiescing = true;
@@ -816,25 +869,27 @@ void end_epoch(self_ptr self) {
   begin_epoch(self);
 }
 
-// Sends (args...) to every ps shard under the current fence; `ok` once each answered
-// ok, else `err` with the first error.
-template <class... Ts>
-void ask_every_shard(self_ptr self, std::function<void()> ok, std::function<void(caf::error&)> err, Ts... xs) {
+// Sends (xs...) to every ps shard (ask_shard: timeouts retried); `ok` once each
+// answered, else `err` with the first error.
+template <class Reply, class... Ts>
+void ask_every_shard(self_ptr self, std::string what, std::function<bool()> retry, std::function<void()> ok,
+                     std::function<void(caf::error&)> err, Ts... xs) {
   auto& st = self->state;
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
   auto failed = std::make_shared<bool>(false);
-  for (auto& ps : st.opts.ps)
-    st.opts.seam->request(self, ps, st.opts.timeout, xs...)
-      .then(
-        [remaining, failed, ok](caf::ok_atom) {
-          if (*failed || --*remaining > 0) return;
-          ok();
-        },
-        [failed, err](caf::error& e) {
-          if (*failed) return;
-          *failed = true;
-          err(e);
-        });
+  for (size_t i = 0; i < st.opts.ps.size(); ++i)
+    ask_shard<Reply>(
+      self, i, what, retry,
+      [remaining, failed, ok](Reply&) {
+        if (*failed || --*remaining > 0) return;
+        ok();
+      },
+      [failed, err](caf::error& e) {
+        if (*failed) return;
+        *failed = true;
+        err(e);
+      },
+      1, xs...);
 }
 
 // Carries out the application's decision at the open epoch gate: keep,
@@ -856,7 +911,9 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
     emit(self->state, std::move(w));
   };
   if (d.restore_at_end) st.restore_at_end = true;
-  auto carry_on = [self, d, rp, live, warn]() mutable {
+  // Retried only while the gate is still the one open.
+  std::function<bool()> open = [self, attempt] { return self->state.ph == phase::gated && self->state.gate_id == attempt; };
+  auto carry_on = [self, d, rp, live, warn, open]() mutable {
     if (!live()) return;
     auto& st = self->state;
     if (d.stop || st.gate_last) {
@@ -868,8 +925,8 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
       };
       if (st.restore_at_end && st.kept_epoch >= 0 && st.kept_epoch != st.gate_epoch) {
         auto kept = st.kept_epoch;
-        ask_every_shard(
-          self,
+        ask_every_shard<caf::ok_atom>(
+          self, "the restore of the kept state", open,
           [self, end, live, kept]() mutable {
             if (!live()) return;
             self->state.restored_epoch = kept;
@@ -880,7 +937,7 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
             warn(fmt::format("the run ends with its last state: restoring epoch {}'s failed: {}", kept + 1, describe(e)));
             end();
           },
-          restore_atom::value, fence_request{current_fence(st)});
+          restore_atom::value, fence_request{current_fence(st), ++st.control_id});
       } else {
         if (st.restore_at_end && st.kept_epoch == st.gate_epoch) st.restored_epoch = st.kept_epoch;  // it is the kept state
         if (st.restore_at_end && st.kept_epoch < 0)
@@ -898,9 +955,9 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
       next();
       return;
     }
-    hyperparams_request req{current_fence(st), d.hyperparams};
-    ask_every_shard(
-      self,
+    hyperparams_request req{current_fence(st), d.hyperparams, ++st.control_id};
+    ask_every_shard<caf::ok_atom>(
+      self, "the epoch's hyperparameters", open,
       [self, next, live, req]() mutable {
         if (!live()) return;
         if (auto& o = self->state.optimizer)
@@ -919,8 +976,8 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
     return;
   }
   auto epoch = st.gate_epoch;
-  ask_every_shard(
-    self,
+  ask_every_shard<caf::ok_atom>(
+    self, "keep", open,
     [self, carry_on, epoch]() mutable {
       self->state.kept_epoch = epoch;
       carry_on();
@@ -930,7 +987,7 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
       warn(fmt::format("the shards could not keep epoch {}'s state: {}", epoch + 1, describe(e)));
       carry_on();
     },
-    keep_atom::value, fence_request{current_fence(st)});
+    keep_atom::value, fence_request{current_fence(st), ++st.control_id});
 }
 
 // Forgets every task sent, queued or being fenced (a restore supersedes them; their
@@ -940,6 +997,7 @@ void forget_work(coord_state& st) {
   st.in_flight.clear();
   st.requeued.clear();
   st.fencing.clear();
+  st.fencing_round.clear();
   for (auto& w : st.workers) {
     w.outstanding = 0;
     w.isolating = 0;
@@ -1061,6 +1119,10 @@ void ps_failed(self_ptr self, size_t i, const caf::error& e, const std::string& 
     return;
   }
   if (self->state.recovering && !even_recovering) return;  // superseded by the restore
+  if (code_of(e) == error_code::timeout) {
+    fail_run(self, e);  // ask_shard's: it names the shard, the request and the attempts
+    return;
+  }
   fail_run(self, make_error(code_of(e) == error_code::none ? error_code::timeout : code_of(e), what + describe(e)));
 }
 
@@ -1092,6 +1154,8 @@ void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, d
     if (target.run_dir) {
       st.last_committed = step;
       st.restore_dir = target.dir;
+      st.clean_since_commit = true;
+      if (st.ph != phase::idle) st.run_start_committed = true;  // the run can roll back to it
     }
     model::prune_checkpoints(fs, target.dir, std::max<size_t>(1, target.keep));
     event e;
@@ -1124,8 +1188,17 @@ std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uin
       return;
     }
     fail_run(self, make_error(error_code::checkpoint_failed,
-                              fmt::format("checkpoint: ps shard {} did not answer: {}", i, describe(e))));
+                              code_of(e) == error_code::timeout ? fmt::format("checkpoint at step {}: {}", st.steps_total, describe(e))
+                                                                : fmt::format("checkpoint: ps shard {} did not answer: {}", i, describe(e))));
   };
+}
+
+// A committed checkpoint of `step` under `root` that is not of the state about to be
+// written there (a failed run's, or one from before a roll-back to an older checkpoint)
+// gives way to it.
+void replace_same_step(model::file_system& fs, const std::string& root, int64_t step) {
+  auto dir = model::join_path(root, model::checkpoint_dir_name(step));
+  if (fs.exists(model::join_path(dir, "manifest.json"))) model::remove_checkpoint(fs, root, dir);
 }
 
 // The shards' answers for a checkpoint (ps_snapshot or ps_files), their partitions per
@@ -1172,6 +1245,7 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
   auto step = static_cast<int64_t>(st.steps_total);
   std::string dir;
   try {
+    replace_same_step(checkpoint_fs(st), target.dir, step);
     dir = model::begin_checkpoint(checkpoint_fs(st), target.dir, step);
   } catch (const std::exception& ex) {
     st.checkpointing = false;
@@ -1180,11 +1254,10 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
   }
   auto files = std::make_shared<std::vector<ps_files>>(st.opts.ps.size());
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto live = [self, attempt] { return attempt == self->state.ckpt_attempt; };
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
-    st.opts.seam
-      ->request(self, st.opts.ps[i], st.opts.timeout, snapshot_atom::value, fence_request{current_fence(st)},
-                checkpoint_target{dir})
-      .then(
+    ask_shard<ps_files>(
+        self, i, fmt::format("the snapshot for the checkpoint at step {}", step), live,
         [self, files, remaining, i, then, attempt, step, target](ps_files& f) {
           auto& st = self->state;
           if (attempt != st.ckpt_attempt) return;  // abandoned (a shard was lost, the run ended)
@@ -1218,7 +1291,8 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
             self, target, step, 0.0, [&](model::file_system& fs) { return model::commit_checkpoint(fs, target.dir, r); },
             then);
         },
-        checkpoint_refused(self, i, attempt));
+        checkpoint_refused(self, i, attempt), 1, snapshot_atom::value, fence_request{current_fence(st), attempt},
+        checkpoint_target{dir});
 }
 
 // Asks every shard for its state, writes one checkpoint at steps_total (values, slots,
@@ -1240,9 +1314,10 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
   }
   auto snaps = std::make_shared<std::vector<ps_snapshot>>(st.opts.ps.size());
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto live = [self, attempt] { return attempt == self->state.ckpt_attempt; };
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
-    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, snapshot_atom::value, fence_request{current_fence(st)})
-      .then(
+    ask_shard<ps_snapshot>(
+        self, i, fmt::format("the snapshot for the checkpoint at step {}", st.steps_total), live,
         [self, snaps, remaining, i, then, attempt, target](ps_snapshot& s) {
           auto& st = self->state;
           if (attempt != st.ckpt_attempt) return;  // abandoned (a shard was lost, the run ended)
@@ -1281,9 +1356,13 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
           }
           finish_checkpoint(
             self, target, data.step, received,
-            [&](model::file_system& fs) { return model::write_checkpoint(fs, target.dir, data); }, then);
+            [&](model::file_system& fs) {
+              replace_same_step(fs, target.dir, data.step);
+              return model::write_checkpoint(fs, target.dir, data);
+            },
+            then);
         },
-        checkpoint_refused(self, i, attempt));
+        checkpoint_refused(self, i, attempt), 1, snapshot_atom::value, fence_request{current_fence(st), attempt});
 }
 
 // True when the open synchronous round can take no more steps: it has R, or the epoch
@@ -1336,27 +1415,23 @@ struct round_close {
   uint64_t staleness = 0;
 };
 
-// Sends shard `i` the round's manifest. A manifest is idempotent (a shard applies what
-// it holds for the steps once), so one that timed out is sent again, up to poison_limit
-// times; a shard that is gone starts a recovery; other errors end the run.
-void send_manifest(self_ptr self, std::shared_ptr<round_close> rc, size_t i, int tries) {
-  auto& st = self->state;
-  st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, round_atom::value, rc->req)
-    .then(
-      [self, rc](round_reply& r) {
-        if (rc->attempt != self->state.round.attempt) return;
-        rc->staleness = std::max(rc->staleness, r.max_staleness);
-        if (--rc->remaining == 0) round_applied(self, rc->staleness);
-      },
-      [self, rc, i, tries](caf::error& e) {
-        auto& st = self->state;
-        if (rc->attempt != st.round.attempt) return;
-        if (e == caf::sec::request_timeout && tries + 1 < st.opts.poison_limit) {
-          send_manifest(self, rc, i, tries + 1);
-          return;
-        }
-        ps_failed(self, i, e, fmt::format("ps shard {} did not apply synchronous round {}: ", i, rc->req.round));
-      });
+// Sends shard `i` the round's manifest (ask_shard: a timeout is retried; a manifest is
+// idempotent, a shard applies what it holds for the steps once); a shard that is gone
+// starts a recovery; other errors end the run.
+void send_manifest(self_ptr self, std::shared_ptr<round_close> rc, size_t i) {
+  ask_shard<round_reply>(
+    self, i, fmt::format("the manifest of synchronous round {}", rc->req.round),
+    [self, rc] { return rc->attempt == self->state.round.attempt; },
+    [self, rc](round_reply& r) {
+      if (rc->attempt != self->state.round.attempt) return;
+      rc->staleness = std::max(rc->staleness, r.max_staleness);
+      if (--rc->remaining == 0) round_applied(self, rc->staleness);
+    },
+    [self, rc, i](caf::error& e) {
+      if (rc->attempt != self->state.round.attempt) return;
+      ps_failed(self, i, e, fmt::format("ps shard {} did not apply synchronous round {}: ", i, rc->req.round));
+    },
+    1, round_atom::value, rc->req);
 }
 
 // Sends the round's manifest to every shard; once all applied it, round_applied.
@@ -1372,7 +1447,7 @@ void close_round(self_ptr self) {
     rc->req.example_count += r.example_count;
   }
   rc->remaining = st.opts.ps.size();
-  for (size_t i = 0; i < st.opts.ps.size(); ++i) send_manifest(self, rc, i, 0);
+  for (size_t i = 0; i < st.opts.ps.size(); ++i) send_manifest(self, rc, i);
 }
 
 void dispatch(self_ptr self) {
@@ -1384,7 +1459,8 @@ void dispatch(self_ptr self) {
   }
   if (st.quiescing && nothing_in_flight(st)) {
     // Nothing in flight or queued: every shard's state is at one step.
-    if (static_cast<int64_t>(st.steps_total) == st.last_committed && st.restore_dir == st.opts.checkpoint_dir) {
+    if (st.clean_since_commit && static_cast<int64_t>(st.steps_total) == st.last_committed &&
+        st.restore_dir == st.opts.checkpoint_dir) {
       st.quiescing = false;  // that step is committed already (a resumed or restored run)
       st.time_due = false;
     } else {
@@ -1516,8 +1592,18 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
   fence f = current_fence(st);
   f.worker = wid;
   f.worker_generation = w.generation + 1;
-  auto requeue_now = [self, wid] {
+  // This round's acknowledgements release what is being fenced for this worker; an
+  // older round's (superseded by a newer loss, or of a failed run) release nothing.
+  auto round = st.fencing_round[wid] = ++st.next_fencing_round;
+  auto current = [self, wid, round] {
     auto& st = self->state;
+    auto r = st.fencing_round.find(wid);
+    return r != st.fencing_round.end() && r->second == round;
+  };
+  auto requeue_now = [self, wid, current] {
+    auto& st = self->state;
+    if (!current()) return;
+    st.fencing_round.erase(wid);
     auto it = st.fencing.find(wid);
     if (it == st.fencing.end()) return;
     auto fenced = std::move(it->second);
@@ -1537,14 +1623,16 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
     dispatch(self);
   };
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
-    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, fence_atom::value, fence_request{f})
-      .then(
-        [remaining, requeue_now](fence&) {
-          if (--*remaining == 0) requeue_now();
-        },
-        [self, i](caf::error& e) {
-          ps_failed(self, i, e, fmt::format("ps shard {} did not acknowledge a worker fence: ", i));
-        });
+    ask_shard<fence>(
+      self, i, fmt::format("the fence of worker {} (generation {})", wid, w.generation), current,
+      [remaining, requeue_now](fence&) {
+        if (--*remaining == 0) requeue_now();
+      },
+      [self, i, current](caf::error& e) {
+        if (!current()) return;
+        ps_failed(self, i, e, fmt::format("ps shard {} did not acknowledge a worker fence: ", i));
+      },
+      1, fence_atom::value, fence_request{f, 0});
 }
 
 // The worker fences a shard must enforce: for each worker, its current generation if it
@@ -1564,8 +1652,10 @@ std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_
 }
 
 // Sends every shard its partitions of `data` (cut to this placement; the values move
-// into the messages) with the de-duplication state `run`/`watermark` under the current
-// fence; `then()` once all took them. A shard that is gone starts (another) recovery.
+// into the messages) with their ledgers and the de-duplication state `run`/`watermark`
+// under the current fence; `then()` once all took them. A shard that is gone starts
+// (another) recovery. The fence's epochs are this restore's own, so a retried init that
+// arrives late or twice is not redone.
 void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const std::vector<uint64_t>& wm,
                 std::function<void()> then) {
   auto& st = self->state;
@@ -1599,45 +1689,138 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
     return;
   }
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto live = [self, attempt] { return attempt == self->state.restore_attempt; };
   for (size_t i = 0; i < reqs.size(); ++i)
-    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, init_atom::value, std::move(reqs[i]))
-      .then(
-        [self, remaining, then, attempt](caf::ok_atom) {
-          if (attempt != self->state.restore_attempt) return;
-          if (--*remaining == 0) then();
-        },
-        restore_failed(self, i, attempt, fmt::format("ps shard {} did not take its state", i)));
+    ask_shard<caf::ok_atom>(
+      self, i, "its state (init)", live,
+      [self, remaining, then, attempt](caf::ok_atom) {
+        if (attempt != self->state.restore_attempt) return;
+        if (--*remaining == 0) then();
+      },
+      restore_failed(self, i, attempt, fmt::format("ps shard {} did not take its state", i)), 1, init_atom::value,
+      std::move(reqs[i]));
 }
 
-// Restores every shard from the newest committed checkpoint under `dir`, and with
-// `load` the run state too, under new epochs: a new coordinator epoch (`takeover`: a
+// -- what a roll-back restores -----------------------------------------------------------
+//
+// A checkpoint's manifest holds the run state of its own run ("extra") and, when a later
+// run began with nothing changed since, that run's starting state too ("run_starts":
+// the previous run's final checkpoint marked as the next run's start).
+
+// Which checkpoints a restore may use, and which run state it loads.
+enum class restore_kind {
+  this_run,  // a roll-back: the current run's own checkpoints, or the one marked as its start
+  newest,    // a resumed run or a take-over: the newest checkpoint with its newest run state
+  values,    // between runs, or before a run applied anything: the newest of any run, values only
+};
+
+// The run state `extra` offers to `kind` for run `run`, if any.
+std::optional<nlohmann::json> state_for(const nlohmann::json& extra, restore_kind kind, uint64_t run) {
+  auto starts = extra.contains("run_starts") ? extra.at("run_starts") : nlohmann::json::array();
+  switch (kind) {
+    case restore_kind::values:
+      return extra;
+    case restore_kind::newest:
+      return starts.empty() ? extra : starts.back();
+    case restore_kind::this_run:
+      if (extra.contains("run") && extra.at("run").get<uint64_t>() == run) return extra;
+      for (auto& s : starts)
+        if (s.contains("run") && s.at("run").get<uint64_t>() == run) return s;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+struct restore_source {
+  model::checkpoint_data data;  // cut to this placement
+  std::string path;
+  nlohmann::json state;  // the run state to load
+};
+
+// The newest checkpoint under `dir` that `kind` accepts and that reads back whole (every
+// file's size and CRC), cut to this placement. Those skipped because they do not read
+// back are listed in `skipped` ("path: why").
+std::optional<restore_source> pick_checkpoint(coord_state& st, const std::string& dir, restore_kind kind,
+                                              std::vector<std::string>& skipped) {
+  auto& fs = checkpoint_fs(st);
+  auto all = model::list_checkpoints(fs, dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    std::optional<nlohmann::json> state;
+    try {
+      auto manifest = model::read_manifest(fs, it->path);
+      state = state_for(manifest.contains("extra") ? manifest.at("extra") : nlohmann::json::object(), kind, st.run);
+    } catch (const std::exception& e) {
+      skipped.push_back(fmt::format("{}: {}", it->path, e.what()));
+      continue;
+    }
+    if (!state) continue;
+    try {
+      restore_source out;
+      out.data = model::repartition(model::read_checkpoint(fs, it->path), *st.opts.placement);
+      out.path = it->path;
+      out.state = std::move(*state);
+      return out;
+    } catch (const std::exception& e) {
+      skipped.push_back(fmt::format("{}: {}", it->path, e.what()));
+    }
+  }
+  return std::nullopt;
+}
+
+void warn(coord_state& st, std::string text) {
+  event w;
+  w.kind = event_kind::warning;
+  w.text = std::move(text);
+  emit(st, std::move(w));
+}
+
+// Restores every shard from the checkpoint under `dir` that `kind` picks (the newest that
+// reads back whole; each skipped one is named in a warning), loading its run state
+// unless `kind` is values, under new epochs: a new coordinator epoch (`takeover`: a
 // resumed run) or a new recovery epoch, each max(every shard's and the checkpoint's) + 1.
-// Calls then(step, path) when every shard has its state; errors end the run.
-void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
+// Calls then(step, path) when every shard has its state. When no checkpoint serves, the
+// run fails naming each one tried and its fault (between runs: the shards wait for the
+// next fit to restore them).
+void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeover,
                  std::function<void(int64_t, std::string)> then) {
   auto& st = self->state;
   auto attempt = ++st.restore_attempt;
   st.recovering = true;  // nothing is dispatched until every shard has its state
   st.kept_epoch = -1;    // restored shards drop what they kept
-  auto data = std::make_shared<model::checkpoint_data>();
-  std::string path;
+  std::vector<std::string> skipped;
+  std::optional<restore_source> src;
+  std::string problem;
   try {
-    auto& fs = checkpoint_fs(st);
-    auto latest = model::latest_checkpoint(fs, dir);
-    if (!latest) throw std::runtime_error("no committed checkpoint under " + dir);
-    path = latest->path;
-    *data = model::repartition(model::read_checkpoint(fs, path), *st.opts.placement);
+    src = pick_checkpoint(st, dir, kind, skipped);
   } catch (const std::exception& ex) {
-    fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore: {}", ex.what())));
+    problem = ex.what();
+  }
+  for (auto& s : skipped) warn(st, "restore: skipped " + s);
+  if (!src) {
+    if (problem.empty())
+      problem = skipped.empty()
+                  ? fmt::format("no committed checkpoint under {}{}", dir,
+                                kind == restore_kind::this_run ? fmt::format(" of run {}", st.run) : std::string{})
+                  : fmt::format("no checkpoint under {} validates: {}", dir, fmt::join(skipped, "; "));
+    if (st.ph == phase::idle) {  // between runs: the next fit restores or initializes them
+      st.recovering = false;
+      st.ps_ready = false;
+      warn(st, "restore: " + problem);
+      return;
+    }
+    fail_run(self, make_error(error_code::checkpoint_failed, "restore: " + problem));
+    st.ps_ready = false;
     return;
   }
+  auto data = std::make_shared<restore_source>(std::move(*src));
   // What every shard has seen, so the new epochs are above all of them.
   auto seen = std::make_shared<fence>();
-  if (takeover && data->extra.contains("coordinator_epoch"))
-    seen->coordinator_epoch = data->extra["coordinator_epoch"].get<uint64_t>();
+  if (takeover && data->state.contains("coordinator_epoch"))
+    seen->coordinator_epoch = data->state["coordinator_epoch"].get<uint64_t>();
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
   auto generations = std::make_shared<std::map<uint32_t, uint64_t>>();  // per worker, the highest fence
-  auto go = [self, data, path, takeover, load, then, seen, generations] {
+  bool load = kind != restore_kind::values;
+  auto go = [self, data, takeover, load, then, seen, generations] {
     auto& st = self->state;
     if (takeover) {
       st.opts.coordinator_epoch = std::max(st.opts.coordinator_epoch, seen->coordinator_epoch + 1);
@@ -1656,117 +1839,69 @@ void restore_all(self_ptr self, std::string dir, bool takeover, bool load,
     uint64_t run = 0;
     std::vector<uint64_t> wm;
     try {
-      run = data->extra.at("run").get<uint64_t>();
-      wm = data->extra.at("watermark").get<std::vector<uint64_t>>();
-      if (load) load_run(st, data->extra);
+      run = data->state.at("run").get<uint64_t>();
+      wm = data->state.at("watermark").get<std::vector<uint64_t>>();
+      if (load) load_run(st, data->state);
     } catch (const std::exception& ex) {
-      fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore from {}: {}", path, ex.what())));
+      fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore from {}: {}", data->path, ex.what())));
       return;
     }
-    st.last_committed = data->step;
-    auto step = data->step;
-    send_state(self, std::move(*data), run, wm, [then, step, path] { then(step, path); });
+    st.last_committed = data->data.step;
+    st.restore_dir = model::parent_path(data->path);
+    st.clean_since_commit = true;
+    auto step = data->data.step;
+    auto path = data->path;
+    send_state(self, std::move(data->data), run, wm, [then, step, path] { then(step, path); });
   };
+  auto live = [self, attempt] { return attempt == self->state.restore_attempt; };
   for (size_t i = 0; i < st.opts.ps.size(); ++i) {
     // The shard's counters carry what it has seen: epochs and worker fences.
-    st.opts.seam->request(self, st.opts.ps[i], st.opts.timeout, stats_atom::value)
-      .then(
-        [self, remaining, seen, generations, go, attempt](ps_stats& s) {
-          if (attempt != self->state.restore_attempt) return;
-          if (epochs_older(*seen, s.seen)) {
-            seen->coordinator_epoch = s.seen.coordinator_epoch;
-            seen->recovery_epoch = s.seen.recovery_epoch;
-          }
-          for (auto& [w, g] : s.min_generations) (*generations)[w] = std::max((*generations)[w], g);
-          if (--*remaining == 0) go();
-        },
-        restore_failed(self, i, attempt, fmt::format("ps shard {} did not answer", i)));
+    ask_shard<ps_stats>(
+      self, i, "its counters (stats)", live,
+      [self, remaining, seen, generations, go, attempt](ps_stats& s) {
+        if (attempt != self->state.restore_attempt) return;
+        if (epochs_older(*seen, s.seen)) {
+          seen->coordinator_epoch = s.seen.coordinator_epoch;
+          seen->recovery_epoch = s.seen.recovery_epoch;
+        }
+        for (auto& [w, g] : s.min_generations) (*generations)[w] = std::max((*generations)[w], g);
+        if (--*remaining == 0) go();
+      },
+      restore_failed(self, i, attempt, fmt::format("ps shard {} did not answer", i)), 1, stats_atom::value);
   }
 }
 
-// Every lost shard has a replacement: roll back and go on.
-// Continues the run of the newest checkpoint under restore_dir (fit with resume_from)
-// under a new coordinator epoch.
+void start_run(self_ptr self);
+void dispatch(self_ptr self);
+
+// Continues the run saved in the newest checkpoint under restore_dir (fit with
+// resume_from, or a coordinator taking a run over) under a new coordinator epoch.
 void resume(self_ptr self) {
-  restore_all(self, self->state.restore_dir, /*takeover=*/true, /*load=*/true, [self](int64_t step, std::string path) {
-    auto& st = self->state;
-    st.recovering = false;
-    st.resuming = false;
-    st.wrote_first = true;
-    next_checkpoint_after(st);
-    event r;
-    r.kind = event_kind::resumed;
-    r.count = step;
-    r.text = path;
-    emit(st, std::move(r));
-    event e;
-    e.kind = event_kind::epoch_begin;
-    e.epoch = st.epoch;
-    e.count = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch : -1;
-    emit(st, std::move(e));
-    schedule_tick(self);
-    dispatch(self);
-  });
-}
-
-void recover(self_ptr self) {
-  auto& st = self->state;
-  if (st.resuming) {
-    resume(self);  // a shard was lost before the resumed run had its state: start it over
-    return;
-  }
-  bool load = st.ph != phase::idle;
-  restore_all(self, st.restore_dir, /*takeover=*/false, load, [self, load](int64_t step, std::string path) {
-    auto& st = self->state;
-    st.recovering = false;
-    event e;
-    e.kind = event_kind::ps_restored;
-    e.count = step;
-    e.text = path;
-    e.values["recovery_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count();
-    e.values["steps_lost"] = static_cast<double>(st.steps_at_loss - std::min<uint64_t>(st.steps_at_loss, static_cast<uint64_t>(step)));
-    emit(st, std::move(e));
-    if (load) next_checkpoint_after(st);
-    dispatch(self);
-  });
-}
-
-// A ps shard is gone: everything waits for its replacement, then rolls back to the last
-// committed checkpoint. Without one, a run cannot go on.
-void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
-  auto& st = self->state;
-  bool fresh = st.lost_ps.insert(index).second;
-  if (!fresh) return;
-  event lost;
-  lost.kind = event_kind::ps_lost;
-  lost.count = index;
-  lost.text = describe(reason);
-  emit(st, std::move(lost));
-  if (!st.recovering) {
-    st.lost_at = std::chrono::steady_clock::now();
-    st.steps_at_loss = st.steps_total;
-  }
-  st.recovering = true;
-  ++st.restore_attempt;  // a restore under way starts over once this shard is back
-  ++st.ckpt_attempt;     // a checkpoint under way is abandoned
-  st.checkpointing = false;
-  st.quiescing = false;
-  forget_work(st);  // every step after the checkpoint runs again from its state
-  if (st.restore_dir.empty() && st.ph != phase::idle) {
-    st.ps_ready = false;
-    fail_run(self, make_error(error_code::worker_lost,
-                              fmt::format("ps shard {} was lost ({}) and there is no committed checkpoint to roll back "
-                                          "to (set checkpoint_dir)",
-                                          index, describe(reason))));
-    return;
-  }
-  if (st.restore_dir.empty()) st.ps_ready = false;  // idle: the next fit initializes the shards afresh
-  auto id = ++st.recoveries;
-  self->delayed_send(self, st.opts.worker_wait, recover_atom::value, id);
+  restore_all(self, self->state.restore_dir, restore_kind::newest, /*takeover=*/true,
+              [self](int64_t step, std::string path) {
+                auto& st = self->state;
+                st.recovering = false;
+                st.resuming = false;
+                st.ps_ready = true;
+                st.run_start_committed = true;  // the checkpoint it resumed from is the run's
+                next_checkpoint_after(st);
+                event r;
+                r.kind = event_kind::resumed;
+                r.count = step;
+                r.text = path;
+                emit(st, std::move(r));
+                event e;
+                e.kind = event_kind::epoch_begin;
+                e.epoch = st.epoch;
+                e.count = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch : -1;
+                emit(st, std::move(e));
+                schedule_tick(self);
+                dispatch(self);
+              });
 }
 
 // The first state of every shard: the initial values (a step-0 state without optimizer
-// state), sent as a restore is.
+// state, with empty ledgers), sent as a restore is, under epochs of its own.
 void init_shards(self_ptr self, std::function<void()> then) {
   auto& st = self->state;
   model::checkpoint_data data;
@@ -1784,7 +1919,213 @@ void init_shards(self_ptr self, std::function<void()> then) {
     }
     data.variables.push_back(std::move(v));
   }
+  ++st.restore_attempt;
+  ++st.recovery_epoch;
   send_state(self, std::move(data), /*run=*/0, {}, std::move(then));
+}
+
+// The state a run starts from, when the shards need one before its first step (a shard
+// was lost, or a restore failed): the newest good checkpoint of any run, else the
+// initial values. Then `then()`.
+void restore_start_state(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  auto done = [self, then] {
+    auto& st = self->state;
+    st.recovering = false;
+    st.ps_ready = true;
+    then();
+  };
+  if (!st.restore_dir.empty()) {
+    restore_all(self, st.restore_dir, restore_kind::values, /*takeover=*/false,
+                [done](int64_t, std::string) mutable { done(); });
+    return;
+  }
+  // Nothing to restore: every shard starts again from the initial values (empty
+  // ledgers), so the cluster stays usable.
+  if (st.steps_total > 0)
+    warn(st, "every ps shard starts from the initial values: a shard lost its state and there is no committed "
+             "checkpoint to restore it from (set checkpoint_dir)");
+  st.recovering = true;
+  init_shards(self, done);
+}
+
+// After the shards got a state before the run's first step: take the start up again.
+void continue_start(self_ptr self) {
+  auto& st = self->state;
+  if (st.ph == phase::initializing) {
+    start_run(self);
+    return;
+  }
+  if (st.ph == phase::idle) return;
+  // The run's first checkpoint was being written: write it again.
+  if (!st.opts.checkpoint_dir.empty()) {
+    st.quiescing = true;
+    st.quiesce_began = std::chrono::steady_clock::now();
+    st.next_checkpoint = 0;
+  }
+  dispatch(self);
+}
+
+// Every lost shard has a replacement: roll back and go on. During a run, to the run's
+// own newest good checkpoint; before its first step, to the state it starts from;
+// between runs, the shards get the newest good checkpoint's values (or wait for the
+// next fit when there is none).
+void recover(self_ptr self) {
+  auto& st = self->state;
+  if (st.resuming) {
+    resume(self);  // a shard was lost before the resumed run had its state: start it over
+    return;
+  }
+  if (st.ph == phase::idle) {
+    if (st.restore_dir.empty()) {
+      st.recovering = false;
+      st.ps_ready = false;  // the next fit initializes (or restores) every shard
+      return;
+    }
+    restore_all(self, st.restore_dir, restore_kind::values, /*takeover=*/false, [self](int64_t step, std::string path) {
+      auto& st = self->state;
+      st.recovering = false;
+      event e;
+      e.kind = event_kind::ps_restored;
+      e.count = step;
+      e.text = path;
+      emit(st, std::move(e));
+    });
+    return;
+  }
+  if (!st.run_start_committed) {
+    restore_start_state(self, [self] { continue_start(self); });
+    return;
+  }
+  restore_all(self, st.restore_dir, restore_kind::this_run, /*takeover=*/false, [self](int64_t step, std::string path) {
+    auto& st = self->state;
+    st.recovering = false;
+    event e;
+    e.kind = event_kind::ps_restored;
+    e.count = step;
+    e.text = path;
+    e.values["recovery_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count();
+    e.values["steps_lost"] = static_cast<double>(st.steps_at_loss - std::min<uint64_t>(st.steps_at_loss, static_cast<uint64_t>(step)));
+    emit(st, std::move(e));
+    next_checkpoint_after(st);
+    dispatch(self);
+  });
+}
+
+// A ps shard is gone: everything waits for its replacement (at most worker_wait), then
+// rolls back (recover). A run that applied steps without a checkpoint to go back to
+// cannot go on.
+void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
+  auto& st = self->state;
+  bool fresh = st.lost_ps.insert(index).second;
+  if (!fresh) return;
+  event lost;
+  lost.kind = event_kind::ps_lost;
+  lost.count = index;
+  lost.text = describe(reason);
+  emit(st, std::move(lost));
+  if (!st.recovering) {
+    st.lost_at = std::chrono::steady_clock::now();
+    st.steps_at_loss = st.steps_total;
+  }
+  st.recovering = true;
+  ++st.restore_attempt;  // a restore under way starts over once this shard is back
+  ++st.ckpt_attempt;     // a checkpoint under way is abandoned
+  ++st.start_attempt;    // so is a run's start-up fence
+  st.checkpointing = false;
+  st.quiescing = false;
+  forget_work(st);  // every step after the checkpoint runs again from its state
+  if (st.ph != phase::idle && st.restore_dir.empty() && st.steps_total > 0) {
+    st.ps_ready = false;
+    fail_run(self, make_error(error_code::worker_lost,
+                              fmt::format("ps shard {} was lost ({}) and there is no committed checkpoint to roll back "
+                                          "to (set checkpoint_dir)",
+                                          index, describe(reason))));
+    return;
+  }
+  auto id = ++st.recoveries;
+  self->delayed_send(self, st.opts.worker_wait, recover_atom::value, id);
+}
+
+// -- a run's start ----------------------------------------------------------------------
+
+// The run's start-up, (re)entered after any recovery before its first step: the shards'
+// state (a resumed run's checkpoint; the initial values or the newest good checkpoint
+// when they have none), every shard fenced under new epochs (a failed run's late pushes
+// are refused from here on), then begin_run.
+void begin_run(self_ptr self);
+void start_run(self_ptr self) {
+  auto& st = self->state;
+  if (st.ph != phase::initializing || st.recovering || !st.lost_ps.empty()) return;  // recover() comes back here
+  if (st.resuming) {
+    resume(self);
+    return;
+  }
+  if (!st.ps_ready) {
+    restore_start_state(self, [self] { begin_run(self); });
+    return;
+  }
+  ++st.recovery_epoch;
+  auto attempt = ++st.start_attempt;
+  auto live = [self, attempt] { return attempt == self->state.start_attempt; };
+  ask_every_shard<fence>(
+    self, "the run's start-up fence", live, [self, live] { if (live()) begin_run(self); },
+    [self, live](caf::error& e) {
+      if (!live()) return;
+      if (e == caf::sec::request_receiver_down) return;  // the loss starts a recovery that starts over
+      fail_run(self, e);
+    },
+    fence_atom::value, fence_request{current_fence(st), 0});
+}
+
+// True when the newest committed checkpoint is the cluster's state as it is now (the
+// previous run's final one, nothing changed since): the run marks it as its start.
+bool can_mark_start(const coord_state& st) {
+  return st.clean_since_commit && st.last_committed == static_cast<int64_t>(st.steps_total) &&
+         !st.restore_dir.empty() && st.restore_dir == st.opts.checkpoint_dir;
+}
+
+// Marks the newest committed checkpoint as this run's start: its manifest gains the
+// run's starting state (atomically), so a roll-back of this run, and a coordinator that
+// takes it over, begin it again from there.
+void mark_run_start(self_ptr self) {
+  auto& st = self->state;
+  auto& fs = checkpoint_fs(st);
+  auto path = model::join_path(st.restore_dir, model::checkpoint_dir_name(st.last_committed));
+  auto extra = model::read_manifest(fs, path).at("extra");
+  if (!extra.contains("run_starts") || !extra.at("run_starts").is_array()) extra["run_starts"] = nlohmann::json::array();
+  extra["run_starts"].push_back(save_run(st));
+  model::update_checkpoint_extra(fs, path, extra);
+  st.run_start_committed = true;
+}
+
+// The shards are ready: the run's first epoch begins once its start is committed (a
+// checkpoint written now, before any step, or the previous run's final one marked).
+void begin_run(self_ptr self) {
+  auto& st = self->state;
+  if (st.ph != phase::initializing) return;
+  st.ps_ready = true;
+  if (st.spec.epochs == 0) {
+    finish_run(self);
+    return;
+  }
+  begin_epoch(self);
+  schedule_tick(self);
+  if (!st.opts.checkpoint_dir.empty()) {
+    if (can_mark_start(st)) {
+      try {
+        mark_run_start(self);
+      } catch (const std::exception& e) {
+        fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("marking the run's start: {}", e.what())));
+        return;
+      }
+    } else {
+      st.quiescing = true;  // dispatch writes it before any step
+      st.quiesce_began = std::chrono::steady_clock::now();
+      st.next_checkpoint = 0;
+    }
+  }
+  dispatch(self);
 }
 
 coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_options opts) {
@@ -1826,9 +2167,6 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       if (spec.pipelines.empty()) return make_error(error_code::invalid_request, "fit without dataset shards");
       if (spec.epochs < 0) return make_error(error_code::invalid_request, fmt::format("epochs = {} < 0", spec.epochs));
       if (!alive_workers(st)) return make_error(error_code::no_workers, "the cluster has no live worker");
-      if (!st.lost_ps.empty() && spec.resume_from.empty())
-        return make_error(error_code::invalid_request,
-                          fmt::format("ps shard {} is lost and has not been replaced", *st.lost_ps.begin()));
       ++st.run;
       st.spec = std::move(spec);
       st.resuming = !st.spec.resume_from.empty();
@@ -1841,10 +2179,9 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.gate_epoch = st.kept_epoch = st.stopped_epoch = st.restored_epoch = -1;
       st.restore_at_end = false;
       st.dispatched_run = st.applied_run = 0;
-      forget_round(st);
+      st.applied_epoch = st.dispatched_epoch = 0;
+      forget_work(st);
       st.round.number = 1;
-      st.requeued.clear();
-      st.fencing.clear();
       st.failures.clear();
       st.failed_on.clear();
       st.pipes.clear();
@@ -1854,37 +2191,15 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       }
       st.rr = 0;
       st.standalone_eval = false;
+      st.run_start_committed = false;
       event e;
       e.kind = event_kind::run_begin;
       e.count = st.spec.epochs;
       emit(st, std::move(e));
-      auto go = [self] {
-        auto& st = self->state;
-        st.ps_ready = true;
-        if (st.spec.epochs == 0) {
-          finish_run(self);
-          return;
-        }
-        if (st.resuming) {
-          if (st.lost_ps.empty()) resume(self);  // else once every lost shard is replaced
-          return;
-        }
-        begin_epoch(self);
-        schedule_tick(self);
-        if (!st.opts.checkpoint_dir.empty() && !st.wrote_first) {
-          // The step-0 checkpoint: the initial state, before any step.
-          st.wrote_first = true;
-          st.quiescing = true;
-          st.quiesce_began = std::chrono::steady_clock::now();
-          st.next_checkpoint = 0;
-        }
-        dispatch(self);
-      };
       st.ph = phase::initializing;
-      if (st.ps_ready || !st.spec.resume_from.empty())
-        go();  // a resumed run's restore initializes every shard
-      else
-        init_shards(self, go);
+      // A shard lost meanwhile: the run starts once it is replaced (at most worker_wait).
+      if (!st.lost_ps.empty()) self->delayed_send(self, st.opts.worker_wait, recover_atom::value, ++st.recoveries);
+      start_run(self);
       return st.run_rp;
     },
     [self](eval_atom, eval_spec& spec) -> caf::result<eval_summary> {
@@ -1912,9 +2227,10 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
     [self](hyper_atom, hyperparams_request& req) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
       req.f = current_fence(st);
+      req.id = ++st.control_id;
       auto rp = self->make_response_promise<caf::ok_atom>();
-      ask_every_shard(
-        self,
+      ask_every_shard<caf::ok_atom>(
+        self, "new hyperparameters", [] { return true; },
         [self, req, rp]() mutable {
           // Every shard took them (the cluster checked them first): so does the copy
           // checkpoints describe.
@@ -2010,11 +2326,6 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.lost_ps.erase(index);
       if (!st.lost_ps.empty()) return caf::ok_atom::value;  // another one is still missing
       ++st.recoveries;  // the replacement deadline is met
-      if (st.restore_dir.empty()) {
-        st.recovering = false;  // idle and nothing to restore: the next fit initializes
-        st.ps_ready = false;
-        return caf::ok_atom::value;
-      }
       recover(self);
       return caf::ok_atom::value;
     },
@@ -2027,6 +2338,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       auto& st = self->state;
       if (id != st.recoveries || st.lost_ps.empty()) return;
       st.ps_ready = false;
+      st.recovering = false;  // a later fit waits for the replacement again
       fail_run(self, make_error(error_code::worker_lost,
                                 fmt::format("ps shard {} was lost and not replaced within {} s", *st.lost_ps.begin(),
                                             std::chrono::duration_cast<std::chrono::seconds>(st.opts.worker_wait).count())));

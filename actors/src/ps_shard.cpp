@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -145,10 +146,31 @@ struct ps_state {
   bool keep_log = false;
   // The state a keep_atom copied (values and slots per partition), for restore_atom.
   std::map<partition_key, std::pair<model::matrix, model::slot_block>> kept;
+  // Idempotency of the coordinator's control requests, which it retries: the epochs of
+  // the last init taken (the same ones again are a retry: acknowledged, not redone),
+  // the newest (epochs, id) of keep, restore and hyperparameters taken, and the last
+  // shared snapshot with the count of state changes it was written at.
+  std::optional<fence> last_init;
+  std::pair<fence, uint64_t> last_keep{}, last_restore{}, last_hyper{};
+  std::pair<fence, uint64_t> last_snapshot{};
+  uint64_t snapshot_changes = 0;
+  uint64_t changes = 0;  // applies, inits and restores so far
   static inline const char* name = "ps_shard";
 };
 
 using self_ptr = ps_shard_actor::stateful_pointer<ps_state>;
+
+bool same_epochs(const fence& a, const fence& b) {
+  return a.coordinator_epoch == b.coordinator_epoch && a.recovery_epoch == b.recovery_epoch;
+}
+
+// True when (f, id) is newer than `last`: then `last` becomes it.
+bool newer(std::pair<fence, uint64_t>& last, const fence& f, uint64_t id) {
+  if (id == 0) return true;
+  bool is_newer = epochs_older(last.first, f) || (same_epochs(last.first, f) && id > last.second);
+  if (is_newer) last = {f, id};
+  return is_newer;
+}
 
 // Rejects messages from the past; remembers newer epochs.
 caf::error check_fence(ps_state& st, const fence& f) {
@@ -287,6 +309,7 @@ void record_steps(partition& p, const push_request& r) {
 }
 
 void apply_slices(ps_state& st, push_request& r, uint64_t& max_lag) {
+  ++st.changes;
   for (auto& s : r.dense) {
     auto& p = st.parts.at(s.key);
     max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
@@ -352,6 +375,10 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
     [self](init_atom, init_request& req) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
       if (auto err = check_fence(st, req.f)) return err;
+      // Every init or restore comes under epochs of its own: the same ones again are a
+      // retry (or a late original) of the one taken, which must not roll back what was
+      // applied since.
+      if (st.initialized && st.last_init && same_epochs(*st.last_init, req.f)) return caf::ok_atom::value;
       auto names = st.opt->slot_names();
       for (auto& p : req.partitions) {
         if (!p.value.value)
@@ -405,6 +432,8 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       st.stats.base = req.base;
       st.stats.apply_log.clear();
       st.initialized = true;
+      st.last_init = req.f;
+      ++st.changes;
       return caf::ok_atom::value;
     },
     [self, not_ready](pull_atom, const pull_request& req) -> caf::result<pull_reply> {
@@ -490,6 +519,8 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
     [self](hyper_atom, const hyperparams_request& req) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
       if (auto err = check_fence(st, req.f)) return err;
+      auto last = st.last_hyper;
+      if (!newer(last, req.f, req.id)) return caf::ok_atom::value;  // a newer change was taken
       // Validate all first so a bad value changes nothing.
       auto probe = st.opt->clone();
       try {
@@ -498,6 +529,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
         return make_error(error_code::invalid_request, fmt::format("ps shard {}: {}", st.index, e.what()));
       }
       st.opt = std::move(probe);
+      st.last_hyper = last;
       return caf::ok_atom::value;
     },
     [self](fence_atom, const fence_request& req) -> caf::result<fence> {
@@ -542,6 +574,15 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       auto& st = self->state;
       if (!st.initialized) return not_ready();
       if (auto err = check_fence(st, req.f)) return err;
+      // A retry of the last snapshot (or its late original) rewrites the same files only
+      // while the state is the one they were first written at: never a newer state into
+      // a checkpoint that may be committed already.
+      if (req.id != 0 && same_epochs(st.last_snapshot.first, req.f) && st.last_snapshot.second == req.id &&
+          st.snapshot_changes != st.changes)
+        return make_error(error_code::invalid_request,
+                          fmt::format("ps shard {}: snapshot {} repeated after the state changed", st.index, req.id));
+      st.last_snapshot = {req.f, req.id};
+      st.snapshot_changes = st.changes;
       auto& fs = st.checkpoint_fs ? *st.checkpoint_fs : model::posix_file_system();
       auto entry = [](const model::file_record& r) { return file_entry{r.name, r.bytes, r.crc32}; };
       ps_files out;
@@ -577,6 +618,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       auto& st = self->state;
       if (!st.initialized) return not_ready();
       if (auto err = check_fence(st, req.f)) return err;
+      if (!newer(st.last_keep, req.f, req.id)) return caf::ok_atom::value;  // done once already
       st.kept.clear();
       for (auto& [k, p] : st.parts) st.kept.emplace(k, std::make_pair(*p.value, p.slots));
       return caf::ok_atom::value;
@@ -585,6 +627,8 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
       auto& st = self->state;
       if (!st.initialized) return not_ready();
       if (auto err = check_fence(st, req.f)) return err;
+      auto last = st.last_restore;
+      if (!newer(last, req.f, req.id)) return caf::ok_atom::value;  // done once already
       if (st.kept.size() != st.parts.size())
         return make_error(error_code::invalid_request, fmt::format("ps shard {} holds no kept state{}", st.index,
                                                                    st.kept.empty() ? "" : " for its partitions"));
@@ -601,6 +645,8 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
         p.slots = slots;
         ++p.version;  // new values: a reader's cached version must not match them
       }
+      st.last_restore = last;
+      ++st.changes;
       return caf::ok_atom::value;
     },
     [self](ledger_atom) -> ps_ledgers {

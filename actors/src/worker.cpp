@@ -824,7 +824,19 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
       // A task of newer epochs comes from after the coordinator's recovery: the shards it
       // names are the restored ones (a shard that was only unreachable may be back under
       // its old handle).
-      if (epochs_older(st.newest, task.f)) st.lost.clear();
+      if (epochs_older(st.newest, task.f)) {
+        st.lost.clear();
+        // Queued tasks of older epochs were given up by the coordinator (a restore, or a
+        // failed run, came between): computing them would only delay this one.
+        for (auto w = st.waiting.begin(); w != st.waiting.end();)
+          if (epochs_older(w->first.f, task.f)) {
+            w->second.deliver(make_error(error_code::fenced_out,
+                                         fmt::format("worker {}: a queued task of older epochs was dropped", st.opts.id)));
+            w = st.waiting.erase(w);
+          } else {
+            ++w;
+          }
+      }
       st.newest.coordinator_epoch = task.f.coordinator_epoch;
       st.newest.recovery_epoch = task.f.recovery_epoch;
       // The shards as the coordinator knows them (a lost one is respawned elsewhere).

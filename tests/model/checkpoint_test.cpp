@@ -348,6 +348,29 @@ BOOST_AUTO_TEST_CASE(prune_keeps_the_newest_and_removes_old_leftovers) {
   check_same(read_checkpoint(fs, root / "ckpt-000000000040"), make_checkpoint(40));
 }
 
+BOOST_AUTO_TEST_CASE(a_committed_checkpoints_extra_is_replaced_whole_and_nothing_else) {
+  memory_file_system fs;
+  write_checkpoint(fs, "/ck", make_checkpoint(10));
+  json extra = make_checkpoint(10).extra;
+  extra["run_starts"] = json::array({json{{"run", 4}}});
+  update_checkpoint_extra(fs, "/ck/ckpt-000000000010", extra);
+  auto back = read_checkpoint(fs, "/ck/ckpt-000000000010");
+  BOOST_TEST(back.extra == extra);
+  auto expected = make_checkpoint(10);
+  expected.extra = extra;
+  check_same(back, expected);
+  BOOST_TEST(!fs.exists("/ck/ckpt-000000000010/manifest.json.tmp"));
+  // A failed write leaves the old manifest.
+  fault_file_system faulty{fs};
+  faulty.fail_nth(fault_file_system::op::write, 1, std::errc::no_space_on_device);
+  BOOST_CHECK_THROW(update_checkpoint_extra(faulty, "/ck/ckpt-000000000010", json::object()), checkpoint_error);
+  BOOST_TEST(read_checkpoint(fs, "/ck/ckpt-000000000010").extra == extra);
+  BOOST_CHECK_THROW(update_checkpoint_extra(fs, "/ck/ckpt-000000000099", extra), checkpoint_error);
+  remove_checkpoint(fs, "/ck", "/ck/ckpt-000000000010");
+  BOOST_TEST(list_checkpoints(fs, "/ck").empty());
+  BOOST_TEST(!fs.exists("/ck/ckpt-000000000010"));
+}
+
 BOOST_AUTO_TEST_CASE(the_memory_file_system_keeps_checkpoints_as_the_disk_does) {
   memory_file_system fs;
   for (int64_t step : {0, 10, 20}) write_checkpoint(fs, "/ck", make_checkpoint(step));

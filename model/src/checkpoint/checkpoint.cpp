@@ -513,6 +513,25 @@ nlohmann::json read_manifest(file_system& fs, const std::string& dir) {
   return parse_manifest(fs, dir);
 }
 
+void update_checkpoint_extra(file_system& fs, const std::string& dir, const nlohmann::json& extra) {
+  json manifest = parse_manifest(fs, dir);
+  manifest["extra"] = extra;
+  // The commit record's own protocol: a new file, synced, renamed over the old one.
+  const std::string tmp = join_path(dir, manifest_tmp_name);
+  if (auto st = fs.write_file(tmp, manifest.dump(2) + "\n"); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.sync_file(tmp); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.rename(tmp, join_path(dir, manifest_name)); !st.ok()) throw checkpoint_error(st.message());
+}
+
+void remove_checkpoint(file_system& fs, const std::string& root, const std::string& dir) {
+  // Uncommitted first (its manifest gone and that made durable), then deleted, as prune
+  // does: a crash in between leaves an uncommitted directory, never a listed broken one.
+  if (auto st = fs.remove_all(join_path(dir, manifest_name)); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.sync_dir(dir); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.remove_all(dir); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.sync_dir(root); !st.ok()) throw checkpoint_error(st.message());
+}
+
 checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
   const json j = parse_manifest(fs, dir);
   const manifest_reader r(join_path(dir, manifest_name));

@@ -32,13 +32,30 @@
 // Checkpoints and recovery. A checkpoint falls due every checkpoint_every applied steps
 // or checkpoint_interval: dispatch pauses except for re-queued steps, and once nothing
 // is in flight or queued every shard's snapshot is written at one step with the
-// coordinator's run state (positions, counters, history, visitation log) in the
-// manifest's "extra". A lost ps shard (monitored) pauses everything (ps_lost event)
-// until a replacement arrives (replace), then every shard is restored from the newest
-// committed checkpoint under a new recovery epoch, with the run state, so the steps after
-// it run again; pushes from before the restore carry the old epoch and are refused.
-// fit with run_spec::resume_from does the same restore under a new coordinator epoch
-// (max of every shard's and the checkpoint's + 1) and continues that run.
+// coordinator's run state (positions, counters, history, visitation log) and the
+// partitions' ledgers in the manifest's "extra". Every run commits its own start before
+// its first step: a checkpoint written then, or — when nothing changed since the
+// previous run's final checkpoint — that one, marked as this run's start (its manifest
+// gains the run's starting state). A lost ps shard (monitored) pauses everything
+// (ps_lost event) until a replacement arrives (replace), then every shard is restored
+// from the newest checkpoint *of the current run* that reads back whole (a corrupt one
+// is skipped with a warning naming it; none: the run fails naming each and its fault)
+// under a new recovery epoch, with the run state, so the steps after it run again;
+// pushes from before the restore carry the old epoch and are refused. A shard lost
+// before the run's start is committed (while the run starts, or while its first
+// checkpoint is written) gets the state the run starts from: the newest good checkpoint
+// of any run, else the initial values. A fit asked for while a shard is lost waits for
+// the replacement (at most worker_wait). fit with run_spec::resume_from restores the
+// newest checkpoint with its newest run state under a new coordinator epoch (max of
+// every shard's and the checkpoint's + 1) and continues that run.
+//
+// Runs. Each fit is a new run (its id counts up); it begins by fencing every shard under
+// new epochs, so a failed run's late pushes are refused, and a failed run leaves nothing
+// pending: its tasks' late answers find no task to match. Control requests to the
+// shards (fences, snapshots, inits, stats, keep/restore, hyperparameters, round
+// manifests) are retried after a timeout, up to 3 attempts, and are idempotent at the
+// shard (ps_shard.hpp); after the last attempt the run fails naming the shard, the
+// request and the attempts.
 //
 // Faults. A worker that goes down (down message, or a task bounced off its mailbox) has
 // its steps re-queued only after every ps shard acknowledged the fence that excludes its

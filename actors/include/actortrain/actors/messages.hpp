@@ -535,11 +535,15 @@ typename Inspector::result_type inspect(Inspector& f, round_reply& x) {
 struct hyperparams_request {
   fence f;
   std::vector<std::pair<std::string, double>> values;
+  /// Orders changes: a shard takes a request only if (f's epochs, id) is newer than the
+  /// last it took, so a retried request that arrives late, or twice, cannot undo a newer
+  /// one. 0: always taken.
+  uint64_t id = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hyperparams_request& x) {
-  return f(caf::meta::type_name("hyperparams_request"), x.f, x.values);
+  return f(caf::meta::type_name("hyperparams_request"), x.f, x.values, x.id);
 }
 
 /// A shard's counters.
@@ -653,11 +657,16 @@ typename Inspector::result_type inspect(Inspector& f, ps_files& x) {
 /// and for `f.worker` (if set) any generation below f.worker_generation.
 struct fence_request {
   fence f;
+  /// For keep, restore and shared snapshots: the request's id under f's epochs. A keep or
+  /// restore is carried out once per (epochs, id), so a retry that arrives late or twice
+  /// changes nothing; a shared snapshot repeated under the same (epochs, id) writes only
+  /// while the state is still the one first written. 0: no id.
+  uint64_t id = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fence_request& x) {
-  return f(caf::meta::type_name("fence_request"), x.f);
+  return f(caf::meta::type_name("fence_request"), x.f, x.id);
 }
 
 // -- dataset shards -----------------------------------------------------------------

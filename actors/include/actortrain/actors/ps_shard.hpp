@@ -40,6 +40,12 @@
 // variables): it passes any fence and raises none. stats report the highest epochs seen
 // and the worker fences (a new coordinator or a recovery takes max + 1).
 //
+// Control requests are idempotent, since the coordinator retries them: an init under
+// the epochs of the last one taken is acknowledged and not redone (every init and
+// restore comes under epochs of its own); keep, restore and hyperparameters are taken
+// once per (epochs, id) and only when newer than the last taken; a shared snapshot
+// repeated under the same (epochs, id) is refused once the state has changed.
+//
 // init doubles as restore: it replaces every partition, with optimizer slots (matched by
 // name) and apply counts when given, and the de-duplication state (run, watermark) of a
 // checkpoint, under the request's (newer) epochs. Worker fences and the highest epochs

@@ -183,6 +183,16 @@ std::optional<checkpoint_info> latest_checkpoint(file_system& fs, const std::str
 /// checkpoint_error for a missing or malformed manifest.
 nlohmann::json read_manifest(file_system& fs, const std::string& dir);
 
+/// Replaces the "extra" of the committed checkpoint `dir` (everything else of its
+/// manifest stays) with the commit protocol's write-sync-rename, so a reader sees the old
+/// or the new manifest, never a mix, and a crash leaves one of them. Throws
+/// checkpoint_error for a missing or malformed manifest or an I/O failure.
+void update_checkpoint_extra(file_system& fs, const std::string& dir, const nlohmann::json& extra);
+
+/// Removes the committed checkpoint `dir` under `root`: uncommitted first (its manifest
+/// removed and the directory synced), then deleted. Throws checkpoint_error on I/O failure.
+void remove_checkpoint(file_system& fs, const std::string& root, const std::string& dir);
+
 /// Reads a checkpoint directory completely, validating everything: the manifest's
 /// structure, partitions that cover each variable's rows exactly (no overlap, no gap),
 /// every file present with its recorded size and CRC, each array's shape against the
