@@ -1,6 +1,7 @@
 #include <actortrain/actors/cluster.hpp>
 
 #include "cluster_internals.hpp"
+#include "planted.hpp"
 #include <actortrain/actors/configure.hpp>
 #include <actortrain/actors/coordinator.hpp>
 #include <actortrain/actors/dataset_shard.hpp>
@@ -107,6 +108,29 @@ void ask_for_checkpoint(caf::event_based_actor* self, const coordinator_actor& c
 
 }  // namespace
 
+// Sends the application's decision at the epoch gate through the send seam (it is a
+// control message faults may hit): a timeout is retried (the coordinator carries a
+// decision out once per gate and answers a repeat at once), every quarter of the request
+// timeout, so that all three attempts reach the coordinator within the time it waits at
+// the gate.
+void send_gate_decision(caf::event_based_actor* self, seam_ptr seam, coordinator_actor coord, caf::timespan timeout,
+                        uint64_t run, int64_t epoch, gate_decision d,
+                        std::vector<std::shared_ptr<std::promise<void>>> promises, int attempt) {
+  seam->request(self, coord, timeout / 4, gate_atom::value, run, epoch, d)
+    .then(
+      [promises](caf::ok_atom) {
+        for (auto& p : promises) p->set_value();
+      },
+      [self, seam, coord, timeout, run, epoch, d, promises, attempt](caf::error& err) {
+        if (err == caf::sec::request_timeout && attempt < 3) {
+          send_gate_decision(self, seam, coord, timeout, run, epoch, d, promises, attempt + 1);
+          return;
+        }
+        for (auto& p : promises)
+          p->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: " + describe(err))));
+      });
+}
+
 struct cluster::impl {
   cluster* owner = nullptr;  // for the callbacks
   std::vector<callback_ptr> callbacks;
@@ -120,6 +144,8 @@ struct cluster::impl {
   std::shared_ptr<const model::placement> placement;
   std::shared_ptr<dispatch_gate> gate;  // the consistency mode
   std::shared_ptr<event_queue> events;
+  std::function<void(const event&)> observer;        // cluster_internals::observe
+  std::shared_ptr<detail::defect_switch> plant;      // test-only (cluster::parts)
   seam_ptr seam;
   std::vector<ps_shard_actor> ps;
   std::function<void(uint32_t)> remote_ps_lost;  // set: the shards live in other processes
@@ -138,7 +164,8 @@ struct cluster::impl {
   uint64_t active = 0;
   std::future<caf::expected<run_summary>> result;
   std::vector<caf::actor> run_shards;
-  dataset::dataset_fn run_fn;  // the run's, for rebuilding a lost dataset shard
+  dataset::dataset_fn run_fn;   // the run's, for rebuilding a lost dataset shard
+  dataset::dataset_fn eval_fn;  // its validation pipelines' (null: none)
   model::fit_options opts;
   std::unique_ptr<model::progress_printer> progress;
   int64_t epoch_samples = 0;
@@ -167,7 +194,11 @@ struct cluster::impl {
     std::vector<std::shared_ptr<std::promise<std::string>>> checkpoint_promises;
   } at_gate;
   bool stop_requested = false, restore_requested = false;
-  int64_t begun_at_gate = -1;  // the epoch whose on_epoch_begin ran at its gate
+  int64_t begun_at_gate = -1;  // the epoch whose on_epoch_begin ran at its gate (or at the run's start)
+  bool train_begun = false;    // on_train_begin ran when the run was scheduled
+  // set_hyperparams from the callbacks at the run's start: fulfilled once the run's first
+  // epoch begins (they are set on every shard before it).
+  std::vector<std::shared_ptr<std::promise<void>>> start_promises;
   uint64_t dropped_at_start = 0;
 
   impl(caf::actor_system& s, cluster_spec sp)
@@ -179,7 +210,9 @@ struct cluster::impl {
   int num_pipelines() const { return cluster_internals::num_pipelines(spec); }
 
   caf::actor spawn_shard(const dataset::dataset_fn& fn, int i) {
-    auto a = caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, cluster_internals::pipeline_options(spec, i)));
+    auto o = cluster_internals::pipeline_options(spec, i);
+    o.plant = plant;
+    auto a = caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, std::move(o)));
     named(a, actor_role::dataset, static_cast<uint32_t>(i));
     return a;
   }
@@ -193,13 +226,15 @@ struct cluster::impl {
 
   // The run's dataset shard of `pipeline` died: build it again from the same dataset_fn
   // and input_context (batches are functions of the position) and hand it over.
-  void rebuild_shard(uint32_t pipeline) {
-    if (!active || !run_fn || static_cast<int>(pipeline) >= num_pipelines()) return;
-    auto a = spawn_shard(run_fn, static_cast<int>(pipeline));
+  void rebuild_shard(uint32_t pipeline, bool eval) {
+    auto& fn = eval ? eval_fn : run_fn;
+    if (!active || !fn || static_cast<int>(pipeline) >= num_pipelines()) return;
+    auto a = spawn_shard(fn, static_cast<int>(pipeline));
     run_shards.push_back(a);
-    if (pipeline < last_spec.pipelines.size()) last_spec.pipelines[pipeline] = a;  // for a take-over
-    sys.spawn([a, pipeline](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
-      self->request(coord, timeout, source_atom::value, pipeline, a).then([](caf::ok_atom) {}, [a](caf::error&) {
+    auto& in_spec = eval ? last_spec.eval_pipelines : last_spec.pipelines;
+    if (pipeline < in_spec.size()) in_spec[pipeline] = a;  // for a take-over
+    sys.spawn([a, pipeline, eval](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+      self->request(coord, timeout, source_atom::value, pipeline, a, eval).then([](caf::ok_atom) {}, [a](caf::error&) {
         caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
       });
     }, coordinator, timeout());
@@ -239,6 +274,7 @@ struct cluster::impl {
 
   worker_actor spawn_worker_with_id(uint32_t id) {
     auto o = cluster_internals::worker_options_for(spec, id, structure, loss, metrics, placement);
+    o.plant = plant;
     o.ps = ps;
     o.seam = seam;
     auto w = spawn_worker(sys, std::move(o));
@@ -253,8 +289,9 @@ struct cluster::impl {
 
   void handle(const event& e) {
     if (e.coordinator_epoch < epoch_floor) return;  // a deposed coordinator's
+    if (observer) observer(e);
     if (writer) writer->write(e);
-    if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline);
+    if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline, e.count == 1);
     if (e.kind == event_kind::ps_lost) {
       if (remote_ps_lost)
         remote_ps_lost(static_cast<uint32_t>(e.count));
@@ -275,10 +312,15 @@ struct cluster::impl {
       workers[e.worker] = w;
       joins.push_back(join_cluster(w, e.worker));
     }
+    if (e.kind == event_kind::epoch_begin && active && !start_promises.empty()) {
+      for (auto& p : start_promises) p->set_value();
+      start_promises.clear();
+    }
     if (!callbacks.empty()) {
       if (e.kind == event_kind::epoch_done && epoch_gate && active)
         pass_gate(e);
-      else if (!(e.kind == event_kind::epoch_begin && epoch_gate && e.epoch == begun_at_gate))
+      else if (!(e.kind == event_kind::epoch_begin && e.epoch == begun_at_gate) &&
+               !(e.kind == event_kind::run_begin && train_begun))
         run_callbacks(e);
     }
     if (!progress) return;
@@ -413,22 +455,16 @@ struct cluster::impl {
     }
     at_gate.open = false;
     auto g = std::move(at_gate);
+    g.decision.gate = e.gate;
     g.decision.stop = stop_requested || !ok || !callback_error.empty();  // a failed hook ends the run here
     g.decision.restore_at_end = restore_requested;
-    sys.spawn([g](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+    auto seam_ = seam;
+    sys.spawn([g, seam_](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
       // One sender: the checkpoints reach the coordinator before the decision.
       for (size_t i = 0; i < g.checkpoints.size(); ++i)
         ask_for_checkpoint(self, coord, timeout, g.checkpoints[i].first, g.checkpoints[i].second,
                            g.checkpoint_promises[i]);
-      self->request(coord, timeout * 2, gate_atom::value, g.run, g.epoch, g.decision)
-        .then(
-          [g](caf::ok_atom) {
-            for (auto& p : g.hyper_promises) p->set_value();
-          },
-          [g](caf::error& err) {
-            for (auto& p : g.hyper_promises)
-              p->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: " + describe(err))));
-          });
+      send_gate_decision(self, seam_, coord, timeout, g.run, g.epoch, g.decision, g.hyper_promises, 1);
     }, coordinator, timeout());
   }
 
@@ -438,6 +474,9 @@ struct cluster::impl {
     auto r = result.get();
     stop(run_shards);
     active = 0;
+    for (auto& p : start_promises)
+      p->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: the run ended before it began")));
+    start_promises.clear();
     each_callback([&](callback& cb) { cb.on_train_end(*owner, !r); });
     if (!r) {
       failure = describe(r.error());
@@ -553,6 +592,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     d.writer = std::make_unique<metrics_writer>(*d.metrics_out);
   }
   d.seam = std::make_shared<send_seam>(sys, d.spec.faults);
+  if (parts) d.plant = parts->plant;
   if (parts && !parts->ps.empty()) {
     if (static_cast<int>(parts->ps.size()) != d.spec.num_ps)
       throw std::invalid_argument(fmt::format("cluster: {} ps shards given for num_ps = {}", parts->ps.size(), d.spec.num_ps));
@@ -590,6 +630,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;
   c.detached = !d.spec.simulated;
   c.pipeline_affinity = parts && parts->pipeline_affinity;
+  c.plant = d.plant;
   d.coordinator_opts = c;
   d.coordinator = spawn_coordinator(sys, std::move(c));
   d.named(d.coordinator, actor_role::coordinator, 0);
@@ -637,11 +678,13 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   spec.pipelines = d.spawn_shards(fn);
   d.run_fn = fn;
   d.run_shards = spec.pipelines;
+  d.eval_fn = nullptr;
   if (opts.validation) {
     auto val = *opts.validation;
-    spec.eval_pipelines = d.spawn_shards([val](const dataset::input_context& ctx) {
+    d.eval_fn = [val](const dataset::input_context& ctx) {
       return dataset::auto_shard(val, ctx, dataset::auto_shard_policy::data);
-    });
+    };
+    spec.eval_pipelines = d.spawn_shards(d.eval_fn);
     d.run_shards.insert(d.run_shards.end(), spec.eval_pipelines.begin(), spec.eval_pipelines.end());
   }
   d.opts = opts;
@@ -658,6 +701,27 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
   d.result = promise->get_future();
   d.active = d.next_run++;
+  // The callbacks' start of training and of the first epoch run now, before the run is
+  // asked for, so what they set (a schedule's first learning rate) is on every shard
+  // before the first step; a resumed run's epoch is known only once it is restored.
+  d.train_begun = false;
+  if (!d.callbacks.empty() && opts.resume_from.empty()) {
+    d.at_gate = impl::gate_state{};
+    d.at_gate.open = true;
+    d.each_callback([&](callback& cb) { cb.on_train_begin(*this); });
+    d.each_callback([&](callback& cb) { cb.on_epoch_begin(*this, 0); });
+    d.at_gate.open = false;
+    spec.hyperparams = d.at_gate.decision.hyperparams;
+    d.start_promises = std::move(d.at_gate.hyper_promises);
+    for (size_t i = 0; i < d.at_gate.checkpoints.size(); ++i)
+      d.sys.spawn([target = d.at_gate.checkpoints[i], promise = d.at_gate.checkpoint_promises[i]](
+                    caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
+        ask_for_checkpoint(self, coord, timeout, target.first, target.second, promise);
+      }, d.coordinator, d.timeout());
+    d.at_gate = impl::gate_state{};
+    d.train_begun = true;
+    d.begun_at_gate = 0;
+  }
   d.last_spec = spec;
   d.sys.spawn(ask_for_run, d.coordinator, d.call_timeout(), std::move(spec), promise,
               d.spec.simulated ? caf::timespan{0} : d.timeout());
@@ -1076,10 +1140,6 @@ std::vector<caf::actor> cluster_internals::ps(cluster& c) {
 
 std::shared_ptr<const model::placement> cluster_internals::placement(cluster& c) { return c.impl_->placement; }
 
-void cluster_internals::rebuild_dataset_shard(cluster& c, uint32_t pipeline) { c.impl_->rebuild_shard(pipeline); }
-
-void cluster_internals::respawn_ps(cluster& c, uint32_t index) { c.impl_->respawn_ps(index); }
-
 cluster_internals::deposed cluster_internals::take_over(cluster& c) {
   auto& d = *c.impl_;
   if (!d.active || d.spec.checkpoint_dir.empty())
@@ -1101,6 +1161,8 @@ cluster_internals::deposed cluster_internals::take_over(cluster& c) {
               caf::timespan{0});
   return deposed{std::move(old), d.epoch_floor};
 }
+
+void cluster_internals::observe(cluster& c, std::function<void(const event&)> fn) { c.impl_->observer = std::move(fn); }
 
 std::future<std::vector<ps_stats>> cluster_internals::shard_stats(cluster& c) {
   auto& d = *c.impl_;

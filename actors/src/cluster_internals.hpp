@@ -4,6 +4,7 @@
 
 #include <actortrain/actors/cluster.hpp>
 #include <actortrain/actors/dataset_shard.hpp>
+#include <actortrain/actors/events.hpp>
 #include <actortrain/actors/messages.hpp>
 #include <actortrain/actors/worker.hpp>
 
@@ -28,6 +29,8 @@ struct cluster::parts {
   std::function<void(uint32_t)> ps_lost;
   /// coordinator_options::pipeline_affinity (workers with replicas of the pipelines).
   bool pipeline_affinity = false;
+  /// Test-only: a defect planted in the coordinator, the workers and the dataset shards.
+  std::shared_ptr<detail::defect_switch> plant;
 };
 
 struct cluster_internals {
@@ -53,10 +56,6 @@ struct cluster_internals {
   static std::shared_ptr<const model::placement> placement(cluster& c);
   /// Each ps shard's stats, by index (run the test scheduler before get()).
   static std::future<std::vector<ps_stats>> shard_stats(cluster& c);
-  /// What the runner does on a dataset_lost event (the simulator drains events itself).
-  static void rebuild_dataset_shard(cluster& c, uint32_t pipeline);
-  /// What the runner does on a ps_lost event.
-  static void respawn_ps(cluster& c, uint32_t index);
   /// A second coordinator takes over the run in progress, as a restarted coordinator
   /// process would: it resumes from the newest checkpoint in checkpoint_dir under a new
   /// coordinator epoch, with the same workers, shards and pipelines, and join() follows
@@ -68,6 +67,9 @@ struct cluster_internals {
     uint64_t epoch_floor = 0;
   };
   static deposed take_over(cluster& c);
+  /// Calls `fn` with every event the cluster handles (on the thread in done/join),
+  /// before the cluster acts on it; events of a deposed coordinator are not shown.
+  static void observe(cluster& c, std::function<void(const event&)> fn);
 };
 
 }  // namespace actortrain

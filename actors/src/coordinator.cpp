@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "planted.hpp"
 #include "thread_name.hpp"
 
 namespace actortrain {
@@ -27,6 +28,7 @@ class bounded_gate : public dispatch_gate {
  public:
   explicit bounded_gate(uint64_t s) : s_(s) {}
   std::string describe() const override { return fmt::format("bounded_staleness({})", s_); }
+  bool ordered() const override { return true; }
   bool may_dispatch(const gate_view& v) const override { return room(v) > 0; }
   uint64_t room(const gate_view& v) const override {
     auto spread = v.dispatched - v.oldest_unapplied;  // the next index minus the oldest
@@ -41,6 +43,7 @@ class rounds_gate : public dispatch_gate {
  public:
   explicit rounds_gate(uint64_t r) : r_(r) {}
   std::string describe() const override { return "sync"; }
+  bool ordered() const override { return true; }
   bool may_dispatch(const gate_view& v) const override { return v.round_members < r_; }
   uint64_t room(const gate_view& v) const override { return v.round_members < r_ ? r_ - v.round_members : 0; }
   uint64_t round_size() const override { return r_; }
@@ -121,6 +124,7 @@ struct ckpt_target {
   std::string dir;
   size_t keep = 1;
   bool run_dir = true;
+  bool kept = false;  // the state the shards keep at an epoch gate (<checkpoint_dir>/kept)
 };
 
 struct extra_checkpoint {
@@ -147,6 +151,7 @@ struct coord_state {
   int32_t epoch = 0;
   std::vector<pipeline_slot> pipes;
   std::vector<pipeline_slot> eval_pipes;
+  std::set<uint32_t> eval_lost;  // validation pipelines of the run whose shard is gone
   size_t rr = 0;  // round-robin pointer over pipelines
   std::deque<step_task> requeued;
   // Tasks of lost workers, waiting for every shard to acknowledge the fence that
@@ -206,7 +211,10 @@ struct coord_state {
   int64_t gate_epoch = -1;
   bool gate_last = false;
   int64_t kept_epoch = -1;
+  std::string kept_checkpoint;  // the kept state, committed (a lost shard's copy comes back from it)
   bool restore_at_end = false;
+  uint64_t gate_seq = 0;       // the id of the newest gate (event::gate)
+  uint64_t released_gate = 0;  // the gate whose decision was taken last
   int64_t stopped_epoch = -1, restored_epoch = -1;
   // Parameter-server loss: nothing is dispatched until every lost shard is replaced and
   // every shard restored.
@@ -439,12 +447,19 @@ size_t in_flight_count(const coord_state& st) {
   return n;
 }
 
-// Pipeline `p`'s dataset shard is gone: its steps wait for a new one (dataset_lost).
-void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why) {
-  st.pipes[p].lost = true;
+// Pipeline `p`'s dataset shard is gone (a validation pipeline's with `eval`): its steps
+// wait for a new one (dataset_lost, count 1 for a validation pipeline).
+void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why, bool eval = false) {
+  if (eval) {
+    st.eval_lost.insert(p);  // also for the evaluations of later epochs
+    if (p < st.eval_pipes.size()) st.eval_pipes[p].lost = true;
+  } else {
+    st.pipes[p].lost = true;
+  }
   event e;
   e.kind = event_kind::dataset_lost;
   e.pipeline = p;
+  e.count = eval ? 1 : 0;
   e.text = std::move(why);
   emit(st, std::move(e));
 }
@@ -480,7 +495,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
     for (size_t n = 0; n < st.eval_pipes.size(); ++n) {
       auto p = (st.rr + n) % st.eval_pipes.size();
       auto& ps = st.eval_pipes[p];
-      if (ps.ended()) continue;
+      if (ps.ended() || ps.lost) continue;  // a lost one waits for its new shard
       st.rr = p + 1;
       pending_task t;
       t.eval = true;
@@ -543,6 +558,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   for (size_t n = 0; n < st.pipes.size(); ++n) {
     auto p = own_open ? own : (st.rr + n) % st.pipes.size();
     auto& ps = st.pipes[p];
+    if (ps.lost && !ps.ended() && st.opts.gate->ordered()) return std::nullopt;  // its turn: wait for its new shard
     if (ps.ended() || ps.lost) continue;
     if (!own_open) st.rr = p + 1;
     pending_task t;
@@ -716,6 +732,10 @@ void on_task_error(self_ptr self, uint32_t wid, uint64_t id, caf::error& err) {
     fail_run(self, std::move(err));
     return;
   }
+  if (pt.eval && st.standalone_eval && code_of(err) == error_code::source_lost) {
+    fail_run(self, std::move(err));  // nothing rebuilds the shards of a standalone evaluation
+    return;
+  }
   if (pt.eval) {
     // Evaluation is read-only: run the batches again.
     auto& ps = st.eval_pipes[pt.task.steps.front().pipeline];
@@ -793,6 +813,9 @@ void start_eval(self_ptr self, const std::vector<caf::actor>& shards) {
   st.eval_acc.reset(st.opts.metrics);
   st.eval_pipes.clear();
   for (auto& s : shards) st.eval_pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});
+  if (!st.standalone_eval)
+    for (auto p : st.eval_lost)
+      if (p < st.eval_pipes.size()) st.eval_pipes[p].lost = true;  // waits for its new shard
   st.rr = 0;
 }
 
@@ -802,6 +825,10 @@ void begin_epoch(self_ptr self) {
   st.applied_epoch = 0;
   st.dispatched_epoch = 0;
   st.train_acc.reset(st.opts.metrics);
+  // Each pass begins its round-robin at pipeline 0: where the last one left it depends
+  // on how many end-of-data probes went out before the ends were known (timing), and the
+  // order of batches must not (synchronous rounds are formed in that order).
+  if (st.spec.steps_per_epoch == 0) st.rr = 0;
   for (auto& p : st.pipes) {
     if (st.spec.steps_per_epoch == 0) {
       // A new pass: positions continue where the last epoch's data ended.
@@ -849,6 +876,7 @@ void end_epoch(self_ptr self) {
     e.epoch = st.epoch;
     e.count = st.applied_epoch;
     e.values = st.epoch_values;
+    if (st.spec.epoch_gate) e.gate = ++st.gate_seq;  // the gate that opens below
     emit(st, std::move(e));
   }
   ++st.epoch;
@@ -930,6 +958,9 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
           [self, end, live, kept]() mutable {
             if (!live()) return;
             self->state.restored_epoch = kept;
+            // The shards' values changed (no step counted): the newest checkpoint is not
+            // their state any more, so the run's end commits this one.
+            self->state.clean_since_commit = false;
             end();
           },
           [end, live, warn, kept](caf::error& e) mutable {
@@ -978,9 +1009,22 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
   auto epoch = st.gate_epoch;
   ask_every_shard<caf::ok_atom>(
     self, "keep", open,
-    [self, carry_on, epoch]() mutable {
-      self->state.kept_epoch = epoch;
-      carry_on();
+    [self, carry_on, epoch, open]() mutable {
+      auto& st = self->state;
+      if (!open()) return;
+      st.kept_epoch = epoch;
+      st.kept_checkpoint.clear();
+      if (st.opts.checkpoint_dir.empty()) {
+        carry_on();
+        return;
+      }
+      // The kept state committed too (nothing is in flight at the gate), so that a shard
+      // lost later gets its copy back with the restore.
+      write_checkpoint_to(self, ckpt_target{model::join_path(st.opts.checkpoint_dir, "kept"), 1, false, true},
+                          [self, carry_on](const std::string& path) mutable {
+                            self->state.kept_checkpoint = path;
+                            carry_on();
+                          });
     },
     [self, carry_on, warn, epoch](caf::error& e) mutable {
       self->state.kept_epoch = -1;
@@ -1047,6 +1091,15 @@ nlohmann::json save_run(const coord_state& st) {
   }
   j["coordinator_epoch"] = st.opts.coordinator_epoch;
   j["recovery_epoch"] = st.recovery_epoch;
+  j["kept_epoch"] = st.kept_epoch;
+  j["kept_checkpoint"] = st.kept_checkpoint;
+  // What the shards' optimizers run with at this point (a schedule's rate): a restore
+  // sets it again, so the steps redone after it use what they used the first time.
+  if (st.optimizer) {
+    auto hp = nlohmann::json::object();
+    for (auto& [k, v] : st.optimizer->hyperparams()) hp[k] = v;
+    j["hyperparams"] = hp;
+  }
   return j;
 }
 
@@ -1098,6 +1151,8 @@ void load_run(coord_state& st, const nlohmann::json& j) {
     for (auto& v : j.at("visits"))
       st.visits.push_back(visit{v.at(0).get<uint64_t>(), v.at(1).get<uint32_t>(), v.at(2).get<uint64_t>(),
                                 v.at(3).get<uint32_t>(), v.at(4).get<uint64_t>()});
+  st.kept_epoch = j.value("kept_epoch", int64_t{-1});
+  st.kept_checkpoint = j.value("kept_checkpoint", std::string{});
   forget_work(st);
   st.failures.clear();
   st.failed_on.clear();
@@ -1164,7 +1219,10 @@ void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, d
     e.text = path;
     e.values["pause_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.quiesce_began).count();
     e.values["bytes_to_coordinator"] = received_bytes;
-    if (!target.run_dir) e.values["asked"] = 1;  // by a callback, into its own directory
+    if (target.kept)
+      e.values["kept"] = 1;  // the state kept at an epoch gate
+    else if (!target.run_dir)
+      e.values["asked"] = 1;  // by a callback, into its own directory
     emit(st, std::move(e));
   } catch (const std::exception& ex) {
     st.checkpointing = false;
@@ -1657,7 +1715,7 @@ std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_
 // (another) recovery. The fence's epochs are this restore's own, so a retried init that
 // arrives late or twice is not redone.
 void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const std::vector<uint64_t>& wm,
-                std::function<void()> then) {
+                std::function<void()> then, std::optional<model::checkpoint_data> kept = std::nullopt) {
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
   auto attempt = st.restore_attempt;
@@ -1674,13 +1732,21 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
         const auto& vp = pl.variable(part.variable);
         auto& pd = data.variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
         partition_init pi{partition_key{part.variable, part.index}, vp.name, part.row_begin, vp.sparse,
-                          tensor{std::move(pd.values)}, {}, {}, 0, {}};
+                          tensor{std::move(pd.values)}, {}, {}, 0, {}, {}, {}, 0};
         for (auto& [name, m] : pd.slots) {
           pi.slot_names.push_back(name);
           pi.slots.push_back(tensor{std::move(m)});
         }
         pi.iterations = pd.iterations;
         pi.ledger = saved_ledger(data.extra, vp.name, part.row_begin);
+        if (kept) {
+          auto& kd = kept->variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
+          pi.kept = tensor{std::move(kd.values)};
+          for (auto& name : pi.slot_names)
+            if (auto s = kd.slots.find(name); s != kd.slots.end()) pi.kept_slots.push_back(tensor{std::move(s->second)});
+          if (pi.kept_slots.size() != pi.slot_names.size()) pi.kept_slots.clear();
+          pi.kept_iterations = kd.iterations;
+        }
         req.partitions.push_back(std::move(pi));
       }
     }
@@ -1744,11 +1810,31 @@ std::optional<restore_source> pick_checkpoint(coord_state& st, const std::string
                                               std::vector<std::string>& skipped) {
   auto& fs = checkpoint_fs(st);
   auto all = model::list_checkpoints(fs, dir);
+  auto extra_of = [&fs](const std::string& path) {
+    auto manifest = model::read_manifest(fs, path);
+    return manifest.contains("extra") ? manifest.at("extra") : nlohmann::json::object();
+  };
+  // Resuming continues the newest run the directory holds: its own checkpoints only (a
+  // fallback past a corrupt one must not land in an earlier run).
+  uint64_t run = st.run;
+  if (kind == restore_kind::newest && !all.empty()) {
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      try {
+        auto state = state_for(extra_of(it->path), restore_kind::newest, 0);
+        if (state && state->contains("run")) {
+          run = state->at("run").get<uint64_t>();
+          kind = restore_kind::this_run;
+          break;
+        }
+      } catch (const std::exception&) {
+        // Its manifest does not parse: the next one says which run is newest.
+      }
+    }
+  }
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     std::optional<nlohmann::json> state;
     try {
-      auto manifest = model::read_manifest(fs, it->path);
-      state = state_for(manifest.contains("extra") ? manifest.at("extra") : nlohmann::json::object(), kind, st.run);
+      state = state_for(extra_of(it->path), kind, run);
     } catch (const std::exception& e) {
       skipped.push_back(fmt::format("{}: {}", it->path, e.what()));
       continue;
@@ -1766,6 +1852,9 @@ std::optional<restore_source> pick_checkpoint(coord_state& st, const std::string
   }
   return std::nullopt;
 }
+
+void init_shards(self_ptr self, std::function<void()> then);
+void continue_start(self_ptr self);
 
 void warn(coord_state& st, std::string text) {
   event w;
@@ -1786,7 +1875,6 @@ void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeove
   auto& st = self->state;
   auto attempt = ++st.restore_attempt;
   st.recovering = true;  // nothing is dispatched until every shard has its state
-  st.kept_epoch = -1;    // restored shards drop what they kept
   std::vector<std::string> skipped;
   std::optional<restore_source> src;
   std::string problem;
@@ -1806,6 +1894,17 @@ void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeove
       st.recovering = false;
       st.ps_ready = false;
       warn(st, "restore: " + problem);
+      return;
+    }
+    if (kind == restore_kind::values && st.ph == phase::initializing) {
+      // A run about to start, and no good checkpoint: it starts from the initial values.
+      warn(st, "restore: " + problem + "; every ps shard starts from the initial values");
+      init_shards(self, [self] {
+        auto& st = self->state;
+        st.recovering = false;
+        st.ps_ready = true;
+        continue_start(self);
+      });
       return;
     }
     fail_run(self, make_error(error_code::checkpoint_failed, "restore: " + problem));
@@ -1842,6 +1941,14 @@ void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeove
       run = data->state.at("run").get<uint64_t>();
       wm = data->state.at("watermark").get<std::vector<uint64_t>>();
       if (load) load_run(st, data->state);
+      // Test-only: a roll-back that forgets the checkpoint's last step of pipeline 0, so
+      // the shards apply it again (their ledgers must say so).
+      if (load && st.opts.plant && st.opts.plant->which == planted_defect::apply_twice_after_rollback && !st.pipes.empty() &&
+          st.pipes[0].next > st.pipes[0].epoch_begin && !wm.empty() && wm[0] == st.pipes[0].next) {
+        --st.pipes[0].next;
+        --wm[0];
+        st.opts.plant->fired();
+      }
     } catch (const std::exception& ex) {
       fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore from {}: {}", data->path, ex.what())));
       return;
@@ -1849,9 +1956,46 @@ void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeove
     st.last_committed = data->data.step;
     st.restore_dir = model::parent_path(data->path);
     st.clean_since_commit = true;
+    // The state the run keeps (an epoch gate's), from its own checkpoint.
+    std::optional<model::checkpoint_data> kept;
+    if (!load) st.kept_epoch = -1;
+    if (st.kept_epoch >= 0) {
+      try {
+        kept = model::repartition(model::read_checkpoint(checkpoint_fs(st), st.kept_checkpoint), *st.opts.placement);
+      } catch (const std::exception& ex) {
+        warn(st, fmt::format("restore: the kept state of epoch {} is lost: {}", st.kept_epoch + 1, ex.what()));
+        st.kept_epoch = -1;
+      }
+    }
     auto step = data->data.step;
     auto path = data->path;
-    send_state(self, std::move(data->data), run, wm, [then, step, path] { then(step, path); });
+    // The hyperparameters of that point, when the run state has them, before any step.
+    std::vector<std::pair<std::string, double>> hyper;
+    if (load && data->state.contains("hyperparams"))
+      for (auto& [k, v] : data->state.at("hyperparams").items()) hyper.emplace_back(k, v.get<double>());
+    auto attempt = st.restore_attempt;
+    auto done = [self, then, step, path, hyper, attempt] {
+      auto& st = self->state;
+      if (hyper.empty()) {
+        then(step, path);
+        return;
+      }
+      hyperparams_request req{current_fence(st), hyper, ++st.control_id};
+      ask_every_shard<caf::ok_atom>(
+        self, "the restored hyperparameters", [self, attempt] { return attempt == self->state.restore_attempt; },
+        [self, then, step, path, req, attempt] {
+          if (attempt != self->state.restore_attempt) return;
+          if (auto& o = self->state.optimizer)
+            for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
+          then(step, path);
+        },
+        [self, attempt](caf::error& e) {
+          if (attempt != self->state.restore_attempt || e == caf::sec::request_receiver_down) return;
+          fail_run(self, make_error(error_code::checkpoint_failed, "restore: setting its hyperparameters: " + describe(e)));
+        },
+        hyper_atom::value, req);
+    };
+    send_state(self, std::move(data->data), run, wm, done, std::move(kept));
   };
   auto live = [self, attempt] { return attempt == self->state.restore_attempt; };
   for (size_t i = 0; i < st.opts.ps.size(); ++i) {
@@ -1990,6 +2134,8 @@ void recover(self_ptr self) {
       e.count = step;
       e.text = path;
       emit(st, std::move(e));
+      // A fit asked for meanwhile waits for this restore to start.
+      if (st.ph == phase::initializing) start_run(self);
     });
     return;
   }
@@ -2068,8 +2214,31 @@ void start_run(self_ptr self) {
   ++st.recovery_epoch;
   auto attempt = ++st.start_attempt;
   auto live = [self, attempt] { return attempt == self->state.start_attempt; };
+  // Then the first epoch's hyperparameters (run_spec::hyperparams), before any step.
+  auto then = [self, live] {
+    if (!live()) return;
+    auto& st = self->state;
+    if (st.spec.hyperparams.empty()) {
+      begin_run(self);
+      return;
+    }
+    hyperparams_request req{current_fence(st), st.spec.hyperparams, ++st.control_id};
+    ask_every_shard<caf::ok_atom>(
+      self, "the run's first hyperparameters", live,
+      [self, live, req] {
+        if (!live()) return;
+        if (auto& o = self->state.optimizer)
+          for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
+        begin_run(self);
+      },
+      [self, live](caf::error& e) {
+        if (!live() || e == caf::sec::request_receiver_down) return;
+        fail_run(self, make_error(error_code::invalid_request, "the run's first hyperparameters: " + describe(e)));
+      },
+      hyper_atom::value, req);
+  };
   ask_every_shard<fence>(
-    self, "the run's start-up fence", live, [self, live] { if (live()) begin_run(self); },
+    self, "the run's start-up fence", live, then,
     [self, live](caf::error& e) {
       if (!live()) return;
       if (e == caf::sec::request_receiver_down) return;  // the loss starts a recovery that starts over
@@ -2153,6 +2322,11 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
     for (size_t p = 0; p < st.pipes.size(); ++p)
       if (!st.pipes[p].lost && st.pipes[p].shard.address() == dm.source)
         mark_pipeline_lost(st, static_cast<uint32_t>(p), describe(dm.reason));
+    // A validation shard may die between evaluations too (a worker asks ahead for the
+    // first batch of a queued evaluation task).
+    for (size_t p = 0; p < st.spec.eval_pipelines.size(); ++p)
+      if (!st.eval_lost.count(static_cast<uint32_t>(p)) && st.spec.eval_pipelines[p].address() == dm.source)
+        mark_pipeline_lost(st, static_cast<uint32_t>(p), describe(dm.reason), /*eval=*/true);
   });
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     auto err = make_error(error_code::user_error, "coordinator: " + exception_text(eptr));
@@ -2189,6 +2363,8 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
         st.pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});
         self->monitor(s);
       }
+      for (auto& s : st.spec.eval_pipelines) self->monitor(s);
+      st.eval_lost.clear();
       st.rr = 0;
       st.standalone_eval = false;
       st.run_start_committed = false;
@@ -2243,10 +2419,13 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
     },
     [self](gate_atom, uint64_t run, int64_t epoch, gate_decision& d) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
-      if (st.ph != phase::gated || run != st.run || epoch != st.gate_epoch)
+      // A repeat (the application retried, or the message came twice): carried out once.
+      if (d.gate != 0 && d.gate == st.released_gate) return caf::ok_atom::value;
+      if (st.ph != phase::gated || run != st.run || epoch != st.gate_epoch || (d.gate != 0 && d.gate != st.gate_seq))
         return make_error(error_code::invalid_request,
                           fmt::format("no epoch gate is open for epoch {} of run {}", epoch + 1, run));
       ++st.gate_id;  // its timeout is void
+      st.released_gate = st.gate_seq;
       auto rp = self->make_response_promise<caf::ok_atom>();
       release_gate(self, std::move(d), rp);
       return rp;
@@ -2275,17 +2454,27 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       dispatch(self);
       return rp;
     },
-    [self](source_atom, uint32_t p, caf::actor shard) -> caf::result<caf::ok_atom> {
+    [self](source_atom, uint32_t p, caf::actor shard, bool eval) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
-      if (p >= st.pipes.size())
-        return make_error(error_code::invalid_request, fmt::format("no pipeline {} in this run", p));
-      auto& slot = st.pipes[p];
-      slot.shard = shard;
-      slot.lost = false;
+      if (p >= (eval ? st.spec.eval_pipelines.size() : st.pipes.size()))
+        return make_error(error_code::invalid_request,
+                          fmt::format("no {}pipeline {} in this run", eval ? "validation " : "", p));
+      if (eval) {
+        st.spec.eval_pipelines[p] = shard;  // later epochs evaluate with it too
+        st.eval_lost.erase(p);
+        if (p < st.eval_pipes.size()) {
+          st.eval_pipes[p].shard = shard;
+          st.eval_pipes[p].lost = false;
+        }
+      } else {
+        st.pipes[p].shard = shard;
+        st.pipes[p].lost = false;
+      }
       self->monitor(shard);  // re-queued steps take the pipeline's shard when dispatched
       event e;
       e.kind = event_kind::dataset_rebuilt;
       e.pipeline = p;
+      e.count = eval ? 1 : 0;
       emit(st, std::move(e));
       dispatch(self);
       return caf::ok_atom::value;

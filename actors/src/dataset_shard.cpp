@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "planted.hpp"
 #include "thread_name.hpp"
 
 namespace actortrain {
@@ -43,6 +44,7 @@ struct shard_state {
   size_t prefetch = 0;
   std::deque<ready_batch> ready;  // consecutive positions after the last served
   bool fill_pending = false;
+  std::shared_ptr<detail::defect_switch> plant;  // test-only
   static inline const char* name = "dataset_shard";
 };
 
@@ -70,6 +72,7 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
   auto& st = self->state;
   st.pipeline = opts.context.input_pipeline_id;
   st.prefetch = opts.prefetch;
+  st.plant = opts.plant;
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     return make_error(error_code::user_error,
                       fmt::format("dataset shard {}: {}", self->state.pipeline, exception_text(eptr)));
@@ -100,6 +103,23 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
       } else {
         st.ready.clear();
         r = produce(st, req.epoch, index);
+      }
+      // Test-only defects, at batch 2 of pipeline 0's first epoch of every run: a batch
+      // with other values (a loader bug), or batch 1 again (its data visited twice).
+      if (st.plant && st.pipeline == 0 && req.epoch == 0 && index == 2 && !r.end && req.step.run != 0) {
+        if (st.plant->which == planted_defect::wrong_batch && !r.batch.features.empty()) {
+          auto m = r.batch.features[0].take();
+          m *= 1.5f;
+          r.batch.features[0] = tensor{std::move(m)};
+          st.plant->fired();
+        } else if (st.plant->which == planted_defect::visit_twice) {
+          st.ready.clear();
+          auto again = produce(st, req.epoch, index - 1);
+          if (!again.end) {
+            r.batch = std::move(again.batch);
+            st.plant->fired();
+          }
+        }
       }
       batch_reply reply{req.step, r.end, std::move(r.batch)};
       if (!r.end && st.prefetch > 0 && !st.fill_pending) {

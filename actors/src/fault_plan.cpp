@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -115,15 +116,55 @@ std::vector<std::string> fault_plan::injected() const {
 
 std::shared_ptr<fault_plan> fault_plan::random(uint64_t seed, int num_workers, int num_ps, int64_t steps,
                                                int faults, bool ps_crashes) {
+  random_plan_options o;
+  o.num_workers = num_workers;
+  o.num_ps = num_ps;
+  o.steps = steps;
+  o.faults = faults;
+  o.ps_crashes = ps_crashes;
+  return random(seed, o);
+}
+
+std::shared_ptr<fault_plan> fault_plan::random(uint64_t seed, const random_plan_options& o) {
+  const int num_workers = std::max(1, o.num_workers), num_ps = std::max(1, o.num_ps), faults = o.faults;
+  const int64_t steps = std::max<int64_t>(1, o.steps);
+  const bool ps_crashes = o.ps_crashes;
   model::rng g{seed, /*stream=*/0xfa17};
   auto pick = [&g](uint64_t n) { return g.below(n); };
   const uint64_t per_worker = std::max<uint64_t>(1, static_cast<uint64_t>(steps) / std::max(1, num_workers));
   std::vector<fault_rule> rules;
+  // At most one rule per kind of control message, so no more consecutive ones are faulted
+  // than a request's retries absorb (two of its three attempts).
+  std::set<std::string> control_used;
   for (int k = 0; k < faults; ++k) {
     fault_rule r;
     auto w = static_cast<int32_t>(pick(static_cast<uint64_t>(num_workers)));
     auto occurrence = 1 + pick(per_worker);
-    switch (pick(ps_crashes ? 11 : 10)) {
+    // Kinds 0-9 always, then a ps crash, then three kinds of control-message faults.
+    uint64_t kinds = 10 + (ps_crashes ? 1 : 0) + (o.control ? 3 : 0);
+    auto kind = pick(kinds);
+    if (!ps_crashes && kind >= 10) ++kind;  // skip the ps crash
+    if (kind >= 11) {
+      // The rarer messages weigh more, so that each is faulted in about as many plans.
+      static const char* control[] = {"fence", "round",   "snapshot", "init",  "stats", "stats",  "keep",
+                                      "keep",  "restore", "restore",  "hyper", "hyper", "gate",  "gate"};
+      auto what = control[pick(14)];
+      if (!control_used.insert(what).second) continue;  // this kind is faulted already
+      bool to_coordinator = std::string(what) == "gate";
+      auto from = to_coordinator ? actor_role::any : actor_role::coordinator;
+      auto to = to_coordinator ? actor_role::coordinator : actor_role::ps;
+      auto first = 1 + pick(4);
+      if (kind == 11)  // lost: at most two in a row, so a retry gets through
+        r = {delivery::kind::drop, from, -1, to, -1, what, first, 1 + pick(2), {}};
+      else if (kind == 12)
+        r = {delivery::kind::duplicate, from, -1, to, -1, what, first, 1 + pick(3), {}};
+      else  // late: some after their retry
+        r = {delivery::kind::delay, from, -1, to, -1, what, first, 1 + pick(2),
+             std::chrono::duration_cast<caf::timespan>(o.timeout * (1 + pick(12)) / 8)};
+      rules.push_back(r);
+      continue;
+    }
+    switch (kind) {
       case 0:  // crash before pull
         r = {delivery::kind::crash, actor_role::worker, w, actor_role::ps, -1, "pull", occurrence, 1, {}};
         break;

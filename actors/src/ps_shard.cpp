@@ -416,6 +416,18 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, model::optimizer_ptr 
           std::copy(m.data(), m.data() + m.size(), q.slots.slots[at].begin());
         }
         q.slots.iterations = p.iterations;
+        if (p.kept.value && p.kept.rows() == q.value->rows() && p.kept.cols() == q.value->cols()) {
+          // The kept state of the restored run (a checkpoint of it): restore_atom's target.
+          auto kept_slots = st.opt->make_slots(static_cast<size_t>(q.value->size()));
+          for (size_t k = 0; k < p.kept_slots.size() && k < p.slot_names.size(); ++k) {
+            auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
+            const auto& m = *p.kept_slots[k].value;
+            if (at < kept_slots.slots.size() && m.size() == q.value->size())
+              std::copy(m.data(), m.data() + m.size(), kept_slots.slots[at].begin());
+          }
+          kept_slots.iterations = p.kept_iterations;
+          st.kept.emplace(p.key, std::make_pair(*p.kept.value, std::move(kept_slots)));
+        }
         st.parts.emplace(p.key, std::move(q));
       }
       // The de-duplication state of the restored values (nothing remembered above the

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "planted.hpp"
 #include "thread_name.hpp"
 
 namespace actortrain {
@@ -67,6 +68,9 @@ struct worker_state {
     uint64_t id = 0;
     uint64_t seq = 0;      // the step attempt that waits
     step_id step;
+    // The pass it belongs to: a position past an epoch's end is the next epoch's first
+    // under the same step id, so a batch asked for one must not serve the other.
+    uint64_t epoch = 0, epoch_begin = 0;
     caf::actor source;
     batch_reply reply;
   };
@@ -317,6 +321,20 @@ void push(self_ptr self, std::vector<step_result> group) {
     if (!r.dense.empty() || !r.sparse.empty()) ++a->remaining;
   auto id = st.current_record;
   auto& rec = st.records[id];
+  // Test-only defects, at every attempt of step 2 of pipeline 0 (so a re-run or a
+  // roll-back does not heal them): reported applied without its push, or pushed under a
+  // step id that is not its own (a position past the data).
+  if (auto* plant = st.opts.plant.get()) {
+    bool target = false;
+    for (auto& r : a->results) target = target || (r.step.pipeline == 0 && r.step.position == 2);
+    if (target && plant->which == planted_defect::skip_step) {
+      plant->fired();
+      a->remaining = 0;
+    } else if (target && plant->which == planted_defect::foreign_step) {
+      plant->fired();
+      for (auto& r : reqs) r.step.position += 1000000;
+    }
+  }
   if (a->remaining == 0) {
     for (auto& r : a->results) rec.result.steps.push_back(std::move(r));
     run_next(self);
@@ -649,7 +667,10 @@ void on_batch(self_ptr self, batch_reply& r) {
   auto& st = self->state;
   st.current.timings.batch_us = micros_since(st.phase_start);
   if (r.end_of_data) {
-    // The rest of the task is past the end too: report it and stop.
+    // The rest of the task is past the end too: report it and stop. Parameters asked
+    // ahead for a step past the end are dropped: the next epoch begins at that position,
+    // under the same step id, and must read parameters pulled after it was dispatched.
+    if (st.round.active && !st.round.awaited) st.round = worker_state::pull_round{};
     st.current.end_of_data = true;
     auto& res = st.records[st.current_record].result;
     res.steps.push_back(std::move(st.current));
@@ -699,6 +720,8 @@ void prefetch_next(self_ptr self) {
   pf = worker_state::prefetch_slot{};
   pf.active = true;
   pf.step = t->steps[index];
+  pf.epoch = t->epoch;
+  pf.epoch_begin = t->epoch_begin;
   pf.source = t->source;
   pf.id = ++st.prefetch_id;
   st.opts.seam
@@ -739,7 +762,8 @@ void run_next(self_ptr self) {
   st.current.generation = st.task.f.worker_generation;
   st.phase_start = clock_type::now();
   auto& pf = st.prefetch;
-  if (pf.active && pf.step == st.current.step && pf.source == st.task.source) {
+  if (pf.active && pf.step == st.current.step && pf.epoch == st.task.epoch && pf.epoch_begin == st.task.epoch_begin &&
+      pf.source == st.task.source) {
     if (pf.arrived) {
       pf.active = false;
       auto r = std::move(pf.reply);

@@ -41,7 +41,7 @@ struct flow_fixture : testing::fixture {
     auto values = net.initial_parameters(1);
     for (auto& vp : pl->variables())
       init.partitions.push_back(partition_init{partition_key{vp.variable, 0}, vp.name, 0, false,
-                                               tensor{matrix(values[vp.variable])}, {}, {}, 0, {}});
+                                               tensor{matrix(values[vp.variable])}, {}, {}, 0, {}, {}, {}, 0});
     auto rh = self->request(ps, std::chrono::seconds(10), init_atom::value, init);
     sched.run();
     rh.receive([](caf::ok_atom) {}, [](caf::error& e) { BOOST_FAIL(describe(e)); });

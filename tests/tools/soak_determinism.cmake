@@ -2,7 +2,7 @@
 # same trace hash for every seed (bit-identical parameters and the same applied steps),
 # a clean summary, and at least one fault injected.
 foreach(run a b)
-  execute_process(COMMAND ${ACTORTRAIN} soak --seeds 20 --first-seed 100 --hashes
+  execute_process(COMMAND ${ACTORTRAIN} soak --seeds 300 --first-seed 100 --hashes
                   OUTPUT_VARIABLE out_${run} RESULT_VARIABLE rc_${run} TIMEOUT 120)
   if(NOT rc_${run} EQUAL 0)
     message(FATAL_ERROR "soak run ${run} exited with ${rc_${run}}:\n${out_${run}}")
@@ -11,8 +11,8 @@ endforeach()
 string(REGEX MATCHALL "seed [0-9]+ trace [0-9a-f]+" hashes_a "${out_a}")
 string(REGEX MATCHALL "seed [0-9]+ trace [0-9a-f]+" hashes_b "${out_b}")
 list(LENGTH hashes_a n)
-if(NOT n EQUAL 20)
-  message(FATAL_ERROR "expected 20 trace hashes, got ${n}:\n${out_a}")
+if(NOT n EQUAL 300)
+  message(FATAL_ERROR "expected 300 trace hashes, got ${n}:\n${out_a}")
 endif()
 if(NOT hashes_a STREQUAL hashes_b)
   message(FATAL_ERROR "trace hashes differ between processes:\n${out_a}\n---\n${out_b}")
@@ -23,4 +23,4 @@ endif()
 if(out_a MATCHES " 0 faults injected")
   message(FATAL_ERROR "no fault was injected:\n${out_a}")
 endif()
-message(STATUS "20 seeds, identical trace hashes in two processes")
+message(STATUS "300 seeds, identical trace hashes in two processes")

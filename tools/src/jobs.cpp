@@ -137,7 +137,7 @@ bool linear(const std::vector<std::string>& args, job& j) {
 bool fashion_mnist(const std::vector<std::string>& args, job& j) {
   int epochs = 10;
   bool pull_ahead = false;
-  int64_t batch = 128;
+  int64_t batch = 128, limit = 0;
   double lr = 1e-3;
   uint64_t seed = 1;
   std::string data_dir = ds::fashion_mnist_default_dir;
@@ -147,12 +147,14 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
     .add("lr", lr, "Adam learning rate")
     .add("seed", seed, "seed of initialization and shuffling")
     .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
-    .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)");
+    .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
+    .add("limit", limit, "train on the first N images and validate on the first N/4 test images (0: all)");
   common_flags common{2};
   common.add_to(f);
   if (!parse_args(f, "fashion_mnist", args)) return false;
   common.apply("fashion_mnist", j);
   if (epochs < 1 || batch < 1) throw usage_error("fashion_mnist: --epochs and --batch must be >= 1");
+  if (limit < 0) throw usage_error("fashion_mnist: --limit must be >= 0 (0: all the images)");
   if (!(lr > 0)) throw usage_error("fashion_mnist: --lr must be > 0");
   using md::layers::activation;
   j.name = "fashion_mnist";
@@ -166,14 +168,17 @@ bool fashion_mnist(const std::vector<std::string>& args, job& j) {
     return m;
   };
   // Loaded lazily: only the coordinator's task reads the data.
-  j.train = [data_dir, seed, batch](const ds::input_context& ctx) {
+  j.train = [data_dir, seed, batch, limit](const ds::input_context& ctx) {
     static const auto train = ds::fashion_mnist(ds::split::train, data_dir);
-    return train.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-      .shuffle(60000, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
+    auto data = limit > 0 ? train.take(limit) : train;
+    return data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+      .shuffle(limit > 0 ? limit : 60000, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
       .batch(batch);
   };
   j.fit.epochs = epochs;
-  j.fit.validation = ds::fashion_mnist(ds::split::test, data_dir).batch(1000);
+  auto test = ds::fashion_mnist(ds::split::test, data_dir);
+  j.fit.validation = (limit > 0 ? test.take(std::max<int64_t>(1, limit / 4)) : test).batch(1000);
+  if (limit > 0) j.name = fmt::format("fashion_mnist(limit={})", limit);
   j.spec.seed = seed;
   j.spec.pull_ahead = pull_ahead;
   return true;

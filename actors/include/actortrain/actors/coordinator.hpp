@@ -99,8 +99,9 @@ using coordinator_actor = caf::typed_actor<
   caf::replies_to<join_atom, caf::actor, uint32_t>::with<uint64_t>,  // a worker joins: its generation
   // Sent to itself when every worker is lost: the run fails unless one joined since.
   caf::reacts_to<outage_atom, uint64_t>,
-  // A new dataset shard for a pipeline whose shard was lost (dataset_lost event).
-  caf::replies_to<source_atom, uint32_t, caf::actor>::with<caf::ok_atom>,
+  // A new dataset shard for a pipeline whose shard was lost (dataset_lost event); with
+  // true, for a validation pipeline of the run.
+  caf::replies_to<source_atom, uint32_t, caf::actor, bool>::with<caf::ok_atom>,
   // Sent to itself when a task has run speculate_after x the median: maybe re-run it.
   caf::reacts_to<slow_atom, uint64_t>,
   // A respawned ps shard for index `i` after a ps_lost event; once every lost shard is
@@ -157,6 +158,10 @@ class dispatch_gate {
   virtual uint64_t room(const gate_view& v) const { return may_dispatch(v) ? UINT64_MAX : 0; }
   /// Steps per synchronous round; 0: no rounds (pushes are applied on arrival).
   virtual uint64_t round_size() const { return 0; }
+  /// True when the order of batches must not depend on timing (bounded staleness and
+  /// sync: their results are a function of that order): pipelines are then taken strictly
+  /// in turn, and one whose dataset shard is lost is waited for, not skipped.
+  virtual bool ordered() const { return false; }
 };
 
 /// Asynchronous training: dispatch whenever a worker is free.
@@ -217,6 +222,8 @@ struct coordinator_options {
   bool pipeline_affinity = false;
   /// Own thread (see ps_shard_options::detached); off in the simulator.
   bool detached = false;
+  /// Test-only: a defect planted to show the simulator's checks catch it (null: none).
+  std::shared_ptr<detail::defect_switch> plant;
 };
 
 coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options opts);

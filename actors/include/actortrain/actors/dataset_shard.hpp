@@ -28,10 +28,16 @@ using dataset_shard_actor = caf::typed_actor<
   caf::replies_to<batch_atom, batch_request>::with<batch_reply>,
   caf::reacts_to<fill_atom>>;  // internal: prepare the next batches
 
+namespace detail {
+struct defect_switch;
+}  // namespace detail
+
 struct dataset_shard_options {
   dataset::input_context context;  ///< input_pipeline_id = this shard's pipeline
   size_t prefetch = 2;             ///< batches prepared ahead of demand
   bool detached = true;            ///< own thread (false in the simulator)
+  /// Test-only: a defect planted to show the simulator's checks catch it (null: none).
+  std::shared_ptr<detail::defect_switch> plant;
 };
 
 dataset_shard_actor spawn_dataset_shard(caf::actor_system& sys, dataset::dataset_fn fn, dataset_shard_options opts);

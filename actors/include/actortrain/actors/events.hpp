@@ -27,8 +27,8 @@ enum class event_kind : uint8_t {
   worker_joined,   ///< worker, generation
   worker_lost,     ///< worker, generation, text = why
   steps_requeued,  ///< count steps of a lost worker back in the queue
-  dataset_lost,    ///< the dataset shard of `pipeline` is gone; its steps wait for a new one
-  dataset_rebuilt, ///< a new dataset shard serves `pipeline` (from the same positions)
+  dataset_lost,    ///< the dataset shard of `pipeline` is gone; its steps wait for a new one (count 1: a validation pipeline)
+  dataset_rebuilt, ///< a new dataset shard serves `pipeline` (from the same positions; count 1: validation)
   checkpoint_done, ///< ("checkpoint") a coordinated checkpoint committed: step in `count`, directory in `text`;
                    ///< values pause_seconds, bytes_to_coordinator (tensor bytes the shards
                    ///< sent for it: 0 with checkpoint_shared)
@@ -61,6 +61,9 @@ struct event {
   uint64_t round = 0;
   /// step_done: steps the run's shards hold, this one included (a roll-back lowers it).
   uint64_t total = 0;
+  /// epoch_done with the epoch gate: the gate's id (every gate has its own, also the same
+  /// epoch's end again after a roll-back); the application's decision names it.
+  uint64_t gate = 0;
   double seconds = 0;  ///< since the run began
   /// The emitting coordinator's epoch: after a take-over, a deposed coordinator's events
   /// have a lower one and can be told apart.

@@ -45,16 +45,33 @@ struct fault_rule {
 /// "crash worker 1 at its 3rd push", for reports and reproduction.
 std::string to_string(const fault_rule& r);
 
+/// What a random plan is drawn for.
+struct random_plan_options {
+  int num_workers = 3;
+  int num_ps = 2;
+  int64_t steps = 100;  ///< about how many steps the cluster runs (occurrences are drawn below it)
+  int faults = 4;       ///< rules
+  /// A ps shard may die with pushes in flight (the cluster needs checkpoints to survive it).
+  bool ps_crashes = true;
+  /// Control messages may be lost, duplicated or delayed too: fences, round manifests,
+  /// snapshots, inits, stats, keep and restore, hyperparameters (coordinator to ps) and
+  /// the application's gate decisions (to the coordinator).
+  bool control = false;
+  /// The cluster's request timeout: some delays of control messages exceed it, so the
+  /// original arrives after its retry.
+  caf::timespan timeout = std::chrono::seconds(5);
+};
+
 class fault_plan : public fault_policy {
  public:
   explicit fault_plan(std::vector<fault_rule> rules = {});
 
-  /// `faults` rules drawn from `seed` for a cluster of `num_workers` workers and
-  /// `num_ps` shards running about `steps` steps: worker crashes at every phase, lost,
-  /// duplicated and delayed messages, a slow worker, a partitioned worker, a dataset
-  /// shard that dies, and (with `ps_crashes`; the cluster needs checkpoints to survive
-  /// it) a ps shard that dies with pushes in flight. Crashes hit at most num_workers - 1
-  /// distinct workers, unless the caller restarts lost workers.
+  /// `o.faults` rules drawn from `seed`: worker crashes at every phase, lost, duplicated
+  /// and delayed messages, a slow worker, a partitioned worker, a dataset shard that
+  /// dies, with o.ps_crashes a ps shard that dies with pushes in flight, and with
+  /// o.control faults on control messages. Meant for clusters that restart lost workers.
+  static std::shared_ptr<fault_plan> random(uint64_t seed, const random_plan_options& o);
+  /// The same with o.control off.
   static std::shared_ptr<fault_plan> random(uint64_t seed, int num_workers, int num_ps, int64_t steps, int faults,
                                             bool ps_crashes = true);
 

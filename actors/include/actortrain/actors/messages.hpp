@@ -311,12 +311,17 @@ struct partition_init {
   int64_t iterations = 0;
   /// The partition's ledger in that state (empty at start).
   ledger_data ledger;
+  /// The state kept at an epoch gate (keep_atom) that the restored run still holds
+  /// (null: none): its values, slots (slot_names' order) and apply count.
+  tensor kept;
+  std::vector<tensor> kept_slots;
+  int64_t kept_iterations = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_init& x) {
   return f(caf::meta::type_name("partition_init"), x.key, x.name, x.row_begin, x.sparse, x.value, x.slot_names,
-           x.slots, x.iterations, x.ledger);
+           x.slots, x.iterations, x.ledger, x.kept, x.kept_slots, x.kept_iterations);
 }
 
 /// A shard's whole state: its partitions at start, or a checkpoint's on restore. The
@@ -792,12 +797,15 @@ struct run_spec {
   /// request timeout) for the application's gate_decision before the next epoch begins
   /// or the run ends: Keras's synchronous epoch-end callbacks.
   bool epoch_gate = false;
+  /// Set on every shard before the run's first step (what the callbacks' on_epoch_begin
+  /// of the first epoch asked for: a learning-rate schedule's first rate).
+  std::vector<std::pair<std::string, double>> hyperparams;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
   return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch,
-           x.visitation_log, x.resume_from, x.epoch_gate);
+           x.visitation_log, x.resume_from, x.epoch_gate, x.hyperparams);
 }
 
 /// What the application decided at an epoch gate (gate_atom, run, epoch, decision),
@@ -806,6 +814,7 @@ typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
 /// asked for at the gate is a ckpt_atom request sent just before: it is written before
 /// the next epoch's first step, or before the run ends.)
 struct gate_decision {
+  uint64_t gate = 0;  ///< the gate decided for (event::gate of its epoch_done)
   bool stop = false;  ///< end the run now (Keras's stop_training)
   bool keep = false;  ///< every shard keeps a copy of its state as this epoch left it
   bool restore_at_end = false;  ///< the run ends with the shards back at the kept state
@@ -814,7 +823,7 @@ struct gate_decision {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gate_decision& x) {
-  return f(caf::meta::type_name("gate_decision"), x.stop, x.keep, x.restore_at_end, x.hyperparams);
+  return f(caf::meta::type_name("gate_decision"), x.gate, x.stop, x.keep, x.restore_at_end, x.hyperparams);
 }
 
 /// One applied step of a run: which batch, and which worker (generation) computed it.

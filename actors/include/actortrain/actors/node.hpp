@@ -46,6 +46,7 @@
 
 #include <actortrain/actors/cluster.hpp>
 #include <actortrain/actors/cluster_file.hpp>
+#include <actortrain/actors/job.hpp>
 #include <actortrain/dataset/dataset.hpp>
 #include <actortrain/model/trainer.hpp>
 
@@ -57,30 +58,6 @@
 #include <vector>
 
 namespace actortrain {
-
-/// What every task of a job builds the same way.
-struct job {
-  /// Names the job (and its data) in the fingerprint.
-  std::string name;
-  model::model structure;
-  std::shared_ptr<const model::optimizer> optimizer;
-  model::loss_ptr loss;
-  /// Fresh metrics (the chief and every worker need their own).
-  std::function<std::vector<model::metric_ptr>()> metrics;
-  /// The training pipelines: called on the coordinator's task, and on each worker task,
-  /// which keeps replicas of every pipeline and takes its training batches from them (a
-  /// batch is a function of its pipeline and position, so the replicas agree).
-  dataset::dataset_fn train;
-  /// Epochs, steps_per_epoch, validation (evaluated on the coordinator's task), verbose.
-  model::fit_options fit;
-  /// Tuning: seed, partitioner, steps_per_execution, pull_ahead, ... num_ps, num_workers,
-  /// request_timeout, checkpoints and the consistency come from the cluster definition
-  /// (its consistency, when set, wins).
-  cluster_spec spec;
-  /// Callbacks of the run (callbacks.hpp), run on the coordinator's task only, as
-  /// TensorFlow's ParameterServerStrategy runs them on the chief.
-  std::vector<callback_ptr> callbacks;
-};
 
 /// One line per field that enters the fingerprint: (field, value).
 using fingerprint = std::vector<std::pair<std::string, std::string>>;

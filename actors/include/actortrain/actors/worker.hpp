@@ -85,6 +85,8 @@ struct worker_options {
   /// source, so batches never cross the network. Empty: always the task's.
   std::vector<caf::actor> sources;
   bool detached = true;
+  /// Test-only: a defect planted to show the simulator's checks catch it (null: none).
+  std::shared_ptr<detail::defect_switch> plant;
 };
 
 worker_actor spawn_worker(caf::actor_system& sys, worker_options opts);
