@@ -5,4 +5,5 @@ list(APPEND MODEL_SOURCES
   src/model.cpp
   src/progress.cpp
   src/trainer.cpp
+  src/digest.cpp
 )

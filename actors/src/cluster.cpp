@@ -1,4 +1,5 @@
 #include <actortrain/actors/cluster.hpp>
+#include <actortrain/actors/job.hpp>
 
 #include "cluster_internals.hpp"
 #include "planted.hpp"
@@ -148,6 +149,7 @@ struct cluster::impl {
   std::shared_ptr<detail::defect_switch> plant;      // test-only (cluster::parts)
   seam_ptr seam;
   std::vector<ps_shard_actor> ps;
+  bool owns_ps = true;  // false: the shards are another process's (parts::ps), which stops them
   std::function<void(uint32_t)> remote_ps_lost;  // set: the shards live in other processes
   std::vector<worker_actor> workers;             // the ones spawned here
   std::vector<worker_actor> replaced;  // predecessors of restarted workers (stopped with the rest)
@@ -598,6 +600,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
       throw std::invalid_argument(fmt::format("cluster: {} ps shards given for num_ps = {}", parts->ps.size(), d.spec.num_ps));
     for (auto& p : parts->ps) d.ps.push_back(caf::actor_cast<ps_shard_actor>(p));
     d.remote_ps_lost = parts->ps_lost;
+    d.owns_ps = false;
   } else {
     for (int p = 0; p < d.spec.num_ps; ++p) d.ps.push_back(d.spawn_ps(static_cast<uint32_t>(p)));
   }
@@ -643,7 +646,8 @@ cluster::~cluster() {
   for (auto& old : d.deposed) caf::anon_send_exit(old, caf::exit_reason::user_shutdown);
   for (auto& w : d.workers) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   for (auto& w : d.replaced) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-  for (auto& p : d.ps) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  if (d.owns_ps)
+    for (auto& p : d.ps) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
 }
 
 cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_options& opts) {
@@ -1085,6 +1089,25 @@ std::shared_ptr<const model::placement> cluster_internals::placement_for(const m
                                                                          const cluster_spec& spec) {
   auto part = spec.partitioner.empty() || spec.partitioner == "none" ? nullptr : model::make_partitioner(spec.partitioner);
   return std::make_shared<model::placement>(model::place(structure.variables(), part.get(), spec.num_ps));
+}
+
+ledger_run ledger_run_of(const job& j, const cluster_spec& spec, uint64_t run, bool complete) {
+  ledger_run r;
+  r.run = run;
+  r.fn = j.train;
+  r.num_pipelines = cluster_internals::num_pipelines(spec);
+  auto rounds = make_gate(spec.consistency, spec.num_workers)->round_size();
+  r.replicas_in_sync = rounds > 0 ? static_cast<int64_t>(rounds) : 1;
+  r.epochs = j.fit.epochs;
+  r.steps_per_epoch = j.fit.steps_per_epoch;
+  r.complete = complete;
+  return r;
+}
+
+std::vector<ledger_variable> ledger_variables(const job& j) {
+  std::vector<ledger_variable> out;
+  for (auto& v : j.structure.variables()) out.push_back({v.name, v.shape.rows});
+  return out;
 }
 
 int cluster_internals::num_pipelines(const cluster_spec& spec) {

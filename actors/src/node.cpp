@@ -2,6 +2,7 @@
 
 #include "basp_guard.hpp"
 #include "cluster_internals.hpp"
+#include "planted.hpp"
 #include <actortrain/actors/configure.hpp>
 #include <actortrain/actors/data_plane.hpp>
 #include <actortrain/actors/dataset_shard.hpp>
@@ -23,6 +24,8 @@
 #include <memory>
 #include <dlfcn.h>
 #include <future>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -76,6 +79,7 @@ namespace {
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using host_atom = caf::atom_constant<caf::atom("host")>;
+using replica_atom = caf::atom_constant<caf::atom("replica")>;
 
 constexpr auto retry_pause = std::chrono::milliseconds(200);
 // Telling the other tasks that the job ended: each must acknowledge within this.
@@ -111,6 +115,8 @@ struct node_box {
   std::condition_variable cv;
   size_t joined = 0;                 // remote workers admitted (coordinator's task)
   std::optional<job_outcome> outcome;  // the end of the job (other tasks)
+  std::optional<uint64_t> digest;      // a worker's pull of the final parameters
+  std::string digest_error;
   bool stopped = false;              // told to stop (ps tasks)
   std::string fatal;                 // a peer this task cannot do without went away
 
@@ -166,6 +172,8 @@ struct node_state : node_init {
   std::map<uint32_t, caf::actor> worker_nodes;
   std::vector<caf::actor> ps_nodes;
   std::vector<caf::actor> evaluators;  // told the outcome, never waited for
+  // A worker task: its replica, which pulls the final parameters when the job ends.
+  worker_actor replica;
   // Other tasks: the coordinator's node, whose loss ends this task.
   caf::actor watched;
   std::string watched_name;
@@ -332,9 +340,34 @@ caf::behavior node_actor(node_ptr self, node_init init) {
     },
     // The coordinator's task: an evaluator wants to learn when the job ends.
     [self](done_atom, caf::actor evaluator_node) { self->state.evaluators.push_back(std::move(evaluator_node)); },
-    [self](done_atom, job_outcome& out) {
-      self->state.box->update([&](node_box& b) { b.outcome = std::move(out); });
-      return caf::ok_atom::value;
+    [self](replica_atom, worker_actor w) { self->state.replica = std::move(w); },
+    [self](done_atom, job_outcome& out) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (!st.replica) {
+        st.box->update([&](node_box& b) { b.outcome = std::move(out); });
+        return caf::ok_atom::value;
+      }
+      // A worker's own evidence of the values the run ended with: its replica pulls them
+      // before this task says goodbye (the ps tasks are stopped only after every worker
+      // did).
+      auto rp = self->make_response_promise<caf::ok_atom>();
+      self->request(st.replica, farewell_timeout - std::chrono::seconds(1), pull_atom::value)
+        .then(
+          [self, rp, out](uint64_t d) mutable {
+            self->state.box->update([&](node_box& b) {
+              b.digest = d;
+              b.outcome = std::move(out);
+            });
+            rp.deliver(caf::ok_atom::value);
+          },
+          [self, rp, out](caf::error& e) mutable {
+            self->state.box->update([&](node_box& b) {
+              b.digest_error = describe(e);
+              b.outcome = std::move(out);
+            });
+            rp.deliver(caf::ok_atom::value);
+          });
+      return rp;
     },
     [self](stop_atom) {
       self->state.box->update([](node_box& b) { b.stopped = true; });
@@ -348,19 +381,30 @@ caf::behavior node_actor(node_ptr self, node_init init) {
       // One-way: the chief never waits for an evaluator (TensorFlow's did, forever).
       for (auto& e : st.evaluators) caf::anon_send(e, done_atom::value, out);
       auto rp = self->make_response_promise<caf::ok_atom>();
-      auto remaining = std::make_shared<size_t>(st.worker_nodes.size() + st.ps_nodes.size());
-      if (*remaining == 0) {
-        rp.deliver(caf::ok_atom::value);
+      // The workers first (each pulls the final parameters before it answers), then the
+      // ps tasks (each writes its ledger as it stops).
+      auto ps_nodes = st.ps_nodes;
+      auto stop_ps = [self, rp, ps_nodes]() mutable {
+        auto left = std::make_shared<size_t>(ps_nodes.size());
+        if (*left == 0) {
+          rp.deliver(caf::ok_atom::value);
+          return;
+        }
+        for (auto& node : ps_nodes)
+          self->request(node, farewell_timeout, stop_atom::value)
+            .then([rp, left](caf::ok_atom) mutable { if (--*left == 0) rp.deliver(caf::ok_atom::value); },
+                  [rp, left](caf::error&) mutable { if (--*left == 0) rp.deliver(caf::ok_atom::value); });
+      };
+      auto workers_left = std::make_shared<size_t>(st.worker_nodes.size());
+      if (*workers_left == 0) {
+        stop_ps();
         return rp;
       }
-      auto one = [rp, remaining]() mutable {
-        if (--*remaining == 0) rp.deliver(caf::ok_atom::value);
+      auto one = [stop_ps, workers_left]() mutable {
+        if (--*workers_left == 0) stop_ps();
       };
       for (auto& [id, node] : st.worker_nodes)
         self->request(node, farewell_timeout, done_atom::value, out)
-          .then([one](caf::ok_atom) mutable { one(); }, [one](caf::error&) mutable { one(); });
-      for (auto& node : st.ps_nodes)
-        self->request(node, farewell_timeout, stop_atom::value)
           .then([one](caf::ok_atom) mutable { one(); }, [one](caf::error&) mutable { one(); });
       return rp;
     },
@@ -528,6 +572,7 @@ struct node_context {
   caf::actor node;
   std::shared_ptr<node_box> box;
   std::ostream& out;
+  std::shared_ptr<detail::defect_switch> plant;  // test-only (node_options::plant)
   caf::timespan timeout() const { return span(opts.cluster.request_timeout); }
   caf::timespan connect_budget() const { return span(opts.cluster.connect_timeout); }
 };
@@ -576,22 +621,6 @@ std::vector<model::metric_ptr> fresh_metrics(const job& j) {
   return j.metrics ? j.metrics() : std::vector<model::metric_ptr>{};
 }
 
-cluster_spec spec_for(const job& j, const cluster_def& def) {
-  cluster_spec spec = j.spec;
-  spec.num_ps = job_num_ps(j, def);
-  spec.num_workers = static_cast<int>(def.worker.size());
-  spec.consistency = job_consistency(j, def);
-  spec.request_timeout = def.request_timeout;
-  spec.restart_lost_workers = false;  // a worker task restarts as a process, then registers again
-  spec.simulated = false;
-  if (!def.checkpoint_dir.empty()) {
-    spec.checkpoint_dir = def.checkpoint_dir;
-    spec.checkpoint_every = def.checkpoint_every;
-    spec.checkpoint_interval = def.checkpoint_interval;
-    spec.checkpoint_shared = def.checkpoint_shared;
-  }
-  return spec;
-}
 
 run_summary to_summary(const model::history& h, int64_t steps) {
   run_summary s;
@@ -611,11 +640,40 @@ node_result from_summary(const run_summary& s) {
   return r;
 }
 
+// What a task that holds ps shards says at its end: the steps of the newest run its
+// ledgers hold (on every partition), and where it wrote them. The steps are the node's
+// result (`ps:0 done: N steps`).
+std::pair<int64_t, std::string> ledger_summary(const std::vector<partition_ledger>& ls, const std::string& written) {
+  uint64_t run = 0, violations = 0;
+  for (auto& l : ls) {
+    for (auto& s : l.ledger.segments) run = std::max(run, s.run);
+    violations += l.ledger.violations.size();
+  }
+  uint64_t fewest = UINT64_MAX;
+  for (auto& l : ls) fewest = std::min(fewest, step_ledger{l.ledger}.steps(run));
+  if (ls.empty()) fewest = 0;
+  auto note = fmt::format("ledger: run {}: {} step(s) on each of {} partition(s), {} applied twice{}", run, fewest,
+                          ls.size(), violations, written.empty() ? "" : "; written to " + written);
+  return {static_cast<int64_t>(fewest), note};
+}
+
+// Writes the ledgers to `path` as one JSON document (a new file renamed into place).
+void write_ledgers(const std::vector<partition_ledger>& ls, const std::string& path) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << ledgers_to_json(ls).dump() << "\n";
+    if (!out) fail(fmt::format("cannot write the ledgers to {}", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    fail(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(errno)));
+}
+
 // The chief, or worker 0 of a worker-only cluster: the coordinator, the dataset shards,
 // (worker-only) the ps shards and a replica of its own.
 node_result host_coordinator(node_context& cx) {
   auto& def = cx.opts.cluster;
-  auto spec = spec_for(cx.j, def);
+  auto spec = node_spec(cx.j, def);
   cluster::parts parts;
   std::vector<caf::actor> ps_nodes;
   if (!shards_on_coordinator(def)) {
@@ -632,6 +690,7 @@ node_result host_coordinator(node_context& cx) {
   // Worker 0 hosting the coordinator (no chief) is also a replica.
   parts.local_workers = def.coordinator_task().type == task_type::worker ? 1 : 0;
   parts.pipeline_affinity = true;  // the worker tasks read their own pipelines
+  parts.plant = cx.plant;
   // A lost ps task comes back as a new process at its address (restarted by hand or by
   // `actortrain launch --restart-failed`); the coordinator pauses until then, at most
   // request_timeout (then the run fails naming the shard).
@@ -681,8 +740,17 @@ node_result host_coordinator(node_context& cx) {
   } catch (const std::exception& e) {
     outcome.error = e.what();
   }
+  if (shards_on_coordinator(def)) {
+    try {
+      auto ls = c->ledgers();
+      if (!cx.opts.ledger_out.empty()) write_ledgers(ls, cx.opts.ledger_out);
+      result.note = ledger_summary(ls, cx.opts.ledger_out).second;
+    } catch (const std::exception& e) {
+      result.note = std::string("the ps shards' ledgers could not be read: ") + e.what();
+    }
+  }
   // Tell the others before this process goes (each acknowledges, or is gone).
-  ask<caf::ok_atom>(cx.sys, cx.node, std::chrono::duration_cast<caf::timespan>(farewell_timeout * 2), finish_atom::value,
+  ask<caf::ok_atom>(cx.sys, cx.node, std::chrono::duration_cast<caf::timespan>(farewell_timeout * 3), finish_atom::value,
                     outcome);
   if (!outcome.error.empty()) fail(outcome.error);
   return result;
@@ -712,7 +780,7 @@ node_result play_worker(node_context& cx) {
     contacts.push_back(std::move(c));
   }
   // The replica and its pipelines exactly as the chief's cluster would build them.
-  auto spec = spec_for(cx.j, def);
+  auto spec = node_spec(cx.j, def);
   std::vector<std::shared_ptr<const model::metric>> metrics;
   for (auto& m : fresh_metrics(cx.j)) metrics.push_back(std::move(m));
   auto o = cluster_internals::worker_options_for(spec, static_cast<uint32_t>(me.index), cx.j.structure, cx.j.loss,
@@ -720,6 +788,7 @@ node_result play_worker(node_context& cx) {
                                                  cluster_internals::placement_for(cx.j.structure, spec));
   o.ps = ps;
   o.seam = std::make_shared<send_seam>(cx.sys);
+  o.plant = cx.plant;
   // Tensors to and from each shard on its data plane, when its process serves one.
   auto seam = o.seam;
   auto log = log_to(cx);
@@ -730,9 +799,11 @@ node_result play_worker(node_context& cx) {
   // Replicas of the training pipelines, so batches are made here (TensorFlow's per-worker
   // datasets) instead of crossing the network from the chief; with pipeline affinity
   // this worker reads its own pipeline in order.
-  for (int p = 0; p < cluster_internals::num_pipelines(spec); ++p)
-    o.sources.push_back(caf::actor_cast<caf::actor>(
-      spawn_dataset_shard(cx.sys, cx.j.train, cluster_internals::pipeline_options(spec, p))));
+  for (int p = 0; p < cluster_internals::num_pipelines(spec); ++p) {
+    auto po = cluster_internals::pipeline_options(spec, p);
+    po.plant = cx.plant;
+    o.sources.push_back(caf::actor_cast<caf::actor>(spawn_dataset_shard(cx.sys, cx.j.train, std::move(po))));
+  }
   auto local_sources = o.sources;
   // Each replica builds its dataset when it starts (the job's dataset_fn): have that done,
   // and a first batch made, before registering, so the run does not wait for it (it made
@@ -740,6 +811,7 @@ node_result play_worker(node_context& cx) {
   for (auto& s : local_sources)
     (void)ask<batch_reply>(cx.sys, s, cx.connect_budget(), batch_atom::value, batch_request{fence{}, step_id{}, 0, 0});
   auto w = spawn_worker(cx.sys, std::move(o));
+  caf::anon_send(cx.node, replica_atom::value, w);
   // A ps task that is lost comes back as a new process, whose shard the coordinator's
   // tasks then name: dial it again at its address, so that the traffic to it goes
   // directly instead of through the chief (BASP routes through the node a handle came
@@ -810,7 +882,10 @@ node_result play_worker(node_context& cx) {
   std::lock_guard<std::mutex> g{cx.box->mtx};
   if (!cx.box->outcome) fail(cx.box->fatal);
   if (!cx.box->outcome->error.empty()) fail("the run failed: " + cx.box->outcome->error);
-  return from_summary(cx.box->outcome->summary);
+  auto r = from_summary(cx.box->outcome->summary);
+  r.parameters_digest = cx.box->digest;
+  if (!cx.box->digest) r.note = "could not pull the final parameters: " + cx.box->digest_error;
+  return r;
 }
 
 // checkpoint.shared: this task writes its partitions into the directory itself. Found
@@ -842,10 +917,19 @@ node_result play_ps(node_context& cx) {
   caf::anon_send(cx.node, caf::put_atom::value,
                  std::map<uint32_t, shard_contact>{{o.index, serve_shard(cx, caf::actor_cast<caf::actor>(shard), planes)}});
   cx.box->wait([](node_box& b) { return b.stopped; }, std::nullopt);
+  // What this shard applied, from its own ledger (also when the job ended badly).
+  node_result r;
+  auto ledgers = ask<ps_ledgers>(cx.sys, caf::actor_cast<caf::actor>(shard), cx.timeout(), ledger_atom::value);
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  if (ledgers) {
+    if (!cx.opts.ledger_out.empty()) write_ledgers(ledgers->partitions, cx.opts.ledger_out);
+    std::tie(r.steps, r.note) = ledger_summary(ledgers->partitions, cx.opts.ledger_out);
+  } else {
+    r.note = "its ledger could not be read: " + describe(ledgers.error());
+  }
   std::lock_guard<std::mutex> g{cx.box->mtx};
   if (!cx.box->stopped) fail(cx.box->fatal);
-  return {};
+  return r;
 }
 
 // The evaluator: a sidecar that evaluates every newly committed checkpoint of the
@@ -909,6 +993,23 @@ void check_job(const job& j) {
 }
 
 }  // namespace
+
+cluster_spec node_spec(const job& j, const cluster_def& def) {
+  cluster_spec spec = j.spec;
+  spec.num_ps = job_num_ps(j, def);
+  spec.num_workers = static_cast<int>(def.worker.size());
+  spec.consistency = job_consistency(j, def);
+  spec.request_timeout = def.request_timeout;
+  spec.restart_lost_workers = false;  // a worker task restarts as a process, then registers again
+  spec.simulated = false;
+  if (!def.checkpoint_dir.empty()) {
+    spec.checkpoint_dir = def.checkpoint_dir;
+    spec.checkpoint_every = def.checkpoint_every;
+    spec.checkpoint_interval = def.checkpoint_interval;
+    spec.checkpoint_shared = def.checkpoint_shared;
+  }
+  return spec;
+}
 
 fingerprint job_fingerprint(const job& j, const cluster_def& def) {
   fingerprint f;
@@ -1047,7 +1148,11 @@ node_result run_task(const node_options& opts, const job& j) {
         fail(fmt::format("{}: {}", to_string(me), e.what()));
       }
     }
-    node_context cx{opts, j, sys, node, box, out};
+    node_context cx{opts, j, sys, node, box, out, nullptr};
+    if (opts.plant != planted_defect::none) {
+      cx.plant = std::make_shared<detail::defect_switch>();
+      cx.plant->which = opts.plant;
+    }
     node_result r;
     if (me == def.coordinator_task())
       r = host_coordinator(cx);
@@ -1083,6 +1188,8 @@ node_flags parse_node_flags(int argc, char** argv, int first) {
       f.resume = true;
     else if (name == "--no-data-plane")
       f.no_data_plane = true;
+    else if (name == "--ledger")
+      f.ledger_out = value(i, name);
     else if (name == "--cluster")
       f.cluster_file = value(i, name);
     else if (name == "--task")
@@ -1107,7 +1214,7 @@ node_flags parse_node_flags(int argc, char** argv, int first) {
 std::string node_usage(const std::string& program) {
   return fmt::format(
     "usage: {} [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--resume] [--no-data-plane]\n"
-    "       [--tls-cert F --tls-key F --tls-ca F]\n"
+    "       [--ledger FILE] [--tls-cert F --tls-key F --tls-ca F]\n"
     "Plays one task of a cluster of processes (every task runs this same program).\n"
     "  --cluster FILE      the cluster (JSON, see actortrain/actors/cluster_file.hpp); without it\n"
     "                      the TF_CONFIG environment variable, e.g.\n"
@@ -1120,6 +1227,8 @@ std::string node_usage(const std::string& program) {
     "                      directory, e.g. after the chief crashed; the other tasks may live on\n"
     "  --no-data-plane     (ps, worker) move tensors over BASP instead of the tensor data plane\n"
     "                      (a TCP connection of their own per worker and ps; never with TLS)\n"
+    "  --ledger FILE       (a task holding ps shards) write what the shards applied, step by\n"
+    "                      step, to FILE as it stops, for `actortrain ledger check`\n"
     "  --tls-cert/--tls-key/--tls-ca FILE\n"
     "                      mutual TLS through caf::openssl: this node's certificate and key and\n"
     "                      the cluster's CA (tools/make-certs makes them); needed off loopback\n"
@@ -1191,6 +1300,14 @@ node_options resolve_node(const node_flags& flags) {
   o.threads = flags.threads;
   o.resume = flags.resume;
   o.data_plane = !flags.no_data_plane;
+  o.ledger_out = flags.ledger_out;
+  if (const char* plant = std::getenv("ACTORTRAIN_PLANT_DEFECT"); plant && *plant) {
+    try {
+      o.plant = planted_defect_from_string(plant);
+    } catch (const std::invalid_argument& e) {
+      throw cluster_file_error(std::string("ACTORTRAIN_PLANT_DEFECT: ") + e.what());
+    }
+  }
   if (o.resume && o.cluster.checkpoint_dir.empty())
     throw cluster_file_error(fmt::format("--resume: {} has no checkpoint section to resume from", source));
   return o;
@@ -1219,6 +1336,9 @@ int run_node(const node_flags& flags, const job& j) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   }
+  if (o.plant != planted_defect::none)
+    std::cerr << fmt::format("warning: {}: test-only defect {} planted (ACTORTRAIN_PLANT_DEFECT)\n", to_string(o.task),
+                             to_string(o.plant));
   try {
     auto r = run_task(o, j);
     auto& h = r.history;
@@ -1228,6 +1348,10 @@ int run_node(const node_flags& flags, const job& j) {
         if (e < v.size()) line += fmt::format(" {} {:.6f}", k, v[e]);
       std::cout << line << "\n";
     }
+    if (r.parameters_digest)
+      std::cout << fmt::format("{} final parameters: digest {:016x} (pulled from the ps shards)\n", to_string(o.task),
+                               *r.parameters_digest);
+    if (!r.note.empty()) std::cout << fmt::format("{} {}\n", to_string(o.task), r.note);
     std::cout << fmt::format("{} done: {} steps\n", to_string(o.task), r.steps) << std::flush;
     return 0;
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 #include <actortrain/actors/errors.hpp>
 #include <actortrain/actors/worker.hpp>
 #include <actortrain/dataset/digest.hpp>
+#include <actortrain/model/digest.hpp>
 #include <actortrain/model/fpu.hpp>
 #include <actortrain/model/layers/gemm_tuning.hpp>
 #include <actortrain/model/random.hpp>
@@ -829,6 +830,42 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
       }
   });
   return {
+    [self](pull_atom) -> caf::result<uint64_t> {
+      auto& st = self->state;
+      const auto& pl = *st.opts.placement;
+      auto rp = self->make_response_promise<uint64_t>();
+      auto store = std::make_shared<model::parameter_store>(st.opts.structure.variables().size());
+      auto remaining = std::make_shared<int>(0);
+      auto failed = std::make_shared<bool>(false);
+      std::vector<pull_request> reqs(static_cast<size_t>(pl.num_ps()));
+      for (auto& vp : pl.variables())
+        for (auto& part : vp.partitions)
+          reqs[static_cast<size_t>(part.ps)].partitions.push_back(partition_key{vp.variable, part.index});
+      for (auto& r : reqs)
+        if (!r.partitions.empty()) ++*remaining;
+      if (*remaining == 0) {
+        rp.deliver(model::parameters_digest(*store));
+        return rp;
+      }
+      for (int p = 0; p < pl.num_ps(); ++p) {
+        auto& r = reqs[static_cast<size_t>(p)];
+        if (r.partitions.empty()) continue;
+        r.f = fence{};  // an observer's read: passes any fence, raises none
+        st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_atom::value, std::move(r))
+          .then(
+            [self, store, remaining, failed, rp](pull_reply& rep) mutable {
+              if (*failed) return;
+              for (auto& pv : rep.values) store_partition(*store, *self->state.opts.placement, pv, /*share=*/false);
+              if (--*remaining == 0) rp.deliver(model::parameters_digest(*store));
+            },
+            [failed, rp](caf::error& e) mutable {
+              if (*failed) return;
+              *failed = true;
+              rp.deliver(std::move(e));
+            });
+      }
+      return rp;
+    },
     [self](step_atom, step_task& task) -> caf::result<task_result> {
       auto& st = self->state;
       if (task.steps.empty()) return make_error(error_code::invalid_request, "step task without steps");

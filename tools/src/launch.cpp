@@ -90,6 +90,8 @@ const char* node_help =
   "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
   "                      directory, e.g. after the chief crashed\n"
   "  --no-data-plane     (ps, worker) tensors over BASP instead of the tensor data plane\n"
+  "  --ledger FILE       (a task holding ps shards) write what they applied, step by step,\n"
+  "                      to FILE as it stops; `actortrain ledger check` reads it\n"
   "  --tls-cert/--tls-key/--tls-ca FILE  mutual TLS: this node's certificate and key, the\n"
   "                      cluster's CA (tools/make-certs makes them); needed off loopback\n"
   "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n"
@@ -301,9 +303,11 @@ int launch_command(int argc, char** argv, int first) {
           "`actortrain node` process on a free port, described by a cluster file written to\n"
           "--dir. With --ps 0 there is no chief either: a worker-only cluster (TF_CONFIG style),\n"
           "whose worker 0 hosts the coordinator and the ps shards, synchronous by default.\n"
-          "Each output line is prefixed with its task. Ctrl-C stops every task. Exit status 0\n"
-          "when every task succeeded, 1 when the job failed, 2 for bad flags. Flags after --\n"
-          "go to the example (actortrain launch --example linear -- --help lists them)."};
+          "Each output line is prefixed with its task. The tasks holding ps shards write what\n"
+          "those applied, step by step, to --dir/ledgers/TASK.json (actortrain ledger check\n"
+          "reads them). Ctrl-C stops every task. Exit status 0 when every task succeeded, 1\n"
+          "when the job failed, 2 for bad flags. Flags after -- go to the example\n"
+          "(actortrain launch --example linear -- --help lists them)."};
   f.add("example", example, "the example to run (linear, fashion_mnist)")
     .add("ps", ps, "ps tasks (0: a worker-only cluster without chief)")
     .add("workers", workers, "worker tasks")
@@ -388,10 +392,19 @@ int launch_command(int argc, char** argv, int first) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+  const std::string ledger_dir = dir + "/ledgers";
+  if (::mkdir(ledger_dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw std::runtime_error(fmt::format("cannot create {}: {}", ledger_dir, std::strerror(errno)));
   std::vector<child> children(tasks.size());
   auto start = [&](child& c) {
     std::vector<std::string> cmd{"actortrain", "node", "--cluster", file, "--task", c.task, "--example", example};
     if (no_data_plane) cmd.push_back("--no-data-plane");
+    if (c.task.rfind("ps:", 0) == 0 || (ps == 0 && c.task == "worker:0")) {
+      // The tasks holding ps shards write what those applied (for `actortrain ledger check`).
+      auto name = c.task;
+      name[name.find(':')] = '-';
+      cmd.insert(cmd.end(), {"--ledger", ledger_dir + "/" + name + ".json"});
+    }
     cmd.push_back("--");
     cmd.insert(cmd.end(), example_args.begin(), example_args.end());
     c.pid = start_child(cmd, c.out, c.err);
@@ -502,6 +515,8 @@ int launch_command(int argc, char** argv, int first) {
     return 1;
   }
   std::cout << "launch: every task succeeded\n";
+  std::cout << fmt::format("launch: what the ps shards applied is in {}/*.json (actortrain ledger check reads it)\n",
+                           ledger_dir);
   return 0;
 }
 

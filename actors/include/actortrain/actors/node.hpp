@@ -47,12 +47,14 @@
 #include <actortrain/actors/cluster.hpp>
 #include <actortrain/actors/cluster_file.hpp>
 #include <actortrain/actors/job.hpp>
+#include <actortrain/actors/simulator.hpp>
 #include <actortrain/dataset/dataset.hpp>
 #include <actortrain/model/trainer.hpp>
 
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +70,10 @@ fingerprint job_fingerprint(const job& j, const cluster_def& def);
 /// "" when equal, else what differs ("model: ... here, ... there; version: ...").
 std::string fingerprint_difference(const fingerprint& mine, const fingerprint& theirs);
 
+/// The cluster_spec a cluster of processes defined by `def` runs `j` with (the job's
+/// tuning; workers, ps shards, consistency, timeouts and checkpoints from `def`).
+cluster_spec node_spec(const job& j, const cluster_def& def);
+
 struct node_options {
   cluster_def cluster;
   task_id task;
@@ -79,6 +85,15 @@ struct node_options {
   /// Tensors between worker and ps tasks on the data plane (data_plane.hpp) instead of
   /// BASP; never with TLS.
   bool data_plane = true;
+  /// (ps tasks, and a coordinator's task that holds the ps shards) When the task ends,
+  /// write the ps partitions' ledgers (ledger.hpp: ledgers_to_json) to this file, for
+  /// `actortrain ledger check`; "" = none.
+  std::string ledger_out;
+  /// Test-only: a defect planted in this process's actors (simulator.hpp:
+  /// planted_defect), so the process-level tests show that `actortrain ledger check`
+  /// catches what it exists for. resolve_node takes it from the environment variable
+  /// ACTORTRAIN_PLANT_DEFECT (e.g. skip_step); never set it in a real job.
+  planted_defect plant = planted_defect::none;
   /// Where progress and the history go (stdout when null).
   std::ostream* out = nullptr;
   /// Prefix of this process's log lines ("[worker:1] "); "" = none.
@@ -88,6 +103,12 @@ struct node_options {
 struct node_result {
   model::history history;
   int64_t steps = 0;
+  /// A worker task: the digest (model::parameters_digest) of the variables it pulled from
+  /// the ps shards itself when the job ended (null: it could not). run_node prints it;
+  /// `actortrain inspect --digest` prints the same of the final checkpoint.
+  std::optional<uint64_t> parameters_digest;
+  /// What the task says of itself at the end (a ps task: what its ledger holds).
+  std::string note;
 };
 
 /// Plays `opts.task` until the job ends. Returns the run's history (the same on every
@@ -103,12 +124,13 @@ struct node_flags {
   int threads = 2;
   bool resume = false;
   bool no_data_plane = false;
+  std::string ledger_out;
   bool help = false;
 };
 
 /// Parses run_node's flags from argv[first..]: --cluster FILE, --task TYPE:INDEX,
-/// --tls-cert/--tls-key/--tls-ca FILE, --threads N, --resume, --no-data-plane, --help. Throws cluster_file_error
-/// for an unknown flag or a missing value.
+/// --tls-cert/--tls-key/--tls-ca FILE, --threads N, --resume, --no-data-plane,
+/// --ledger FILE, --help. Throws cluster_file_error for an unknown flag or a missing value.
 node_flags parse_node_flags(int argc, char** argv, int first = 1);
 
 /// What --help prints.

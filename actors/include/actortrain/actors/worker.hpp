@@ -42,7 +42,12 @@
 
 namespace actortrain {
 
-using worker_actor = caf::typed_actor<caf::replies_to<step_atom, step_task>::with<task_result>>;
+using worker_actor = caf::typed_actor<
+  caf::replies_to<step_atom, step_task>::with<task_result>,
+  // The digest (model::parameters_digest) of every variable as the ps shards hold it now,
+  // pulled on the worker's own path to them (the data plane where there is one): a
+  // task's own evidence of the values a run ended with.
+  caf::replies_to<pull_atom>::with<uint64_t>>;
 
 /// What a worker needs to know; shared, immutable parts by shared_ptr.
 struct worker_options {

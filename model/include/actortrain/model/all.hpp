@@ -3,6 +3,7 @@
 // metrics, initializers, optimizers, partitioners, checkpoint files, the local trainer.
 
 #include <actortrain/model/checkpoint/all.hpp>
+#include <actortrain/model/digest.hpp>
 #include <actortrain/model/fpu.hpp>
 #include <actortrain/model/initializer.hpp>
 #include <actortrain/model/layers/all.hpp>
