@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -257,6 +258,7 @@ class expected_pipeline {
 };
 
 std::string name_of(const partition_ledger& l) {
+  if (l.shard == no_shard) return fmt::format("{}[{}:{})", l.variable, l.row_begin, l.row_end);
   return fmt::format("ps {} {}[{}:{})", l.shard, l.variable, l.row_begin, l.row_end);
 }
 
@@ -405,6 +407,40 @@ ledger_verdict check_ledgers(const std::vector<partition_ledger>& ledgers, const
       }
   }
   return v;
+}
+
+std::vector<std::string> check_coverage(const std::vector<partition_ledger>& ledgers,
+                                        const std::vector<ledger_variable>& variables) {
+  std::vector<std::string> out;
+  std::map<std::string, std::vector<const partition_ledger*>> by_variable;
+  for (auto& l : ledgers) by_variable[l.variable].push_back(&l);
+  for (auto& var : variables) {
+    auto it = by_variable.find(var.name);
+    if (it == by_variable.end()) {
+      out.push_back(fmt::format("variable {}: no ledger of any of its partitions", var.name));
+      continue;
+    }
+    auto parts = it->second;
+    by_variable.erase(it);
+    std::sort(parts.begin(), parts.end(),
+              [](auto* a, auto* b) { return std::tie(a->row_begin, a->row_end) < std::tie(b->row_begin, b->row_end); });
+    int64_t covered = 0;
+    for (auto* p : parts) {
+      if (p->row_begin > covered)
+        out.push_back(fmt::format("variable {}: no ledger of rows [{}:{})", var.name, covered, p->row_begin));
+      else if (p->row_begin < covered)
+        out.push_back(fmt::format("variable {}: {} overlaps rows another ledger covers (up to {})", var.name, name_of(*p),
+                                  covered));
+      covered = std::max(covered, p->row_end);
+    }
+    if (covered < var.rows)
+      out.push_back(fmt::format("variable {}: no ledger of rows [{}:{})", var.name, covered, var.rows));
+    else if (covered > var.rows)
+      out.push_back(fmt::format("variable {}: ledgers cover {} rows, but it has {}", var.name, covered, var.rows));
+  }
+  for (auto& [name, parts] : by_variable)
+    out.push_back(fmt::format("{}: the model has no variable {}", name_of(*parts.front()), name));
+  return out;
 }
 
 }  // namespace actortrain

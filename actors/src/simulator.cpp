@@ -222,7 +222,6 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
   std::optional<uint64_t> bound;  // the mode's bound on version staleness
   if (mode == "sync") bound = 0;
   if (mode.rfind("bounded_staleness(", 0) == 0) bound = 2 * std::stoull(mode.substr(18, mode.size() - 19));
-  const auto replicas = static_cast<int64_t>(std::max<uint64_t>(1, round_size_of(mode, spec.num_workers)));
 
   cluster::parts parts;
   if (!reference && o.plant != planted_defect::none) {
@@ -400,14 +399,8 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
     if (fit_run == 0) continue;
     if (err.find("validates") != std::string::npos)
       out.lost_data = "a corrupt checkpoint was the run's only one";
-    ledger_run lr;
-    lr.run = fit_run;
+    ledger_run lr = ledger_run_of(j, spec, fit_run, err.empty());
     lr.fn = fn;
-    lr.num_pipelines = cluster_internals::num_pipelines(spec);
-    lr.replicas_in_sync = replicas;
-    lr.epochs = fo.epochs;
-    lr.steps_per_epoch = fo.steps_per_epoch;
-    lr.complete = err.empty();
     if (err.empty() && r.stopped_epoch >= 0) lr.epochs = static_cast<int>(r.stopped_epoch + 1);
     checked.push_back(std::move(lr));
     checked_fit.push_back(k);
@@ -453,11 +446,9 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
   try {
     auto ledgers = ledgers_future.get();
     if (ledgers.empty() && stateless_end) throw std::runtime_error("");  // nothing to check
-    // Every partition of the model must report.
-    size_t partitions = 0;
-    for (auto& vp : cluster_internals::placement(c)->variables()) partitions += vp.partitions.size();
-    if (ledgers.size() != partitions && !stateless_end)
-      res.violations.push_back(fmt::format("ledger: {} of {} partitions reported", ledgers.size(), partitions));
+    // Every row of every variable of the model, in exactly one partition's ledger.
+    if (!stateless_end)
+      for (auto& v : check_coverage(ledgers, ledger_variables(j))) res.violations.push_back("ledger: " + v);
     auto verdict = check_ledgers(ledgers, checked);
     for (auto& v : verdict.violations) res.violations.push_back("ledger: " + v);
     for (auto& [run, n] : verdict.steps) res.steps += static_cast<int64_t>(n);

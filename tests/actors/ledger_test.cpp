@@ -265,4 +265,25 @@ BOOST_AUTO_TEST_CASE(refuses_no_ledgers_and_bad_runs) {
   BOOST_CHECK_THROW(check_ledgers(on_two_partitions(step_ledger{}, step_ledger{}), {r}), std::invalid_argument);
 }
 
+BOOST_AUTO_TEST_CASE(coverage_finds_a_missing_a_partial_an_overlapping_and_a_foreign_ledger) {
+  auto part = [](const std::string& v, int64_t b, int64_t e) { return partition_ledger{0, v, b, e, {}}; };
+  const std::vector<ledger_variable> model = {{"dense/kernel", 10}, {"dense/bias", 1}};
+  BOOST_TEST(check_coverage({part("dense/kernel", 0, 4), part("dense/kernel", 4, 10), part("dense/bias", 0, 1)}, model)
+               .empty());
+  auto has = [](const std::vector<std::string>& v, const std::string& what) {
+    return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(what) != std::string::npos; });
+  };
+  // A ps task's file forgotten: the bias has no ledger at all.
+  BOOST_TEST(has(check_coverage({part("dense/kernel", 0, 10)}, model), "dense/bias: no ledger of any"));
+  // A gap, a short end, an overlap, rows past the end, a variable the model lacks.
+  BOOST_TEST(has(check_coverage({part("dense/kernel", 0, 4), part("dense/kernel", 6, 10), part("dense/bias", 0, 1)}, model),
+                 "no ledger of rows [4:6)"));
+  BOOST_TEST(has(check_coverage({part("dense/kernel", 0, 8), part("dense/bias", 0, 1)}, model), "no ledger of rows [8:10)"));
+  BOOST_TEST(has(check_coverage({part("dense/kernel", 0, 6), part("dense/kernel", 4, 10), part("dense/bias", 0, 1)}, model),
+                 "overlaps"));
+  BOOST_TEST(has(check_coverage({part("dense/kernel", 0, 12), part("dense/bias", 0, 1)}, model), "cover 12 rows"));
+  BOOST_TEST(has(check_coverage({part("dense/kernel", 0, 10), part("dense/bias", 0, 1), part("emb", 0, 3)}, model),
+                 "the model has no variable emb"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,7 +2,8 @@
 # The epoch gate with real processes: early stopping on the chief keeps the ps tasks'
 # state of the best epoch (in their own memory, over BASP) and restores it at the end.
 # "loss" in mode max is best at epoch 1 (the loss falls), so patience 2 stops the run
-# after epoch 3; the job ends cleanly with 3 epochs in the history and the CSV log.
+# after epoch 3; the job ends cleanly with 3 epochs in the history and the CSV log, and
+# the ps tasks' ledgers hold those 3 epochs' steps exactly once.
 . "$(dirname "$0")/lib.sh"
 EXAMPLE_ARGS="--epochs 20 --examples 4000 --early-stopping 2 --monitor loss --monitor-mode max --csv-log $WORK/log.csv" \
   launch_linear
@@ -20,4 +21,7 @@ done
 rows=$(tail -n +2 "$WORK/log.csv" | wc -l)
 [ "$rows" -eq 3 ] || fail "$rows CSV rows, expected 3: $(cat "$WORK/log.csv")"
 grep -qF "[chief:0] chief:0 done: 600 steps" "$WORK/out" || fail "not 600 steps (3 epochs of 200)"
+# What the ps tasks applied: the 3 epochs the run had, each step once (restoring the
+# best epoch's values takes back no step's record).
+EXAMPLE_ARGS="--epochs 3 --examples 4000" ledger_exact 600 "$WORK/run/cluster.json"
 echo "PASS"

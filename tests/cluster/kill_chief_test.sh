@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # kill -9 of the chief mid-training: the ps tasks live on, the workers exit (they lost
 # the coordinator; a supervisor restarts them), and a chief restarted with --resume
-# continues the run from the newest checkpoint in its directory. The run completes with
-# the exact step count and every task prints the same history.
+# continues the run from the newest checkpoint in its directory (rolling the living ps
+# shards back to it, their ledgers with them). The run completes: the ps tasks' ledgers
+# hold every step of the data exactly once, and each worker's final pull equals the
+# final checkpoint's values.
 . "$(dirname "$0")/lib.sh"
 read -r PC P0 P1 W0 W1 <<<"$(free_ports 5 | tr '\n' ' ')"
 M="$WORK/m.jsonl"
@@ -19,8 +21,8 @@ supervised() {
   for t in 1 2 3 4; do node "$1" && return 0; echo "$1: try $t failed; restarting"; done
   return 1
 }
-node ps:0 >"$WORK/ps0" 2>&1 & p0=$!
-node ps:1 >"$WORK/ps1" 2>&1 & p1=$!
+node ps:0 --ledger "$WORK/ps0.json" >"$WORK/ps0" 2>&1 & p0=$!
+node ps:1 --ledger "$WORK/ps1.json" >"$WORK/ps1" 2>&1 & p1=$!
 supervised worker:0 >"$WORK/w0" 2>&1 & w0=$!
 supervised worker:1 >"$WORK/w1" 2>&1 & w1=$!
 # Not under `timeout` (kill -9 must reach the process itself); the trap ends it if need be.
@@ -47,6 +49,9 @@ grep "^epoch" "$WORK/chief2" >"$WORK/h.c"
 grep "^epoch" "$WORK/w0" | tail -2 | cmp -s - "$WORK/h.c" || fail "worker 0's history differs"
 grep "^epoch" "$WORK/w1" | tail -2 | cmp -s - "$WORK/h.c" || fail "worker 1's history differs"
 echo "chief killed after $lost_at applied steps"
+ledger_exact 4000 "$WORK/c.json" "$WORK/ps0.json" "$WORK/ps1.json"
+final_digests "$WORK/w0" "$WORK/ck" worker:0
+final_digests "$WORK/w1" "$WORK/ck" worker:1
 
 # A chief that never comes back: the ps tasks do not linger (request_ms here).
 read -r QC Q0 QW <<<"$(free_ports 3 | tr '\n' ' ')"

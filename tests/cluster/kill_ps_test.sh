@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # kill -9 of a ps process mid-training: the chief pauses, the restarted ps task (launch
 # --restart-failed) is dialed again at its address, every shard rolls back to the newest
-# checkpoint (written in the chief's directory), and the job completes with the exact
-# step count. Tensors go on the data plane, and the workers connect their data plane to
-# the new ps process too.
+# checkpoint (written in the chief's directory), and the job completes. Judged from
+# what the ps tasks applied: their ledgers (the restarted task's restored with its
+# state, so the roll-back cut it back exactly as it cut back the values) hold every
+# step of the data exactly once, and both workers' final pulls equal the final
+# checkpoint's values. Tensors go on the data plane (the workers connect it to the new
+# ps process too), or with the argument "basp" over BASP.
 . "$(dirname "$0")/lib.sh"
+MODE=${1:-data_plane}
 M="$WORK/m.jsonl"
-launch_linear --checkpoint-dir "$WORK/ck" --checkpoint-every 500
+extra=()
+[ "$MODE" = basp ] && extra=(--no-data-plane)
+launch_linear --checkpoint-dir "$WORK/ck" --checkpoint-every 500 "${extra[@]}"
 wait_steps "$M" 1200 60
 kill -9 "$(pid_of "$WORK/out" ps:0)"
 wait $L; rc=$?
@@ -21,8 +27,16 @@ grep -qF "[ps:0] ps:0 done" "$WORK/out" || fail "the restarted ps task was not s
 ls "$WORK/ck" | grep -q ckpt- || fail "no checkpoint in the chief's directory"
 for w in 0 1; do
   n=$(grep -c "\[worker:$w\] ps shard 0: data plane: connected to 127.0.0.1:" "$WORK/out")
-  [ "$n" -eq 2 ] || fail "worker:$w connected its data plane to ps shard 0 $n time(s), not twice"
-  grep -q "\[worker:$w\] ps shard 1: data plane: connected to 127.0.0.1:" "$WORK/out" || fail "worker:$w: no data plane to ps 1"
+  if [ "$MODE" = basp ]; then
+    [ "$n" -eq 0 ] || fail "worker:$w opened a data plane although --no-data-plane"
+  else
+    [ "$n" -eq 2 ] || fail "worker:$w connected its data plane to ps shard 0 $n time(s), not twice"
+    grep -q "\[worker:$w\] ps shard 1: data plane: connected to 127.0.0.1:" "$WORK/out" || fail "worker:$w: no data plane to ps 1"
+  fi
 done
 same_histories "$WORK/out" worker:0 worker:1
+ledger_exact 4000 "$WORK/run/cluster.json"
+# The final checkpoint's manifest keeps the same ledgers.
+ledger_exact 4000 "$WORK/run/cluster.json" "$WORK/ck"
+final_digests "$WORK/out" "$WORK/ck" worker:0 worker:1
 echo "PASS"

@@ -84,6 +84,38 @@ same_histories() {
   done
 }
 
+# Exactly-once, judged by `actortrain ledger check` from what the ps tasks applied (the
+# ledgers launch had them write to $WORK/run/ledgers; or the files/directories in $3...)
+# against the linear example's own data ($EXAMPLE_ARGS): every step once on every
+# partition with the batch the data defines at its position, every position of the
+# epochs. $1: the steps the data defines (examples / batch 20 x epochs), $2: the cluster
+# file. Nothing the chief printed enters it.
+ledger_exact() {
+  local steps=$1 cluster=$2; shift 2
+  [ $# -gt 0 ] || set -- "$WORK/run/ledgers"
+  "$AT" ledger check --example linear --cluster "$cluster" "$@" -- ${EXAMPLE_ARGS:---epochs 2 --examples 40000} \
+    >"$WORK/ledger.out" 2>&1
+  local rc=$?
+  cat "$WORK/ledger.out"
+  [ $rc -eq 0 ] || fail "ledger check exited with $rc"
+  grep -qF ": $steps step(s) on every one of" "$WORK/ledger.out" || fail "the ledgers do not hold $steps steps on every partition"
+}
+
+# Each task in "$@" printed, as the digest of the parameters it pulled from the ps
+# shards at the end, the digest of the values the newest checkpoint under $2 holds
+# (`actortrain inspect --digest`, read from the files). $1: the output of the tasks.
+final_digests() {
+  local out=$1 ck=$2; shift 2
+  local d
+  d=$("$AT" inspect --digest "$ck" | awk '{print $1}')
+  [ -n "$d" ] || fail "no digest of the checkpoint under $ck"
+  for t in "$@"; do
+    grep -qE "^(\[$t\] )?$t final parameters: digest $d " "$out" ||
+      fail "$t's final parameters are not the checkpoint's ($d): $(grep -F "$t final parameters" "$out")"
+  done
+  echo "final parameters of $* = the checkpoint's: digest $d"
+}
+
 # Starts `actortrain launch` of the linear example in the background (2 ps, 2 workers,
 # --restart-failed, 4000 steps), its output in $WORK/out and metrics in $WORK/m.jsonl;
 # extra launch flags in "$@". Sets L to its pid.

@@ -6,7 +6,8 @@
 # 2.1 GB of it resident), and the job still applies every one of its steps.
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
-EXAMPLE_ARGS="--epochs 2 --examples 200000" launch_linear
+export EXAMPLE_ARGS="--epochs 2 --examples 200000"
+launch_linear
 wait_steps "$M" 500 60
 read -r PC P0 <<<"$(python3 -c '
 import json, sys
@@ -54,4 +55,5 @@ for t in chief:0 ps:0; do
 done
 grep -qF "[chief:0] chief:0 done: 20000 steps" "$WORK/out" || fail "not exactly 20000 steps"
 [ "$(grep -c '"event":"step"' "$M")" -eq 20000 ] || fail "the metrics do not hold 20000 applied steps"
+ledger_exact 20000 "$WORK/run/cluster.json"
 echo "PASS"

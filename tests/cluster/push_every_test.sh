@@ -2,10 +2,12 @@
 # Downpour with real processes: workers pull every 4 steps, move their copy by a local
 # SGD step in between, and push the mean gradient of 4 steps once (tasks of 4 steps, on
 # the data plane); kill -9 of a worker mid-training re-runs its groups whole, and the
-# job still applies every one of its 4000 steps exactly once.
+# job still applies every one of its 4000 steps exactly once (the ps tasks' ledgers,
+# checked against the data: each group's steps carry one batch digest each).
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
-EXAMPLE_ARGS="--epochs 2 --examples 40000 --push-every 4 --pull-every 4 --local-lr 0.05" launch_linear
+export EXAMPLE_ARGS="--epochs 2 --examples 40000 --push-every 4 --pull-every 4 --local-lr 0.05"
+launch_linear --checkpoint-dir "$WORK/ck"
 wait_steps "$M" 800 60
 kill -9 "$(pid_of "$WORK/out" worker:0)"
 wait $L; rc=$?
@@ -16,4 +18,6 @@ grep -q "\[chief:0\] worker 0 joined (generation 2)" "$WORK/out" || fail "the re
 grep -qF "[chief:0] chief:0 done: 4000 steps" "$WORK/out" || fail "not exactly 4000 steps"
 [ "$(grep -c '"event":"step"' "$M")" -eq 4000 ] || fail "the metrics do not hold 4000 applied steps"
 same_histories "$WORK/out" worker:0 worker:1
+ledger_exact 4000 "$WORK/run/cluster.json"
+final_digests "$WORK/out" "$WORK/ck" worker:0 worker:1
 echo "PASS"

@@ -2,8 +2,9 @@
 # checkpoint.shared with real processes: every ps task writes its own partitions into
 # the checkpoint directory and the chief commits the manifests (no tensor reaches the
 # chief for a checkpoint). kill -9 of a ps mid-training: it comes back and every shard
-# is restored from those checkpoints; the job completes with the exact step count, and
-# `actortrain inspect` validates the newest checkpoint (every CRC and shape).
+# is restored from those checkpoints; the job completes, the ps tasks' ledgers hold
+# every step of the data exactly once, `actortrain inspect` validates the newest
+# checkpoint (every CRC and shape), and the workers' final pulls equal its values.
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
 launch_linear --checkpoint-dir "$WORK/ck" --checkpoint-shared --checkpoint-every 500
@@ -23,4 +24,6 @@ n=$(grep -c '"event":"checkpoint"' "$M")
 "$AT" inspect "$WORK/ck" >"$WORK/inspect" 2>&1 || fail "inspect: $(cat "$WORK/inspect")"
 cat "$WORK/inspect"
 ls "$WORK/ck" | grep -q "^\.probe" && fail "a ps task left its probe file"
+ledger_exact 4000 "$WORK/run/cluster.json"
+final_digests "$WORK/out" "$WORK/ck" worker:0 worker:1
 echo "PASS"

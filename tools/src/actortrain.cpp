@@ -9,6 +9,7 @@
 //   actortrain node --example NAME ...       one task of a cluster of processes
 //   actortrain launch --example NAME ...     a whole cluster of processes on 127.0.0.1
 //   actortrain inspect DIR [flags]           what a checkpoint holds, validated
+//   actortrain ledger check ... LEDGER...    exactly-once from the ps shards' ledgers
 //   actortrain plot METRICS.jsonl --out DIR  figures of a run (gnuplot)
 //   actortrain status [--cluster FILE]       a running cluster's live status
 //   actortrain --help
@@ -17,6 +18,7 @@
 #include "flags.hpp"
 #include "inspect.hpp"
 #include "launch.hpp"
+#include "ledger_check.hpp"
 #include "plot.hpp"
 #include "soak.hpp"
 
@@ -47,6 +49,9 @@ const char* usage =
   "  launch                start a whole cluster of processes on 127.0.0.1 running an example\n"
   "  inspect DIR           print a checkpoint (or a root's newest): step, optimizer, variables\n"
   "                        with partition statistics, run state and totals; validates every file\n"
+  "  ledger check         judge what the ps shards applied (their ledgers, or a checkpoint's)\n"
+  "                        against the example's data: every step exactly once on every\n"
+  "                        partition, with the right batch\n"
   "  plot METRICS.jsonl    figures of a run from its metrics file (--out DIR): loss and accuracy\n"
   "                        per epoch and per step, samples/s per worker, staleness, a time line\n"
   "                        of failures and recoveries (PNG via gnuplot, with the data plotted)\n"
@@ -72,6 +77,7 @@ int main(int argc, char** argv) {
     if (cmd == "node") return actortrain::tools::node_command(argc, argv, 2);
     if (cmd == "launch") return actortrain::tools::launch_command(argc, argv, 2);
     if (cmd == "inspect") return actortrain::tools::inspect_command(argc, argv, 2);
+    if (cmd == "ledger") return actortrain::tools::ledger_command(argc, argv, 2);
     if (cmd == "plot") return actortrain::tools::plot_command(argc, argv, 2);
     if (cmd == "status") return actortrain::tools::status_command(argc, argv, 2);
     if (cmd == "bench") {

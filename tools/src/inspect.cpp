@@ -8,7 +8,9 @@
 
 #include "flags.hpp"
 
+#include <actortrain/actors/ledger.hpp>
 #include <actortrain/model/checkpoint/checkpoint.hpp>
+#include <actortrain/model/digest.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,6 +33,7 @@ using nlohmann::json;
 struct inspect_options {
   std::string dir;
   bool all = false;
+  bool digest = false;
   int64_t values = 0;
 };
 
@@ -49,8 +53,12 @@ inspect_options parse_options(int argc, char** argv, int first, bool& help_print
           "DIR is a checkpoint directory (holding manifest.json) or a checkpoint root\n"
           "(holding ckpt-* directories: the newest committed one is printed, and all are\n"
           "listed). Every file is validated (sizes, CRCs, shapes); exit status 1 when DIR\n"
-          "holds no committed checkpoint or one fails validation."};
+          "holds no committed checkpoint or one fails validation. The ledgers the manifest\n"
+          "keeps (what each partition applied) are summarized; `actortrain ledger check`\n"
+          "judges them."};
   f.add("all", o.all, "under a root, print every committed checkpoint, not just the newest")
+    .add("digest", o.digest, "print only the digest of the variables' values (what `actortrain node` prints for the "
+         "parameters a worker pulled at the end), one line per checkpoint")
     .add("values", o.values, "also print the first N values of each partition");
   help_printed = !f.parse(argc, argv, first);
   if (help_printed) return o;
@@ -238,9 +246,53 @@ void print_run_state(const json& extra) {
   if (!fields.empty()) fmt::print("  {}\n", fmt::join(fields, ", "));
   print_pipelines(extra);
   const std::set<std::string> shown = {"format", "run", "epoch", "epochs", "steps_total", "sync_round",
-                                       "pipelines", "watermark"};
+                                       "pipelines", "watermark", "ledgers"};
   for (auto& [k, v] : extra.items())
     if (!shown.count(k) || (k == "format" && !is_run)) fmt::print("  {}: {}\n", k, compact(v));
+}
+
+// --- ledgers ------------------------------------------------------------------------
+
+/// One line per run the partitions' ledgers hold (steps on every partition, segments),
+/// and every violation they recorded. A summary: `actortrain ledger check` judges them.
+void print_ledgers(const json& extra) {
+  if (!extra.is_object() || !extra.contains("ledgers")) return;
+  std::vector<actortrain::partition_ledger> ls;
+  try {
+    for (auto& l : extra.at("ledgers")) {
+      actortrain::partition_ledger p;
+      p.variable = l.at("variable").get<std::string>();
+      p.ledger = actortrain::ledger_from_json(l.at("ledger"));
+      ls.push_back(std::move(p));
+    }
+  } catch (const std::exception& e) {
+    fmt::print("ledgers: malformed: {}\n", e.what());
+    return;
+  }
+  std::set<uint64_t> runs;
+  size_t violations = 0;
+  for (auto& l : ls) {
+    violations += l.ledger.violations.size();
+    for (auto& s : l.ledger.segments) runs.insert(s.run);
+  }
+  fmt::print("ledgers: {} partition(s), {} step(s) applied twice\n", ls.size(), violations);
+  for (auto run : runs) {
+    uint64_t least = UINT64_MAX, most = 0;
+    for (auto& l : ls) {
+      auto n = actortrain::step_ledger(l.ledger).steps(run);
+      least = std::min(least, n);
+      most = std::max(most, n);
+    }
+    fmt::print("  run {}: {} step(s) on every partition{}\n", run, least,
+               least == most ? "" : fmt::format(" (up to {} on some)", most));
+  }
+}
+
+// The digest of every variable's values, in the manifest's order (the model's).
+uint64_t digest_of(const md::checkpoint_data& d) {
+  std::vector<actortrain::model::matrix> all;
+  for (auto& v : d.variables) all.push_back(md::assemble_variable(v));
+  return md::parameters_digest(all);
 }
 
 // --- totals -------------------------------------------------------------------------
@@ -292,15 +344,21 @@ void print_totals(md::file_system& fs, const md::checkpoint_data& d, const std::
 // --- one checkpoint -----------------------------------------------------------------
 
 /// Reads (validating) before printing anything, so a corrupt checkpoint prints only its error.
-void inspect_checkpoint(md::file_system& fs, const std::string& dir, int64_t values) {
+void inspect_checkpoint(md::file_system& fs, const std::string& dir, int64_t values, bool digest_only) {
   const md::checkpoint_data d = md::read_checkpoint(fs, dir);
+  if (digest_only) {
+    fmt::print("{:016x} {}\n", digest_of(d), dir);
+    return;
+  }
   fmt::print("checkpoint {}\n", dir);
   fmt::print("step {}\n", d.step);
   print_optimizer(d);
   fmt::print("variables:\n");
   for (auto& v : d.variables) print_variable(v, values);
   print_run_state(d.extra);
+  print_ledgers(d.extra);
   print_totals(fs, d, dir);
+  fmt::print("parameters digest: {:016x}\n", digest_of(d));
 }
 
 }  // namespace
@@ -311,16 +369,16 @@ int inspect_command(int argc, char** argv, int first) {
   if (help_printed) return 0;
   md::file_system& fs = md::posix_file_system();
   const inspect_targets t = resolve(fs, o);
-  if (t.is_root) {
+  if (t.is_root && !o.digest) {
     print_committed_list(fs, t, o.dir);
     fmt::print("\n");
   }
   // With --all one bad checkpoint should not hide the others: report it and go on.
   int failed = 0;
   for (size_t i = 0; i < t.shown.size(); ++i) {
-    if (i > 0) fmt::print("\n");
+    if (i > 0 && !o.digest) fmt::print("\n");
     try {
-      inspect_checkpoint(fs, t.shown[i].path, o.values);
+      inspect_checkpoint(fs, t.shown[i].path, o.values, o.digest);
     } catch (const md::checkpoint_error& e) {
       std::fflush(stdout);
       fmt::print(stderr, "actortrain: error: {}\n", e.what());  // as run_main prints the others

@@ -8,6 +8,7 @@
 
 #include <actortrain/actors/callbacks.hpp>
 #include <actortrain/actors/cluster.hpp>
+#include <actortrain/actors/ledger.hpp>
 #include <actortrain/dataset/dataset.hpp>
 #include <actortrain/model/trainer.hpp>
 
@@ -41,5 +42,13 @@ struct job {
   /// TensorFlow's ParameterServerStrategy runs them on the chief.
   std::vector<callback_ptr> callbacks;
 };
+
+/// Run `run` of job `j` on a cluster shaped by `spec` (its input pipelines, workers and
+/// consistency), as check_ledgers needs it: the job's dataset_fn and fit options (epochs,
+/// steps_per_epoch). `complete` false: the run failed or was stopped, check a prefix.
+ledger_run ledger_run_of(const job& j, const cluster_spec& spec, uint64_t run, bool complete = true);
+
+/// The job's variables as check_coverage needs them.
+std::vector<ledger_variable> ledger_variables(const job& j);
 
 }  // namespace actortrain

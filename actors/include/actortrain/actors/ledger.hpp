@@ -108,9 +108,12 @@ class step_ledger {
 nlohmann::json to_json(const ledger_data& d);
 ledger_data ledger_from_json(const nlohmann::json& j);
 
+/// partition_ledger::shard of a ledger read from a checkpoint (no shard reported it).
+constexpr uint32_t no_shard = UINT32_MAX;
+
 /// A partition's ledger with what it is the ledger of.
 struct partition_ledger {
-  uint32_t shard = 0;  ///< the ps shard that reported it
+  uint32_t shard = 0;  ///< the ps shard that reported it (no_shard: read from a checkpoint)
   std::string variable;
   int64_t row_begin = 0;
   int64_t row_end = 0;
@@ -149,5 +152,18 @@ struct ledger_verdict {
 /// does not check). Throws what the dataset_fn or its iteration throws.
 ledger_verdict check_ledgers(const std::vector<partition_ledger>& ledgers, const std::vector<ledger_run>& runs,
                              bool other_runs = false);
+
+/// A variable of the model: its name and rows (what its partitions must cover).
+struct ledger_variable {
+  std::string name;
+  int64_t rows = 0;
+};
+
+/// That `ledgers` are those of every partition of `variables` and nothing else: each
+/// variable's rows tiled by its partitions, without a gap or an overlap (a ledger missing
+/// — a ps task's file forgotten — would otherwise pass check_ledgers unseen). One line
+/// per problem; empty: complete.
+std::vector<std::string> check_coverage(const std::vector<partition_ledger>& ledgers,
+                                        const std::vector<ledger_variable>& variables);
 
 }  // namespace actortrain
