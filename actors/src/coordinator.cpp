@@ -2093,6 +2093,21 @@ void restore_start_state(self_ptr self, std::function<void()> then) {
   init_shards(self, done);
 }
 
+// The event of a roll-back to the checkpoint at `step`; during a run (in_run) with how
+// long the recovery took and how many applied steps it took back.
+void emit_ps_restored(coord_state& st, int64_t step, std::string path, bool in_run) {
+  event e;
+  e.kind = event_kind::ps_restored;
+  e.count = step;
+  e.text = std::move(path);
+  if (in_run) {
+    e.values["recovery_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count();
+    e.values["steps_lost"] =
+      static_cast<double>(st.steps_at_loss - std::min<uint64_t>(st.steps_at_loss, static_cast<uint64_t>(step)));
+  }
+  emit(st, std::move(e));
+}
+
 // After the shards got a state before the run's first step: take the start up again.
 void continue_start(self_ptr self) {
   auto& st = self->state;
@@ -2129,11 +2144,7 @@ void recover(self_ptr self) {
     restore_all(self, st.restore_dir, restore_kind::values, /*takeover=*/false, [self](int64_t step, std::string path) {
       auto& st = self->state;
       st.recovering = false;
-      event e;
-      e.kind = event_kind::ps_restored;
-      e.count = step;
-      e.text = path;
-      emit(st, std::move(e));
+      emit_ps_restored(st, step, std::move(path), /*in_run=*/false);
       // A fit asked for meanwhile waits for this restore to start.
       if (st.ph == phase::initializing) start_run(self);
     });
@@ -2146,13 +2157,7 @@ void recover(self_ptr self) {
   restore_all(self, st.restore_dir, restore_kind::this_run, /*takeover=*/false, [self](int64_t step, std::string path) {
     auto& st = self->state;
     st.recovering = false;
-    event e;
-    e.kind = event_kind::ps_restored;
-    e.count = step;
-    e.text = path;
-    e.values["recovery_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count();
-    e.values["steps_lost"] = static_cast<double>(st.steps_at_loss - std::min<uint64_t>(st.steps_at_loss, static_cast<uint64_t>(step)));
-    emit(st, std::move(e));
+    emit_ps_restored(st, step, std::move(path), /*in_run=*/true);
     next_checkpoint_after(st);
     dispatch(self);
   });

@@ -20,6 +20,7 @@
 // After the others: CAF's test DSL defines macros (inject, expect) that clash with
 // ordinary names.
 #include "caf_test.hpp"
+#include "random_matrix.hpp"
 #include "sim_cluster.hpp"
 
 using namespace actortrain;
@@ -28,12 +29,7 @@ namespace ds = actortrain::dataset;
 
 namespace {
 
-matrix random_matrix(Eigen::Index r, Eigen::Index c, uint64_t seed) {
-  model::rng g{seed};
-  matrix m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = 2 * g.uniform() - 1;
-  return m;
-}
+using testing::random_matrix;
 
 // y = x w + 0.25 with a fixed w.
 ds::dataset planted(int64_t n) {

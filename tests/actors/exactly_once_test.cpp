@@ -24,6 +24,7 @@
 
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"
+#include "random_matrix.hpp"
 
 using namespace actortrain;
 using model::matrix;
@@ -31,12 +32,7 @@ namespace ds = actortrain::dataset;
 
 namespace {
 
-matrix random_matrix(Eigen::Index r, Eigen::Index c, uint64_t seed) {
-  model::rng g{seed};
-  matrix m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = 2 * g.uniform() - 1;
-  return m;
-}
+using testing::random_matrix;
 
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
