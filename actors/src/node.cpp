@@ -1,6 +1,7 @@
 #include <actortrain/actors/node.hpp>
 
 #include "basp_guard.hpp"
+#include "dial.hpp"
 #include "cluster_internals.hpp"
 #include "planted.hpp"
 #include <actortrain/actors/configure.hpp>
@@ -81,7 +82,6 @@ using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using host_atom = caf::atom_constant<caf::atom("host")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
 
-constexpr auto retry_pause = std::chrono::milliseconds(200);
 // Telling the other tasks that the job ended: each must acknowledge within this.
 constexpr auto farewell_timeout = std::chrono::seconds(5);
 
@@ -427,96 +427,6 @@ caf::expected<T> ask(caf::actor_system& sys, const caf::actor& dest, caf::timesp
   return fut.get();
 }
 
-// Connects `self` to the node actor of the task at `addr`, retrying until `deadline`
-// (a task that starts before its peers finds them once they listen; a restarted one once
-// it is back), then calls `done` in `self`'s context. Every attempt has its own timeout,
-// so a peer that accepts but never answers costs one attempt, not a hang.
-void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::steady_clock::time_point deadline,
-               std::function<void(caf::expected<caf::actor>)> done, bool refusal_final = true) {
-  // With TLS the openssl manager's middleman makes the connection (handshake first).
-  auto& sys = self->system();
-  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-  auto last = std::make_shared<caf::error>(make_error(error_code::timeout, "no attempt"));
-  auto attempt = std::make_shared<std::function<void()>>();
-  *attempt = [self, mm, addr, deadline, done, last, refusal_final] {
-    auto left = deadline - std::chrono::steady_clock::now();
-    if (left <= decltype(left)::zero()) {
-      done(std::move(*last));
-      return;
-    }
-    auto retry = [self] { self->delayed_send(self, retry_pause, retry_atom::value); };
-    auto t = std::min<caf::timespan>(std::chrono::duration_cast<caf::timespan>(left), std::chrono::seconds(3));
-    self->request(mm, t, caf::connect_atom::value, addr.host, addr.port)
-      .then(
-        [done, last, retry](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
-          if (!p) {
-            *last = make_error(error_code::invalid_request, "nothing is published there");
-            retry();
-            return;
-          }
-          done(caf::actor_cast<caf::actor>(std::move(p)));
-        },
-        [last, retry, done, refusal_final](caf::error& e) {
-          // A peer that refuses the TLS handshake (another CA, or no TLS at all) will not
-          // change its mind: no point in trying again. Redialing a task that is coming
-          // back (refusal_final = false), CAF 0.17 was seen to close one handshake of a
-          // restarted ps process: try on until the deadline.
-          if (e == caf::sec::disconnect_during_handshake && refusal_final) {
-            done(make_error(error_code::invalid_request,
-                            "the peer refused the handshake (a certificate of another CA, or TLS on one side only)"));
-            return;
-          }
-          *last = std::move(e);
-          retry();
-        });
-  };
-  (*attempt)();
-  self->become(caf::keep_behavior, [attempt](retry_atom) { (*attempt)(); });
-}
-
-std::string unreachable(const task_address& addr, std::chrono::milliseconds budget, const caf::error& e) {
-  return fmt::format("cannot reach {} within {} ms: {}", addr.text(), budget.count(), describe(e));
-}
-
-// dial_from on the application thread: waits for the connection or the error.
-caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr, std::chrono::milliseconds budget) {
-  auto promise = std::make_shared<std::promise<caf::expected<caf::actor>>>();
-  auto fut = promise->get_future();
-  auto deadline = std::chrono::steady_clock::now() + budget;
-  sys.spawn([=](caf::event_based_actor* self) {
-    dial_from(self, addr, deadline, [self, promise](caf::expected<caf::actor> r) {
-      promise->set_value(std::move(r));
-      self->quit();
-    });
-  });
-  auto r = fut.get();
-  if (!r) return make_error(error_code::timeout, unreachable(addr, budget, r.error()));
-  return r;
-}
-
-// A ps task's node actor and its shard.
-struct located_shard {
-  caf::actor node;
-  shard_contact contact;
-};
-
-// Dials the ps task at `addr` (retrying until `deadline`) and asks it for shard `index`,
-// then calls `done` in `self`'s context.
-void fetch_shard_from(caf::event_based_actor* self, task_address addr, uint32_t index,
-                      std::chrono::steady_clock::time_point deadline, caf::timespan timeout,
-                      std::function<void(caf::expected<located_shard>)> done) {
-  dial_from(self, addr, deadline, [self, index, timeout, done](caf::expected<caf::actor> node) {
-    if (!node) {
-      done(std::move(node.error()));
-      return;
-    }
-    auto n = *node;
-    self->request(n, timeout, ps_handle_atom::value, index)
-      .then([n, done](shard_contact& c) { done(located_shard{n, std::move(c)}); },
-            [done](caf::error& e) { done(std::move(e)); });
-  }, /*refusal_final=*/false);
-}
-
 // A ps task was lost: once its process is back at the same address (within `budget`),
 // hands the new shard to the coordinator, which rolls every shard back to the last
 // checkpoint. Runs in its own actor; the application thread does not wait.
@@ -528,9 +438,9 @@ void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t
     auto say = [log, prefix](const std::string& text) {
       if (log) *log << prefix << text << std::endl;
     };
-    fetch_shard_from(self, addr, index, deadline, timeout, [=](caf::expected<located_shard> back) {
+    fetch_shard_from(self, addr, index, budget, deadline, timeout, [=](caf::expected<located_shard> back) {
       if (!back) {
-        say(fmt::format("ps shard {} did not come back: {}", index, unreachable(addr, budget, back.error())));
+        say(fmt::format("ps shard {} did not come back: {}", index, describe(back.error())));
         self->quit();
         return;
       }
@@ -679,12 +589,11 @@ node_result host_coordinator(node_context& cx) {
   if (!shards_on_coordinator(def)) {
     for (size_t i = 0; i < def.ps.size(); ++i) {
       task_id t{task_type::ps, static_cast<int>(i)};
-      auto node = must(dial(cx.sys, def.ps[i], def.connect_timeout), to_string(t));
-      caf::anon_send(node, watch_atom::value, cx.node, task_at(def, cx.opts.task));
-      ps_nodes.push_back(node);
-      parts.ps.push_back(must(ask<shard_contact>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
-                              "asking " + task_at(def, t) + " for its ps shard")
-                           .shard);
+      auto got = must(fetch_shard(cx.sys, def.ps[i], static_cast<uint32_t>(i), def.connect_timeout, cx.timeout()),
+                      "asking " + task_at(def, t) + " for its ps shard");
+      caf::anon_send(got.node, watch_atom::value, cx.node, task_at(def, cx.opts.task));
+      ps_nodes.push_back(got.node);
+      parts.ps.push_back(got.contact.shard);
     }
   }
   // Worker 0 hosting the coordinator (no chief) is also a replica.
@@ -767,15 +676,17 @@ node_result play_worker(node_context& cx) {
   std::vector<ps_shard_actor> ps;
   std::vector<shard_contact> contacts;
   for (int i = 0; i < num_ps; ++i) {
-    caf::actor node = host;
-    std::string where = task_at(def, host_task);
-    if (!shards_on_coordinator(def)) {
+    shard_contact c;
+    if (shards_on_coordinator(def)) {
+      c = must(ask<shard_contact>(cx.sys, host, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
+               "asking " + task_at(def, host_task) + " for ps shard " + std::to_string(i));
+    } else {
       task_id t{task_type::ps, i};
-      node = must(dial(cx.sys, def.ps[static_cast<size_t>(i)], def.connect_timeout), to_string(t));
-      where = task_at(def, t);
+      c = must(fetch_shard(cx.sys, def.ps[static_cast<size_t>(i)], static_cast<uint32_t>(i), def.connect_timeout,
+                           cx.timeout()),
+               "asking " + task_at(def, t) + " for ps shard " + std::to_string(i))
+            .contact;
     }
-    auto c = must(ask<shard_contact>(cx.sys, node, cx.timeout(), ps_handle_atom::value, static_cast<uint32_t>(i)),
-                  "asking " + where + " for ps shard " + std::to_string(i));
     ps.push_back(caf::actor_cast<ps_shard_actor>(c.shard));
     contacts.push_back(std::move(c));
   }
@@ -840,7 +751,7 @@ node_result play_worker(node_context& cx) {
         // it ends with the redialer.
         auto parent = caf::actor_cast<caf::actor>(self);
         self->spawn<caf::linked>([parent, addr = addrs[k], budget, k](caf::event_based_actor* d) {
-          fetch_shard_from(d, addr, static_cast<uint32_t>(k), std::chrono::steady_clock::now() + budget,
+          fetch_shard_from(d, addr, static_cast<uint32_t>(k), budget, std::chrono::steady_clock::now() + budget,
                            std::chrono::seconds(10), [d, parent, k](caf::expected<located_shard> back) {
                              // Not back in time: the coordinator fails the run.
                              if (back) d->send(parent, watch_atom::value, back->contact, static_cast<uint64_t>(k));
