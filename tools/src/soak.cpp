@@ -125,7 +125,7 @@ int soak(int argc, char** argv, int first) {
          "plant a defect to show the checks catch it: apply_twice_after_rollback, skip_step, foreign_step, "
          "wrong_batch or visit_twice")
     .add("example", example, "simulate this registered job (" + example_names() + ") instead of the planted model")
-    .add("hashes", hashes, "print each seed's trace hash (determinism across processes)")
+    .add("hashes", hashes, "print each seed's trace hash (determinism across processes) and the digests of its final values and ledgers (unchanged outcomes across a refactoring)")
     .add("verbose", verbose, "print every seed's plan and injected faults")
     .add("trace", trace, "with --verbose: print each seed's events, and where they part from the fault-free run's");
   if (!f.parse(argc, argv, first)) return 0;
@@ -275,7 +275,9 @@ int soak(int argc, char** argv, int first) {
         ++fired_failed_run;
       }
     }
-    if (hashes) fmt::print("seed {} trace {:016x}\n", s, r.trace_hash);
+    if (hashes)
+      fmt::print("seed {} trace {:016x} values {:016x} ledgers {:016x}\n", s, r.trace_hash, r.values_digest,
+                 r.ledgers_digest);
     bool bad = plant == planted_defect::none ? !r.ok() : (defect_visible && r.ok());
     if (verbose || bad) {
       fmt::print("seed {}: {} ({} steps in the ledgers)\n", s,

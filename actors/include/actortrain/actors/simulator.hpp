@@ -129,6 +129,12 @@ struct sim_result {
   /// Steps the ledgers hold of the checked runs (on every partition).
   int64_t steps = 0;
   uint64_t trace_hash = 0;
+  /// What the ps shards hold at the end, each alone: the digest of the final parameters'
+  /// bits (model/digest.hpp; 0 when a fit hung) and of the partitions' ledgers (their
+  /// JSON). Unlike the trace hash, neither depends on the order of events, so they show
+  /// a refactoring changed no outcome (`actortrain soak --hashes`).
+  uint64_t values_digest = 0;
+  uint64_t ledgers_digest = 0;
   std::vector<std::string> plan;        ///< the rules, one line each
   std::vector<std::string> injected;    ///< the faults that fired, in order
   std::vector<std::string> violations;  ///< empty: every check passed
