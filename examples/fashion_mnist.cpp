@@ -11,7 +11,7 @@
 //   build/examples/fashion_mnist --checkpoint-dir=ck --checkpoint-every=500 --resume
 
 #include <actortrain/actors/all.hpp>
-#include <actortrain/actors/fault_plan.hpp>
+#include <actortrain/actors/sim/fault_plan.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 

@@ -11,7 +11,7 @@
 // (any order: each task waits up to timeouts.connect_ms for its peers). The chief prints
 // the progress; every task prints the same history at the end.
 
-#include <actortrain/actors/node.hpp>
+#include <actortrain/actors/net/process.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 

@@ -5,7 +5,7 @@
 // `images` takes the first images of the training set (a slice for tests), and a quarter
 // as many test images for validation.
 
-#include <actortrain/actors/job.hpp>
+#include <actortrain/actors/cluster/job.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 

@@ -5,7 +5,7 @@
 
 #include "fashion_mnist_job.hpp"
 
-#include <actortrain/actors/simulator.hpp>
+#include <actortrain/actors/sim/simulator.hpp>
 #include <actortrain/dataset/fashion_mnist.hpp>
 
 #include <boost/test/unit_test.hpp>

@@ -26,7 +26,7 @@
 #define CAF_TEST_NO_MAIN
 #include <caf/test/unit_test_impl.hpp>
 
-#include <actortrain/actors/configure.hpp>
+#include <actortrain/actors/core/configure.hpp>
 
 namespace actortrain::testing {
 

@@ -1,7 +1,7 @@
 // Cluster files and TF_CONFIG: every section round-trips; TensorFlow's worker-only
 // TF_CONFIG parses with its sync default; each refusal names the source and the field;
 // --task values; TLS files checked on disk.
-#include <actortrain/actors/cluster_file.hpp>
+#include <actortrain/actors/net/cluster_file.hpp>
 
 #include <boost/test/unit_test.hpp>
 

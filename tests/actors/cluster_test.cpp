@@ -4,10 +4,10 @@
 // fault-free run, repeated fit calls, a planted model, two clusters side by side, and
 // clear errors for bad use.
 
-#include <actortrain/actors/cluster.hpp>
-#include <actortrain/actors/events.hpp>
-#include <actortrain/actors/fault_plan.hpp>
-#include <actortrain/actors/send_seam.hpp>
+#include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/actors/cluster/events.hpp>
+#include <actortrain/actors/sim/fault_plan.hpp>
+#include <actortrain/actors/core/send_seam.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 #include <actortrain/model/checkpoint/checkpoint.hpp>
@@ -26,8 +26,8 @@
 #include <limits>
 #include <optional>
 
-#include "../../actors/src/cluster_internals.hpp"
-#include <actortrain/actors/errors.hpp>
+#include "../../actors/src/cluster/cluster_internals.hpp"
+#include <actortrain/actors/core/errors.hpp>
 
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"

@@ -3,9 +3,9 @@
 // bounded staleness keeps its bound under a straggler that makes async stale, and
 // input_context per mode.
 
-#include <actortrain/actors/cluster.hpp>
-#include <actortrain/actors/events.hpp>
-#include <actortrain/actors/fault_plan.hpp>
+#include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/actors/cluster/events.hpp>
+#include <actortrain/actors/sim/fault_plan.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 

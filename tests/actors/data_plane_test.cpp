@@ -6,11 +6,11 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include <actortrain/actors/configure.hpp>
-#include <actortrain/actors/data_plane.hpp>
-#include <actortrain/actors/errors.hpp>
-#include <actortrain/actors/messages.hpp>
-#include <actortrain/actors/send_seam.hpp>
+#include <actortrain/actors/core/configure.hpp>
+#include <actortrain/actors/net/data_plane.hpp>
+#include <actortrain/actors/core/errors.hpp>
+#include <actortrain/actors/core/messages.hpp>
+#include <actortrain/actors/core/send_seam.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -7,9 +7,9 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "../../actors/src/dial.hpp"
-#include <actortrain/actors/configure.hpp>
-#include <actortrain/actors/errors.hpp>
+#include "../../actors/src/net/dial.hpp"
+#include <actortrain/actors/core/configure.hpp>
+#include <actortrain/actors/core/errors.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

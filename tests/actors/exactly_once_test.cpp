@@ -4,16 +4,16 @@
 // later fit, a failed run's work counting in the next, control requests that time out,
 // a corrupt newest checkpoint, a ps lost while a run starts.
 
-#include <actortrain/actors/cluster.hpp>
-#include <actortrain/actors/events.hpp>
-#include <actortrain/actors/fault_plan.hpp>
-#include <actortrain/actors/ledger.hpp>
+#include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/actors/cluster/events.hpp>
+#include <actortrain/actors/sim/fault_plan.hpp>
+#include <actortrain/actors/ps/ledger.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/checkpoint/memory_file_system.hpp>
 
-#include "../../actors/src/cluster_internals.hpp"
+#include "../../actors/src/cluster/cluster_internals.hpp"
 
 #include <fmt/format.h>
 

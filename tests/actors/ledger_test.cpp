@@ -1,8 +1,8 @@
-// The ledger (actortrain/actors/ledger.hpp) without actors: compaction from its own
+// The ledger (actortrain/actors/ps/ledger.hpp) without actors: compaction from its own
 // contiguous positions, violations that are never absorbed, its JSON form, and the
 // checker deciding exactly-once from ledgers and the dataset's definition alone.
 
-#include <actortrain/actors/ledger.hpp>
+#include <actortrain/actors/ps/ledger.hpp>
 #include <actortrain/dataset/all.hpp>
 
 #include <boost/test/unit_test.hpp>

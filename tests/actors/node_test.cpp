@@ -3,7 +3,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include <actortrain/actors/node.hpp>
+#include <actortrain/actors/net/process.hpp>
 #include <actortrain/model/all.hpp>
 
 #include <cstdlib>

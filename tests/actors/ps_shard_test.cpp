@@ -1,8 +1,8 @@
 // ps_shard on CAF's test coordinator: exactly-once application per step id, validation
 // that names variable and shapes, fences, versions and staleness, copy-on-write pulls.
 
-#include <actortrain/actors/errors.hpp>
-#include <actortrain/actors/ps_shard.hpp>
+#include <actortrain/actors/core/errors.hpp>
+#include <actortrain/actors/ps/ps_shard.hpp>
 #include <actortrain/model/optim/sgd.hpp>
 
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.

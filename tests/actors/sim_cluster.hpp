@@ -4,12 +4,12 @@
 // variables and the shards' counters, and compare variables with a local trainer's.
 // Include after caf_test.hpp.
 
-#include <actortrain/actors/cluster.hpp>
-#include <actortrain/actors/events.hpp>
+#include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/actors/cluster/events.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 
-#include "../../actors/src/cluster_internals.hpp"
+#include "../../actors/src/cluster/cluster_internals.hpp"
 
 #include <optional>
 #include <string>

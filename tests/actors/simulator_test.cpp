@@ -1,8 +1,8 @@
 // The fault simulator: each fault kind at each phase of a step, by hand-written plans;
 // hundreds of random seeded plans; and determinism (same seed, same trace hash).
 
-#include <actortrain/actors/fault_plan.hpp>
-#include <actortrain/actors/simulator.hpp>
+#include <actortrain/actors/sim/fault_plan.hpp>
+#include <actortrain/actors/sim/simulator.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 

@@ -3,8 +3,8 @@
 // exactly as whole-table pulls while moving only the batch's rows; synchronous rounds
 // with lazy Adam and Adagrad on the rows equal a local trainer on the global batch.
 
-#include <actortrain/actors/cluster.hpp>
-#include <actortrain/actors/events.hpp>
+#include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/actors/cluster/events.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 

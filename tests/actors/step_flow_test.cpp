@@ -2,11 +2,11 @@
 // the batch from the dataset shard, pulls from the ps shard, pushes its gradients there,
 // and answers the task.
 
-#include <actortrain/actors/dataset_shard.hpp>
-#include <actortrain/actors/errors.hpp>
-#include <actortrain/actors/ps_shard.hpp>
-#include <actortrain/actors/send_seam.hpp>
-#include <actortrain/actors/worker.hpp>
+#include <actortrain/actors/data/dataset_shard.hpp>
+#include <actortrain/actors/core/errors.hpp>
+#include <actortrain/actors/ps/ps_shard.hpp>
+#include <actortrain/actors/core/send_seam.hpp>
+#include <actortrain/actors/worker/worker.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/layers/dense.hpp>
 #include <actortrain/model/optim/sgd.hpp>

@@ -4,8 +4,8 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include <actortrain/actors/configure.hpp>
-#include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/core/configure.hpp>
+#include <actortrain/actors/core/messages.hpp>
 
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Plain BASP behind the node's guard (actors/src/basp_guard.hpp): while a cluster of
+# Plain BASP behind the node's guard (actors/src/net/basp_guard.hpp): while a cluster of
 # processes trains, a BASP header announcing a 4 GiB payload, an HTTP request and random
 # bytes at the chief's and a ps task's ports are closed by the guard (logged), the
 # chief's memory stays small (without the guard that header made CAF reserve 4.7 GB,

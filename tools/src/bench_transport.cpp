@@ -30,10 +30,10 @@
 #include "bench.hpp"
 #include "flags.hpp"
 
-#include <actortrain/actors/configure.hpp>
-#include <actortrain/actors/data_plane.hpp>
-#include <actortrain/actors/errors.hpp>
-#include <actortrain/actors/messages.hpp>
+#include <actortrain/actors/core/configure.hpp>
+#include <actortrain/actors/net/data_plane.hpp>
+#include <actortrain/actors/core/errors.hpp>
+#include <actortrain/actors/core/messages.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

@@ -8,7 +8,7 @@
 
 #include "flags.hpp"
 
-#include <actortrain/actors/ledger.hpp>
+#include <actortrain/actors/ps/ledger.hpp>
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/digest.hpp>
 

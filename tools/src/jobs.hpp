@@ -3,7 +3,7 @@
 // each builds an actortrain::job from its own flags (what follows "--"), the same way
 // on every task.
 
-#include <actortrain/actors/node.hpp>
+#include <actortrain/actors/net/process.hpp>
 
 #include <string>
 #include <vector>

@@ -12,10 +12,10 @@
 #include "flags.hpp"
 #include "jobs.hpp"
 
-#include <actortrain/actors/cluster_file.hpp>
-#include <actortrain/actors/job.hpp>
-#include <actortrain/actors/ledger.hpp>
-#include <actortrain/actors/node.hpp>
+#include <actortrain/actors/net/cluster_file.hpp>
+#include <actortrain/actors/cluster/job.hpp>
+#include <actortrain/actors/ps/ledger.hpp>
+#include <actortrain/actors/net/process.hpp>
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 // `actortrain plot METRICS.jsonl --out DIR`: figures of a run from its JSON-lines metrics
-// (fit_options / cluster metrics_file; the event kinds of actortrain/actors/events.hpp).
+// (fit_options / cluster metrics_file; the event kinds of actortrain/actors/cluster/events.hpp).
 //
 // Each figure is written three ways into DIR: NAME.dat (the numbers plotted, one row per
 // point, whitespace-separated with a header line), NAME.gp (the gnuplot script) and

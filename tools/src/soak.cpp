@@ -18,7 +18,7 @@
 #include "flags.hpp"
 #include "jobs.hpp"
 
-#include <actortrain/actors/simulator.hpp>
+#include <actortrain/actors/sim/simulator.hpp>
 
 #include <cstdio>
 #include <optional>

@@ -1,7 +1,8 @@
 #pragma once
+// CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
 // The embedding API without CAF: configure() and the cluster. Applications that talk to
 // the actors directly include the actor headers (which include CAF) themselves.
 
-#include <actortrain/actors/cluster.hpp>
-#include <actortrain/actors/configure.hpp>
-#include <actortrain/actors/events.hpp>
+#include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/actors/core/configure.hpp>
+#include <actortrain/actors/cluster/events.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 // A digest of an element's contents: what a worker records for the batch a step used,
-// and what the exactly-once checker (actortrain/actors/ledger.hpp) recomputes from the
+// and what the exactly-once checker (actortrain/actors/ps/ledger.hpp) recomputes from the
 // dataset's own definition. Equal elements (same shapes, same float bits) give equal
 // digests on every platform; any changed value, shape or order of matrices changes it
 // with overwhelming probability. Not cryptographic: it detects mistakes (a wrong or

@@ -1,0 +1,207 @@
+#pragma once
+// The send seam: the one path every framework message takes between ActorTrain's
+// actors. Without a fault policy it is a plain CAF request or send. With one, each
+// message is shown to the policy, which may deliver it, drop it (the requester then
+// sees its own timeout, as with a lost packet), deliver it twice (the receiver must be
+// idempotent), or delay it (which also reorders it behind later messages). Delays go
+// through a relay actor and the relay's timer, so on CAF's test coordinator they follow
+// simulated time: nothing sleeps. It may also crash the sender: the message is lost and
+// the sending actor stops (exit reason kill) when its current handler returns; `crash_after`
+// delivers the message and crashes the sender at its next one (a worker that pushed to
+// every shard but never reported). A crashed actor's later sends are all dropped.
+// `kill_receiver` kills the destination just before the message reaches it (a dataset
+// shard that dies): the message bounces as from any dead actor.
+//
+// One seam per cluster (shared by its actors through a shared_ptr): two clusters in one
+// process do not see each other's faults. The seam is used only from actor threads;
+// the policy must be thread-safe when the cluster runs on a multi-threaded scheduler.
+//
+// Routes. A worker in another process than its ps shards reaches them over the tensor
+// data plane (data_plane.hpp): a local stand-in actor per shard carries the requests
+// that move tensors (pull, pull_rows, push) on a connection of its own and answers with
+// the shard's replies. The stand-in enters itself here once connected and leaves when
+// it ends, so those requests fall back to BASP whenever no data plane is up; every other
+// message, and every message of a seam without routes, goes to its receiver as before.
+//
+// Requests through the seam are untyped at the call site (the destination may be the
+// relay or the black hole instead of the real receiver), so the reply handlers are
+// matched at run time; a reply of an unexpected type reaches the error handler as
+// sec::unexpected_response.
+
+#include <actortrain/actors/core/messages.hpp>
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace actortrain {
+
+/// What the seam does with one message.
+struct delivery {
+  enum class kind : uint8_t { deliver, drop, duplicate, delay, crash, crash_after, kill_receiver };
+  kind what = kind::deliver;
+  caf::timespan delay{0};  ///< for kind::delay
+
+  static delivery deliver() { return {}; }
+  static delivery drop() { return {kind::drop, caf::timespan{0}}; }
+  static delivery duplicate() { return {kind::duplicate, caf::timespan{0}}; }
+  static delivery delay_by(caf::timespan d) { return {kind::delay, d}; }
+  static delivery crash() { return {kind::crash, caf::timespan{0}}; }
+  static delivery crash_after() { return {kind::crash_after, caf::timespan{0}}; }
+  static delivery kill_receiver() { return {kind::kill_receiver, caf::timespan{0}}; }
+};
+
+/// What an actor of a cluster is, for fault policies that target roles.
+enum class actor_role : uint8_t { any, coordinator, worker, ps, dataset };
+
+const char* to_string(actor_role r);
+
+/// What a fault policy sees of a message.
+struct message_info {
+  caf::actor_addr from;
+  caf::actor_addr to;
+  caf::atom_value kind;  ///< the message's leading atom (pull, push, batch, step, ...)
+  bool is_request = true;
+  /// For a step task: the (pipeline, position) of each of its steps.
+  std::vector<std::pair<uint32_t, uint64_t>> steps;
+};
+
+namespace detail {
+template <class T>
+void note_steps(message_info&, const T&) {}
+inline void note_steps(message_info& m, const step_task& t) {
+  for (auto& s : t.steps) m.steps.emplace_back(s.pipeline, s.position);
+}
+}  // namespace detail
+
+/// Decides the fate of messages (the fault-tolerance work implements seeded plans).
+class fault_policy {
+ public:
+  virtual ~fault_policy() = default;
+  virtual delivery decide(const message_info& m) = 0;
+  /// The cluster names each actor it spawns (a restarted worker again, with its id).
+  virtual void on_spawn(const caf::actor_addr&, actor_role, uint32_t /*index*/) {}
+};
+
+using relay_atom = caf::atom_constant<caf::atom("relay")>;
+using fire_atom = caf::atom_constant<caf::atom("fire")>;
+
+class send_seam {
+ public:
+  /// Spawns the seam's helper actors (relay, black hole) in `sys` when a policy is given.
+  explicit send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> policy = nullptr);
+  ~send_seam();
+  send_seam(const send_seam&) = delete;
+  send_seam& operator=(const send_seam&) = delete;
+
+  /// A request from `self` to `dest` with a finite `timeout`; returns CAF's response
+  /// handle (call .then(on_reply, on_error) on it).
+  template <class Self, class Handle, class Atom, class... Ts>
+  auto request(Self* self, const Handle& dest, caf::timespan timeout, Atom a, Ts&&... xs) {
+    auto receiver = caf::actor_cast<caf::actor>(dest);
+    auto target = has_routes_.load(std::memory_order_acquire) ? routed(receiver, Atom::value) : receiver;
+    if (!policy_) return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+    message_info info{self->address(), receiver.address(), Atom::value, true, {}};
+    (detail::note_steps(info, xs), ...);
+    auto d = fate(self, info);
+    switch (d.what) {
+      case delivery::kind::drop:
+        return self->request(black_hole_, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::crash:
+        // CAF keeps a quitting actor until its awaited responses are settled: this one
+        // fails at once, so the actor ends now (its error handlers run on the way out).
+        return self->request(black_hole_, caf::timespan{0}, a, std::forward<Ts>(xs)...);
+      case delivery::kind::duplicate:
+        caf::anon_send(target, a, xs...);  // the copy's reply goes nowhere
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::delay:
+        return self->request(relay_, timeout, relay_atom::value, target,
+                             caf::make_message(a, std::forward<Ts>(xs)...), d.delay, timeout);
+      case delivery::kind::kill_receiver:
+        caf::anon_send_exit(target, caf::exit_reason::kill);
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::deliver:
+      case delivery::kind::crash_after:
+      default:
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+    }
+  }
+
+  /// A one-way message from `self` to `dest`.
+  template <class Self, class Handle, class Atom, class... Ts>
+  void send(Self* self, const Handle& dest, Atom a, Ts&&... xs) {
+    auto target = caf::actor_cast<caf::actor>(dest);
+    if (!policy_) {
+      self->send(target, a, std::forward<Ts>(xs)...);
+      return;
+    }
+    message_info info{self->address(), target.address(), Atom::value, false, {}};
+    (detail::note_steps(info, xs), ...);
+    auto d = fate(self, info);
+    switch (d.what) {
+      case delivery::kind::drop:
+      case delivery::kind::crash:
+        return;
+      case delivery::kind::duplicate:
+        self->send(target, a, xs...);
+        self->send(target, a, std::forward<Ts>(xs)...);
+        return;
+      case delivery::kind::delay:
+        self->delayed_send(target, d.delay, a, std::forward<Ts>(xs)...);
+        return;
+      case delivery::kind::kill_receiver:
+        caf::anon_send_exit(target, caf::exit_reason::kill);
+        self->send(target, a, std::forward<Ts>(xs)...);
+        return;
+      case delivery::kind::deliver:
+      case delivery::kind::crash_after:
+      default:
+        self->send(target, a, std::forward<Ts>(xs)...);
+    }
+  }
+
+  bool has_policy() const { return policy_ != nullptr; }
+
+  /// Requests of the data-plane kinds (pull, pull_rows, push) to `shard` go to `via`.
+  void route(const caf::actor_addr& shard, caf::actor via);
+  /// Ends the route to `shard` if it still goes through `via`.
+  void unroute(const caf::actor_addr& shard, const caf::actor_addr& via);
+  /// Where a data-plane request to `shard` goes now (`shard` itself without a route).
+  caf::actor route_of(const caf::actor& shard) { return routed(shard, pull_atom::value); }
+
+ private:
+  // The policy's decision, after the seam's own: a crashed sender loses everything, and a
+  // doomed one (crash_after) crashes now. A crash stops `self` once its handler returns.
+  template <class Self>
+  delivery fate(Self* self, const message_info& m) {
+    auto d = crashed(m.from) ? delivery::crash() : policy_->decide(m);
+    if (d.what == delivery::kind::crash) {
+      mark(m.from, /*now=*/true);
+      self->quit(caf::exit_reason::kill);
+    } else if (d.what == delivery::kind::crash_after) {
+      mark(m.from, /*now=*/false);
+    }
+    return d;
+  }
+  // True when `a` crashed or is doomed to crash at this send.
+  bool crashed(const caf::actor_addr& a);
+  void mark(const caf::actor_addr& a, bool now);
+
+  caf::actor routed(const caf::actor& dest, caf::atom_value kind);
+
+  std::shared_ptr<fault_policy> policy_;
+  std::atomic<bool> has_routes_{false};
+  std::map<caf::actor_addr, caf::actor> routes_;  // guarded by mtx_
+  std::mutex mtx_;
+  std::map<caf::actor_addr, bool> crashes_;  // true: crashed; false: crashes at its next send
+  caf::actor black_hole_;
+  caf::actor relay_;
+};
+
+using seam_ptr = std::shared_ptr<send_seam>;
+
+}  // namespace actortrain

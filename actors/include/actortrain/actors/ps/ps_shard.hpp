@@ -1,0 +1,144 @@
+#pragma once
+// ps_shard: a parameter-server shard. Owns partitions (contiguous rows of variables),
+// their optimizer slots and a version each; serves pulls and applies pushes with the
+// optimizer it was handed (the maths is plugged in from outside, as in ps-lite).
+//
+//            spawn
+//              |
+//              v
+//       +-------------+   init (partitions + values)   +---------+
+//       | waiting for |------------------------------->| serving |<--+ pull, pull_rows,
+//       |   its data  |                                +---------+   | push, hyper, fence,
+//       +-------------+                                     |        | stats, init (restore)
+//         pull/push before init: not_initialized            +--------+
+//
+// Contract of push (per step id, per shard):
+//  - validated whole before anything changes: every slice names a partition this shard
+//    holds, has its shape, and is finite; sparse ids are sorted, unique and inside the
+//    shard's rows; otherwise invalid_gradient naming variable and shapes, counted in
+//    `rejected`, and nothing is applied.
+//  - idempotent: a step id applied before is acknowledged as push_status::duplicate and not
+//    applied again. Pushes carry the coordinator's watermark (per pipeline, every
+//    position below it is applied): the shard forgets step ids below it and answers a push
+//    below it, or of an earlier run, as a duplicate, so it remembers about the steps in
+//    flight (ps_stats::remembered).
+//  - fenced: a push whose epochs are older than the highest this shard has seen, or whose
+//    worker generation is below the one a fence request raised for that worker, is
+//    rejected with fenced_out.
+//  - the apply policy decides when: apply_now (asynchronous and bounded-staleness
+//    training) applies on arrival; hold_for_round (synchronous training) acknowledges
+//    on receipt (push_status::held) and applies the round's example-weighted mean once
+//    when the coordinator's round_request names the round's steps (acknowledgement and
+//    application are separate, so a push's timeout need not cover the slowest worker).
+//
+// Ledger: every partition records each step it applies (with its batch's digest) in a
+// step_ledger (ledger.hpp); a step it held already is recorded as a violation. The
+// ledger is part of the partition's state: init sets it (empty at start, a checkpoint's
+// on restore; violations seen are kept), snapshots carry it, ledger_atom reports it.
+//
+// A pull with coordinator epoch 0 is an observer's read (the application reading trained
+// variables): it passes any fence and raises none. stats report the highest epochs seen
+// and the worker fences (a new coordinator or a recovery takes max + 1).
+//
+// Control requests are idempotent, since the coordinator retries them: an init under
+// the epochs of the last one taken is acknowledged and not redone (every init and
+// restore comes under epochs of its own); keep, restore and hyperparameters are taken
+// once per (epochs, id) and only when newer than the last taken; a shared snapshot
+// repeated under the same (epochs, id) is refused once the state has changed.
+//
+// init doubles as restore: it replaces every partition, with optimizer slots (matched by
+// name) and apply counts when given, and the de-duplication state (run, watermark) of a
+// checkpoint, under the request's (newer) epochs. Worker fences and the highest epochs
+// seen are kept, never rolled back; ps_stats::base records the restored step count.
+//
+// Pulls hand out the current partition without copying it (in-process); the next push
+// writes in place when no reader holds the old version any more, else into a copy (made
+// in the buffer of an earlier version once nobody reads that one).
+
+#include <actortrain/actors/core/messages.hpp>
+#include <actortrain/actors/core/send_seam.hpp>
+#include <actortrain/model/checkpoint/file_system.hpp>
+#include <actortrain/model/optim/optimizer.hpp>
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <memory>
+
+namespace actortrain {
+
+using ps_shard_actor = caf::typed_actor<
+  caf::replies_to<init_atom, init_request>::with<caf::ok_atom>,
+  caf::replies_to<pull_atom, pull_request>::with<pull_reply>,
+  caf::replies_to<pull_rows_atom, pull_rows_request>::with<rows_reply>,
+  caf::replies_to<push_atom, push_request>::with<push_reply>,
+  // Closes a synchronous round: the held pushes of its steps are applied as one mean.
+  caf::replies_to<round_atom, round_request>::with<round_reply>,
+  caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
+  caf::replies_to<fence_atom, fence_request>::with<fence>,
+  caf::replies_to<stats_atom>::with<ps_stats>,
+  // Every partition's ledger (ledger.hpp): the steps its state holds, with their batches'
+  // digests, and any step applied twice.
+  caf::replies_to<ledger_atom>::with<ps_ledgers>,
+  // Every partition's values, slots and counters, for a coordinated checkpoint (shared,
+  // not copied, in-process: the next push writes into a copy).
+  caf::replies_to<snapshot_atom, fence_request>::with<ps_snapshot>,
+  // The same state written by the shard itself into a shared checkpoint directory (the
+  // cluster's checkpoint.shared); only the files' records travel.
+  caf::replies_to<snapshot_atom, fence_request, checkpoint_target>::with<ps_files>,
+  // Keeps a copy of every partition's values and slots in the shard's memory (one kept
+  // state: the next keep replaces it), and puts it back (versions still rise).
+  caf::replies_to<keep_atom, fence_request>::with<caf::ok_atom>,
+  caf::replies_to<restore_atom, fence_request>::with<caf::ok_atom>>;
+
+/// When a validated, new push is applied. The ps shard calls on_push for every push that
+/// passed validation and is not a duplicate; `apply` applies a push now (the optimizer
+/// step on every slice, versions + 1). The shard remembers the step id either way, so a
+/// held push's re-run is a duplicate.
+class apply_policy {
+ public:
+  virtual ~apply_policy() = default;
+  virtual std::string describe() const = 0;
+  virtual push_status on_push(push_request& req, const std::function<void(push_request&)>& apply) = 0;
+  /// A round closes (round_request): apply what is held for its steps, and return the
+  /// computations used (one per step this shard held a push of).
+  virtual std::vector<applied_by> on_round(const round_request&, const std::function<void(push_request&)>&) {
+    return {};
+  }
+  /// Drops everything held (the shard is being restored).
+  virtual void clear() {}
+  /// Pushes held now.
+  virtual size_t held() const { return 0; }
+};
+
+/// Asynchronous training: every push is applied on arrival.
+std::unique_ptr<apply_policy> apply_now();
+
+/// Synchronous rounds: pushes are held (acknowledged as push_status::held on receipt)
+/// until the coordinator closes their round; then the shard applies once, per partition,
+/// the example-weighted mean of the round's gradients: sum_i n_i g_i / N, with n_i the
+/// push's example count and N the round's (round_request::example_count), which equals
+/// the gradient of the mean loss over the round's global batch. Sparse rows are merged
+/// the same way (a row no step touched gets no update). One policy per shard.
+std::unique_ptr<apply_policy> hold_for_round();
+
+struct ps_shard_options {
+  uint32_t index = 0;              ///< this shard's number (stats, errors)
+  std::shared_ptr<apply_policy> policy;  ///< null: apply_now()
+  size_t staleness_buckets = 16;   ///< histogram size; the last bucket counts >= size-1
+  /// Own thread. A shard on CAF's work-stealing scheduler waits for the pool's polling
+  /// (up to the relaxed sleep, 10 ms by default) when it was idle; a detached shard wakes
+  /// on its mailbox at once. Off in the simulator.
+  bool detached = false;
+  /// Keep which computation (worker, generation, attempt) applied each step, for the
+  /// simulator's count of torn re-runs. Grows with the run: tests only.
+  bool apply_log = false;
+  /// Where shared checkpoints are written (null: model::posix_file_system()).
+  std::shared_ptr<model::file_system> checkpoint_fs;
+};
+
+/// Spawns a shard that updates with its own clone of `opt`. Throws std::invalid_argument
+/// if `opt` is null.
+ps_shard_actor spawn_ps_shard(caf::actor_system& sys, const model::optimizer& opt, ps_shard_options opts);
+
+}  // namespace actortrain

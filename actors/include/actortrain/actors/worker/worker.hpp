@@ -1,0 +1,99 @@
+#pragma once
+// worker: a model replica (structure only). For every step of a task it fetches the
+// batch from the step's dataset shard, pulls the parameters from the ps shards (each in
+// parallel), runs forward and backward, validates the gradients (shapes, finite — so a
+// step is never half-rejected by the shards), pushes each shard its slices in parallel,
+// and reports a step_result. A task of k steps (steps_per_execution) runs them in order
+// and answers once. Tasks that arrive while one runs wait their turn.
+//
+//   idle --step_task--> batch --> pull --> compute --> validate --> push --+--> idle
+//    ^                                                                     | (next step)
+//    +--------------- task_result (all k steps) or the first error <-------+
+//
+// The worker lets go of pulled parameters before it pushes, so a ps shard in the same
+// process can write the next version in place. It fetches the next step's batch while a
+// step computes, and with pull_ahead also its parameters (one step more staleness). A
+// batch request that bounces off a dead dataset shard fails the task with source_lost
+// (the coordinator rebuilds the shard and re-runs the step without counting a failure). Every request has the configured timeout;
+// any error ends the task with that error (the coordinator decides what to re-run).
+// A push or pull that bounces off a dead ps shard fails the task with shard_lost (not to
+// be read as this worker's loss). A task of older epochs than one seen before (a zombie
+// coordinator's, or from before a recovery) is refused with fenced_out; each task names
+// the ps shards to use, so a respawned shard is used from the next task on.
+// Embedding tables whose row ids come straight from a model input are pulled by row:
+// only the rows of the step's batch (sparse pushes carry only those rows too).
+// Production workers are detached (compute on their own thread); the simulator spawns
+// them on the test coordinator, compute inline.
+
+#include <actortrain/actors/data/dataset_shard.hpp>
+#include <actortrain/actors/core/messages.hpp>
+#include <actortrain/actors/ps/ps_shard.hpp>
+#include <actortrain/actors/core/send_seam.hpp>
+#include <actortrain/model/loss.hpp>
+#include <actortrain/model/metric.hpp>
+#include <actortrain/model/model.hpp>
+#include <actortrain/model/partitioner.hpp>
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+namespace actortrain {
+
+using worker_actor = caf::typed_actor<
+  caf::replies_to<step_atom, step_task>::with<task_result>,
+  // The digest (model::parameters_digest) of every variable as the ps shards hold it now,
+  // pulled on the worker's own path to them (the data plane where there is one): a
+  // task's own evidence of the values a run ended with.
+  caf::replies_to<pull_atom>::with<uint64_t>>;
+
+/// What a worker needs to know; shared, immutable parts by shared_ptr.
+struct worker_options {
+  uint32_t id = 0;  ///< tasks carry this id and the generation the coordinator gave it
+  model::model structure;
+  model::loss_ptr loss;
+  /// Prototypes: the worker clones them (metric states travel in step results).
+  std::vector<std::shared_ptr<const model::metric>> metrics;
+  std::shared_ptr<const model::placement> placement;
+  std::vector<ps_shard_actor> ps;                 ///< by ps index
+  seam_ptr seam;
+  caf::timespan timeout = std::chrono::seconds(60);
+  uint64_t seed = 0;  ///< dropout masks: draw(seed, step)
+  /// Start the next step right after sending a step's pushes (their pull still sees the
+  /// update: CAF keeps a sender's messages in order). false: wait for the acks first.
+  bool overlap_push = true;
+  /// Ask for the next step's parameters when a step starts computing, so that they are
+  /// there when it ends: the worker never waits for a pull, and each step reads
+  /// parameters that lack its predecessor's update (one more step of staleness).
+  bool pull_ahead = false;
+  /// Downpour's n_fetch: a training step pulls the dense variables only every
+  /// pull_every steps and reuses the last ones in between (row pulls stay per step), so
+  /// a worker moves about 1/pull_every of the parameter bytes; the staleness of each
+  /// push counts the versions it missed. 1: every step pulls. A change of epochs
+  /// (recovery) and a non-training task pull afresh.
+  int pull_every = 1;
+  /// cluster_spec::local_learning_rate: between pulls, the reused copy of the dense
+  /// variables moves by -local_learning_rate x each training step's gradient (0: not).
+  double local_learning_rate = 0;
+  /// cluster_spec::push_every: the gradients of this many consecutive steps of a task go
+  /// in one push (their example-weighted mean).
+  int push_every = 1;
+  /// Embedding tables fed straight by a model input (model::row_feeds) are pulled by row:
+  /// only the rows the step's batch touches (pull_rows, once the batch is there), into
+  /// a table buffer the worker keeps. false: whole tables, as dense variables.
+  bool pull_rows = true;
+  /// Dataset shards of this worker's own, by pipeline (a cluster of processes: replicas
+  /// of the coordinator's, which serve the same batches, since a batch is a function of
+  /// its position): training steps take their batches here instead of from the task's
+  /// source, so batches never cross the network. Empty: always the task's.
+  std::vector<caf::actor> sources;
+  bool detached = true;
+  /// Test-only: a defect planted to show the simulator's checks catch it (null: none).
+  std::shared_ptr<detail::defect_switch> plant;
+};
+
+worker_actor spawn_worker(caf::actor_system& sys, worker_options opts);
+
+}  // namespace actortrain

@@ -1,0 +1,89 @@
+#include <actortrain/actors/core/messages.hpp>
+#include <actortrain/model/partitioner.hpp>
+#include <actortrain/model/variable.hpp>
+
+#include <fmt/format.h>
+
+namespace actortrain {
+
+detail::tensor_side_channel*& detail::side_channel() {
+  thread_local tensor_side_channel* current = nullptr;
+  return current;
+}
+
+std::string to_string(const step_id& s) { return fmt::format("(run {}, pipeline {}, position {})", s.run, s.pipeline, s.position); }
+
+std::string to_string(push_status s) {
+  switch (s) {
+    case push_status::applied: return "applied";
+    case push_status::duplicate: return "duplicate";
+    case push_status::held: return "held";
+  }
+  return "unknown";
+}
+
+void store_partition(model::parameter_store& store, const model::placement& pl, partition_value& pv, bool share) {
+  const auto& vp = pl.variable(pv.key.variable);
+  if (share && vp.partitions.size() == 1) {
+    store.adopt(pv.key.variable, std::move(pv.value.value));
+    return;
+  }
+  if (!store.has(pv.key.variable))
+    store.adopt(pv.key.variable, std::make_shared<model::matrix>(vp.shape.rows, vp.shape.cols));
+  const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
+  store[pv.key.variable].middleRows(part.row_begin, part.rows()) = *pv.value.value;
+}
+
+model::matrix tensor::take() {
+  if (!value) return {};
+  model::matrix out;
+  if (value.use_count() == 1)
+    out = std::move(const_cast<model::matrix&>(*value));  // sole owner: nobody can observe the move
+  else
+    out = *value;
+  value.reset();
+  return out;
+}
+
+}  // namespace actortrain
+
+namespace actortrain {
+
+std::string describe(const status_report& r) {
+  // While training `epoch` is the current one (from 0); once idle, the epochs run.
+  auto epoch = r.epoch < 0 ? std::string("no epoch yet")
+               : r.training ? fmt::format("epoch {}", r.epoch + 1)
+                            : fmt::format("{} epoch(s) done", r.epoch);
+  std::string out = fmt::format("run {}: {}, {}, {} steps applied, up {:.1f} s\n", r.run,
+                                r.training ? "training" : "idle", epoch, r.steps_applied, r.uptime);
+  out += "workers:\n";
+  for (auto& w : r.workers)
+    out += fmt::format("  worker {}  {:<5} generation {}  {} steps  {:.1f} steps/s  staleness {:.2f}\n", w.id,
+                       !w.alive ? "lost" : w.busy ? "busy" : "idle", w.generation, w.steps, w.steps_per_second,
+                       w.mean_staleness);
+  out += "ps shards:\n";
+  for (auto& s : r.shards) {
+    if (!s.error.empty()) {
+      out += fmt::format("  ps {}  no answer: {}\n", s.shard, s.error);
+      continue;
+    }
+    out += fmt::format("  ps {}  {} steps in its state{}\n", s.shard, s.applied + s.base,
+                       s.base > 0 ? fmt::format(" (restored at step {})", s.base) : "");
+    for (auto& p : s.partitions) {
+      auto bytes = static_cast<double>((p.row_end - p.row_begin) * p.cols) * 4;
+      auto size = bytes < 1024 ? fmt::format("{} B", bytes) : bytes < 1 << 20 ? fmt::format("{:.1f} KiB", bytes / 1024)
+                                                                               : fmt::format("{:.1f} MiB", bytes / (1 << 20));
+      out += fmt::format("    {} part {}  rows [{}, {}) x {}  {}  version {}\n", p.variable, p.index, p.row_begin,
+                         p.row_end, p.cols, size, p.version);
+    }
+  }
+  if (r.checkpoint_step >= 0)
+    out += fmt::format("last checkpoint: step {}, {:.1f} s ago, {}\n", r.checkpoint_step, r.checkpoint_age, r.checkpoint_dir);
+  else
+    out += "last checkpoint: none\n";
+  out += r.recent.empty() ? "recent failures and recoveries: none\n" : "recent failures and recoveries:\n";
+  for (auto& [at, what] : r.recent) out += fmt::format("  {:.2f} s  {}\n", at, what);
+  return out;
+}
+
+}  // namespace actortrain

@@ -1,0 +1,147 @@
+// Dialing a task of the cluster and asking a ps task for its shard (see dial.hpp).
+#include "dial.hpp"
+
+#include <actortrain/actors/core/errors.hpp>
+
+#include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/all.hpp>
+
+#include <fmt/format.h>
+
+#include <future>
+#include <memory>
+
+namespace actortrain {
+
+namespace {
+
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+
+constexpr auto retry_pause = std::chrono::milliseconds(200);
+
+}  // namespace
+
+// Every attempt has its own timeout, so a peer that accepts but never answers costs one
+// attempt, not a hang.
+void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::steady_clock::time_point deadline,
+               std::function<void(caf::expected<caf::actor>)> done, bool refusal_final) {
+  // With TLS the openssl manager's middleman makes the connection (handshake first).
+  auto& sys = self->system();
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  auto last = std::make_shared<caf::error>(make_error(error_code::timeout, "no attempt"));
+  auto attempt = std::make_shared<std::function<void()>>();
+  *attempt = [self, mm, addr, deadline, done, last, refusal_final] {
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= decltype(left)::zero()) {
+      done(std::move(*last));
+      return;
+    }
+    auto retry = [self] { self->delayed_send(self, retry_pause, retry_atom::value); };
+    auto t = std::min<caf::timespan>(std::chrono::duration_cast<caf::timespan>(left), std::chrono::seconds(3));
+    self->request(mm, t, caf::connect_atom::value, addr.host, addr.port)
+      .then(
+        [done, last, retry](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+          if (!p) {
+            *last = make_error(error_code::invalid_request, "nothing is published there");
+            retry();
+            return;
+          }
+          done(caf::actor_cast<caf::actor>(std::move(p)));
+        },
+        [last, retry, done, refusal_final](caf::error& e) {
+          // A peer that refuses the TLS handshake (another CA, or no TLS at all) will not
+          // change its mind: no point in trying again. Redialing a task that is coming
+          // back (refusal_final = false), CAF 0.17 was seen to close one handshake of a
+          // restarted ps process: try on until the deadline.
+          if (e == caf::sec::disconnect_during_handshake && refusal_final) {
+            done(make_error(error_code::invalid_request,
+                            "the peer refused the handshake (a certificate of another CA, or TLS on one side only)"));
+            return;
+          }
+          *last = std::move(e);
+          retry();
+        });
+  };
+  (*attempt)();
+  self->become(caf::keep_behavior, [attempt](retry_atom) { (*attempt)(); });
+}
+
+std::string unreachable(const task_address& addr, std::chrono::milliseconds budget, const caf::error& e) {
+  return fmt::format("cannot reach {} within {} ms: {}", addr.text(), budget.count(), describe(e));
+}
+
+// dial_from on the application thread: waits for the connection or the error.
+caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr, std::chrono::milliseconds budget) {
+  auto promise = std::make_shared<std::promise<caf::expected<caf::actor>>>();
+  auto fut = promise->get_future();
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  sys.spawn([=](caf::event_based_actor* self) {
+    dial_from(self, addr, deadline, [self, promise](caf::expected<caf::actor> r) {
+      promise->set_value(std::move(r));
+      self->quit();
+    });
+  });
+  auto r = fut.get();
+  if (!r) return make_error(error_code::timeout, unreachable(addr, budget, r.error()));
+  return r;
+}
+
+// A request to a peer that dies is never answered in CAF 0.17 (only its timeout ends it):
+// hence the monitor.
+void fetch_shard_from(caf::event_based_actor* self, task_address addr, uint32_t index, std::chrono::milliseconds budget,
+                      std::chrono::steady_clock::time_point deadline, caf::timespan timeout,
+                      std::function<void(caf::expected<located_shard>)> done, bool refusal_final) {
+  auto settled = std::make_shared<bool>(false);
+  auto finish = [settled, done](caf::expected<located_shard> r) {
+    if (*settled) return;
+    *settled = true;
+    done(std::move(r));
+  };
+  dial_from(self, addr, deadline, [self, addr, index, budget, deadline, timeout, done, refusal_final, settled, finish](
+                                    caf::expected<caf::actor> node) {
+    if (!node) {
+      finish(make_error(error_code::timeout, unreachable(addr, budget, node.error())));
+      return;
+    }
+    auto n = *node;
+    self->monitor(n);
+    self->set_down_handler([self, n, addr, index, budget, deadline, timeout, done, refusal_final, settled](
+                             caf::down_msg& dm) {
+      if (*settled || dm.source != n.address()) return;
+      *settled = true;  // this attempt; the next one settles on its own
+      if (std::chrono::steady_clock::now() >= deadline) {
+        done(make_error(error_code::timeout, fmt::format("ps shard {}'s task went down before it answered", index)));
+        return;
+      }
+      fetch_shard_from(self, addr, index, budget, deadline, timeout, done, refusal_final);
+    });
+    self->request(n, timeout, ps_handle_atom::value, index)
+      .then(
+        [self, n, finish](shard_contact& c) {
+          self->demonitor(n);
+          finish(located_shard{n, std::move(c)});
+        },
+        [self, n, finish](caf::error& e) {
+          self->demonitor(n);
+          finish(std::move(e));
+        });
+  }, refusal_final);
+}
+
+// fetch_shard_from on the application thread.
+caf::expected<located_shard> fetch_shard(caf::actor_system& sys, const task_address& addr, uint32_t index,
+                                         std::chrono::milliseconds budget, caf::timespan timeout) {
+  auto promise = std::make_shared<std::promise<caf::expected<located_shard>>>();
+  auto fut = promise->get_future();
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  sys.spawn([=](caf::event_based_actor* self) {
+    fetch_shard_from(self, addr, index, budget, deadline, timeout, [self, promise](caf::expected<located_shard> r) {
+      promise->set_value(std::move(r));
+      self->quit();
+    }, /*refusal_final=*/true);
+  });
+  return fut.get();
+}
+
+}  // namespace actortrain

@@ -1,0 +1,767 @@
+#include <actortrain/actors/sim/simulator.hpp>
+
+#include "../cluster/cluster_internals.hpp"
+#include "../core/planted.hpp"
+#include <actortrain/actors/core/configure.hpp>
+#include <actortrain/actors/cluster/events.hpp>
+#include <actortrain/actors/sim/fault_plan.hpp>
+#include <actortrain/actors/ps/ledger.hpp>
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/all.hpp>
+#include <actortrain/model/checkpoint/memory_file_system.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace actortrain {
+
+// -- planted defects ------------------------------------------------------------------
+
+std::string to_string(planted_defect d) {
+  switch (d) {
+    case planted_defect::none: return "none";
+    case planted_defect::apply_twice_after_rollback: return "apply_twice_after_rollback";
+    case planted_defect::skip_step: return "skip_step";
+    case planted_defect::foreign_step: return "foreign_step";
+    case planted_defect::wrong_batch: return "wrong_batch";
+    case planted_defect::visit_twice: return "visit_twice";
+  }
+  return "none";
+}
+
+std::vector<planted_defect> planted_defects() {
+  return {planted_defect::apply_twice_after_rollback, planted_defect::skip_step, planted_defect::foreign_step,
+          planted_defect::wrong_batch, planted_defect::visit_twice};
+}
+
+planted_defect planted_defect_from_string(const std::string& s) {
+  std::string known;
+  for (auto d : planted_defects()) {
+    if (to_string(d) == s) return d;
+    known += (known.empty() ? "" : ", ") + to_string(d);
+  }
+  if (s == "none") return planted_defect::none;
+  throw std::invalid_argument(fmt::format("unknown defect '{}' ({})", s, known));
+}
+
+bool sim_result::completed() const {
+  for (auto& e : fit_errors)
+    if (!e.empty()) return false;
+  return true;
+}
+
+bool sim_result::planted_visible() const {
+  for (auto k : planted_fired)
+    if (checked_whole.count(k)) return true;
+  return false;
+}
+
+bool sim_result::poisoned() const {
+  for (auto& e : fit_errors)
+    if (e.find("poison_step") != std::string::npos) return true;
+  return false;
+}
+
+std::string sim_result::report() const {
+  std::string out;
+  for (size_t i = 0; i < fit_errors.size(); ++i)
+    out += fmt::format("  fit {} (run {}): {}\n", i + 1, i < runs.size() ? runs[i] : 0,
+                       fit_errors[i].empty() ? "completed" : fit_errors[i]);
+  for (auto& v : violations) out += "  violation: " + v + "\n";
+  for (auto& p : plan) out += "  rule: " + p + "\n";
+  for (auto& i : injected) out += "  injected: " + i + "\n";
+  return out;
+}
+
+namespace {
+
+// FNV-1a of a text (the ledgers' JSON).
+uint64_t text_digest(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// FNV-1a over the bytes of what the trace contains.
+struct trace_hasher {
+  uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, size_t n) {
+    auto c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= c[i];
+      h *= 1099511628211ull;
+    }
+  }
+  template <class T>
+  void add(const T& x) {
+    static_assert(std::is_trivially_copyable<T>::value, "plain values only");
+    bytes(&x, sizeof(T));
+  }
+};
+
+// The file-system seam of the simulated checkpoints: in memory, and the n-th commit (a
+// manifest renamed into place) has one bit of one of its arrays flipped, as storage that
+// rots would.
+class corrupting_file_system final : public model::file_system {
+ public:
+  explicit corrupting_file_system(int nth) : nth_(nth) {}
+  model::io_status create_dir(const std::string& p) override { return base_.create_dir(p); }
+  model::io_status create_dirs(const std::string& p) override { return base_.create_dirs(p); }
+  model::io_status write_file(const std::string& p, const std::vector<std::string_view>& c) override {
+    return base_.write_file(p, c);
+  }
+  using model::file_system::write_file;
+  model::io_status sync_file(const std::string& p) override { return base_.sync_file(p); }
+  model::io_status sync_dir(const std::string& p) override { return base_.sync_dir(p); }
+  model::io_status rename(const std::string& from, const std::string& to) override {
+    auto st = base_.rename(from, to);
+    const std::string manifest = "/manifest.json";
+    if (st.ok() && nth_ > 0 && to.size() > manifest.size() &&
+        to.compare(to.size() - manifest.size(), manifest.size(), manifest) == 0 && ++commits_ == nth_) {
+      auto dir = to.substr(0, to.size() - manifest.size());
+      std::vector<std::string> names;
+      if (base_.list_dir(dir, names).ok())
+        for (auto& n : names)
+          if (n.size() > 4 && n.compare(n.size() - 4, 4, ".npy") == 0) {
+            std::string bytes;
+            if (!base_.read_file(dir + "/" + n, bytes).ok() || bytes.empty()) continue;
+            bytes.back() = static_cast<char>(bytes.back() ^ 0x10);
+            (void)base_.write_file(dir + "/" + n, bytes);
+            corrupted_ = dir;
+            break;
+          }
+    }
+    return st;
+  }
+  model::io_status remove_all(const std::string& p) override { return base_.remove_all(p); }
+  model::io_status list_dir(const std::string& p, std::vector<std::string>& n) override { return base_.list_dir(p, n); }
+  model::io_status read_file(const std::string& p, std::string& out) override { return base_.read_file(p, out); }
+  bool exists(const std::string& p) override { return base_.exists(p); }
+  const std::string& corrupted() const { return corrupted_; }
+
+ private:
+  model::memory_file_system base_;
+  int nth_ = 0;
+  int commits_ = 0;
+  std::string corrupted_;
+};
+
+// `fn` with a NaN in the features of batch `position` of pipeline 0 (every epoch): the
+// step that computes on it fails with invalid_gradient, an application error.
+dataset::dataset_fn poisoned(dataset::dataset_fn fn, uint64_t position) {
+  return [fn, position](const dataset::input_context& ctx) {
+    auto d = fn(ctx);
+    if (ctx.input_pipeline_id != 0) return d;
+    auto k = static_cast<int64_t>(position);
+    auto nan = d.skip(k).take(1).map([](dataset::element e) {
+      if (!e.features.empty() && e.features[0].size() > 0)
+        e.features[0].data()[0] = std::numeric_limits<float>::quiet_NaN();
+      return e;
+    });
+    return d.take(k).concatenate(nan).concatenate(d.skip(k + 1));
+  };
+}
+
+uint64_t round_size_of(const std::string& mode, int workers) {
+  return mode == "sync" ? static_cast<uint64_t>(workers) : 0;
+}
+
+// Steps of one epoch of `fn` over `pipelines` (for the plan's occurrences).
+int64_t steps_per_epoch(const job& j, int pipelines, int64_t replicas) {
+  int64_t n = 0;
+  for (int p = 0; p < pipelines; ++p) {
+    auto c = j.train(dataset::input_context{pipelines, p, replicas}).cardinality();
+    n += c.is_known() ? c.n : 16;
+  }
+  return std::max<int64_t>(1, n);
+}
+
+// What one simulation produced, before the comparison with a fault-free run.
+struct outcome {
+  sim_result res;
+  std::optional<model::parameter_store> values;
+  std::string lost_data;  // what a fault destroyed that no other copy held ("" none)
+};
+
+outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan> plan, bool reference) {
+  outcome out;
+  auto& res = out.res;
+  res.seed = o.seed;
+  if (plan && !reference)
+    for (auto& r : plan->rules()) res.plan.push_back(to_string(r));
+  const bool take_over = !reference && o.take_over_after > 0;
+  if (take_over && !plan) plan = std::make_shared<fault_plan>();  // to cut the old coordinator off
+
+  caf::actor_system_config cfg;
+  configure(cfg);
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  caf::actor_system sys{cfg};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  auto started = sched.clock().now();
+
+  cluster_spec spec = j.spec;
+  spec.simulated = true;
+  spec.faults = reference ? nullptr : plan;
+  spec.apply_log = true;
+  spec.restart_lost_workers = true;
+  spec.metrics_file.clear();
+  spec.visitation_log = false;
+  if (spec.checkpoint_dir.empty() && o.checkpoint_every > 0) {
+    spec.checkpoint_dir = "/sim";
+    spec.checkpoint_every = o.checkpoint_every;
+  }
+  auto fs = std::make_shared<corrupting_file_system>(reference ? 0 : o.corrupt_checkpoint);
+  spec.checkpoint_fs = fs;
+  if (take_over && spec.checkpoint_dir.empty())
+    throw std::invalid_argument("simulate: take_over_after needs checkpoints (checkpoint_every > 0)");
+  const auto mode = spec.consistency;
+  std::optional<uint64_t> bound;  // the mode's bound on version staleness
+  if (mode == "sync") bound = 0;
+  if (mode.rfind("bounded_staleness(", 0) == 0) bound = 2 * std::stoull(mode.substr(18, mode.size() - 19));
+
+  cluster::parts parts;
+  if (!reference && o.plant != planted_defect::none) {
+    parts.plant = std::make_shared<detail::defect_switch>();
+    parts.plant->which = o.plant;
+  }
+  std::vector<model::metric_ptr> metrics;
+  if (j.metrics) metrics = j.metrics();
+  auto owned = cluster_internals::make(sys, spec, j.structure, *j.optimizer, j.loss, std::move(metrics), parts);
+  auto& c = *owned;
+  for (auto& cb : j.callbacks) c.add_callback(cb);
+  // On every way out: stop the cluster and run the test scheduler until its actors are
+  // gone (the system's destructor waits for them, and only this thread runs them).
+  struct stop_first {
+    std::unique_ptr<cluster>& owned;
+    caf::scheduler::test_coordinator& sched;
+    ~stop_first() {
+      owned.reset();
+      for (int i = 0; i < 100000 && (sched.try_run_once() || sched.clock().trigger_timeout()); ++i) {
+      }
+    }
+  } stopper{owned, sched};
+
+  // What the events show: the trace, run ids, the mode's bounds, the recoveries.
+  trace_hasher trace;
+  std::map<uint64_t, std::pair<int64_t, double>> rounds;  // sync: per round, its steps and loss
+  std::set<uint64_t> bad_rounds;
+  int64_t fit_steps = 0;  // step events of the current fit
+  int fit_index = 0, rolled_back_before = 0;
+  std::set<uint64_t> failed_runs;
+  uint64_t fit_run = 0;
+  bool in_take_over = false;
+  cluster_internals::observe(c, [&](const event& e) {
+    if (o.keep_trace) {
+      if (e.kind == event_kind::step_done)
+        res.trace.push_back(fmt::format("step run {} epoch {} round {} pipeline {} position {} worker {} loss {:.9g}",
+                                        e.run, e.epoch, e.round, e.pipeline, e.position, e.worker, e.loss));
+      else
+        res.trace.push_back(fmt::format("{} run {} epoch {} count {}{}", to_string(e.kind), e.run, e.epoch, e.count,
+                                        e.text.empty() ? std::string{} : ": " + e.text));
+    }
+    switch (e.kind) {
+      case event_kind::run_begin:
+        if (!in_take_over && fit_run == 0) fit_run = e.run;
+        break;
+      case event_kind::step_done:
+        ++fit_steps;
+        res.max_staleness = std::max(res.max_staleness, e.staleness);
+        if (bound && e.staleness > *bound)
+          res.violations.push_back(fmt::format("step ({}, {}) applied with staleness {} (the mode's bound is {})",
+                                               e.pipeline, e.position, e.staleness, *bound));
+        if (e.round > 0) {
+          auto [at, fresh] = rounds.emplace(e.round + (e.run << 32), std::make_pair(int64_t{0}, e.loss));
+          ++at->second.first;
+          if ((!fresh && at->second.second != e.loss) || at->second.first > spec.num_workers) bad_rounds.insert(e.round);
+        }
+        trace.add(e.pipeline);
+        trace.add(e.position);
+        trace.add(e.worker);
+        trace.add(e.generation);
+        trace.add(e.loss);
+        break;
+      case event_kind::worker_lost:
+        ++res.restarts;  // the cluster restarts it (restart_lost_workers)
+        trace.add(uint8_t{1});
+        trace.add(e.worker);
+        trace.add(e.generation);
+        break;
+      case event_kind::worker_joined:
+        trace.add(uint8_t{2});
+        trace.add(e.worker);
+        trace.add(e.generation);
+        break;
+      case event_kind::dataset_lost:
+        trace.add(uint8_t{3});
+        trace.add(e.pipeline);
+        ++res.rebuilt;
+        break;
+      case event_kind::ps_lost:
+        trace.add(uint8_t{4});
+        trace.add(e.count);
+        if (failed_runs.count(e.run))
+          out.lost_data = "a ps shard lost after a failed run, before the next run committed its start";
+        break;
+      case event_kind::ps_restored:
+      case event_kind::resumed:
+        rounds.clear();  // the rounds after the checkpoint run again
+        trace.add(e.kind == event_kind::resumed ? uint8_t{6} : uint8_t{5});
+        trace.add(e.count);
+        if (e.kind == event_kind::ps_restored) ++res.ps_restores;
+        break;
+      case event_kind::warning:
+        if (e.text.rfind("the run failed: ", 0) == 0) failed_runs.insert(e.run);
+        // A restore that skipped a corrupt checkpoint went back further than the state it
+        // replaced: what earlier runs left may be gone with it (in this run it is redone).
+        if (e.text.rfind("restore: skipped", 0) == 0) rolled_back_before = std::max(rolled_back_before, fit_index);
+        if (e.text.find("restore: the kept state of epoch") == 0)
+          out.lost_data = "a corrupt checkpoint held the only copy of the state early stopping kept";
+        if (e.text.find("is slow: also running") != std::string::npos) ++res.speculated;
+        if (e.text.rfind("restore: skipped", 0) == 0) ++res.skipped_checkpoints;
+        break;
+      default:
+        break;
+    }
+  });
+
+  bool hung = false;
+  std::optional<cluster_internals::deposed> deposed;
+  std::vector<ledger_run> checked;
+  std::vector<int> checked_fit;  // the fit each checked run was
+  for (int k = 0; k < std::max(1, o.fits) && !hung; ++k) {
+    if (parts.plant) parts.plant->fit = k;
+    fit_index = k;
+    auto fn = k == o.failing_fit ? poisoned(j.train, o.failing_position) : j.train;
+    model::fit_options fo = j.fit;
+    fo.verbose = 0;
+    fo.out = nullptr;
+    fit_steps = 0;
+    fit_run = 0;
+    in_take_over = false;
+    auto h = c.schedule(fn, fo);
+    bool due = take_over && k == std::max(1, o.fits) - 1;  // the last fit is taken over
+    for (int64_t guard = 0;; ++guard) {
+      // While a take-over is due, one message at a time: it happens at its step count.
+      if (due) {
+        sched.try_run_once();
+        c.done(h);  // hands the events to the cluster (and the observer)
+        if (fit_steps >= o.take_over_after) {
+          // The old coordinator is cut off for its next 30 messages (so its requests
+          // time out), then wakes up: by then everything it sends must be refused.
+          plan->add(fault_rule{delivery::kind::drop, actor_role::coordinator, 0, actor_role::any, -1, "", 1, 30, {}});
+          in_take_over = true;
+          deposed = cluster_internals::take_over(c);
+          res.taken_over = true;
+          trace.add(uint8_t{7});
+          due = false;
+        }
+      } else {
+        // Messages without time moving on: a livelock (a request answered at once and
+        // sent again, forever) would never let the clock advance.
+        for (int64_t n = 0; sched.try_run_once(); ++n)
+          if (n > 2000000) {
+            hung = true;
+            break;
+          }
+        if (hung) break;
+      }
+      if (c.done(h)) break;
+      if (sched.has_job()) continue;
+      // Nothing can happen until the next timer: a delayed message or a timeout.
+      if (guard > 2000000 || !sched.clock().trigger_timeout()) {
+        hung = true;
+        break;
+      }
+    }
+    if (hung) {
+      res.violations.push_back(
+        fmt::format("fit {} hung: nothing left to run and no timer pending, or messages going round without end", k + 1));
+      res.fit_errors.push_back("hung");
+      res.runs.push_back(fit_run);
+      break;
+    }
+    std::string err;
+    fit_result r;
+    try {
+      r = c.join(h);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    // Restarts asked for near the end are answered after it.
+    for (int i = 0; i < 100000 && sched.try_run_once(); ++i) {
+    }
+    res.fit_errors.push_back(err);
+    res.runs.push_back(fit_run);
+    if (fit_run == 0) continue;
+    if (err.find("validates") != std::string::npos)
+      out.lost_data = "a corrupt checkpoint was the run's only one";
+    ledger_run lr = ledger_run_of(j, spec, fit_run, err.empty());
+    lr.fn = fn;
+    if (err.empty() && r.stopped_epoch >= 0) lr.epochs = static_cast<int>(r.stopped_epoch + 1);
+    checked.push_back(std::move(lr));
+    checked_fit.push_back(k);
+    // A fit that should end well and did not. Legitimate endings: a poison step, and a
+    // roll-back with no good checkpoint of the run left (the planted corruption hit the
+    // only one: the run fails naming it rather than roll back across runs).
+    bool legitimate = err.find("poison_step") != std::string::npos ||
+                      (o.corrupt_checkpoint > 0 && err.find("validates") != std::string::npos);
+    if (!err.empty() && k != o.failing_fit && !legitimate)
+      res.violations.push_back(fmt::format("fit {} (run {}) failed: {}", k + 1, fit_run, err));
+    if (err.empty() && k == o.failing_fit)
+      res.violations.push_back(fmt::format("fit {} (run {}) completed although its data has a NaN batch", k + 1, fit_run));
+  }
+  res.simulated_seconds = std::chrono::duration<double>(sched.clock().now() - started).count();
+  res.rounds = rounds.size();
+  for (auto r : bad_rounds)
+    res.violations.push_back(fmt::format("synchronous round {}: more than {} steps, or steps reporting different losses", r,
+                                         spec.num_workers));
+  if (plan && !reference) res.injected = plan->injected();
+  if (parts.plant) res.planted_fired = parts.plant->fired_in();
+  if (hung) return out;
+  if (deposed) {
+    // Let the zombie wake up and try: its run must end, and not as a success.
+    auto& old = deposed->result;
+    for (int i = 0; i < 1000000 && old.wait_for(std::chrono::seconds(0)) != std::future_status::ready; ++i)
+      if (!sched.try_run_once() && !sched.clock().trigger_timeout()) break;
+    if (old.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      res.violations.push_back("the deposed coordinator's run never ended");
+    else if (old.get())
+      res.violations.push_back("the deposed coordinator completed its run");
+  }
+  // Exactly-once, from the shards' ledgers and the job's own data.
+  auto ledgers_future = c.ledgers_async();
+  for (int i = 0; i < 100000 && ledgers_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready; ++i)
+    if (!sched.try_run_once() && !sched.clock().trigger_timeout()) break;
+  // The last fit may have ended with a shard that has no state (a restore that found no
+  // good checkpoint): then there is nothing to read, legitimately only after such an end.
+  bool stateless_end = !res.fit_errors.empty() && !res.fit_errors.back().empty();
+  for (size_t k = 0; k < checked.size(); ++k) {
+    if (checked_fit[k] < rolled_back_before) checked[k].complete = false;
+    if (checked[k].complete) res.checked_whole.insert(checked_fit[k]);
+  }
+  try {
+    auto ledgers = ledgers_future.get();
+    if (ledgers.empty() && stateless_end) throw std::runtime_error("");  // nothing to check
+    // Every row of every variable of the model, in exactly one partition's ledger.
+    if (!stateless_end)
+      for (auto& v : check_coverage(ledgers, ledger_variables(j))) res.violations.push_back("ledger: " + v);
+    res.ledgers_digest = text_digest(ledgers_to_json(ledgers).dump());
+    auto verdict = check_ledgers(ledgers, checked);
+    for (auto& v : verdict.violations) res.violations.push_back("ledger: " + v);
+    for (auto& [run, n] : verdict.steps) res.steps += static_cast<int64_t>(n);
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).size() > 0) res.violations.push_back(std::string("ledger: ") + e.what());
+  }
+  // Torn steps: a step whose shards applied slices of different computations.
+  auto stats_future = cluster_internals::shard_stats(c);
+  for (int i = 0; i < 100000 && stats_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready; ++i)
+    if (!sched.try_run_once() && !sched.clock().trigger_timeout()) break;
+  std::map<step_id, std::set<std::tuple<uint32_t, uint64_t, uint64_t>>> computations;
+  try {
+    for (auto& s : stats_future.get())
+      for (auto& a : s.apply_log) computations[a.step].emplace(a.worker, a.generation, a.attempt);
+  } catch (const std::exception& e) {
+    if (!stateless_end) res.violations.push_back(std::string("the shards' counters: ") + e.what());
+  }
+  for (auto& [step, by] : computations) res.torn += by.size() > 1 ? 1 : 0;
+  auto vars_future = c.pull_variables();
+  for (int i = 0; i < 100000 && vars_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready; ++i)
+    if (!sched.try_run_once() && !sched.clock().trigger_timeout()) break;
+  model::parameter_store vars;
+  try {
+    vars = vars_future.get();
+  } catch (const std::exception& e) {
+    if (!stateless_end) res.violations.push_back(std::string("the final parameters: ") + e.what());
+    res.trace_hash = trace.h;
+    return out;
+  }
+  for (size_t v = 0; v < vars.size(); ++v) {
+    const auto& m = vars[static_cast<model::variable_id>(v)];
+    trace.bytes(m.data(), static_cast<size_t>(m.size()) * sizeof(float));
+  }
+  res.trace_hash = trace.h;
+  res.values = std::make_shared<const model::parameter_store>(vars);
+  res.values_digest = model::parameters_digest(*res.values);
+  out.values = std::move(vars);
+  return out;
+}
+
+void check_job(const job& j) {
+  if (j.structure.empty()) throw std::invalid_argument("simulate: the job has no model");
+  if (!j.optimizer) throw std::invalid_argument("simulate: the job has no optimizer");
+  if (!j.loss) throw std::invalid_argument("simulate: the job has no loss");
+  if (!j.train) throw std::invalid_argument("simulate: the job has no training data (job::train)");
+}
+
+}  // namespace
+
+sim_result simulate(const job& j, const sim_options& o, std::shared_ptr<fault_plan> plan) {
+  check_job(j);
+  auto faulty = run_once(j, o, plan, /*reference=*/false);
+  auto& res = faulty.res;
+  res.replay = fmt::format(
+    "simulate(job, sim_options{{seed={}, faults={}, control_faults={}, ps_crashes={}, fits={}, failing_fit={}, "
+    "failing_position={}, corrupt_checkpoint={}, take_over_after={}, checkpoint_every={}, plant={}}})",
+    o.seed, o.faults, o.control_faults, o.ps_crashes, o.fits, o.failing_fit, o.failing_position, o.corrupt_checkpoint,
+    o.take_over_after, o.checkpoint_every, to_string(o.plant));
+  // Values: where the mode makes them independent of timing, equal to a fault-free run's.
+  const auto& mode = j.spec.consistency;
+  // A push lost on its way to one shard, or a worker that died after pushing to some,
+  // can leave a step applied on some shards only: its re-run reads their part of it
+  // (a torn step); so can a duplicated task computed again while the original's pushes
+  // are delayed. The shards' apply logs count tears, but a shard killed later takes its
+  // log along; so the plan itself says whether one could happen.
+  bool may_tear = res.torn > 0, delayed_push = false, duplicated_task = false;
+  for (auto& line : res.injected) {
+    if (line.rfind("push ", 0) == 0 &&
+        (line.find(": drop") != std::string::npos || line.find(": crash after") != std::string::npos))
+      may_tear = true;
+    delayed_push = delayed_push || (line.rfind("push ", 0) == 0 && line.find(": delay") != std::string::npos);
+    duplicated_task = duplicated_task || (line.rfind("step ", 0) == 0 && line.find(": duplicate") != std::string::npos);
+  }
+  // A speculative copy of a straggler is another computation of its step too.
+  may_tear = may_tear || (delayed_push && (duplicated_task || res.speculated > 0));
+  bool promised = mode == "sync" || (mode == "bounded_staleness(0)" && !may_tear);
+  if (mode == "bounded_staleness(0)" && may_tear) res.values_not_compared = "the plan could tear a step";
+  if (promised && !faulty.lost_data.empty()) {
+    res.values_not_compared = faulty.lost_data;
+    promised = false;
+  }
+  if (o.compare_values && promised && faulty.values && res.fit_errors.size() == static_cast<size_t>(std::max(1, o.fits))) {
+    auto clean = run_once(j, o, nullptr, /*reference=*/true);
+    res.reference_trace = std::move(clean.res.trace);
+    // Only runs that ended the same way (completed, or failed with the same error code)
+    // can end with the same values.
+    auto ending = [](const std::string& err) { return err.substr(0, err.find(':')); };
+    bool same_endings = clean.values && clean.res.fit_errors.size() == res.fit_errors.size();
+    for (size_t k = 0; same_endings && k < res.fit_errors.size(); ++k)
+      same_endings = ending(res.fit_errors[k]) == ending(clean.res.fit_errors[k]);
+    if (same_endings) {
+      res.values_compared = true;
+      for (size_t v = 0; v < faulty.values->size(); ++v) {
+        const auto& a = (*faulty.values)[static_cast<model::variable_id>(v)];
+        const auto& b = (*clean.values)[static_cast<model::variable_id>(v)];
+        if (a.rows() != b.rows() || a.cols() != b.cols() ||
+            std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(float)) != 0) {
+          res.violations.push_back(fmt::format("{}: variable {} differs from the fault-free run's ({} mode promises the same "
+                                               "values)",
+                                               mode, j.structure.variables()[v].name, mode));
+          break;
+        }
+      }
+    } else if (res.poisoned()) {
+      res.values_not_compared = "a poison-step ending";
+    } else {
+      res.violations.push_back("the fits ended otherwise than in the fault-free run");
+    }
+  }
+  return res;
+}
+
+sim_result simulate(const job& j, const sim_options& o) {
+  check_job(j);
+  auto mode = j.spec.consistency;
+  auto replicas = static_cast<int64_t>(std::max<uint64_t>(1, round_size_of(mode, j.spec.num_workers)));
+  auto pipelines = cluster_internals::num_pipelines(j.spec);
+  random_plan_options ro;
+  ro.num_workers = j.spec.num_workers;
+  ro.num_ps = j.spec.num_ps;
+  ro.steps = steps_per_epoch(j, pipelines, replicas) * std::max(1, j.fit.epochs) * std::max(1, o.fits);
+  ro.faults = o.faults;
+  ro.ps_crashes = o.ps_crashes && (o.checkpoint_every > 0 || !j.spec.checkpoint_dir.empty());
+  ro.control = o.control_faults;
+  ro.timeout = std::chrono::duration_cast<caf::timespan>(j.spec.request_timeout);
+  auto plan = fault_plan::random(o.seed, ro);
+  // A corrupt checkpoint matters when a restore comes after it: a ps shard dies at a
+  // push drawn from the later two thirds of the run.
+  if (o.corrupt_checkpoint > 0 && ro.ps_crashes) {
+    model::rng g{o.seed, /*stream=*/0xc0bb};
+    auto per_shard = static_cast<uint64_t>(ro.steps);  // every step pushes to every shard once
+    plan->add(fault_rule{delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps,
+                         static_cast<int32_t>(g.below(static_cast<uint64_t>(ro.num_ps))), "push",
+                         1 + per_shard / 3 + g.below(std::max<uint64_t>(1, per_shard * 2 / 3)), 1, {}});
+  }
+  return simulate(j, o, plan);
+}
+
+// -- the built-in job -----------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t vocab = 24;
+
+// y = x w + 0.25 (+ the planted weight of each example's id with `sparse`).
+struct planted_data {
+  model::matrix x, ids, y;
+  planted_data(int64_t rows, uint64_t seed, bool sparse) {
+    model::rng g{seed, /*stream=*/7};
+    x.resize(rows, 4);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = 2 * g.uniform() - 1;
+    model::matrix w(4, 1);
+    w << 1.0f, -2.0f, 0.5f, 1.5f;
+    y = (x * w).array() + 0.25f;
+    if (sparse) {
+      ids.resize(rows, 1);
+      std::vector<float> weight(vocab);
+      for (auto& v : weight) v = static_cast<float>(2 * g.uniform() - 1);
+      for (Eigen::Index r = 0; r < rows; ++r) {
+        auto id = static_cast<int64_t>(static_cast<double>(vocab) * g.uniform() * g.uniform());
+        ids(r, 0) = static_cast<float>(id);
+        y(r, 0) += weight[static_cast<size_t>(id)];
+      }
+    }
+  }
+};
+
+}  // namespace
+
+job sim_job(const sim_shape& shape, uint64_t seed) {
+  if (shape.num_ps < 1 || shape.num_ps > 4)
+    throw std::invalid_argument(fmt::format("simulate: num_ps = {} (1 to 4: the model has 4 variables)", shape.num_ps));
+  if (shape.num_workers < 1 || shape.num_pipelines < 1 || shape.rows < 1 || shape.batch < 1 || shape.epochs < 1)
+    throw std::invalid_argument("simulate: workers, pipelines, rows, batch and epochs must be >= 1");
+  job j;
+  j.name = "sim";
+  planted_data data{shape.rows, seed, shape.sparse};
+  using model::layers::activation;
+  if (shape.sparse) {
+    model::graph g;
+    auto ids = g.input(1, "ids");
+    auto dense = g.input(4, "dense");
+    auto e = g.apply(model::layers::embedding(vocab, 2, model::layers::combiner::sum), ids);
+    auto h = g.apply(model::layers::concatenate(), {e, dense});
+    auto out = g.apply(model::layers::dense(1), g.apply(model::layers::dense(4, activation::tanh), h));
+    j.structure = model::model::functional(g, {ids, dense}, out);
+    auto all = dataset::from_tensor_slices({data.ids, data.x}, data.y);
+    auto batch = shape.batch;
+    j.train = [all, batch](const dataset::input_context& ctx) {
+      return all.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(batch);
+    };
+    j.spec.partitioner = "fixed_shards(2)";  // the table's rows on two partitions
+  } else {
+    j.structure = model::model::sequential(4, {model::layers::dense(4, activation::tanh), model::layers::dense(1)});
+    auto all = dataset::from_tensor_slices({data.x}, data.y);
+    auto batch = shape.batch;
+    j.train = [all, batch](const dataset::input_context& ctx) {
+      return all.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(batch);
+    };
+  }
+  j.optimizer = model::make_sgd({0.05});
+  j.loss = model::mean_squared_error();
+  j.fit.epochs = shape.epochs;
+  if (shape.validation) {
+    planted_data held{48, seed + 1, shape.sparse};
+    j.fit.validation = shape.sparse ? dataset::from_tensor_slices({held.ids, held.x}, held.y).batch(shape.batch)
+                                    : dataset::from_tensor_slices({held.x}, held.y).batch(shape.batch);
+  }
+  j.spec.num_ps = shape.num_ps;
+  j.spec.num_workers = shape.num_workers;
+  j.spec.num_dataset_shards = shape.num_pipelines;
+  j.spec.steps_per_execution = shape.steps_per_execution;
+  j.spec.tasks_in_flight = shape.tasks_in_flight;
+  j.spec.pull_ahead = shape.pull_ahead;
+  j.spec.speculate_after = shape.speculate_after;
+  j.spec.pull_every = shape.pull_every;
+  j.spec.local_learning_rate = shape.pull_every > 1 ? 0.05 : 0.0;
+  j.spec.push_every = shape.push_every;
+  j.spec.checkpoint_shared = shape.checkpoint_shared;
+  j.spec.seed = seed;
+  j.spec.request_timeout = std::chrono::seconds(5);
+  j.spec.consistency = shape.consistency;
+  if (shape.callbacks) {
+    // Training loss watched in mode max: it stops improving at once, so the run stops
+    // after epoch 2 and ends with epoch 1's kept state; and a schedule at every epoch.
+    j.callbacks.push_back(std::make_shared<early_stopping>(early_stopping_options{"loss", 1, 0, "max", true}));
+    j.callbacks.push_back(learning_rate_schedule(exponential_decay(0.05, 0.7)));
+  }
+  return j;
+}
+
+sim_options sim_options_for(const sim_shape& shape, uint64_t seed) {
+  sim_options o;
+  o.seed = seed;
+  o.faults = shape.faults;
+  o.control_faults = shape.control_faults;
+  o.ps_crashes = shape.checkpoint_every > 0;
+  o.fits = shape.fits;
+  o.failing_fit = shape.failing_fit;
+  o.corrupt_checkpoint = shape.corrupt_checkpoint;
+  o.take_over_after = shape.take_over_after;
+  o.checkpoint_every = shape.checkpoint_every;
+  o.plant = shape.plant;
+  return o;
+}
+
+sim_shape random_shape(uint64_t seed, const std::string& consistency) {
+  model::rng g{seed, /*stream=*/0x5ba9e};
+  auto pick = [&g](uint64_t n) { return static_cast<int>(g.below(n)); };
+  auto chance = [&g](double p) { return g.uniform() < p; };
+  sim_shape s;
+  s.consistency = consistency;
+  bool async = consistency == "async";
+  bool sync = consistency == "sync";
+  s.num_ps = 1 + pick(4);
+  s.num_workers = 1 + pick(4);
+  s.num_pipelines = 1 + pick(4);
+  s.epochs = 2 + pick(2);
+  s.tasks_in_flight = pick(5);  // 0: the default
+  s.sparse = chance(0.3);
+  if (async && !s.sparse && chance(0.2)) s.push_every = 2;
+  if (async && chance(0.2)) s.pull_every = 2 + pick(2);
+  if (!sync && s.pull_every == 1 && chance(0.15)) s.pull_ahead = true;
+  if (!sync) {
+    static const int spes[] = {1, 1, 1, 2, 4};
+    s.steps_per_execution = spes[pick(5)];
+    if (s.push_every > 1 && s.steps_per_execution % s.push_every != 0) s.steps_per_execution = 2;
+  }
+  if (chance(0.15)) s.speculate_after = 2;
+  s.checkpoint_shared = chance(0.3);
+  s.validation = chance(0.3);
+  s.callbacks = chance(0.3);
+  static const int64_t every[] = {5, 10, 20};
+  s.checkpoint_every = every[pick(3)];
+  auto r = g.uniform();
+  s.fits = r < 0.5 ? 1 : r < 0.8 ? 2 : 3;
+  if (s.fits > 1 && chance(0.5)) s.failing_fit = pick(static_cast<uint64_t>(s.fits - 1));  // never the last
+  if (chance(0.4)) s.corrupt_checkpoint = 2 + pick(3);
+  if (chance(0.1)) s.take_over_after = 5 + pick(20);
+  return s;
+}
+
+std::string soak_replay(const sim_shape& s, uint64_t seed) {
+  return fmt::format("actortrain soak --seeds 1 --first-seed {} --faults {} --workers {} --ps {} --pipelines {} --epochs {} "
+                     "--steps-per-execution {} --tasks-in-flight {}{} --speculate {} --pull-every {} --push-every {}{}{}{}{} "
+                     "--checkpoint-every {} --take-over-after {} --fits {} --failing-fit {} --corrupt-checkpoint {}{} "
+                     "--consistency '{}'{} --verbose",
+                     seed, s.faults, s.num_workers, s.num_ps, s.num_pipelines, s.epochs, s.steps_per_execution,
+                     s.tasks_in_flight, s.pull_ahead ? " --pull-ahead" : "", s.speculate_after, s.pull_every, s.push_every,
+                     s.sparse ? " --sparse" : "", s.checkpoint_shared ? " --checkpoint-shared" : "",
+                     s.validation ? " --validation" : "", s.callbacks ? " --callbacks" : "", s.checkpoint_every, s.take_over_after, s.fits, s.failing_fit,
+                     s.corrupt_checkpoint, s.control_faults ? "" : " --no-control-faults", s.consistency,
+                     s.plant == planted_defect::none ? std::string{} : " --plant " + to_string(s.plant));
+}
+
+sim_result simulate(uint64_t seed, const sim_shape& shape) {
+  auto r = simulate(sim_job(shape, seed), sim_options_for(shape, seed));
+  r.replay = soak_replay(shape, seed);
+  return r;
+}
+
+sim_result simulate(uint64_t seed, const sim_shape& shape, std::shared_ptr<fault_plan> plan) {
+  auto r = simulate(sim_job(shape, seed), sim_options_for(shape, seed), std::move(plan));
+  r.replay = soak_replay(shape, seed);
+  return r;
+}
+
+}  // namespace actortrain
