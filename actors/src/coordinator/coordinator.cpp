@@ -18,40 +18,6 @@ namespace actortrain {
 
 namespace {
 
-class when_free_gate : public dispatch_gate {
- public:
-  std::string describe() const override { return "async"; }
-  bool may_dispatch(const gate_view&) const override { return true; }
-};
-
-class bounded_gate : public dispatch_gate {
- public:
-  explicit bounded_gate(uint64_t s) : s_(s) {}
-  std::string describe() const override { return fmt::format("bounded_staleness({})", s_); }
-  bool ordered() const override { return true; }
-  bool may_dispatch(const gate_view& v) const override { return room(v) > 0; }
-  uint64_t room(const gate_view& v) const override {
-    auto spread = v.dispatched - v.oldest_unapplied;  // the next index minus the oldest
-    return spread <= s_ ? s_ + 1 - spread : 0;
-  }
-
- private:
-  uint64_t s_;
-};
-
-class rounds_gate : public dispatch_gate {
- public:
-  explicit rounds_gate(uint64_t r) : r_(r) {}
-  std::string describe() const override { return "sync"; }
-  bool ordered() const override { return true; }
-  bool may_dispatch(const gate_view& v) const override { return v.round_members < r_; }
-  uint64_t room(const gate_view& v) const override { return v.round_members < r_ ? r_ - v.round_members : 0; }
-  uint64_t round_size() const override { return r_; }
-
- private:
-  uint64_t r_;
-};
-
 // The open synchronous round: its steps (dispatched, not known past the data), the
 // answers so far, and whether its manifest is out.
 struct round_state {
@@ -2658,13 +2624,6 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
 }
 
 }  // namespace
-
-std::unique_ptr<dispatch_gate> dispatch_when_free() { return std::make_unique<when_free_gate>(); }
-std::unique_ptr<dispatch_gate> bounded_staleness(uint64_t s) { return std::make_unique<bounded_gate>(s); }
-std::unique_ptr<dispatch_gate> sync_rounds(uint64_t replicas) {
-  if (replicas == 0) throw std::invalid_argument("sync_rounds: 0 replicas");
-  return std::make_unique<rounds_gate>(replicas);
-}
 
 coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options opts) {
   if (opts.ps.empty()) throw std::invalid_argument("spawn_coordinator: no ps shards");

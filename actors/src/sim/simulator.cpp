@@ -2,6 +2,7 @@
 
 #include "../cluster/cluster_internals.hpp"
 #include "../core/planted.hpp"
+#include <actortrain/actors/coordinator/dispatch_gate.hpp>
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/cluster/events.hpp>
 #include <actortrain/actors/sim/fault_plan.hpp>
@@ -171,10 +172,6 @@ dataset::dataset_fn poisoned(dataset::dataset_fn fn, uint64_t position) {
     });
     return d.take(k).concatenate(nan).concatenate(d.skip(k + 1));
   };
-}
-
-uint64_t round_size_of(const std::string& mode, int workers) {
-  return mode == "sync" ? static_cast<uint64_t>(workers) : 0;
 }
 
 // Steps of one epoch of `fn` over `pipelines` (for the plan's occurrences).
@@ -572,7 +569,7 @@ sim_result simulate(const job& j, const sim_options& o, std::shared_ptr<fault_pl
 sim_result simulate(const job& j, const sim_options& o) {
   check_job(j);
   auto mode = j.spec.consistency;
-  auto replicas = static_cast<int64_t>(std::max<uint64_t>(1, round_size_of(mode, j.spec.num_workers)));
+  auto replicas = static_cast<int64_t>(std::max<uint64_t>(1, make_gate(mode, std::max(1, j.spec.num_workers))->round_size()));
   auto pipelines = cluster_internals::num_pipelines(j.spec);
   random_plan_options ro;
   ro.num_workers = j.spec.num_workers;
