@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "step_queue.hpp"
 #include "../core/planted.hpp"
 #include "../core/thread_name.hpp"
 
@@ -48,14 +49,10 @@ struct pipeline_slot {
   bool ended() const { return next >= end; }
 };
 
-// A task handed to a worker, remembered until its result arrives.
-struct pending_task {
-  step_task task;
-  bool eval = false;
-  uint64_t id = 0;              // per dispatch; a speculative copy carries its original's
-  bool speculated = false;      // a copy runs (or ran) on another worker
-  caf::actor_clock::time_point sent;
-};
+// A task handed to a worker, remembered until its result arrives (step_queue.hpp).
+using pending_task = pending_work<step_task>;
+static_assert(std::is_same<caf::actor_clock::time_point, std::chrono::steady_clock::time_point>::value,
+              "step_queue keeps send times as steady_clock time points");
 
 // Accumulates loss and metrics over steps (training) or batches (evaluation).
 struct accumulator {
@@ -119,13 +116,8 @@ struct coord_state {
   std::vector<pipeline_slot> eval_pipes;
   std::set<uint32_t> eval_lost;  // validation pipelines of the run whose shard is gone
   size_t rr = 0;  // round-robin pointer over pipelines
-  std::deque<step_task> requeued;
-  // Tasks of lost workers, waiting for every shard to acknowledge the fence that
-  // excludes them before they are re-queued.
-  std::map<uint32_t, std::vector<step_task>> fencing;
-  std::map<uint32_t, std::vector<pending_task>> in_flight;  // by worker id, in sending order
-  std::map<step_id, int> failures;             // per step: failed attempts
-  std::map<step_id, std::set<std::pair<uint32_t, uint64_t>>> failed_on;  // per step: workers (generations)
+  // Tasks in flight, of lost workers being fenced out, re-queued; failed attempts.
+  step_queue<step_task> work;
   int64_t dispatched_epoch = 0, applied_epoch = 0;
   uint64_t dispatched_run = 0, applied_run = 0, steps_total = 0;
   accumulator train_acc, eval_acc;
@@ -156,10 +148,6 @@ struct coord_state {
   // The shards' state is the newest committed checkpoint's (nothing applied since, no
   // failed run's late push possible), so the next run may mark it as its start.
   bool clean_since_commit = false;
-  // Per worker being fenced out, the round's id: acknowledgements of an older round
-  // (of a failed run, say) must not re-queue a newer round's tasks early.
-  std::map<uint32_t, uint64_t> fencing_round;
-  uint64_t next_fencing_round = 0;
   uint64_t control_id = 0;  // ids of keep, restore, hyperparameter and snapshot requests
   bool time_due = false;     // checkpoint_interval passed: due at the next applied step
   uint64_t tick = 0;         // the pending interval tick's id
@@ -349,7 +337,7 @@ void write_checkpoint_now(self_ptr self, std::function<void()> then);
 void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then);
 
 bool nothing_in_flight(const coord_state& st) {
-  return st.in_flight.empty() && st.fencing.empty() && st.requeued.empty() && st.round.empty();
+  return st.work.idle() && st.round.empty();
 }
 
 // Writes the first asked-for checkpoint (nothing may be in flight), answers its asker,
@@ -384,7 +372,7 @@ void finish_run(self_ptr self) {
   }
   if (!st.opts.checkpoint_dir.empty() &&
       (st.last_committed != static_cast<int64_t>(st.steps_total) || !st.clean_since_commit) && st.ph != phase::idle &&
-      st.in_flight.empty() && st.fencing.empty() && st.requeued.empty()) {
+      st.work.idle()) {
     // The trained state is committed before the run returns (restores after it, and
     // resuming a finished run, start from here).
     st.quiesce_began = std::chrono::steady_clock::now();
@@ -407,12 +395,6 @@ void finish_run(self_ptr self) {
   st.run_rp.deliver(std::move(s));
 }
 
-size_t in_flight_count(const coord_state& st) {
-  size_t n = 0;
-  for (auto& [w, tasks] : st.in_flight) n += tasks.size();
-  return n;
-}
-
 // Pipeline `p`'s dataset shard is gone (a validation pipeline's with `eval`): its steps
 // wait for a new one (dataset_lost, count 1 for a validation pipeline).
 void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why, bool eval = false) {
@@ -430,29 +412,17 @@ void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why, bool eval 
   emit(st, std::move(e));
 }
 
-// Removes and returns task `id` of worker `wid`. By id, not by step: a late answer
-// for an end-of-data probe must not settle the next epoch's step at that position.
-std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, uint64_t id) {
-  auto it = st.in_flight.find(wid);
-  if (it == st.in_flight.end()) return std::nullopt;
-  auto& tasks = it->second;
-  for (auto t = tasks.begin(); t != tasks.end(); ++t)
-    if (t->id == id) {
-      auto out = std::move(*t);
-      tasks.erase(t);
-      if (tasks.empty()) st.in_flight.erase(it);
-      --st.workers[wid].outstanding;
-      if (st.workers[wid].isolating == id) st.workers[wid].isolating = 0;
-      return out;
-    }
-  return std::nullopt;
+// Worker `wid` no longer holds task `id`.
+void settled(coord_state& st, uint32_t wid, uint64_t id) {
+  --st.workers[wid].outstanding;
+  if (st.workers[wid].isolating == id) st.workers[wid].isolating = 0;
 }
 
-// True when a step of `t` failed before.
-bool is_suspect(const coord_state& st, const step_task& t) {
-  for (auto& s : t.steps)
-    if (auto f = st.failures.find(s); f != st.failures.end() && f->second > 0) return true;
-  return false;
+// Removes and returns task `id` of worker `wid` (step_queue::take).
+std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, uint64_t id) {
+  auto out = st.work.take(wid, id);
+  if (out) settled(st, wid, id);
+  return out;
 }
 
 // The next task for a free worker, if the gate and the data allow one.
@@ -479,30 +449,27 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   // Re-queued steps go first, but not back to a worker (generation) they failed on while
   // a live worker they have not failed on exists: a cut-off worker would fail them again
   // and again.
-  auto failed_here = [&st, &to](const step_task& t) {
-    auto f = st.failed_on.find(t.steps.front());
-    if (f == st.failed_on.end() || !f->second.count({to.id, to.generation})) return false;
-    for (auto& w : st.workers)
-      if (w.alive && !f->second.count({w.id, w.generation})) return true;  // w can take it
-    return false;
-  };
+  std::vector<std::pair<uint32_t, uint64_t>> alive;
+  for (auto& w : st.workers)
+    if (w.alive) alive.emplace_back(w.id, w.generation);
   // A suspect (a step that failed before) runs alone on an idle worker, so that if it
   // fails again it is the one to blame. While one waits, busy workers get no new
   // steps: they drain, and the first idle one takes it.
   bool suspect_waiting = false;
-  for (auto i = st.requeued.begin(); i != st.requeued.end(); ++i) {
-    if (failed_here(*i)) continue;
-    if (is_suspect(st, *i)) {
-      auto pipe = i->steps.front().pipeline;
-      if (pipe < st.pipes.size() && st.pipes[pipe].lost) continue;
+  auto again = st.work.take_requeued([&](const step_task& t) {
+    if (st.work.avoids(t, {to.id, to.generation}, alive)) return false;
+    auto pipe = t.steps.front().pipeline;
+    bool lost = pipe < st.pipes.size() && st.pipes[pipe].lost;  // waits for its new shard
+    if (st.work.suspect(t) && !lost) {
       suspect_waiting = true;
-      if (to.outstanding > 0) continue;
+      if (to.outstanding > 0) return false;
     }
-    auto pipe = i->steps.front().pipeline;
-    if (pipe < st.pipes.size() && st.pipes[pipe].lost) continue;  // waits for its new shard
+    return !lost;
+  });
+  if (again) {
     pending_task t;
-    t.task = std::move(*i);
-    st.requeued.erase(i);
+    t.task = std::move(*again);
+    auto pipe = t.task.steps.front().pipeline;
     t.task.f = current_fence(st);
     if (pipe < st.pipes.size()) t.task.source = st.pipes[pipe].shard;  // a rebuilt shard, if any
     return t;
@@ -511,7 +478,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   if (suspect_waiting && to.outstanding > 0) return std::nullopt;
   if (st.round.closing) return std::nullopt;  // the next round starts once this one is applied
   gate_view v{st.next_index, st.applied_run, st.unapplied.empty() ? st.next_index : st.unapplied.begin()->first,
-              in_flight_count(st), st.round.members.size()};
+              st.work.in_flight(), st.round.members.size()};
   auto room = st.opts.gate->room(v);
   if (room == 0) return std::nullopt;
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
@@ -551,9 +518,8 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
 void requeue(self_ptr self, step_task task, const caf::error& why) {
   auto& st = self->state;
   for (auto& s : task.steps) {
-    st.failed_on[s].emplace(task.f.worker, task.f.worker_generation);
-    int& n = st.failures[s];
-    if (++n >= st.opts.poison_limit) {
+    int n = st.work.failed(s, task.f.worker, task.f.worker_generation);
+    if (n >= st.opts.poison_limit) {
       // Where the data is: batch k of the epoch in the pipeline's order (its position
       // counts on across epochs), so the records are those the dataset_fn's pipeline
       // yields as its k-th batch.
@@ -565,30 +531,12 @@ void requeue(self_ptr self, step_task task, const caf::error& why) {
       return;
     }
   }
-  st.requeued.push_back(std::move(task));
+  st.work.requeue(std::move(task));
 }
 
 // Removes the other copy of a speculated task (its answer, if it comes, is stale).
 void drop_twins(coord_state& st, uint64_t id) {
-  for (auto it = st.in_flight.begin(); it != st.in_flight.end();) {
-    auto& tasks = it->second;
-    for (auto t = tasks.begin(); t != tasks.end();)
-      if (t->id == id) {
-        t = tasks.erase(t);
-        --st.workers[it->first].outstanding;
-        if (st.workers[it->first].isolating == id) st.workers[it->first].isolating = 0;
-      } else {
-        ++t;
-      }
-    it = tasks.empty() ? st.in_flight.erase(it) : std::next(it);
-  }
-}
-
-bool has_twin(const coord_state& st, uint64_t id) {
-  for (auto& [wid, tasks] : st.in_flight)
-    for (auto& t : tasks)
-      if (t.id == id) return true;
-  return false;
+  for (auto wid : st.work.drop_twins(id)) settled(st, wid, id);
 }
 
 // Step `r` is applied on every shard: into the epoch's means, the visitation log and the
@@ -679,18 +627,17 @@ void on_task_error(self_ptr self, uint32_t wid, uint64_t id, caf::error& err) {
   // since) says nothing about the worker now in the slot.
   if (err == caf::sec::request_receiver_down) {
     bool current = false;
-    if (auto it = st.in_flight.find(wid); it != st.in_flight.end() && wid < st.workers.size())
-      for (auto& t : it->second)
-        current = current || (t.id == id && t.task.f.worker_generation == st.workers[wid].generation);
+    if (auto t = st.work.held(wid, id); t && wid < st.workers.size())
+      current = t->task.f.worker_generation == st.workers[wid].generation;
     if (current) on_worker_down(self, wid, err);
     return;
   }
   auto found = take_pending(st, wid, id);
   if (!found) return;
   auto pt = std::move(*found);
-  if (pt.speculated && has_twin(st, pt.id)) return;  // the other copy may still answer
+  if (pt.speculated && st.work.has_twin(pt.id)) return;  // the other copy may still answer
   if ((code_of(err) == error_code::source_lost || code_of(err) == error_code::shard_lost) && !pt.eval) {
-    st.requeued.push_back(std::move(pt.task));  // not the step's fault: no failure counted
+    st.work.requeue(std::move(pt.task));  // not the step's fault: no failure counted
     dispatch(self);
     return;
   }
@@ -719,17 +666,7 @@ std::vector<uint64_t> watermark(const coord_state& st) {
   w.reserve(st.pipes.size());
   // Positions at or past a pipeline's end were not applied: the next epoch uses them.
   for (auto& p : st.pipes) w.push_back(std::min(p.next, p.end));
-  auto lower = [&w](const step_task& t) {
-    for (auto& s : t.steps)
-      if (s.pipeline < w.size()) w[s.pipeline] = std::min(w[s.pipeline], s.position);
-  };
-  for (auto& [wid, tasks] : st.in_flight)
-    for (auto& t : tasks)
-      if (!t.eval) lower(t.task);
-  for (auto& t : st.requeued) lower(t);
-  for (auto& [wid, tasks] : st.fencing)
-    for (auto& t : tasks) lower(t);
-  return w;
+  return st.work.watermark(std::move(w));
 }
 
 void send_task(self_ptr self, worker_slot& w, pending_task t) {
@@ -749,7 +686,7 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
   bool eval = t.eval;
   auto task = t.task;
   auto id = t.id;
-  st.in_flight[wid].push_back(std::move(t));
+  st.work.sent(wid, std::move(t));
   if (!eval) task.watermark = watermark(st);  // with this task in flight: it is not applied yet
   task.ps.reserve(st.opts.ps.size());
   for (auto& p : st.opts.ps) task.ps.push_back(caf::actor_cast<caf::actor>(p));
@@ -761,7 +698,7 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
 }
 
 bool phase_complete(const coord_state& st) {
-  if (!st.in_flight.empty() || !st.requeued.empty() || !st.fencing.empty() || !st.round.empty()) return false;
+  if (!st.work.idle() || !st.round.empty()) return false;
   if (st.ph == phase::evaluating) {
     for (auto& p : st.eval_pipes)
       if (!p.ended()) return false;
@@ -1004,10 +941,7 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
 // late answers find nothing pending).
 void forget_work(coord_state& st) {
   forget_round(st);
-  st.in_flight.clear();
-  st.requeued.clear();
-  st.fencing.clear();
-  st.fencing_round.clear();
+  st.work.forget_work();
   for (auto& w : st.workers) {
     w.outstanding = 0;
     w.isolating = 0;
@@ -1120,8 +1054,7 @@ void load_run(coord_state& st, const nlohmann::json& j) {
   st.kept_epoch = j.value("kept_epoch", int64_t{-1});
   st.kept_checkpoint = j.value("kept_checkpoint", std::string{});
   forget_work(st);
-  st.failures.clear();
-  st.failed_on.clear();
+  st.work.forget_failures();
   st.ph = phase::training;
 }
 
@@ -1516,7 +1449,7 @@ void dispatch(self_ptr self) {
       auto t = next_task(st, w);
       if (!t) continue;  // another worker may still get one (re-queued steps avoid some)
       if (t->task.steps.empty()) continue;
-      if (!t->eval && is_suspect(st, t->task)) {
+      if (!t->eval && st.work.suspect(t->task)) {
         if (t->id == 0) t->id = ++st.next_task_id;
         w.isolating = t->id;
       }
@@ -1578,11 +1511,7 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
   lost.generation = w.generation;
   lost.text = describe(reason);
   emit(st, std::move(lost));
-  std::vector<pending_task> lost_tasks;
-  if (auto it = st.in_flight.find(wid); it != st.in_flight.end()) {
-    lost_tasks = std::move(it->second);
-    st.in_flight.erase(it);
-  }
+  std::vector<pending_task> lost_tasks = st.work.take_all(wid);
   if (!alive_workers(st) && st.ph != phase::idle) {
     // Wait for a worker to join (a restart, a newcomer); fail the run if none does.
     auto id = ++st.outages;
@@ -1596,7 +1525,7 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
   }
   std::vector<step_task> tasks;
   for (auto& pt : lost_tasks) {
-    if (pt.speculated && has_twin(st, pt.id)) continue;  // its copy runs elsewhere
+    if (pt.speculated && st.work.has_twin(pt.id)) continue;  // its copy runs elsewhere
     if (pt.eval) {
       // Evaluation is read-only: run those batches again.
       auto& ps = st.eval_pipes[pt.task.steps.front().pipeline];
@@ -1609,29 +1538,20 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
     dispatch(self);
     return;
   }
-  // Kept in the state meanwhile: they hold the watermark down and the phase open.
-  auto& waiting = st.fencing[wid];
-  for (auto& t : tasks) waiting.push_back(std::move(t));
+  // Kept in the state meanwhile: they hold the watermark down and the phase open. This
+  // round's acknowledgements release what is being fenced for this worker; an older
+  // round's (superseded by a newer loss, or of a failed run) release nothing.
+  auto round = st.work.fence(wid, std::move(tasks));
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
   fence f = current_fence(st);
   f.worker = wid;
   f.worker_generation = w.generation + 1;
-  // This round's acknowledgements release what is being fenced for this worker; an
-  // older round's (superseded by a newer loss, or of a failed run) release nothing.
-  auto round = st.fencing_round[wid] = ++st.next_fencing_round;
-  auto current = [self, wid, round] {
+  auto current = [self, wid, round] { return self->state.work.fence_current(wid, round); };
+  auto requeue_now = [self, wid, round] {
     auto& st = self->state;
-    auto r = st.fencing_round.find(wid);
-    return r != st.fencing_round.end() && r->second == round;
-  };
-  auto requeue_now = [self, wid, current] {
-    auto& st = self->state;
-    if (!current()) return;
-    st.fencing_round.erase(wid);
-    auto it = st.fencing.find(wid);
-    if (it == st.fencing.end()) return;
-    auto fenced = std::move(it->second);
-    st.fencing.erase(it);
+    auto released = st.work.release(wid, round);
+    if (!released) return;
+    auto fenced = std::move(*released);
     event e;
     e.kind = event_kind::steps_requeued;
     e.worker = wid;
@@ -2327,8 +2247,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.applied_epoch = st.dispatched_epoch = 0;
       forget_work(st);
       st.round.number = 1;
-      st.failures.clear();
-      st.failed_on.clear();
+      st.work.forget_failures();
       st.pipes.clear();
       for (auto& s : st.spec.pipelines) {
         st.pipes.push_back(pipeline_slot{s, 0, 0, UINT64_MAX});
@@ -2453,14 +2372,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
     [self](slow_atom, uint64_t id) {
       auto& st = self->state;
       if (st.ph != phase::training) return;
-      pending_task* slow = nullptr;
-      uint32_t owner = 0;
-      for (auto& [wid, tasks] : st.in_flight)
-        for (auto& t : tasks)
-          if (t.id == id && !t.speculated) {
-            slow = &t;
-            owner = wid;
-          }
+      auto [slow, owner] = st.work.straggler(id);
       if (!slow) return;  // answered (or given up) meanwhile
       for (auto& w : st.workers) {
         if (!w.alive || w.id == owner || w.outstanding >= st.opts.tasks_per_worker || w.isolating != 0) continue;

@@ -16,6 +16,7 @@
 // cols and raw little-endian floats; the reader checks the announced length against the
 // bytes that remain before allocating anything.
 
+#include <actortrain/actors/core/step_id.hpp>
 #include <actortrain/actors/ps/ledger.hpp>
 #include <actortrain/model/tensor.hpp>
 
@@ -92,29 +93,11 @@ typename Inspector::result_type inspect(Inspector& f, fence& x) {
            x.worker);
 }
 
-/// A step: the batch at `position` of pipeline (dataset shard) `pipeline` in run `run`.
-/// Re-executing a step uses the same batch, so a step id names one computation.
-struct step_id {
-  uint64_t run = 0;
-  uint32_t pipeline = 0;
-  uint64_t position = 0;
-  friend bool operator==(const step_id& a, const step_id& b) {
-    return a.run == b.run && a.pipeline == b.pipeline && a.position == b.position;
-  }
-  friend bool operator!=(const step_id& a, const step_id& b) { return !(a == b); }
-  friend bool operator<(const step_id& a, const step_id& b) {
-    if (a.run != b.run) return a.run < b.run;
-    if (a.pipeline != b.pipeline) return a.pipeline < b.pipeline;
-    return a.position < b.position;
-  }
-};
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_id& x) {
   return f(caf::meta::type_name("step_id"), x.run, x.pipeline, x.position);
 }
 
-std::string to_string(const step_id& s);
 
 // -- tensors ------------------------------------------------------------------------
 
