@@ -12,23 +12,13 @@
 #include <fmt/format.h>
 
 #include "step_queue.hpp"
+#include "sync_round.hpp"
 #include "../core/planted.hpp"
 #include "../core/thread_name.hpp"
 
 namespace actortrain {
 
 namespace {
-
-// The open synchronous round: its steps (dispatched, not known past the data), the
-// answers so far, and whether its manifest is out.
-struct round_state {
-  uint64_t number = 1;
-  std::set<step_id> members;
-  std::map<step_id, step_result> results;
-  bool closing = false;
-  uint64_t attempt = 0;  // round replies of a superseded close are ignored
-  bool empty() const { return members.empty() && !closing; }
-};
 
 struct worker_slot {
   worker_actor handle;
@@ -128,12 +118,9 @@ struct coord_state {
   std::vector<visit> visits;  // the run's applied steps, with run_spec::visitation_log
   uint64_t next_task_id = 0;
   size_t first_worker = 0;  // where the next dispatch pass starts among equally busy workers
-  // Dispatch indices of the training steps not applied yet (the bounded-staleness gate
+  // The dispatch order of the training steps not applied yet (the bounded-staleness gate
   // looks at the oldest), and the synchronous round.
-  uint64_t next_index = 0;
-  std::map<uint64_t, step_id> unapplied;
-  std::map<step_id, uint64_t> index_of;
-  round_state round;
+  sync_round<step_result> round;
   // Checkpoints: due once steps_total reaches next_checkpoint; dispatch pauses until the
   // steps in flight are answered, then every shard's state is written at once.
   uint64_t next_checkpoint = 0;
@@ -244,22 +231,7 @@ fence current_fence(const coord_state& st) {
 }
 
 // Forgets the dispatch indices and the open round (their steps will not be applied).
-void forget_round(coord_state& st) {
-  st.unapplied.clear();
-  st.index_of.clear();
-  st.round.members.clear();
-  st.round.results.clear();
-  st.round.closing = false;
-  ++st.round.attempt;
-}
-
-// Step `s` is applied (or was past the data): it leaves the staleness window.
-void settle_index(coord_state& st, const step_id& s) {
-  auto i = st.index_of.find(s);
-  if (i == st.index_of.end()) return;
-  st.unapplied.erase(i->second);
-  st.index_of.erase(i);
-}
+void forget_round(coord_state& st) { st.round.forget(); }
 
 uint64_t round_size(const coord_state& st) { return st.opts.gate->round_size(); }
 
@@ -476,9 +448,9 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   }
   if (st.quiescing || !st.extra_ckpts.empty()) return std::nullopt;  // a checkpoint waits: only re-queued steps go out
   if (suspect_waiting && to.outstanding > 0) return std::nullopt;
-  if (st.round.closing) return std::nullopt;  // the next round starts once this one is applied
-  gate_view v{st.next_index, st.applied_run, st.unapplied.empty() ? st.next_index : st.unapplied.begin()->first,
-              st.work.in_flight(), st.round.members.size()};
+  if (st.round.closing()) return std::nullopt;  // the next round starts once this one is applied
+  gate_view v{st.round.dispatched(), st.applied_run, st.round.oldest_unapplied(), st.work.in_flight(),
+              st.round.members()};
   auto room = st.opts.gate->room(v);
   if (room == 0) return std::nullopt;
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
@@ -503,9 +475,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
     if (room < static_cast<uint64_t>(k)) k = static_cast<int64_t>(room);
     for (int64_t j = 0; j < k && ps.next < ps.end; ++j) {
       step_id s{st.run, static_cast<uint32_t>(p), ps.next++};
-      st.index_of[s] = st.next_index;
-      st.unapplied[st.next_index++] = s;
-      if (round_size(st) > 0) st.round.members.insert(s);
+      st.round.dispatch(s, round_size(st) > 0);
       t.task.steps.push_back(s);
     }
     st.dispatched_epoch += static_cast<int64_t>(t.task.steps.size());
@@ -594,10 +564,7 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
     auto& ps = pipes[r.step.pipeline];
     if (r.end_of_data) {
       ps.end = std::min(ps.end, r.step.position);
-      if (!eval) {
-        settle_index(st, r.step);
-        st.round.members.erase(r.step);
-      }
+      if (!eval) st.round.past_the_data(r.step);
       continue;
     }
     if (eval) {
@@ -609,10 +576,10 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
     }
     if (round_size(st) > 0) {
       // Held on the shards until the round closes; the first answer of a step counts.
-      if (st.round.members.count(r.step)) st.round.results.emplace(r.step, std::move(r));
+      st.round.answered(r.step, std::move(r));
       continue;
     }
-    settle_index(st, r.step);
+    st.round.settle(r.step);
     count_step(self, r, r.loss, 0);
   }
   // Positions handed out past a pipeline's end come back as end_of_data; nothing to redo.
@@ -963,7 +930,7 @@ nlohmann::json save_run(const coord_state& st) {
   j["dispatched_run"] = st.dispatched_run;
   j["steps_total"] = st.steps_total;
   j["round_robin"] = st.rr;
-  j["sync_round"] = st.round.number;
+  j["sync_round"] = st.round.number();
   j["ran_out"] = st.ran_out;
   auto pipes = nlohmann::json::array();
   for (auto& p : st.pipes) {
@@ -1029,7 +996,7 @@ void load_run(coord_state& st, const nlohmann::json& j) {
   st.dispatched_run = j.at("dispatched_run").get<uint64_t>();
   st.steps_total = j.at("steps_total").get<uint64_t>();
   st.rr = j.at("round_robin").get<size_t>();
-  st.round.number = j.value("sync_round", uint64_t{1});
+  st.round.continue_at(j.value("sync_round", uint64_t{1}));
   st.ran_out = j.at("ran_out").get<bool>();
   for (size_t p = 0; p < pipes.size(); ++p) {
     auto& slot = st.pipes[p];
@@ -1322,10 +1289,9 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
         checkpoint_refused(self, i, attempt), 1, snapshot_atom::value, fence_request{current_fence(st), attempt});
 }
 
-// True when the open synchronous round can take no more steps: it has R, or the epoch
-// has none left (its budget is spent or every pipeline's data ended).
-bool round_full(const coord_state& st) {
-  if (st.round.members.size() >= round_size(st)) return true;
+// True when no more steps can join the open synchronous round: the epoch has none left
+// (its budget is spent or every pipeline's data ended).
+bool epoch_dispatched(const coord_state& st) {
   if (st.ph != phase::training) return true;
   if (st.spec.steps_per_epoch > 0 && st.dispatched_epoch >= st.spec.steps_per_epoch) return true;
   for (auto& p : st.pipes)
@@ -1334,32 +1300,16 @@ bool round_full(const coord_state& st) {
 }
 
 // The open round is complete: every step answered (pushes held) and no more to come.
-bool round_ready(const coord_state& st) {
-  if (round_size(st) == 0 || st.round.closing || st.round.members.empty()) return false;
-  if (st.round.results.size() < st.round.members.size()) return false;
-  return round_full(st);
-}
+bool round_ready(const coord_state& st) { return st.round.ready(round_size(st), epoch_dispatched(st)); }
 
 // Every shard applied the round: its steps count as applied, each reporting the round's
 // loss (the example-weighted mean, what every replica of a synchronous strategy sees).
 void round_applied(self_ptr self, uint64_t staleness) {
   auto& st = self->state;
-  auto results = std::move(st.round.results);
-  auto number = st.round.number++;
-  st.round.results.clear();
-  st.round.members.clear();
-  st.round.closing = false;
-  double loss_sum = 0;
-  int64_t examples = 0;
-  for (auto& [s, r] : results) {
-    loss_sum += r.loss * static_cast<double>(r.example_count);
-    examples += r.example_count;
-  }
-  auto loss = examples > 0 ? loss_sum / static_cast<double>(examples) : 0.0;
-  for (auto& [s, r] : results) {
-    settle_index(st, s);
+  auto round = st.round.applied();
+  for (auto& [s, r] : round.results) {
     r.max_staleness = std::max(r.max_staleness, staleness);
-    count_step(self, r, loss, number);
+    count_step(self, r, round.loss, round.number);
   }
   dispatch(self);
 }
@@ -1378,14 +1328,14 @@ struct round_close {
 void send_manifest(self_ptr self, std::shared_ptr<round_close> rc, size_t i) {
   ask_shard<round_reply>(
     self, i, fmt::format("the manifest of synchronous round {}", rc->req.round),
-    [self, rc] { return rc->attempt == self->state.round.attempt; },
+    [self, rc] { return self->state.round.current(rc->attempt); },
     [self, rc](round_reply& r) {
-      if (rc->attempt != self->state.round.attempt) return;
+      if (!self->state.round.current(rc->attempt)) return;
       rc->staleness = std::max(rc->staleness, r.max_staleness);
       if (--rc->remaining == 0) round_applied(self, rc->staleness);
     },
     [self, rc, i](caf::error& e) {
-      if (rc->attempt != self->state.round.attempt) return;
+      if (!self->state.round.current(rc->attempt)) return;
       ps_failed(self, i, e, fmt::format("ps shard {} did not apply synchronous round {}: ", i, rc->req.round));
     },
     1, round_atom::value, rc->req);
@@ -1394,15 +1344,13 @@ void send_manifest(self_ptr self, std::shared_ptr<round_close> rc, size_t i) {
 // Sends the round's manifest to every shard; once all applied it, round_applied.
 void close_round(self_ptr self) {
   auto& st = self->state;
-  st.round.closing = true;
+  auto m = st.round.close();
   auto rc = std::make_shared<round_close>();
-  rc->attempt = ++st.round.attempt;
+  rc->attempt = m.attempt;
   rc->req.f = current_fence(st);
-  rc->req.round = st.round.number;
-  for (auto& [s, r] : st.round.results) {
-    rc->req.steps.push_back(s);
-    rc->req.example_count += r.example_count;
-  }
+  rc->req.round = m.number;
+  rc->req.steps = std::move(m.steps);
+  rc->req.example_count = m.example_count;
   rc->remaining = st.opts.ps.size();
   for (size_t i = 0; i < st.opts.ps.size(); ++i) send_manifest(self, rc, i);
 }
@@ -2246,7 +2194,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       st.dispatched_run = st.applied_run = 0;
       st.applied_epoch = st.dispatched_epoch = 0;
       forget_work(st);
-      st.round.number = 1;
+      st.round.continue_at(1);
       st.work.forget_failures();
       st.pipes.clear();
       for (auto& s : st.spec.pipelines) {
