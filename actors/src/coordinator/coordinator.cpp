@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "step_queue.hpp"
+#include "run_state.hpp"
 #include "sync_round.hpp"
 #include "../core/planted.hpp"
 #include "../core/thread_name.hpp"
@@ -918,108 +919,65 @@ void forget_work(coord_state& st) {
 // The run as a checkpoint records it (manifest "extra"): taken with nothing in flight,
 // queued or being fenced, so every position below a pipeline's `next` is applied.
 nlohmann::json save_run(const coord_state& st) {
-  nlohmann::json j;
-  j["format"] = "actortrain.run";
-  j["run"] = st.run;
-  j["epoch"] = st.epoch;
-  j["epochs"] = st.spec.epochs;
-  j["steps_per_epoch"] = st.spec.steps_per_epoch;
-  j["applied_epoch"] = st.applied_epoch;
-  j["dispatched_epoch"] = st.dispatched_epoch;
-  j["applied_run"] = st.applied_run;
-  j["dispatched_run"] = st.dispatched_run;
-  j["steps_total"] = st.steps_total;
-  j["round_robin"] = st.rr;
-  j["sync_round"] = st.round.number();
-  j["ran_out"] = st.ran_out;
-  auto pipes = nlohmann::json::array();
-  for (auto& p : st.pipes) {
-    nlohmann::json q;
-    q["next"] = p.next;
-    q["epoch_begin"] = p.epoch_begin;
-    q["end"] = p.end == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(p.end);
-    pipes.push_back(q);
-  }
-  j["pipelines"] = pipes;
-  j["watermark"] = watermark(st);
-  nlohmann::json acc;
-  acc["loss_sum"] = st.train_acc.loss_sum;
-  acc["examples"] = st.train_acc.examples;
-  auto ms = nlohmann::json::array();
-  for (auto& m : st.train_acc.metrics) ms.push_back({{"name", m->name()}, {"state", m->state()}});
-  acc["metrics"] = ms;
-  j["epoch_accumulator"] = acc;
-  j["history"] = st.history;
-  j["visitation_log"] = st.spec.visitation_log;
-  if (st.spec.visitation_log) {
-    auto v = nlohmann::json::array();
-    for (auto& x : st.visits) v.push_back({x.run, x.pipeline, x.position, x.worker, x.generation});
-    j["visits"] = v;
-  }
-  j["coordinator_epoch"] = st.opts.coordinator_epoch;
-  j["recovery_epoch"] = st.recovery_epoch;
-  j["kept_epoch"] = st.kept_epoch;
-  j["kept_checkpoint"] = st.kept_checkpoint;
-  // What the shards' optimizers run with at this point (a schedule's rate): a restore
-  // sets it again, so the steps redone after it use what they used the first time.
-  if (st.optimizer) {
-    auto hp = nlohmann::json::object();
-    for (auto& [k, v] : st.optimizer->hyperparams()) hp[k] = v;
-    j["hyperparams"] = hp;
-  }
-  return j;
+  run_state r;
+  r.run = st.run;
+  r.epoch = st.epoch;
+  r.epochs = st.spec.epochs;
+  r.steps_per_epoch = st.spec.steps_per_epoch;
+  r.applied_epoch = st.applied_epoch;
+  r.dispatched_epoch = st.dispatched_epoch;
+  r.applied_run = st.applied_run;
+  r.dispatched_run = st.dispatched_run;
+  r.steps_total = st.steps_total;
+  r.round_robin = st.rr;
+  r.sync_round = st.round.number();
+  r.ran_out = st.ran_out;
+  for (auto& p : st.pipes) r.pipelines.push_back(run_state::pipeline{p.next, p.epoch_begin, p.end});
+  r.watermark = watermark(st);
+  r.loss_sum = st.train_acc.loss_sum;
+  r.examples = st.train_acc.examples;
+  for (auto& m : st.train_acc.metrics) r.metrics.emplace_back(m->name(), m->state());
+  r.history = st.history;
+  r.visitation_log = st.spec.visitation_log;
+  if (st.spec.visitation_log) r.visits = st.visits;
+  r.coordinator_epoch = st.opts.coordinator_epoch;
+  r.recovery_epoch = st.recovery_epoch;
+  r.kept_epoch = st.kept_epoch;
+  r.kept_checkpoint = st.kept_checkpoint;
+  if (st.optimizer) r.hyperparams = st.optimizer->hyperparams();
+  return to_json(r);
 }
 
 // Puts the run of `j` (save_run's) back: positions, counters, the epoch's running
 // means, history, visits. Throws nlohmann::json::exception or std::runtime_error naming
 // the field that is missing or wrong.
 void load_run(coord_state& st, const nlohmann::json& j) {
-  if (j.value("format", std::string{}) != "actortrain.run")
-    throw std::runtime_error("the manifest's extra holds no run state (format is not actortrain.run)");
-  auto pipes = j.at("pipelines");
-  if (pipes.size() != st.pipes.size())
-    throw std::runtime_error(fmt::format("the checkpoint's run has {} input pipelines, this one {}", pipes.size(),
-                                         st.pipes.size()));
-  auto spe = j.at("steps_per_epoch").get<int64_t>();
-  if (spe != st.spec.steps_per_epoch)
-    throw std::runtime_error(fmt::format("the checkpoint's run has steps_per_epoch = {}, this one {}", spe,
-                                         st.spec.steps_per_epoch));
-  auto epoch = j.at("epoch").get<int32_t>();
-  if (epoch >= st.spec.epochs)
-    throw std::runtime_error(fmt::format("the checkpoint is in epoch {} (from 0), this fit has only {} epochs", epoch,
-                                         st.spec.epochs));
-  st.run = j.at("run").get<uint64_t>();
-  st.epoch = epoch;
-  st.applied_epoch = j.at("applied_epoch").get<int64_t>();
-  st.dispatched_epoch = j.at("dispatched_epoch").get<int64_t>();
-  st.applied_run = j.at("applied_run").get<uint64_t>();
-  st.dispatched_run = j.at("dispatched_run").get<uint64_t>();
-  st.steps_total = j.at("steps_total").get<uint64_t>();
-  st.rr = j.at("round_robin").get<size_t>();
-  st.round.continue_at(j.value("sync_round", uint64_t{1}));
-  st.ran_out = j.at("ran_out").get<bool>();
-  for (size_t p = 0; p < pipes.size(); ++p) {
+  auto r = run_state_from(j, st.pipes.size(), st.spec.steps_per_epoch, st.spec.epochs);
+  st.run = r.run;
+  st.epoch = r.epoch;
+  st.applied_epoch = r.applied_epoch;
+  st.dispatched_epoch = r.dispatched_epoch;
+  st.applied_run = r.applied_run;
+  st.dispatched_run = r.dispatched_run;
+  st.steps_total = r.steps_total;
+  st.rr = r.round_robin;
+  st.round.continue_at(r.sync_round);
+  st.ran_out = r.ran_out;
+  for (size_t p = 0; p < r.pipelines.size(); ++p) {
     auto& slot = st.pipes[p];
-    slot.next = pipes[p].at("next").get<uint64_t>();
-    slot.epoch_begin = pipes[p].at("epoch_begin").get<uint64_t>();
-    slot.end = pipes[p].at("end").is_null() ? UINT64_MAX : pipes[p].at("end").get<uint64_t>();
+    slot.next = r.pipelines[p].next;
+    slot.epoch_begin = r.pipelines[p].epoch_begin;
+    slot.end = r.pipelines[p].end;
   }
   st.train_acc.reset(st.opts.metrics);
-  auto& acc = j.at("epoch_accumulator");
-  st.train_acc.loss_sum = acc.at("loss_sum").get<double>();
-  st.train_acc.examples = acc.at("examples").get<int64_t>();
-  auto& ms = acc.at("metrics");
-  for (size_t i = 0; i < ms.size() && i < st.train_acc.metrics.size(); ++i)
-    if (ms[i].at("name").get<std::string>() == st.train_acc.metrics[i]->name())
-      st.train_acc.metrics[i]->merge(ms[i].at("state").get<std::vector<double>>());
-  st.history = j.at("history").get<std::map<std::string, std::vector<double>>>();
-  st.visits.clear();
-  if (j.contains("visits"))
-    for (auto& v : j.at("visits"))
-      st.visits.push_back(visit{v.at(0).get<uint64_t>(), v.at(1).get<uint32_t>(), v.at(2).get<uint64_t>(),
-                                v.at(3).get<uint32_t>(), v.at(4).get<uint64_t>()});
-  st.kept_epoch = j.value("kept_epoch", int64_t{-1});
-  st.kept_checkpoint = j.value("kept_checkpoint", std::string{});
+  st.train_acc.loss_sum = r.loss_sum;
+  st.train_acc.examples = r.examples;
+  for (size_t i = 0; i < r.metrics.size() && i < st.train_acc.metrics.size(); ++i)
+    if (r.metrics[i].first == st.train_acc.metrics[i]->name()) st.train_acc.metrics[i]->merge(r.metrics[i].second);
+  st.history = std::move(r.history);
+  st.visits = std::move(r.visits);
+  st.kept_epoch = r.kept_epoch;
+  st.kept_checkpoint = r.kept_checkpoint;
   forget_work(st);
   st.work.forget_failures();
   st.ph = phase::training;

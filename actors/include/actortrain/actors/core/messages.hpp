@@ -809,15 +809,6 @@ typename Inspector::result_type inspect(Inspector& f, gate_decision& x) {
   return f(caf::meta::type_name("gate_decision"), x.gate, x.stop, x.keep, x.restore_at_end, x.hyperparams);
 }
 
-/// One applied step of a run: which batch, and which worker (generation) computed it.
-struct visit {
-  uint64_t run = 0;
-  uint32_t pipeline = 0;
-  uint64_t position = 0;
-  uint32_t worker = 0;
-  uint64_t generation = 0;
-};
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, visit& x) {
   return f(caf::meta::type_name("visit"), x.run, x.pipeline, x.position, x.worker, x.generation);

@@ -1,6 +1,6 @@
 #pragma once
 // CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
-// The identity of a step, shared by the messages (core/messages.hpp, which gives it its
+// The identity of a step (and of an applied step's visit), shared by the messages (core/messages.hpp, which gives it its
 // wire form) and the CAF-free decisions of the coordinator.
 
 #include <cstdint>
@@ -23,6 +23,15 @@ struct step_id {
     if (a.pipeline != b.pipeline) return a.pipeline < b.pipeline;
     return a.position < b.position;
   }
+};
+
+/// One applied step of a run: which batch, and which worker (generation) computed it.
+struct visit {
+  uint64_t run = 0;
+  uint32_t pipeline = 0;
+  uint64_t position = 0;
+  uint32_t worker = 0;
+  uint64_t generation = 0;
 };
 
 /// "(run R, pipeline P, position N)".
