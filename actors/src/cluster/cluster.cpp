@@ -2,6 +2,7 @@
 #include <actortrain/actors/cluster/job.hpp>
 
 #include "cluster_internals.hpp"
+#include "../core/ask.hpp"
 #include "../core/planted.hpp"
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/coordinator/coordinator.hpp>
@@ -64,15 +65,14 @@ std::future<uint64_t> ask_to_join(caf::actor_system& sys, coordinator_actor coor
                                   worker_actor w, uint32_t id) {
   auto promise = std::make_shared<std::promise<uint64_t>>();
   auto fut = promise->get_future();
-  sys.spawn([promise, coord, timeout, w, id](caf::event_based_actor* self) {
-    self->request(coord, timeout, join_atom::value, caf::actor_cast<caf::actor>(w), id)
-      .then([promise](uint64_t generation) { promise->set_value(generation); },
-            [promise, w, id](caf::error& e) {
-              caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-              promise->set_exception(
-                std::make_exception_ptr(std::runtime_error(fmt::format("worker {} cannot join: {}", id, describe(e)))));
-            });
-  });
+  request_from_outside<uint64_t>(
+    sys, coord, timeout, [promise](uint64_t& generation) { promise->set_value(generation); },
+    [promise, w, id](caf::error& e) {
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+      promise->set_exception(
+        std::make_exception_ptr(std::runtime_error(fmt::format("worker {} cannot join: {}", id, describe(e)))));
+    },
+    join_atom::value, caf::actor_cast<caf::actor>(w), id);
   return fut;
 }
 
@@ -219,11 +219,10 @@ struct cluster::impl {
     run_shards.push_back(a);
     auto& in_spec = eval ? last_spec.eval_pipelines : last_spec.pipelines;
     if (pipeline < in_spec.size()) in_spec[pipeline] = a;  // for a take-over
-    sys.spawn([a, pipeline, eval](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
-      self->request(coord, timeout, source_atom::value, pipeline, a, eval).then([](caf::ok_atom) {}, [a](caf::error&) {
-        caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-      });
-    }, coordinator, timeout());
+    request_from_outside<caf::ok_atom>(
+      sys, coordinator, timeout(), [](caf::ok_atom&) {},
+      [a](caf::error&) { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); }, source_atom::value, pipeline, a,
+      eval);
   }
 
   ps_shard_actor spawn_ps(uint32_t index) {
@@ -244,10 +243,10 @@ struct cluster::impl {
     if (index >= ps.size()) return;
     auto p = spawn_ps(index);
     ps[index] = p;
-    sys.spawn([p, index](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
-      self->request(coord, timeout, replace_atom::value, index, caf::actor_cast<caf::actor>(p))
-        .then([](caf::ok_atom) {}, [p](caf::error&) { caf::anon_send_exit(p, caf::exit_reason::user_shutdown); });
-    }, coordinator, timeout());
+    request_from_outside<caf::ok_atom>(
+      sys, coordinator, timeout(), [](caf::ok_atom&) {},
+      [p](caf::error&) { caf::anon_send_exit(p, caf::exit_reason::user_shutdown); }, replace_atom::value, index,
+      caf::actor_cast<caf::actor>(p));
   }
 
   // Tells the fault policy (if any) what a spawned actor is.
@@ -855,13 +854,12 @@ std::future<void> cluster::set_hyperparams_async(const std::map<std::string, dou
   for (auto& kv : values) req.values.push_back(kv);
   auto promise = std::make_shared<std::promise<void>>();
   auto fut = promise->get_future();
-  d.sys.spawn([promise, req](caf::event_based_actor* self, coordinator_actor coord, caf::timespan timeout) {
-    self->request(coord, timeout, hyper_atom::value, req)
-      .then([promise](caf::ok_atom) { promise->set_value(); },
-            [promise](caf::error& e) {
-              promise->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: " + describe(e))));
-            });
-  }, d.coordinator, d.timeout());
+  request_from_outside<caf::ok_atom>(
+    d.sys, d.coordinator, d.timeout(), [promise](caf::ok_atom&) { promise->set_value(); },
+    [promise](caf::error& e) {
+      promise->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: " + describe(e))));
+    },
+    hyper_atom::value, req);
   d.optimizer = std::move(probe);
   return fut;
 }
@@ -989,28 +987,21 @@ std::future<std::vector<partition_ledger>> cluster::ledgers_async() {
   auto fut = promise->get_future();
   auto ps = d.ps;
   auto timeout = d.timeout();
-  d.sys.spawn([promise, ps, timeout](caf::event_based_actor* self) {
-    auto got = std::make_shared<std::vector<ps_ledgers>>(ps.size());
-    auto remaining = std::make_shared<size_t>(ps.size());
-    auto failed = std::make_shared<bool>(false);
-    for (size_t i = 0; i < ps.size(); ++i)
-      self->request(ps[i], timeout, ledger_atom::value)
-        .then(
-          [=](ps_ledgers& l) {
-            (*got)[i] = std::move(l);
-            if (--*remaining > 0 || *failed) return;
-            std::vector<partition_ledger> out;
-            for (auto& g : *got)
-              for (auto& p : g.partitions) out.push_back(std::move(p));
-            promise->set_value(std::move(out));
-          },
-          [=](caf::error& e) {
-            if (*failed) return;
-            *failed = true;
-            promise->set_exception(std::make_exception_ptr(
-              std::runtime_error(fmt::format("ledger of ps shard {}: {}", i, describe(e)))));
-          });
-  });
+  request_each_from_outside<ps_ledgers>(
+    d.sys, ps, timeout,
+    [promise](std::vector<caf::expected<ps_ledgers>> got) {
+      std::vector<partition_ledger> out;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (!got[i]) {
+          promise->set_exception(std::make_exception_ptr(
+            std::runtime_error(fmt::format("ledger of ps shard {}: {}", i, describe(got[i].error())))));
+          return;
+        }
+        for (auto& p : got[i]->partitions) out.push_back(std::move(p));
+      }
+      promise->set_value(std::move(out));
+    },
+    ledger_atom::value);
   return fut;
 }
 
@@ -1032,17 +1023,7 @@ namespace {
 using stats_answers = std::vector<caf::expected<ps_stats>>;
 void gather_stats(caf::actor_system& sys, std::vector<ps_shard_actor> ps, caf::timespan timeout,
                   std::function<void(stats_answers)> done) {
-  sys.spawn([ps, timeout, done](caf::event_based_actor* self) {
-    auto out = std::make_shared<stats_answers>(ps.size(), caf::expected<ps_stats>{ps_stats{}});
-    auto remaining = std::make_shared<size_t>(ps.size());
-    auto one = [out, remaining, done](size_t i, caf::expected<ps_stats> x) {
-      (*out)[i] = std::move(x);
-      if (--*remaining == 0) done(std::move(*out));
-    };
-    for (size_t i = 0; i < ps.size(); ++i)
-      self->request(ps[i], timeout, stats_atom::value)
-        .then([=](ps_stats& s) { one(i, std::move(s)); }, [=](caf::error& e) { one(i, std::move(e)); });
-  });
+  request_each_from_outside<ps_stats>(sys, std::move(ps), timeout, std::move(done), stats_atom::value);
 }
 
 }  // namespace
@@ -1195,11 +1176,10 @@ std::future<std::string> cluster::status_async() {
   auto fut = promise->get_future();
   auto coordinator = d.coordinator;
   auto timeout = d.timeout() + std::chrono::seconds(1);
-  d.sys.spawn([promise, coordinator, timeout](caf::event_based_actor* self) {
-    self->request(coordinator, timeout, report_atom::value)
-      .then([promise](status_report& r) { promise->set_value(describe(r)); },
-            [promise](caf::error& e) { promise->set_value("no status from the coordinator: " + describe(e) + "\n"); });
-  });
+  request_from_outside<status_report>(
+    d.sys, coordinator, timeout, [promise](status_report& r) { promise->set_value(describe(r)); },
+    [promise](caf::error& e) { promise->set_value("no status from the coordinator: " + describe(e) + "\n"); },
+    report_atom::value);
   return fut;
 }
 

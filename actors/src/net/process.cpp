@@ -2,6 +2,7 @@
 
 #include "basp_guard.hpp"
 #include "dial.hpp"
+#include "../core/ask.hpp"
 #include "../cluster/cluster_internals.hpp"
 #include "../core/planted.hpp"
 #include <actortrain/actors/core/configure.hpp>
@@ -412,20 +413,6 @@ caf::behavior node_actor(node_ptr self, node_init init) {
 }
 
 // -- talking to other processes from the application thread --------------------------
-
-// One request from a throw-away event-based actor; the answer (or error) arrives on the
-// returned future. The request's timeout bounds the wait.
-template <class T, class... Ts>
-caf::expected<T> ask(caf::actor_system& sys, const caf::actor& dest, caf::timespan timeout, Ts... xs) {
-  auto promise = std::make_shared<std::promise<caf::expected<T>>>();
-  auto fut = promise->get_future();
-  sys.spawn([=](caf::event_based_actor* self) {
-    self->request(dest, timeout, xs...)
-      .then([promise](T& x) { promise->set_value(std::move(x)); },
-            [promise](caf::error& e) { promise->set_value(std::move(e)); });
-  });
-  return fut.get();
-}
 
 // A ps task was lost: once its process is back at the same address (within `budget`),
 // hands the new shard to the coordinator, which rolls every shard back to the last

@@ -1,0 +1,60 @@
+#pragma once
+// Requests to actors from a thread that is not an actor's (the application's, a
+// process's main thread): each goes out from a one-shot event-based actor that ends with
+// the answer, so the caller's thread never blocks a scheduler thread, and every request
+// has its timeout. Internal to actors/ (they replace hand-written bridge actors).
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include <future>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace actortrain {
+
+/// Sends `xs...` to `dest` (a typed or untyped handle) with `timeout` and calls `ok`
+/// with the reply (a `Reply&`) or `err` with the error (a `caf::error&`), once, in the
+/// one-shot actor's context.
+template <class Reply, class Handle, class Ok, class Err, class... Ts>
+void request_from_outside(caf::actor_system& sys, Handle dest, caf::timespan timeout, Ok ok, Err err, Ts... xs) {
+  sys.spawn([=](caf::event_based_actor* self) mutable {
+    self->request(dest, timeout, std::move(xs)...)
+      .then([ok](Reply& r) mutable { ok(r); }, [err](caf::error& e) mutable { err(e); });
+  });
+}
+
+/// The same request to each of `dests`; `done` gets every answer or error, by index,
+/// once all are in.
+template <class Reply, class Handle, class Done, class... Ts>
+void request_each_from_outside(caf::actor_system& sys, std::vector<Handle> dests, caf::timespan timeout, Done done,
+                               Ts... xs) {
+  sys.spawn([=](caf::event_based_actor* self) {
+    using answers = std::vector<caf::expected<Reply>>;
+    auto out = std::make_shared<answers>(dests.size(), caf::expected<Reply>{Reply{}});
+    auto remaining = std::make_shared<size_t>(dests.size());
+    auto one = [out, remaining, done](size_t i, caf::expected<Reply> x) mutable {
+      (*out)[i] = std::move(x);
+      if (--*remaining == 0) done(std::move(*out));
+    };
+    if (dests.empty()) done(answers{});
+    for (size_t i = 0; i < dests.size(); ++i)
+      self->request(dests[i], timeout, xs...)
+        .then([=](Reply& r) mutable { one(i, std::move(r)); }, [=](caf::error& e) mutable { one(i, std::move(e)); });
+  });
+}
+
+/// Waits for the reply (or the error) of one request; the request's timeout bounds the
+/// wait.
+template <class Reply, class Handle, class... Ts>
+caf::expected<Reply> ask(caf::actor_system& sys, Handle dest, caf::timespan timeout, Ts... xs) {
+  auto promise = std::make_shared<std::promise<caf::expected<Reply>>>();
+  auto fut = promise->get_future();
+  request_from_outside<Reply>(
+    sys, std::move(dest), timeout, [promise](Reply& r) { promise->set_value(std::move(r)); },
+    [promise](caf::error& e) { promise->set_value(std::move(e)); }, std::move(xs)...);
+  return fut.get();
+}
+
+}  // namespace actortrain
