@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The layers stack: nothing in model/ includes dataset/ or actors/, nothing in dataset/
-# includes actors/, neither includes CAF, and a file of actors/ that says it is CAF-free
-# (the words "CAF-free" in its first 8 lines) reaches no CAF header through any chain of
-# the project's own includes. Prints every arrow that runs up, as FILE:LINE, and exits 1
+# includes actors/, neither includes CAF, and a file of actors/ marked CAF-free (the
+# words "CAF-free (tests/tools/layers.sh)" in its first 8 lines) reaches no CAF header
+# through any chain of the project's own includes. Prints every arrow that runs up, as FILE:LINE, and exits 1
 # when there is one.
 #
 #   tests/tools/layers.sh ROOT               check the tree at ROOT
@@ -12,6 +12,8 @@
 # each as FILE:LINE:TEXT of the include. They are printed but do not fail the check,
 # and one that is gone fails it, so the list only shrinks.
 set -uo pipefail
+
+MARK="CAF-free (tests/tools/layers.sh)"
 
 KNOWN=(
   "model/include/actortrain/model/trainer.hpp:12:#include <actortrain/dataset/all.hpp>"
@@ -86,8 +88,8 @@ check() {
       done <"$cur"
     done
     unset seen via
-  done < <(grep -rlE --include='*.hpp' --include='*.cpp' 'CAF-free' actors 2>/dev/null |
-           while IFS= read -r x; do head -8 "$x" | grep -q 'CAF-free' && echo "$x"; done)
+  done < <(grep -rlF --include='*.hpp' --include='*.cpp' "$MARK" actors 2>/dev/null |
+           while IFS= read -r x; do head -8 "$x" | grep -qF "$MARK" && echo "$x"; done)
   return $bad
 }
 
@@ -101,7 +103,7 @@ if [ "${1:-}" = "--self-test" ]; then
   mkdir -p "$t/model/src" "$t/dataset/src" "$t/actors/include/actortrain/actors/core" "$t/actors/src/core"
   printf '// a model file\n#include <actortrain/dataset/dataset.hpp>\n' >"$t/model/src/up.cpp"
   printf '#include <vector>\n#include <caf/actor.hpp>\n' >"$t/dataset/src/caf.cpp"
-  printf '// CAF-free: a decision\n#pragma once\n#include <actortrain/actors/core/holder.hpp>\n' \
+  printf '// CAF-free (tests/tools/layers.sh): a decision\n#pragma once\n#include <actortrain/actors/core/holder.hpp>\n' \
     >"$t/actors/include/actortrain/actors/core/decision.hpp"
   printf '#pragma once\n#include "../../../../src/core/deep.hpp"\n' >"$t/actors/include/actortrain/actors/core/holder.hpp"
   printf '#pragma once\n\n#include <caf/actor.hpp>\n' >"$t/actors/src/core/deep.hpp"

@@ -1,0 +1,612 @@
+// The coordinator's recovery: worker fences, restores from checkpoints, a lost ps
+// shard, resuming, the start of a run (state.hpp).
+#include "state.hpp"
+
+#include "../core/planted.hpp"
+#include "../core/thread_name.hpp"
+
+namespace actortrain::coord {
+
+// The worker fences a shard must enforce: for each worker, its current generation if it
+// is alive, else the one after it.
+std::vector<std::pair<uint32_t, uint64_t>> min_generations(const coord_state& st) {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  for (auto& w : st.workers) out.emplace_back(w.id, w.alive ? w.generation : w.generation + 1);
+  return out;
+}
+
+// The error path of restore attempt `attempt`'s request to shard `i`: a shard that is
+// gone starts the recovery over once it is replaced; anything else ends the run.
+std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_t attempt, std::string what) {
+  return [self, i, attempt, what](caf::error& e) {
+    if (attempt == self->state.restore_attempt) ps_failed(self, i, e, what + ": ", /*even_recovering=*/true);
+  };
+}
+
+// Sends every shard its partitions of `data` (cut to this placement; the values move
+// into the messages) with their ledgers and the de-duplication state `run`/`watermark`
+// under the current fence; `then()` once all took them. A shard that is gone starts
+// (another) recovery. The fence's epochs are this restore's own, so a retried init that
+// arrives late or twice is not redone.
+void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const std::vector<uint64_t>& wm,
+                std::function<void()> then, std::optional<model::checkpoint_data> kept) {
+  auto& st = self->state;
+  const auto& pl = *st.opts.placement;
+  auto attempt = st.restore_attempt;
+  std::vector<init_request> reqs(static_cast<size_t>(pl.num_ps()));
+  try {
+    for (int p = 0; p < pl.num_ps(); ++p) {
+      auto& req = reqs[static_cast<size_t>(p)];
+      req.f = current_fence(st);
+      req.run = run;
+      req.watermark = wm;
+      req.min_generations = min_generations(st);
+      req.base = static_cast<uint64_t>(std::max<int64_t>(0, data.step));
+      for (auto& part : pl.partitions_on(p)) {
+        const auto& vp = pl.variable(part.variable);
+        auto& pd = data.variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
+        partition_init pi{partition_key{part.variable, part.index}, vp.name, part.row_begin, vp.sparse,
+                          tensor{std::move(pd.values)}, {}, {}, 0, {}, {}, {}, 0};
+        for (auto& [name, m] : pd.slots) {
+          pi.slot_names.push_back(name);
+          pi.slots.push_back(tensor{std::move(m)});
+        }
+        pi.iterations = pd.iterations;
+        pi.ledger = saved_ledger(data.extra, vp.name, part.row_begin);
+        if (kept) {
+          auto& kd = kept->variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
+          pi.kept = tensor{std::move(kd.values)};
+          for (auto& name : pi.slot_names)
+            if (auto s = kd.slots.find(name); s != kd.slots.end()) pi.kept_slots.push_back(tensor{std::move(s->second)});
+          if (pi.kept_slots.size() != pi.slot_names.size()) pi.kept_slots.clear();
+          pi.kept_iterations = kd.iterations;
+        }
+        req.partitions.push_back(std::move(pi));
+      }
+    }
+  } catch (const std::exception& e) {
+    fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore: the checkpoint's ledgers: {}", e.what())));
+    return;
+  }
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto live = [self, attempt] { return attempt == self->state.restore_attempt; };
+  for (size_t i = 0; i < reqs.size(); ++i)
+    ask_shard<caf::ok_atom>(
+      self, i, "its state (init)", live,
+      [self, remaining, then, attempt](caf::ok_atom) {
+        if (attempt != self->state.restore_attempt) return;
+        if (--*remaining == 0) then();
+      },
+      restore_failed(self, i, attempt, fmt::format("ps shard {} did not take its state", i)), 1, init_atom::value,
+      std::move(reqs[i]));
+}
+
+// -- what a roll-back restores -----------------------------------------------------------
+//
+// A checkpoint's manifest holds the run state of its own run ("extra") and, when a later
+// run began with nothing changed since, that run's starting state too ("run_starts":
+// the previous run's final checkpoint marked as the next run's start).
+
+// The run state `extra` offers to `kind` for run `run`, if any.
+std::optional<nlohmann::json> state_for(const nlohmann::json& extra, restore_kind kind, uint64_t run) {
+  auto starts = extra.contains("run_starts") ? extra.at("run_starts") : nlohmann::json::array();
+  switch (kind) {
+    case restore_kind::values:
+      return extra;
+    case restore_kind::newest:
+      return starts.empty() ? extra : starts.back();
+    case restore_kind::this_run:
+      if (extra.contains("run") && extra.at("run").get<uint64_t>() == run) return extra;
+      for (auto& s : starts)
+        if (s.contains("run") && s.at("run").get<uint64_t>() == run) return s;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+struct restore_source {
+  model::checkpoint_data data;  // cut to this placement
+  std::string path;
+  nlohmann::json state;  // the run state to load
+};
+
+// The newest checkpoint under `dir` that `kind` accepts and that reads back whole (every
+// file's size and CRC), cut to this placement. Those skipped because they do not read
+// back are listed in `skipped` ("path: why").
+std::optional<restore_source> pick_checkpoint(coord_state& st, const std::string& dir, restore_kind kind,
+                                              std::vector<std::string>& skipped) {
+  auto& fs = checkpoint_fs(st);
+  auto all = model::list_checkpoints(fs, dir);
+  auto extra_of = [&fs](const std::string& path) {
+    auto manifest = model::read_manifest(fs, path);
+    return manifest.contains("extra") ? manifest.at("extra") : nlohmann::json::object();
+  };
+  // Resuming continues the newest run the directory holds: its own checkpoints only (a
+  // fallback past a corrupt one must not land in an earlier run).
+  uint64_t run = st.run;
+  if (kind == restore_kind::newest && !all.empty()) {
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      try {
+        auto state = state_for(extra_of(it->path), restore_kind::newest, 0);
+        if (state && state->contains("run")) {
+          run = state->at("run").get<uint64_t>();
+          kind = restore_kind::this_run;
+          break;
+        }
+      } catch (const std::exception&) {
+        // Its manifest does not parse: the next one says which run is newest.
+      }
+    }
+  }
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    std::optional<nlohmann::json> state;
+    try {
+      state = state_for(extra_of(it->path), kind, run);
+    } catch (const std::exception& e) {
+      skipped.push_back(fmt::format("{}: {}", it->path, e.what()));
+      continue;
+    }
+    if (!state) continue;
+    try {
+      restore_source out;
+      out.data = model::repartition(model::read_checkpoint(fs, it->path), *st.opts.placement);
+      out.path = it->path;
+      out.state = std::move(*state);
+      return out;
+    } catch (const std::exception& e) {
+      skipped.push_back(fmt::format("{}: {}", it->path, e.what()));
+    }
+  }
+  return std::nullopt;
+}
+
+void init_shards(self_ptr self, std::function<void()> then);
+void continue_start(self_ptr self);
+
+void warn(coord_state& st, std::string text) {
+  event w;
+  w.kind = event_kind::warning;
+  w.text = std::move(text);
+  emit(st, std::move(w));
+}
+
+// Restores every shard from the checkpoint under `dir` that `kind` picks (the newest that
+// reads back whole; each skipped one is named in a warning), loading its run state
+// unless `kind` is values, under new epochs: a new coordinator epoch (`takeover`: a
+// resumed run) or a new recovery epoch, each max(every shard's and the checkpoint's) + 1.
+// Calls then(step, path) when every shard has its state. When no checkpoint serves, the
+// run fails naming each one tried and its fault (between runs: the shards wait for the
+// next fit to restore them).
+void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeover,
+                 std::function<void(int64_t, std::string)> then) {
+  auto& st = self->state;
+  auto attempt = ++st.restore_attempt;
+  st.recovering = true;  // nothing is dispatched until every shard has its state
+  std::vector<std::string> skipped;
+  std::optional<restore_source> src;
+  std::string problem;
+  try {
+    src = pick_checkpoint(st, dir, kind, skipped);
+  } catch (const std::exception& ex) {
+    problem = ex.what();
+  }
+  for (auto& s : skipped) warn(st, "restore: skipped " + s);
+  if (!src) {
+    if (problem.empty())
+      problem = skipped.empty()
+                  ? fmt::format("no committed checkpoint under {}{}", dir,
+                                kind == restore_kind::this_run ? fmt::format(" of run {}", st.run) : std::string{})
+                  : fmt::format("no checkpoint under {} validates: {}", dir, fmt::join(skipped, "; "));
+    if (st.ph == phase::idle) {  // between runs: the next fit restores or initializes them
+      st.recovering = false;
+      st.ps_ready = false;
+      warn(st, "restore: " + problem);
+      return;
+    }
+    if (kind == restore_kind::values && st.ph == phase::initializing) {
+      // A run about to start, and no good checkpoint: it starts from the initial values.
+      warn(st, "restore: " + problem + "; every ps shard starts from the initial values");
+      init_shards(self, [self] {
+        auto& st = self->state;
+        st.recovering = false;
+        st.ps_ready = true;
+        continue_start(self);
+      });
+      return;
+    }
+    fail_run(self, make_error(error_code::checkpoint_failed, "restore: " + problem));
+    st.ps_ready = false;
+    return;
+  }
+  auto data = std::make_shared<restore_source>(std::move(*src));
+  // What every shard has seen, so the new epochs are above all of them.
+  auto seen = std::make_shared<fence>();
+  if (takeover && data->state.contains("coordinator_epoch"))
+    seen->coordinator_epoch = data->state["coordinator_epoch"].get<uint64_t>();
+  auto remaining = std::make_shared<size_t>(st.opts.ps.size());
+  auto generations = std::make_shared<std::map<uint32_t, uint64_t>>();  // per worker, the highest fence
+  bool load = kind != restore_kind::values;
+  auto go = [self, data, takeover, load, then, seen, generations] {
+    auto& st = self->state;
+    if (takeover) {
+      st.opts.coordinator_epoch = std::max(st.opts.coordinator_epoch, seen->coordinator_epoch + 1);
+      st.recovery_epoch = 0;
+      // A predecessor may have fenced workers up to some generation: ours start above it
+      // (as workers registering with a new coordinator would), and its tasks to them
+      // cannot be applied any more.
+      for (auto& w : st.workers) {
+        auto g = generations->count(w.id) ? generations->at(w.id) : 0;
+        w.generation = std::max(w.generation, g) + 1;
+      }
+    } else {
+      auto base = seen->coordinator_epoch == st.opts.coordinator_epoch ? seen->recovery_epoch : 0;
+      st.recovery_epoch = std::max(st.recovery_epoch, base) + 1;
+    }
+    uint64_t run = 0;
+    std::vector<uint64_t> wm;
+    try {
+      run = data->state.at("run").get<uint64_t>();
+      wm = data->state.at("watermark").get<std::vector<uint64_t>>();
+      if (load) load_run(st, data->state);
+      // Test-only: a roll-back that forgets the checkpoint's last step of pipeline 0, so
+      // the shards apply it again (their ledgers must say so).
+      if (load && st.opts.plant && st.opts.plant->which == planted_defect::apply_twice_after_rollback && !st.pipes.empty() &&
+          st.pipes[0].next > st.pipes[0].epoch_begin && !wm.empty() && wm[0] == st.pipes[0].next) {
+        --st.pipes[0].next;
+        --wm[0];
+        st.opts.plant->fired();
+      }
+    } catch (const std::exception& ex) {
+      fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("restore from {}: {}", data->path, ex.what())));
+      return;
+    }
+    st.last_committed = data->data.step;
+    st.restore_dir = model::parent_path(data->path);
+    st.clean_since_commit = true;
+    // The state the run keeps (an epoch gate's), from its own checkpoint.
+    std::optional<model::checkpoint_data> kept;
+    if (!load) st.kept_epoch = -1;
+    if (st.kept_epoch >= 0) {
+      try {
+        kept = model::repartition(model::read_checkpoint(checkpoint_fs(st), st.kept_checkpoint), *st.opts.placement);
+      } catch (const std::exception& ex) {
+        warn(st, fmt::format("restore: the kept state of epoch {} is lost: {}", st.kept_epoch + 1, ex.what()));
+        st.kept_epoch = -1;
+      }
+    }
+    auto step = data->data.step;
+    auto path = data->path;
+    // The hyperparameters of that point, when the run state has them, before any step.
+    std::vector<std::pair<std::string, double>> hyper;
+    if (load && data->state.contains("hyperparams"))
+      for (auto& [k, v] : data->state.at("hyperparams").items()) hyper.emplace_back(k, v.get<double>());
+    auto attempt = st.restore_attempt;
+    auto done = [self, then, step, path, hyper, attempt] {
+      auto& st = self->state;
+      if (hyper.empty()) {
+        then(step, path);
+        return;
+      }
+      hyperparams_request req{current_fence(st), hyper, ++st.control_id};
+      ask_every_shard<caf::ok_atom>(
+        self, "the restored hyperparameters", [self, attempt] { return attempt == self->state.restore_attempt; },
+        [self, then, step, path, req, attempt] {
+          if (attempt != self->state.restore_attempt) return;
+          if (auto& o = self->state.optimizer)
+            for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
+          then(step, path);
+        },
+        [self, attempt](caf::error& e) {
+          if (attempt != self->state.restore_attempt || e == caf::sec::request_receiver_down) return;
+          fail_run(self, make_error(error_code::checkpoint_failed, "restore: setting its hyperparameters: " + describe(e)));
+        },
+        hyper_atom::value, req);
+    };
+    send_state(self, std::move(data->data), run, wm, done, std::move(kept));
+  };
+  auto live = [self, attempt] { return attempt == self->state.restore_attempt; };
+  for (size_t i = 0; i < st.opts.ps.size(); ++i) {
+    // The shard's counters carry what it has seen: epochs and worker fences.
+    ask_shard<ps_stats>(
+      self, i, "its counters (stats)", live,
+      [self, remaining, seen, generations, go, attempt](ps_stats& s) {
+        if (attempt != self->state.restore_attempt) return;
+        if (epochs_older(*seen, s.seen)) {
+          seen->coordinator_epoch = s.seen.coordinator_epoch;
+          seen->recovery_epoch = s.seen.recovery_epoch;
+        }
+        for (auto& [w, g] : s.min_generations) (*generations)[w] = std::max((*generations)[w], g);
+        if (--*remaining == 0) go();
+      },
+      restore_failed(self, i, attempt, fmt::format("ps shard {} did not answer", i)), 1, stats_atom::value);
+  }
+}
+
+void start_run(self_ptr self);
+void dispatch(self_ptr self);
+
+// Continues the run saved in the newest checkpoint under restore_dir (fit with
+// resume_from, or a coordinator taking a run over) under a new coordinator epoch.
+void resume(self_ptr self) {
+  restore_all(self, self->state.restore_dir, restore_kind::newest, /*takeover=*/true,
+              [self](int64_t step, std::string path) {
+                auto& st = self->state;
+                st.recovering = false;
+                st.resuming = false;
+                st.ps_ready = true;
+                st.run_start_committed = true;  // the checkpoint it resumed from is the run's
+                next_checkpoint_after(st);
+                event r;
+                r.kind = event_kind::resumed;
+                r.count = step;
+                r.text = path;
+                emit(st, std::move(r));
+                event e;
+                e.kind = event_kind::epoch_begin;
+                e.epoch = st.epoch;
+                e.count = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch : -1;
+                emit(st, std::move(e));
+                schedule_tick(self);
+                dispatch(self);
+              });
+}
+
+// The first state of every shard: the initial values (a step-0 state without optimizer
+// state, with empty ledgers), sent as a restore is, under epochs of its own.
+void init_shards(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  model::checkpoint_data data;
+  for (auto& vp : st.opts.placement->variables()) {
+    model::variable_data v;
+    v.name = vp.name;
+    v.shape = vp.shape;
+    const auto& full = (*st.opts.initial)[vp.variable];
+    for (auto& part : vp.partitions) {
+      model::partition_data d;
+      d.row_begin = part.row_begin;
+      d.row_end = part.row_end;
+      d.values = full.middleRows(part.row_begin, part.rows());
+      v.partitions.push_back(std::move(d));
+    }
+    data.variables.push_back(std::move(v));
+  }
+  ++st.restore_attempt;
+  ++st.recovery_epoch;
+  send_state(self, std::move(data), /*run=*/0, {}, std::move(then));
+}
+
+// The state a run starts from, when the shards need one before its first step (a shard
+// was lost, or a restore failed): the newest good checkpoint of any run, else the
+// initial values. Then `then()`.
+void restore_start_state(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  auto done = [self, then] {
+    auto& st = self->state;
+    st.recovering = false;
+    st.ps_ready = true;
+    then();
+  };
+  if (!st.restore_dir.empty()) {
+    restore_all(self, st.restore_dir, restore_kind::values, /*takeover=*/false,
+                [done](int64_t, std::string) mutable { done(); });
+    return;
+  }
+  // Nothing to restore: every shard starts again from the initial values (empty
+  // ledgers), so the cluster stays usable.
+  if (st.steps_total > 0)
+    warn(st, "every ps shard starts from the initial values: a shard lost its state and there is no committed "
+             "checkpoint to restore it from (set checkpoint_dir)");
+  st.recovering = true;
+  init_shards(self, done);
+}
+
+// The event of a roll-back to the checkpoint at `step`; during a run (in_run) with how
+// long the recovery took and how many applied steps it took back.
+void emit_ps_restored(coord_state& st, int64_t step, std::string path, bool in_run) {
+  event e;
+  e.kind = event_kind::ps_restored;
+  e.count = step;
+  e.text = std::move(path);
+  if (in_run) {
+    e.values["recovery_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count();
+    e.values["steps_lost"] =
+      static_cast<double>(st.steps_at_loss - std::min<uint64_t>(st.steps_at_loss, static_cast<uint64_t>(step)));
+  }
+  emit(st, std::move(e));
+}
+
+// After the shards got a state before the run's first step: take the start up again.
+void continue_start(self_ptr self) {
+  auto& st = self->state;
+  if (st.ph == phase::initializing) {
+    start_run(self);
+    return;
+  }
+  if (st.ph == phase::idle) return;
+  // The run's first checkpoint was being written: write it again.
+  if (!st.opts.checkpoint_dir.empty()) {
+    st.quiescing = true;
+    st.quiesce_began = std::chrono::steady_clock::now();
+    st.next_checkpoint = 0;
+  }
+  dispatch(self);
+}
+
+// Every lost shard has a replacement: roll back and go on. During a run, to the run's
+// own newest good checkpoint; before its first step, to the state it starts from;
+// between runs, the shards get the newest good checkpoint's values (or wait for the
+// next fit when there is none).
+void recover(self_ptr self) {
+  auto& st = self->state;
+  if (st.resuming) {
+    resume(self);  // a shard was lost before the resumed run had its state: start it over
+    return;
+  }
+  if (st.ph == phase::idle) {
+    if (st.restore_dir.empty()) {
+      st.recovering = false;
+      st.ps_ready = false;  // the next fit initializes (or restores) every shard
+      return;
+    }
+    restore_all(self, st.restore_dir, restore_kind::values, /*takeover=*/false, [self](int64_t step, std::string path) {
+      auto& st = self->state;
+      st.recovering = false;
+      emit_ps_restored(st, step, std::move(path), /*in_run=*/false);
+      // A fit asked for meanwhile waits for this restore to start.
+      if (st.ph == phase::initializing) start_run(self);
+    });
+    return;
+  }
+  if (!st.run_start_committed) {
+    restore_start_state(self, [self] { continue_start(self); });
+    return;
+  }
+  restore_all(self, st.restore_dir, restore_kind::this_run, /*takeover=*/false, [self](int64_t step, std::string path) {
+    auto& st = self->state;
+    st.recovering = false;
+    emit_ps_restored(st, step, std::move(path), /*in_run=*/true);
+    next_checkpoint_after(st);
+    dispatch(self);
+  });
+}
+
+// A ps shard is gone: everything waits for its replacement (at most worker_wait), then
+// rolls back (recover). A run that applied steps without a checkpoint to go back to
+// cannot go on.
+void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
+  auto& st = self->state;
+  bool fresh = st.lost_ps.insert(index).second;
+  if (!fresh) return;
+  event lost;
+  lost.kind = event_kind::ps_lost;
+  lost.count = index;
+  lost.text = describe(reason);
+  emit(st, std::move(lost));
+  if (!st.recovering) {
+    st.lost_at = std::chrono::steady_clock::now();
+    st.steps_at_loss = st.steps_total;
+  }
+  st.recovering = true;
+  ++st.restore_attempt;  // a restore under way starts over once this shard is back
+  ++st.ckpt_attempt;     // a checkpoint under way is abandoned
+  ++st.start_attempt;    // so is a run's start-up fence
+  st.checkpointing = false;
+  st.quiescing = false;
+  forget_work(st);  // every step after the checkpoint runs again from its state
+  if (st.ph != phase::idle && st.restore_dir.empty() && st.steps_total > 0) {
+    st.ps_ready = false;
+    fail_run(self, make_error(error_code::worker_lost,
+                              fmt::format("ps shard {} was lost ({}) and there is no committed checkpoint to roll back "
+                                          "to (set checkpoint_dir)",
+                                          index, describe(reason))));
+    return;
+  }
+  auto id = ++st.recoveries;
+  self->delayed_send(self, st.opts.worker_wait, recover_atom::value, id);
+}
+
+// -- a run's start ----------------------------------------------------------------------
+
+// The run's start-up, (re)entered after any recovery before its first step: the shards'
+// state (a resumed run's checkpoint; the initial values or the newest good checkpoint
+// when they have none), every shard fenced under new epochs (a failed run's late pushes
+// are refused from here on), then begin_run.
+void begin_run(self_ptr self);
+void start_run(self_ptr self) {
+  auto& st = self->state;
+  if (st.ph != phase::initializing || st.recovering || !st.lost_ps.empty()) return;  // recover() comes back here
+  if (st.resuming) {
+    resume(self);
+    return;
+  }
+  if (!st.ps_ready) {
+    restore_start_state(self, [self] { begin_run(self); });
+    return;
+  }
+  ++st.recovery_epoch;
+  auto attempt = ++st.start_attempt;
+  auto live = [self, attempt] { return attempt == self->state.start_attempt; };
+  // Then the first epoch's hyperparameters (run_spec::hyperparams), before any step.
+  auto then = [self, live] {
+    if (!live()) return;
+    auto& st = self->state;
+    if (st.spec.hyperparams.empty()) {
+      begin_run(self);
+      return;
+    }
+    hyperparams_request req{current_fence(st), st.spec.hyperparams, ++st.control_id};
+    ask_every_shard<caf::ok_atom>(
+      self, "the run's first hyperparameters", live,
+      [self, live, req] {
+        if (!live()) return;
+        if (auto& o = self->state.optimizer)
+          for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
+        begin_run(self);
+      },
+      [self, live](caf::error& e) {
+        if (!live() || e == caf::sec::request_receiver_down) return;
+        fail_run(self, make_error(error_code::invalid_request, "the run's first hyperparameters: " + describe(e)));
+      },
+      hyper_atom::value, req);
+  };
+  ask_every_shard<fence>(
+    self, "the run's start-up fence", live, then,
+    [self, live](caf::error& e) {
+      if (!live()) return;
+      if (e == caf::sec::request_receiver_down) return;  // the loss starts a recovery that starts over
+      fail_run(self, e);
+    },
+    fence_atom::value, fence_request{current_fence(st), 0});
+}
+
+// True when the newest committed checkpoint is the cluster's state as it is now (the
+// previous run's final one, nothing changed since): the run marks it as its start.
+bool can_mark_start(const coord_state& st) {
+  return st.clean_since_commit && st.last_committed == static_cast<int64_t>(st.steps_total) &&
+         !st.restore_dir.empty() && st.restore_dir == st.opts.checkpoint_dir;
+}
+
+// Marks the newest committed checkpoint as this run's start: its manifest gains the
+// run's starting state (atomically), so a roll-back of this run, and a coordinator that
+// takes it over, begin it again from there.
+void mark_run_start(self_ptr self) {
+  auto& st = self->state;
+  auto& fs = checkpoint_fs(st);
+  auto path = model::join_path(st.restore_dir, model::checkpoint_dir_name(st.last_committed));
+  auto extra = model::read_manifest(fs, path).at("extra");
+  if (!extra.contains("run_starts") || !extra.at("run_starts").is_array()) extra["run_starts"] = nlohmann::json::array();
+  extra["run_starts"].push_back(save_run(st));
+  model::update_checkpoint_extra(fs, path, extra);
+  st.run_start_committed = true;
+}
+
+// The shards are ready: the run's first epoch begins once its start is committed (a
+// checkpoint written now, before any step, or the previous run's final one marked).
+void begin_run(self_ptr self) {
+  auto& st = self->state;
+  if (st.ph != phase::initializing) return;
+  st.ps_ready = true;
+  if (st.spec.epochs == 0) {
+    finish_run(self);
+    return;
+  }
+  begin_epoch(self);
+  schedule_tick(self);
+  if (!st.opts.checkpoint_dir.empty()) {
+    if (can_mark_start(st)) {
+      try {
+        mark_run_start(self);
+      } catch (const std::exception& e) {
+        fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("marking the run's start: {}", e.what())));
+        return;
+      }
+    } else {
+      st.quiescing = true;  // dispatch writes it before any step
+      st.quiesce_began = std::chrono::steady_clock::now();
+      st.next_checkpoint = 0;
+    }
+  }
+  dispatch(self);
+}
+
+}  // namespace actortrain::coord
