@@ -55,7 +55,7 @@ check() {
   local f
   while IFS= read -r f; do
     local -A seen=()
-    local stack=("$f") chain_of=()
+    local stack=("$f")
     declare -A via=()
     via["$f"]="$f"
     while [ ${#stack[@]} -gt 0 ]; do

@@ -269,14 +269,8 @@ void print_ledgers(const json& extra) {
     fmt::print("ledgers: malformed: {}\n", e.what());
     return;
   }
-  std::set<uint64_t> runs;
-  size_t violations = 0;
-  for (auto& l : ls) {
-    violations += l.ledger.violations.size();
-    for (auto& s : l.ledger.segments) runs.insert(s.run);
-  }
-  fmt::print("ledgers: {} partition(s), {} step(s) applied twice\n", ls.size(), violations);
-  for (auto run : runs) {
+  fmt::print("ledgers: {} partition(s), {} step(s) applied twice\n", ls.size(), actortrain::applied_twice(ls));
+  for (auto run : actortrain::ledger_runs(ls)) {
     uint64_t least = UINT64_MAX, most = 0;
     for (auto& l : ls) {
       auto n = actortrain::step_ledger(l.ledger).steps(run);

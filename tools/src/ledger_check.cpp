@@ -156,20 +156,6 @@ cluster_spec shape_of(const job& j, const std::string& cluster_file, int workers
   return node_spec(j, def);
 }
 
-std::set<uint64_t> runs_in(const std::vector<partition_ledger>& ls) {
-  std::set<uint64_t> runs;
-  for (auto& l : ls)
-    for (auto& s : l.ledger.segments) runs.insert(s.run);
-  return runs;
-}
-
-// Steps of run `run` that every partition holds.
-uint64_t fewest_steps(const std::vector<partition_ledger>& ls, uint64_t run) {
-  uint64_t fewest = UINT64_MAX;
-  for (auto& l : ls) fewest = std::min(fewest, step_ledger(l.ledger).steps(run));
-  return ls.empty() ? 0 : fewest;
-}
-
 }  // namespace
 
 int ledger_command(int argc, char** argv, int first) {
@@ -229,7 +215,7 @@ int ledger_command(int argc, char** argv, int first) {
       }
 
   std::vector<std::string> violations = check_coverage(ledgers, ledger_variables(j));
-  const auto runs = runs_in(ledgers);
+  const auto runs = ledger_runs(ledgers);
   if (runs.empty()) violations.push_back("the ledgers hold no applied step at all");
   const uint64_t checked = run != 0 ? run : runs.empty() ? 0 : *runs.rbegin();
   if (run != 0 && !runs.count(run)) violations.push_back(fmt::format("the ledgers hold no step of run {}", run));
@@ -241,7 +227,7 @@ int ledger_command(int argc, char** argv, int first) {
     for (auto r : runs)
       if (r != checked)
         fmt::print("run {}: {} step(s) on every partition (another run: not checked; --run {} checks it)\n", r,
-                   fewest_steps(ledgers, r), r);
+                   steps_on_every_partition(ledgers, r), r);
     const auto steps = verdict.steps.count(checked) ? verdict.steps.at(checked) : 0;
     fmt::print("run {} of {} ({} pipeline(s), {}, {} epoch(s){}): {} step(s) on every one of {} partition(s)\n",
                checked, j.name.empty() ? example : j.name, lr.num_pipelines, spec.consistency, lr.epochs,

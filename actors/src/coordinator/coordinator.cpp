@@ -167,7 +167,7 @@ void finish_run(self_ptr self) {
 
 // Pipeline `p`'s dataset shard is gone (a validation pipeline's with `eval`): its steps
 // wait for a new one (dataset_lost, count 1 for a validation pipeline).
-void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why, bool eval) {
+void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why, bool eval = false) {
   if (eval) {
     st.eval_lost.insert(p);  // also for the evaluations of later epochs
     if (p < st.eval_pipes.size()) st.eval_pipes[p].lost = true;

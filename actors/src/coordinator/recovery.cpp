@@ -29,7 +29,7 @@ std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_
 // (another) recovery. The fence's epochs are this restore's own, so a retried init that
 // arrives late or twice is not redone.
 void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const std::vector<uint64_t>& wm,
-                std::function<void()> then, std::optional<model::checkpoint_data> kept) {
+                std::function<void()> then, std::optional<model::checkpoint_data> kept = std::nullopt) {
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
   auto attempt = st.restore_attempt;

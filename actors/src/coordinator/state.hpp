@@ -250,76 +250,42 @@ enum class restore_kind {
   values,    // between runs, or before a run applied anything: the newest of any run, values only
 };
 
-// -- shared between the coordinator's files (defined in one of them) --------------------
+// -- what the coordinator's files use of each other ------------------------------------
 
-void note_for_status(coord_state& st, const event& e);
+// coordinator.cpp: events, status, the steps' answers, dispatch, the run's end
 void emit(coord_state& st, event e);
 fence current_fence(const coord_state& st);
 void forget_round(coord_state& st);
-uint64_t round_size(const coord_state& st);
 void fail_run(self_ptr self, caf::error err);
-bool nothing_in_flight(const coord_state& st);
-void write_extra_checkpoint(self_ptr self, std::function<void()> then);
 void finish_run(self_ptr self);
-void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why, bool eval = false);
-void settled(coord_state& st, uint32_t wid, uint64_t id);
-std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, uint64_t id);
-std::optional<pending_task> next_task(coord_state& st, const worker_slot& to);
-void requeue(self_ptr self, step_task task, const caf::error& why);
-void drop_twins(coord_state& st, uint64_t id);
-void count_step(self_ptr self, const step_result& r, double shown_loss, uint64_t round);
-void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res);
-void on_task_error(self_ptr self, uint32_t wid, uint64_t id, caf::error& err);
 std::vector<uint64_t> watermark(const coord_state& st);
-void send_task(self_ptr self, worker_slot& w, pending_task t);
-bool phase_complete(const coord_state& st);
-bool epoch_dispatched(const coord_state& st);
-bool round_ready(const coord_state& st);
-void round_applied(self_ptr self, uint64_t staleness);
-void close_round(self_ptr self);
 void dispatch(self_ptr self);
-bool alive_workers(const coord_state& st);
-void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason);
-coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_options opts);
-coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_options opts);
+
+// epochs.cpp: epochs, evaluation, the epoch gate
 void start_eval(self_ptr self, const std::vector<caf::actor>& shards);
 void begin_epoch(self_ptr self);
 void end_epoch(self_ptr self);
 void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_response_promise<caf::ok_atom>> rp);
 void forget_work(coord_state& st);
+
+// checkpoints.cpp: checkpoints and the run state they keep
 nlohmann::json save_run(const coord_state& st);
 void load_run(coord_state& st, const nlohmann::json& j);
 model::file_system& checkpoint_fs(coord_state& st);
 void ps_failed(self_ptr self, size_t i, const caf::error& e, const std::string& what, bool even_recovering = false);
 void next_checkpoint_after(coord_state& st);
 void schedule_tick(self_ptr self);
-void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, double received_bytes,
-                       const std::function<std::string(model::file_system&)>& write,
-                       const std::function<void(const std::string&)>& then);
-std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uint64_t attempt);
-void replace_same_step(model::file_system& fs, const std::string& root, int64_t step);
 ledger_data saved_ledger(const nlohmann::json& extra, const std::string& variable, int64_t row);
-void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then);
 void write_checkpoint_now(self_ptr self, std::function<void()> then);
 void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then);
-std::vector<std::pair<uint32_t, uint64_t>> min_generations(const coord_state& st);
-std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_t attempt, std::string what);
-void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const std::vector<uint64_t>& wm,
-                std::function<void()> then, std::optional<model::checkpoint_data> kept = std::nullopt);
-std::optional<nlohmann::json> state_for(const nlohmann::json& extra, restore_kind kind, uint64_t run);
+std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uint64_t attempt);
+
+// recovery.cpp: fences, restores, a lost ps shard, the start of a run
 void warn(coord_state& st, std::string text);
-void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeover,
-                 std::function<void(int64_t, std::string)> then);
-void resume(self_ptr self);
 void init_shards(self_ptr self, std::function<void()> then);
-void restore_start_state(self_ptr self, std::function<void()> then);
-void emit_ps_restored(coord_state& st, int64_t step, std::string path, bool in_run);
-void continue_start(self_ptr self);
 void recover(self_ptr self);
 void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason);
 void start_run(self_ptr self);
-bool can_mark_start(const coord_state& st);
-void mark_run_start(self_ptr self);
-void begin_run(self_ptr self);
+std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_t attempt, std::string what);
 
 }  // namespace actortrain::coord

@@ -71,18 +71,24 @@ std::string unreachable(const task_address& addr, std::chrono::milliseconds budg
   return fmt::format("cannot reach {} within {} ms: {}", addr.text(), budget.count(), describe(e));
 }
 
-// dial_from on the application thread: waits for the connection or the error.
-caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr, std::chrono::milliseconds budget) {
-  auto promise = std::make_shared<std::promise<caf::expected<caf::actor>>>();
+// Runs `start(self, done)` in a one-shot actor and waits on the calling thread for the
+// one result `done` receives.
+template <class T, class Start>
+caf::expected<T> wait_for(caf::actor_system& sys, Start start) {
+  auto promise = std::make_shared<std::promise<caf::expected<T>>>();
   auto fut = promise->get_future();
-  auto deadline = std::chrono::steady_clock::now() + budget;
   sys.spawn([=](caf::event_based_actor* self) {
-    dial_from(self, addr, deadline, [self, promise](caf::expected<caf::actor> r) {
+    start(self, [self, promise](caf::expected<T> r) {
       promise->set_value(std::move(r));
       self->quit();
     });
   });
-  auto r = fut.get();
+  return fut.get();
+}
+
+caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr, std::chrono::milliseconds budget) {
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  auto r = wait_for<caf::actor>(sys, [=](caf::event_based_actor* self, auto done) { dial_from(self, addr, deadline, done); });
   if (!r) return make_error(error_code::timeout, unreachable(addr, budget, r.error()));
   return r;
 }
@@ -129,19 +135,12 @@ void fetch_shard_from(caf::event_based_actor* self, task_address addr, uint32_t 
   }, refusal_final);
 }
 
-// fetch_shard_from on the application thread.
 caf::expected<located_shard> fetch_shard(caf::actor_system& sys, const task_address& addr, uint32_t index,
                                          std::chrono::milliseconds budget, caf::timespan timeout) {
-  auto promise = std::make_shared<std::promise<caf::expected<located_shard>>>();
-  auto fut = promise->get_future();
   auto deadline = std::chrono::steady_clock::now() + budget;
-  sys.spawn([=](caf::event_based_actor* self) {
-    fetch_shard_from(self, addr, index, budget, deadline, timeout, [self, promise](caf::expected<located_shard> r) {
-      promise->set_value(std::move(r));
-      self->quit();
-    }, /*refusal_final=*/true);
+  return wait_for<located_shard>(sys, [=](caf::event_based_actor* self, auto done) {
+    fetch_shard_from(self, addr, index, budget, deadline, timeout, done, /*refusal_final=*/true);
   });
-  return fut.get();
 }
 
 }  // namespace actortrain

@@ -541,14 +541,10 @@ node_result from_summary(const run_summary& s) {
 // ledgers hold (on every partition), and where it wrote them. The steps are the node's
 // result (`ps:0 done: N steps`).
 std::pair<int64_t, std::string> ledger_summary(const std::vector<partition_ledger>& ls, const std::string& written) {
-  uint64_t run = 0, violations = 0;
-  for (auto& l : ls) {
-    for (auto& s : l.ledger.segments) run = std::max(run, s.run);
-    violations += l.ledger.violations.size();
-  }
-  uint64_t fewest = UINT64_MAX;
-  for (auto& l : ls) fewest = std::min(fewest, step_ledger{l.ledger}.steps(run));
-  if (ls.empty()) fewest = 0;
+  auto runs = ledger_runs(ls);
+  uint64_t run = runs.empty() ? 0 : *runs.rbegin();
+  auto violations = applied_twice(ls);
+  auto fewest = steps_on_every_partition(ls, run);
   auto note = fmt::format("ledger: run {}: {} step(s) on each of {} partition(s), {} applied twice{}", run, fewest,
                           ls.size(), violations, written.empty() ? "" : "; written to " + written);
   return {static_cast<int64_t>(fewest), note};

@@ -169,6 +169,25 @@ ledger_data ledger_from_json(const nlohmann::json& j) {
   return d;
 }
 
+std::set<uint64_t> ledger_runs(const std::vector<partition_ledger>& ls) {
+  std::set<uint64_t> runs;
+  for (auto& l : ls)
+    for (auto& s : l.ledger.segments) runs.insert(s.run);
+  return runs;
+}
+
+uint64_t steps_on_every_partition(const std::vector<partition_ledger>& ls, uint64_t run) {
+  uint64_t fewest = UINT64_MAX;
+  for (auto& l : ls) fewest = std::min(fewest, step_ledger{l.ledger}.steps(run));
+  return ls.empty() ? 0 : fewest;
+}
+
+size_t applied_twice(const std::vector<partition_ledger>& ls) {
+  size_t n = 0;
+  for (auto& l : ls) n += l.ledger.violations.size();
+  return n;
+}
+
 nlohmann::json ledgers_to_json(const std::vector<partition_ledger>& ls) {
   auto parts = nlohmann::json::array();
   for (auto& l : ls)

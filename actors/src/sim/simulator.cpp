@@ -87,13 +87,6 @@ std::string sim_result::report() const {
 
 namespace {
 
-// FNV-1a of a text (the ledgers' JSON).
-uint64_t text_digest(const std::string& text) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // FNV-1a over the bytes of what the trace contains.
 struct trace_hasher {
   uint64_t h = 1469598103934665603ull;
@@ -453,7 +446,10 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
     // Every row of every variable of the model, in exactly one partition's ledger.
     if (!stateless_end)
       for (auto& v : check_coverage(ledgers, ledger_variables(j))) res.violations.push_back("ledger: " + v);
-    res.ledgers_digest = text_digest(ledgers_to_json(ledgers).dump());
+    trace_hasher digest;
+    auto text = ledgers_to_json(ledgers).dump();
+    digest.bytes(text.data(), text.size());
+    res.ledgers_digest = digest.h;
     auto verdict = check_ledgers(ledgers, checked);
     for (auto& v : verdict.violations) res.violations.push_back("ledger: " + v);
     for (auto& [run, n] : verdict.steps) res.steps += static_cast<int64_t>(n);

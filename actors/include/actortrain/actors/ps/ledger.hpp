@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -126,6 +127,13 @@ struct partition_ledger {
 /// back (std::invalid_argument naming what is wrong).
 nlohmann::json ledgers_to_json(const std::vector<partition_ledger>& ls);
 std::vector<partition_ledger> ledgers_from_json(const nlohmann::json& j);
+
+/// The runs that `ls` record steps of, in order.
+std::set<uint64_t> ledger_runs(const std::vector<partition_ledger>& ls);
+/// Steps of run `run` that every partition of `ls` holds (0 without partitions).
+uint64_t steps_on_every_partition(const std::vector<partition_ledger>& ls, uint64_t run);
+/// Second applies recorded by all of `ls`.
+size_t applied_twice(const std::vector<partition_ledger>& ls);
 
 /// What a run was, as the application defined it: the checker enumerates `fn` itself.
 struct ledger_run {
