@@ -945,16 +945,6 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
       if (id != st.outages || alive_workers(st)) return;
       fail_run(self, make_error(error_code::worker_lost, st.outage_reason + ", and none joined in time"));
     },
-    [self](status_atom) -> cluster_status {
-      auto& st = self->state;
-      cluster_status s;
-      s.run = st.run;
-      s.training = st.ph != phase::idle;
-      s.epoch = st.epoch;
-      s.steps_applied = st.applied_run;
-      for (auto& w : st.workers) s.workers.push_back(worker_status{w.id, w.generation, w.alive, w.outstanding > 0, w.steps});
-      return s;
-    },
     // The status report: asks every shard for its counters (bounded), then answers.
     [self](report_atom) -> caf::result<status_report> {
       auto& st = self->state;

@@ -5,16 +5,38 @@
 // over the workers, every validation batch once), and the event stream. It never runs
 // user code: events go to a bounded queue drained on the application's thread.
 //
-//            spawn
-//              |  (first fit: init every ps shard with its partitions)
-//              v
-//   +------+  fit   +----------+ epoch done, +------------+  all eval     +-----------+
-//   | idle |------->| training |------------>| evaluating |-------------->| epoch end |
-//   +------+        +----------+ validation  +------------+  batches done +-----------+
-//      ^               |   ^                                                 |   |
-//      |               |   +---------------- next epoch ---------------------+   |
-//      +---------------+------------ last epoch / data ran out / error ----------+
-//                 reply run_summary (or the error) and run_done event
+//  +------+  fit   +--------------+  start_run: the shards' state if they have none (first
+//  | idle |------->| initializing |  fit: init_shards, every ps shard its partitions), start-up
+//  +------+        +--------------+  fence (new recovery epoch), hyperparameters; or resume()
+//    ^  ^                 | begin_run: begin_epoch; the run's start committed before any step
+//    |  |                 v                  checkpoint due  +-------------------------------+
+//    |  |   +----------------------------+ ----------------> | quiescing: new steps held     |
+//    |  |   | training: dispatch gate    |                   | (re-queued ones go out); none |
+//    |  |   |  async | bounded staleness | <---------------- | in flight: every shard's      |
+//    |  |   |  | sync rounds (closed by  |  written          | snapshot at one step          |
+//    |  |   |  round_request to shards)  |                   +-------------------------------+
+//    |  |   +----------------------------+ <---------------- +-------------------------------+
+//    |  |     | epoch's steps applied       restored         | recovering: a ps shard lost   |
+//    |  |     v                                              | (any phase): nothing goes out |
+//    |  |   end_epoch --with validation--> +------------+    | until replace, then a restore |
+//    |  |     |  ^                         | evaluating |-+  | of the run's newest good      |
+//    |  |     |  |                         +------------+ |  | checkpoint, new recovery epoch|
+//    |  |     |  +------------ all batches done ----------+  +-------------------------------+
+//    |  |     | epoch_done event
+//    |  |     +-- more epochs: begin_epoch --> training
+//    |  |     +-- epoch_gate --> +-------+  gate_decision or timeout (release_gate): keep,
+//    |  |     |                  | gated |  hyperparameters, then begin_epoch --> training
+//    |  |     | last epoch,      +-------+
+//    |  |     | data ran out         | stop, last epoch
+//    |  +-----+----------------------+-- finish_run: final checkpoint, reply run_summary
+//    +--------- fail_run (an error, any phase): reply the error
+//
+// The phase is coord_state::ph (state.hpp); quiescing/checkpointing and recovering/lost_ps
+// are flags over it. start_run, begin_run, on_ps_down, recover, restore_all: recovery.cpp;
+// next_task (the gate's room), close_round, count_step, dispatch, finish_run, fail_run:
+// coordinator.cpp; end_epoch, start_eval, release_gate: epochs.cpp; write_checkpoint_now:
+// checkpoints.cpp. A restore in a run (load_run) goes back to training, also from evaluating
+// or gated; evaluate() goes initializing -> evaluating -> idle.
 //
 // Steps. A step id is (run, pipeline, position); positions count on across epochs, and
 // with steps_per_epoch = 0 an epoch of a pipeline ends at its first end_of_data reply.
@@ -90,7 +112,6 @@ namespace actortrain {
 using coordinator_actor = caf::typed_actor<
   caf::replies_to<fit_atom, run_spec>::with<run_summary>,
   caf::replies_to<eval_atom, eval_spec>::with<eval_summary>,
-  caf::replies_to<status_atom>::with<cluster_status>,
   // Workers (state, generation, step rate, staleness), ps shards (partitions, sizes,
   // versions), the last checkpoint, recent failures and recoveries.
   caf::replies_to<report_atom>::with<status_report>,

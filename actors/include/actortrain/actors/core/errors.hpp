@@ -3,6 +3,8 @@
 // through caf::result<T> / caf::expected<T>. Every error carries a text naming what is
 // wrong and where (variable, shapes, step, shard).
 
+#include <actortrain/actors/core/error_code.hpp>
+
 #include <caf/error.hpp>
 #include <caf/make_message.hpp>
 
@@ -12,28 +14,11 @@
 
 namespace actortrain {
 
-enum class error_code : uint8_t {
-  none = 0,
-  fenced_out,        ///< the message's epochs or worker generation are older than the receiver's
-  invalid_gradient,  ///< wrong shape, not finite, unknown partition or rows out of range
-  invalid_request,   ///< a malformed request (bad ids, wrong partition, empty step)
-  not_initialized,   ///< a ps shard asked to serve before it received its partitions
-  not_configured,    ///< actortrain::configure() was not called on the system's config
-  no_workers,        ///< a run was started with zero workers
-  user_error,        ///< an exception thrown by user code (a layer, a dataset_fn, a map)
-  poison_step,       ///< a step failed the same way too often
-  timeout,           ///< a request between actors timed out
-  worker_lost,       ///< the worker running a step went down
-  stopped,           ///< the cluster was stopped while the request was pending
-  source_lost,       ///< the dataset shard serving a step is gone (it is rebuilt; the step re-runs)
-  checkpoint_failed, ///< a coordinated checkpoint could not be written (the run ends)
-  shard_lost,        ///< a ps shard serving a step is gone (it is respawned; the step re-runs after the roll-back)
-};
-
-std::string to_string(error_code x);
-
 /// An error of category "actortrain" with a message.
 caf::error make_error(error_code code, std::string what);
+
+/// The caf::error of a CAF-free part's failure.
+inline caf::error make_error(failure f) { return make_error(f.code, std::move(f.what)); }
 
 /// The code of one of our errors; error_code::none for CAF's and others'.
 error_code code_of(const caf::error& e);

@@ -1,51 +1,6 @@
-#include <actortrain/actors/core/messages.hpp>
-#include <actortrain/model/partitioner.hpp>
-#include <actortrain/model/variable.hpp>
+#include <actortrain/actors/coordinator/protocol.hpp>
 
 #include <fmt/format.h>
-
-namespace actortrain {
-
-detail::tensor_side_channel*& detail::side_channel() {
-  thread_local tensor_side_channel* current = nullptr;
-  return current;
-}
-
-std::string to_string(const step_id& s) { return fmt::format("(run {}, pipeline {}, position {})", s.run, s.pipeline, s.position); }
-
-std::string to_string(push_status s) {
-  switch (s) {
-    case push_status::applied: return "applied";
-    case push_status::duplicate: return "duplicate";
-    case push_status::held: return "held";
-  }
-  return "unknown";
-}
-
-void store_partition(model::parameter_store& store, const model::placement& pl, partition_value& pv, bool share) {
-  const auto& vp = pl.variable(pv.key.variable);
-  if (share && vp.partitions.size() == 1) {
-    store.adopt(pv.key.variable, std::move(pv.value.value));
-    return;
-  }
-  if (!store.has(pv.key.variable))
-    store.adopt(pv.key.variable, std::make_shared<model::matrix>(vp.shape.rows, vp.shape.cols));
-  const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
-  store[pv.key.variable].middleRows(part.row_begin, part.rows()) = *pv.value.value;
-}
-
-model::matrix tensor::take() {
-  if (!value) return {};
-  model::matrix out;
-  if (value.use_count() == 1)
-    out = std::move(const_cast<model::matrix&>(*value));  // sole owner: nobody can observe the move
-  else
-    out = *value;
-  value.reset();
-  return out;
-}
-
-}  // namespace actortrain
 
 namespace actortrain {
 

@@ -1,0 +1,270 @@
+#pragma once
+// CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
+// What workers and the coordinator ask of a ps shard, and what it answers: the request
+// and reply structs of ps_shard_actor (ps_shard.hpp). Plain values: the shard store and
+// the worker's gradient slicing use them without CAF; core/wire.hpp gives them their
+// wire form.
+
+#include <actortrain/actors/core/fence.hpp>
+#include <actortrain/actors/core/step_id.hpp>
+#include <actortrain/actors/core/tensor.hpp>
+#include <actortrain/actors/ps/ledger.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace actortrain::model {
+class parameter_store;
+class placement;
+}  // namespace actortrain::model
+
+namespace actortrain {
+
+/// Every partition's ledger of one ps shard (ledger_atom).
+struct ps_ledgers {
+  uint32_t shard = 0;
+  std::vector<partition_ledger> partitions;
+};
+
+/// One partition of a variable: rows [row_begin, row_end) of variable `variable`.
+struct partition_key {
+  int32_t variable = 0;
+  int32_t index = 0;
+  friend bool operator==(const partition_key& a, const partition_key& b) {
+    return a.variable == b.variable && a.index == b.index;
+  }
+  friend bool operator<(const partition_key& a, const partition_key& b) {
+    return a.variable != b.variable ? a.variable < b.variable : a.index < b.index;
+  }
+};
+
+/// What a ps shard holds of one partition, sent once at start (and on restore).
+struct partition_init {
+  partition_key key;
+  std::string name;     ///< variable name, for error messages
+  int64_t row_begin = 0;
+  bool sparse = false;  ///< embedding rows: pulled by id
+  tensor value;
+  /// On restore: the optimizer's slots (optimizer::slot_names() order, each shaped like
+  /// `value`) and apply count; empty slots start fresh.
+  std::vector<std::string> slot_names;
+  std::vector<tensor> slots;
+  int64_t iterations = 0;
+  /// The partition's ledger in that state (empty at start).
+  ledger_data ledger;
+  /// The state kept at an epoch gate (keep_atom) that the restored run still holds
+  /// (null: none): its values, slots (slot_names' order) and apply count.
+  tensor kept;
+  std::vector<tensor> kept_slots;
+  int64_t kept_iterations = 0;
+};
+
+/// A shard's whole state: its partitions at start, or a checkpoint's on restore. The
+/// de-duplication state is part of it (every step of `run` below `watermark` is in the
+/// values, none above), so it rolls back with the values; `f` carries the epochs the
+/// shard enforces from now on, and `min_generations` the worker fences (worker,
+/// lowest generation accepted) a freshly spawned shard must know.
+struct init_request {
+  fence f;
+  std::vector<partition_init> partitions;
+  uint64_t run = 0;
+  std::vector<uint64_t> watermark;
+  std::vector<std::pair<uint32_t, uint64_t>> min_generations;
+  /// Steps in the restored state (the checkpoint's step; 0 at start): ps_stats::base.
+  uint64_t base = 0;
+};
+
+struct pull_request {
+  fence f;
+  std::vector<partition_key> partitions;
+};
+
+struct partition_value {
+  partition_key key;
+  uint64_t version = 0;  ///< updates applied to this partition so far
+  tensor value;
+};
+
+struct pull_reply {
+  std::vector<partition_value> values;
+};
+
+/// Puts a pulled partition into `store`. A variable held whole by one partition is
+/// adopted without a copy when `share` (the store then only reads it); otherwise the
+/// partition's rows are copied into a full matrix the store owns.
+void store_partition(model::parameter_store& store, const model::placement& pl, partition_value& pv, bool share);
+
+/// Rows `ids` (global row numbers of the variable) of the partitions this shard holds.
+struct pull_rows_request {
+  fence f;
+  int32_t variable = 0;
+  std::vector<int64_t> ids;
+};
+
+struct rows_reply {
+  int32_t variable = 0;
+  uint64_t version = 0;
+  std::vector<int64_t> ids;
+  tensor rows;  ///< ids.size() x row width
+};
+
+/// The gradient of one dense partition, computed on `read_version`.
+struct dense_slice {
+  partition_key key;
+  uint64_t read_version = 0;
+  tensor grad;
+};
+
+/// Row gradients of a sparse variable: ids (global rows, sorted, unique) in this shard's
+/// partitions, one gradient row each.
+struct sparse_slice {
+  int32_t variable = 0;
+  uint64_t read_version = 0;
+  std::vector<int64_t> ids;
+  tensor rows;
+};
+
+/// One step's gradients for one shard. Gradients are of the batch-mean loss;
+/// example_count lets a synchronous round form the example-weighted mean.
+struct push_request {
+  fence f;
+  step_id step;
+  int64_t example_count = 0;
+  std::vector<dense_slice> dense;
+  std::vector<sparse_slice> sparse;
+  /// The coordinator's watermark for step.run (see step_task): the shard forgets the
+  /// step ids below it, and answers a push below it as a duplicate.
+  std::vector<uint64_t> watermark;
+  /// The worker's attempt at this step (with f.worker and f.worker_generation it names
+  /// one computation): tells a re-run's slices from the first run's.
+  uint64_t attempt = 0;
+  /// push_every > 1: the other steps whose gradients this push's carry (their
+  /// example-weighted mean, example_count examples in all); the shard applies them as one
+  /// update and counts each step applied.
+  std::vector<step_id> more_steps;
+  /// The digest of each step's batch (dataset::element_digest): `step`'s, then those of
+  /// more_steps in order. Each partition records them in its ledger as it applies.
+  std::vector<uint64_t> digests;
+};
+
+/// Which computation of a step a shard applied (ps_shard_options::apply_log).
+struct applied_by {
+  step_id step;
+  uint32_t worker = 0;
+  uint64_t generation = 0;
+  uint64_t attempt = 0;
+};
+
+enum class push_status : uint8_t {
+  applied,    ///< applied now
+  duplicate,  ///< this step id was applied before: acknowledged, not applied again
+  held,       ///< accepted and held by the apply policy (synchronous rounds)
+};
+
+std::string to_string(push_status s);
+
+struct push_reply {
+  push_status status = push_status::applied;
+  uint64_t max_staleness = 0;  ///< max over slices of (version before apply - read_version)
+};
+
+/// Closes a synchronous round (consistency "sync"): the steps of the round and their
+/// example counts, sent by the coordinator to every shard once each step's pushes were
+/// received (acknowledged as held). A shard applies the example-weighted mean of the
+/// pushes it holds for these steps once; a shard that a (sparse) step did not touch
+/// still learns that the round is complete. Held pushes of steps not listed stay held.
+struct round_request {
+  fence f;
+  uint64_t round = 0;  ///< the round's number in the run (reports only)
+  std::vector<step_id> steps;
+  int64_t example_count = 0;  ///< the round's examples: the mean's denominator
+};
+
+/// A round applied (or found applied before: `applied` = 0 pushes then).
+struct round_reply {
+  uint64_t round = 0;
+  uint64_t applied = 0;        ///< held pushes the mean was formed from
+  uint64_t max_staleness = 0;  ///< over the round's slices (0 unless versions moved meanwhile)
+};
+
+struct hyperparams_request {
+  fence f;
+  std::vector<std::pair<std::string, double>> values;
+  /// Orders changes: a shard takes a request only if (f's epochs, id) is newer than the
+  /// last it took, so a retried request that arrives late, or twice, cannot undo a newer
+  /// one. 0: always taken.
+  uint64_t id = 0;
+};
+
+/// A shard's counters.
+struct ps_stats {
+  uint32_t shard = 0;
+  uint64_t applied = 0;  ///< steps applied since the shard was initialized or restored
+  uint64_t base = 0;     ///< steps in the state it was restored to (0: initialized)
+  uint64_t duplicates = 0;
+  uint64_t rejected = 0;
+  uint64_t fenced = 0;
+  uint64_t remembered = 0;  ///< step ids kept for de-duplication (bounded by the watermark)
+  uint64_t held = 0;        ///< pushes held for a synchronous round not closed yet
+  uint64_t rows_pulled = 0;  ///< embedding rows served by pull_rows
+  std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
+  std::vector<partition_value> versions;      ///< keys and versions (no values)
+  std::vector<applied_by> apply_log;          ///< with ps_shard_options::apply_log
+  fence seen;                                 ///< the highest epochs it has seen
+  std::vector<std::pair<uint32_t, uint64_t>> min_generations;  ///< per worker, the lowest accepted
+};
+
+/// A partition's state for a checkpoint: values, optimizer slots (same shape), counters.
+struct partition_snapshot {
+  partition_key key;
+  std::string name;  ///< the variable's
+  int64_t row_begin = 0;
+  uint64_t version = 0;
+  int64_t iterations = 0;  ///< the optimizer's apply count on this block
+  tensor value;
+  std::vector<std::string> slot_names;
+  std::vector<tensor> slots;
+  ledger_data ledger;  ///< what the state holds
+};
+
+struct ps_snapshot {
+  uint32_t shard = 0;
+  std::vector<partition_snapshot> partitions;
+};
+
+/// A shared checkpoint (the cluster file's checkpoint.shared): the shard writes its own
+/// partitions into the checkpoint directory the coordinator began, and answers with
+/// ps_files (model/checkpoint/checkpoint.hpp: begin_checkpoint, write_partition_arrays,
+/// commit_checkpoint).
+struct checkpoint_target {
+  std::string dir;  ///< the begun <root>/ckpt-<step>/
+};
+
+/// A written array: its file name in the checkpoint directory, size and zlib CRC-32.
+struct file_entry {
+  std::string name;
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+
+/// One partition of a shared checkpoint as its shard wrote it.
+struct partition_files {
+  partition_key key;
+  std::string name;  ///< the variable's
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  int64_t iterations = 0;
+  file_entry values;
+  std::vector<std::string> slot_names;
+  std::vector<file_entry> slots;
+  ledger_data ledger;  ///< what the written state holds (goes into the manifest)
+};
+
+struct ps_files {
+  uint32_t shard = 0;
+  std::vector<partition_files> partitions;
+};
+
+}  // namespace actortrain

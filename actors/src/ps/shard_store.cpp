@@ -1,0 +1,530 @@
+// CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
+#include "shard_store.hpp"
+
+#include <actortrain/model/checkpoint/checkpoint.hpp>
+#include <actortrain/model/fpu.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace actortrain {
+
+namespace {
+
+bool same_epochs(const fence& a, const fence& b) {
+  return a.coordinator_epoch == b.coordinator_epoch && a.recovery_epoch == b.recovery_epoch;
+}
+
+// True when (f, id) is newer than `last`: then `last` becomes it.
+bool newer(std::pair<fence, uint64_t>& last, const fence& f, uint64_t id) {
+  if (id == 0) return true;
+  bool is_newer = epochs_older(last.first, f) || (same_epochs(last.first, f) && id > last.second);
+  if (is_newer) last = {f, id};
+  return is_newer;
+}
+
+// Records in `p`'s ledger every step of push `r` (validate checked the digests' count).
+void record_steps(step_ledger& ledger, const push_request& r) {
+  ledger.record(r.step.run, r.step.pipeline, r.step.position, r.digests.at(0));
+  for (size_t k = 0; k < r.more_steps.size(); ++k) {
+    auto& s = r.more_steps[k];
+    ledger.record(s.run, s.pipeline, s.position, r.digests.at(k + 1));
+  }
+}
+
+using model::all_finite;
+
+}  // namespace
+
+shard_store::shard_store(const model::optimizer& opt, options opts)
+    : index_(opts.index),
+      opt_(opt.clone()),
+      policy_(opts.policy ? std::move(opts.policy) : std::shared_ptr<apply_policy>(apply_now())),
+      keep_log_(opts.apply_log) {
+  stats_.shard = opts.index;
+  stats_.staleness_histogram.assign(std::max<size_t>(2, opts.staleness_buckets), 0);
+}
+
+failure shard_store::not_ready() const {
+  return failure{error_code::not_initialized, fmt::format("ps shard {} has not received its partitions", index_)};
+}
+
+// Rejects messages from the past; remembers newer epochs.
+failure shard_store::check_fence(const fence& f) {
+  if (epochs_older(f, seen_)) {
+    ++stats_.fenced;
+    return failure{error_code::fenced_out,
+                   fmt::format("ps shard {}: message of epochs ({}, {}) after ({}, {})", index_, f.coordinator_epoch,
+                               f.recovery_epoch, seen_.coordinator_epoch, seen_.recovery_epoch)};
+  }
+  if (f.worker != fence::no_worker) {
+    auto i = min_generation_.find(f.worker);
+    if (i != min_generation_.end() && f.worker_generation < i->second) {
+      ++stats_.fenced;
+      return failure{error_code::fenced_out, fmt::format("ps shard {}: worker {} generation {} is fenced (now {})",
+                                                         index_, f.worker, f.worker_generation, i->second)};
+    }
+  }
+  if (epochs_older(seen_, f)) {
+    seen_.coordinator_epoch = f.coordinator_epoch;
+    seen_.recovery_epoch = f.recovery_epoch;
+  }
+  return {};
+}
+
+// True when `step` was applied before (or belongs to a run that is over). Moves the
+// shard to a newer run and raises its watermark, forgetting the ids below it.
+bool shard_store::seen_before(const push_request& req) {
+  const auto& step = req.step;
+  if (step.run < run_) return true;
+  if (step.run > run_) {
+    run_ = step.run;
+    watermark_.clear();
+    applied_steps_.clear();
+  }
+  if (watermark_.size() < req.watermark.size()) watermark_.resize(req.watermark.size(), 0);
+  bool raised = false;
+  for (size_t p = 0; p < req.watermark.size(); ++p)
+    if (req.watermark[p] > watermark_[p]) {
+      watermark_[p] = req.watermark[p];
+      raised = true;
+    }
+  if (raised)
+    for (auto i = applied_steps_.begin(); i != applied_steps_.end();)
+      i = i->pipeline < watermark_.size() && i->position < watermark_[i->pipeline] ? applied_steps_.erase(i)
+                                                                                      : std::next(i);
+  auto known = [this](const step_id& s) {
+    return (s.pipeline < watermark_.size() && s.position < watermark_[s.pipeline]) || applied_steps_.count(s) > 0;
+  };
+  if (known(step)) return true;
+  // An accumulated push is re-run whole (its task is), so any known step makes it a
+  // duplicate.
+  return std::any_of(req.more_steps.begin(), req.more_steps.end(), known);
+}
+
+
+// Validates a push completely; returns the first problem.
+failure shard_store::validate(const push_request& req) const {
+  auto bad = [&](std::string what) {
+    return failure{error_code::invalid_gradient,
+                   fmt::format("ps shard {}, step {}: {}", index_, to_string(req.step), what)};
+  };
+  if (req.example_count <= 0) return bad(fmt::format("example count {} <= 0", req.example_count));
+  if (req.digests.size() != 1 + req.more_steps.size())
+    return bad(fmt::format("{} batch digest(s) for {} step(s)", req.digests.size(), 1 + req.more_steps.size()));
+  for (auto& s : req.dense) {
+    auto i = parts_.find(s.key);
+    if (i == parts_.end())
+      return bad(fmt::format("no partition {}:{} on this shard", s.key.variable, s.key.index));
+    const auto& p = i->second;
+    if (p.sparse) return bad(fmt::format("variable {} is sparse: push rows, not a dense slice", p.name));
+    if (!s.grad.value) return bad(fmt::format("variable {}: empty gradient", p.name));
+    if (s.grad.rows() != p.value->rows() || s.grad.cols() != p.value->cols())
+      return bad(fmt::format("variable {} partition {}: gradient [{} x {}] for a partition of {}", p.name, s.key.index,
+                             s.grad.rows(), s.grad.cols(), model::shape_string(*p.value)));
+    if (!all_finite(*s.grad.value)) return bad(fmt::format("variable {}: gradient is not finite", p.name));
+  }
+  for (auto& s : req.sparse) {
+    if (s.ids.empty()) continue;
+    if (!s.rows.value || s.rows.rows() != static_cast<int64_t>(s.ids.size()))
+      return bad(fmt::format("sparse variable {}: {} ids but {} gradient rows", s.variable, s.ids.size(), s.rows.rows()));
+    if (!std::is_sorted(s.ids.begin(), s.ids.end()) || std::adjacent_find(s.ids.begin(), s.ids.end()) != s.ids.end())
+      return bad(fmt::format("sparse variable {}: ids not sorted and unique", s.variable));
+    for (auto id : s.ids) {
+      bool found = false;
+      for (auto& [k, p] : parts_) {
+        if (k.variable != s.variable) continue;
+        if (id >= p.row_begin && id < p.row_begin + p.value->rows()) {
+          if (s.rows.cols() != p.value->cols())
+            return bad(fmt::format("variable {}: gradient rows of width {} for rows of width {}", p.name, s.rows.cols(),
+                                   p.value->cols()));
+          found = true;
+          break;
+        }
+      }
+      if (!found) return bad(fmt::format("sparse variable {}: row {} is not on this shard", s.variable, id));
+    }
+    if (!all_finite(*s.rows.value)) return bad(fmt::format("sparse variable {}: gradient is not finite", s.variable));
+  }
+  return {};
+}
+
+
+// The partition's buffer to write the next version into: in place when nobody else
+// holds the current one, else a copy (readers keep the version they pulled).
+// The copy goes into the buffer of an earlier version once its readers let go of it, so
+// a shard whose workers pull ahead copies but does not allocate.
+model::matrix& shard_store::writable(partition& p) {
+  if (p.value.use_count() == 1) return *p.value;
+  std::shared_ptr<model::matrix> next = std::move(p.spare);
+  if (next && next.use_count() == 1)
+    *next = *p.value;
+  else
+    next = std::make_shared<model::matrix>(*p.value);
+  p.spare = std::move(p.value);
+  p.value = std::move(next);
+  return *p.value;
+}
+
+
+void shard_store::record_staleness(uint64_t version, uint64_t read_version) {
+  auto lag = version >= read_version ? version - read_version : 0;
+  auto& h = stats_.staleness_histogram;
+  h[std::min<size_t>(static_cast<size_t>(lag), h.size() - 1)] += 1;
+}
+
+
+// Applies every slice of `r` with the shard's optimizer (versions + 1); `max_lag` takes
+// the largest version staleness among them.
+void shard_store::apply_slices(push_request& r, uint64_t& max_lag) {
+  ++changes_;
+  for (auto& s : r.dense) {
+    auto& p = parts_.at(s.key);
+    max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
+    record_staleness(p.version, s.read_version);
+    auto& w = writable(p);
+    opt_->apply_dense(w.data(), s.grad.value->data(), static_cast<size_t>(w.size()), p.slots);
+    ++p.version;
+    record_steps(p.ledger, r);
+  }
+  for (auto& s : r.sparse) {
+    // Split the rows by partition (ids are sorted, partitions contiguous).
+    for (auto& [k, p] : parts_) {
+      if (k.variable != s.variable) continue;
+      std::vector<int64_t> local;
+      std::vector<Eigen::Index> src;
+      for (size_t j = 0; j < s.ids.size(); ++j)
+        if (s.ids[j] >= p.row_begin && s.ids[j] < p.row_begin + p.value->rows()) {
+          local.push_back(s.ids[j] - p.row_begin);
+          src.push_back(static_cast<Eigen::Index>(j));
+        }
+      max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
+      record_staleness(p.version, s.read_version);
+      model::matrix g(static_cast<Eigen::Index>(local.size()), s.rows.cols());
+      for (size_t j = 0; j < src.size(); ++j) g.row(static_cast<Eigen::Index>(j)) = s.rows.value->row(src[j]);
+      auto& w = writable(p);
+      opt_->apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
+      ++p.version;
+      record_steps(p.ledger, r);
+    }
+  }
+}
+
+
+void shard_store::count_applied(const applied_by& a) {
+  if (keep_log_) stats_.apply_log.push_back(a);
+  ++stats_.applied;
+}
+
+// -- control requests ----------------------------------------------------------------
+
+failure shard_store::init(init_request& req) {
+  if (auto err = check_fence(req.f)) return err;
+  // Every init or restore comes under epochs of its own: the same ones again are a
+  // retry (or a late original) of the one taken, which must not roll back what was
+  // applied since.
+  if (initialized_ && last_init_ && same_epochs(*last_init_, req.f)) return {};
+  auto names = opt_->slot_names();
+  auto invalid = [](std::string what) { return failure{error_code::invalid_request, std::move(what)}; };
+  for (auto& p : req.partitions) {
+    if (!p.value.value) return invalid(fmt::format("init: partition of {} without values", p.name));
+    if (p.slots.size() != p.slot_names.size())
+      return invalid(
+        fmt::format("init: partition of {}: {} slots, {} slot names", p.name, p.slots.size(), p.slot_names.size()));
+    for (auto& n : p.slot_names)
+      if (std::find(names.begin(), names.end(), n) == names.end())
+        return invalid(fmt::format("init: partition of {}: the optimizer has no slot '{}'", p.name, n));
+    for (auto& s : p.slots)
+      if (!s.value || s.rows() != p.value.rows() || s.cols() != p.value.cols())
+        return invalid(
+          fmt::format("init: a slot of {} is not shaped like its values {}", p.name, model::shape_string(*p.value.value)));
+  }
+  // Violations seen are never forgotten, not even by a restore.
+  std::map<partition_key, std::vector<ledger_violation>> seen_violations;
+  for (auto& [k, p] : parts_) seen_violations[k] = p.ledger.violations();
+  parts_.clear();
+  kept_.clear();  // a restored state supersedes what was kept
+  for (auto& p : req.partitions) {
+    partition q;
+    q.ledger = step_ledger{p.ledger};
+    if (auto v = seen_violations.find(p.key); v != seen_violations.end()) q.ledger.keep_violations(v->second);
+    q.name = p.name;
+    q.row_begin = p.row_begin;
+    q.sparse = p.sparse;
+    q.value = std::make_shared<model::matrix>(p.value.take());
+    q.slots = opt_->make_slots(static_cast<size_t>(q.value->size()));
+    for (size_t k = 0; k < p.slots.size(); ++k) {
+      auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
+      const auto& m = *p.slots[k].value;
+      std::copy(m.data(), m.data() + m.size(), q.slots.slots[at].begin());
+    }
+    q.slots.iterations = p.iterations;
+    if (p.kept.value && p.kept.rows() == q.value->rows() && p.kept.cols() == q.value->cols()) {
+      // The kept state of the restored run (a checkpoint of it): restore's target.
+      auto kept_slots = opt_->make_slots(static_cast<size_t>(q.value->size()));
+      for (size_t k = 0; k < p.kept_slots.size() && k < p.slot_names.size(); ++k) {
+        auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
+        const auto& m = *p.kept_slots[k].value;
+        if (at < kept_slots.slots.size() && m.size() == q.value->size())
+          std::copy(m.data(), m.data() + m.size(), kept_slots.slots[at].begin());
+      }
+      kept_slots.iterations = p.kept_iterations;
+      kept_.emplace(p.key, std::make_pair(*p.kept.value, std::move(kept_slots)));
+    }
+    parts_.emplace(p.key, std::move(q));
+  }
+  // The de-duplication state of the restored values (nothing remembered above the
+  // watermark: a checkpoint is taken with no step in flight).
+  applied_steps_.clear();
+  policy_->clear();  // a round in progress is superseded by the restored state
+  run_ = req.run;
+  watermark_ = req.watermark;
+  for (auto& [w, g] : req.min_generations) {
+    auto& have = min_generation_[w];
+    have = std::max(have, g);
+  }
+  stats_.applied = 0;
+  stats_.base = req.base;
+  stats_.apply_log.clear();
+  initialized_ = true;
+  last_init_ = req.f;
+  ++changes_;
+  return {};
+}
+
+failure shard_store::raise_fence(const fence_request& req, fence& out) {
+  if (auto err = check_fence(req.f)) return err;
+  if (req.f.worker != fence::no_worker) {
+    auto& g = min_generation_[req.f.worker];
+    g = std::max(g, req.f.worker_generation);
+  }
+  out = seen_;
+  out.worker = req.f.worker;
+  out.worker_generation = req.f.worker == fence::no_worker ? 0 : min_generation_[req.f.worker];
+  return {};
+}
+
+failure shard_store::set_hyperparams(const hyperparams_request& req) {
+  if (auto err = check_fence(req.f)) return err;
+  auto last = last_hyper_;
+  if (!newer(last, req.f, req.id)) return {};  // a newer change was taken
+  // Validate all first so a bad value changes nothing.
+  auto probe = opt_->clone();
+  try {
+    for (auto& [k, v] : req.values) probe->set_hyperparam(k, v);
+  } catch (const std::invalid_argument& e) {
+    return failure{error_code::invalid_request, fmt::format("ps shard {}: {}", index_, e.what())};
+  }
+  opt_ = std::move(probe);
+  last_hyper_ = last;
+  return {};
+}
+
+failure shard_store::keep(const fence_request& req) {
+  if (!initialized_) return not_ready();
+  if (auto err = check_fence(req.f)) return err;
+  if (!newer(last_keep_, req.f, req.id)) return {};  // done once already
+  kept_.clear();
+  for (auto& [k, p] : parts_) kept_.emplace(k, std::make_pair(*p.value, p.slots));
+  return {};
+}
+
+failure shard_store::restore(const fence_request& req) {
+  if (!initialized_) return not_ready();
+  if (auto err = check_fence(req.f)) return err;
+  auto last = last_restore_;
+  if (!newer(last, req.f, req.id)) return {};  // done once already
+  if (kept_.size() != parts_.size())
+    return failure{error_code::invalid_request,
+                   fmt::format("ps shard {} holds no kept state{}", index_, kept_.empty() ? "" : " for its partitions")};
+  for (auto& [k, p] : parts_)
+    if (kept_.find(k) == kept_.end())
+      return failure{error_code::invalid_request,
+                     fmt::format("ps shard {}: no kept state of partition {}:{}", index_, k.variable, k.index)};
+  for (auto& [k, p] : parts_) {
+    auto& [value, slots] = kept_.at(k);
+    p.value = std::make_shared<model::matrix>(value);  // readers of the old buffer keep it
+    p.spare.reset();
+    p.slots = slots;
+    ++p.version;  // new values: a reader's cached version must not match them
+  }
+  last_restore_ = last;
+  ++changes_;
+  return {};
+}
+
+failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
+  if (!initialized_) return not_ready();
+  if (auto err = check_fence(req.f)) return err;
+  out.shard = index_;
+  auto names = opt_->slot_names();
+  for (auto& [k, p] : parts_) {
+    partition_snapshot s;
+    s.key = k;
+    s.name = p.name;
+    s.row_begin = p.row_begin;
+    s.version = p.version;
+    s.iterations = p.slots.iterations;
+    s.value = tensor{std::shared_ptr<const model::matrix>(p.value)};
+    s.ledger = p.ledger.data();
+    s.slot_names = names;
+    for (auto& slot : p.slots.slots) {
+      model::matrix m(p.value->rows(), p.value->cols());
+      std::copy(slot.begin(), slot.end(), m.data());
+      s.slots.push_back(tensor{std::move(m)});
+    }
+    out.partitions.push_back(std::move(s));
+  }
+  return {};
+}
+
+failure shard_store::snapshot_files(const fence_request& req, const checkpoint_target& t, model::file_system& fs,
+                                    ps_files& out) {
+  if (!initialized_) return not_ready();
+  if (auto err = check_fence(req.f)) return err;
+  // A retry of the last snapshot (or its late original) rewrites the same files only
+  // while the state is the one they were first written at: never a newer state into a
+  // checkpoint that may be committed already.
+  if (req.id != 0 && same_epochs(last_snapshot_.first, req.f) && last_snapshot_.second == req.id &&
+      snapshot_changes_ != changes_)
+    return failure{error_code::invalid_request,
+                   fmt::format("ps shard {}: snapshot {} repeated after the state changed", index_, req.id)};
+  last_snapshot_ = {req.f, req.id};
+  snapshot_changes_ = changes_;
+  auto entry = [](const model::file_record& r) { return file_entry{r.name, r.bytes, r.crc32}; };
+  out.shard = index_;
+  auto names = opt_->slot_names();
+  try {
+    for (auto& [k, p] : parts_) {
+      model::partition_data d;
+      d.row_begin = p.row_begin;
+      d.row_end = p.row_begin + p.value->rows();
+      d.values = *p.value;
+      d.iterations = p.slots.iterations;
+      for (size_t i = 0; i < names.size() && i < p.slots.slots.size(); ++i) {
+        model::matrix m(p.value->rows(), p.value->cols());
+        std::copy(p.slots.slots[i].begin(), p.slots.slots[i].end(), m.data());
+        d.slots[names[i]] = std::move(m);
+      }
+      auto rec = model::write_partition_arrays(fs, t.dir, p.name, static_cast<size_t>(k.index), d);
+      partition_files f{k, p.name, rec.row_begin, rec.row_end, rec.iterations, entry(rec.values), {}, {},
+                        p.ledger.data()};
+      for (auto& [slot, file] : rec.slots) {
+        f.slot_names.push_back(slot);
+        f.slots.push_back(entry(file));
+      }
+      out.partitions.push_back(std::move(f));
+    }
+  } catch (const std::exception& e) {
+    return failure{error_code::checkpoint_failed, fmt::format("ps shard {}: {}", index_, e.what())};
+  }
+  return {};
+}
+
+// -- workers -----------------------------------------------------------------------------
+
+failure shard_store::pull(const pull_request& req, pull_reply& out) {
+  if (!initialized_) return not_ready();
+  // Coordinator epoch 0 marks an observer (the application reading variables): reads
+  // change nothing, so they pass without raising or checking the fence.
+  if (req.f.coordinator_epoch != 0)
+    if (auto err = check_fence(req.f)) return err;
+  out.values.reserve(req.partitions.size());
+  for (auto& k : req.partitions) {
+    auto i = parts_.find(k);
+    if (i == parts_.end())
+      return failure{error_code::invalid_request,
+                     fmt::format("ps shard {}: no partition {}:{}", index_, k.variable, k.index)};
+    out.values.push_back(
+      partition_value{k, i->second.version, tensor{std::shared_ptr<const model::matrix>(i->second.value)}});
+  }
+  return {};
+}
+
+failure shard_store::pull_rows(const pull_rows_request& req, rows_reply& out) {
+  if (!initialized_) return not_ready();
+  if (auto err = check_fence(req.f)) return err;
+  out.variable = req.variable;
+  int64_t width = -1;
+  for (auto& [k, p] : parts_)
+    if (k.variable == req.variable) width = p.value->cols();
+  if (width < 0)
+    return failure{error_code::invalid_request, fmt::format("ps shard {}: no rows of variable {}", index_, req.variable)};
+  model::matrix rows(static_cast<Eigen::Index>(req.ids.size()), width);
+  for (size_t j = 0; j < req.ids.size(); ++j) {
+    auto id = req.ids[j];
+    const partition* hit = nullptr;
+    for (auto& [k, p] : parts_)
+      if (k.variable == req.variable && id >= p.row_begin && id < p.row_begin + p.value->rows()) hit = &p;
+    if (!hit)
+      return failure{error_code::invalid_request,
+                     fmt::format("ps shard {}: row {} of variable {} is not here", index_, id, req.variable)};
+    rows.row(static_cast<Eigen::Index>(j)) = hit->value->row(id - hit->row_begin);
+    out.version = std::max(out.version, hit->version);
+  }
+  out.ids = req.ids;
+  out.rows = tensor{std::move(rows)};
+  stats_.rows_pulled += req.ids.size();
+  return {};
+}
+
+failure shard_store::push(push_request& req, push_reply& out) {
+  if (!initialized_) return not_ready();
+  if (auto err = check_fence(req.f)) return err;
+  if (seen_before(req)) {
+    ++stats_.duplicates;
+    out = push_reply{push_status::duplicate, 0};
+    return {};
+  }
+  if (auto err = validate(req)) {
+    ++stats_.rejected;
+    return err;
+  }
+  uint64_t max_lag = 0;
+  applied_by who{req.step, req.f.worker, req.f.worker_generation, req.attempt};
+  auto status = policy_->on_push(req, [this, &max_lag](push_request& r) { apply_slices(r, max_lag); });
+  // Held or applied, the step id is taken: a re-run's push is a duplicate.
+  applied_steps_.insert(who.step);
+  for (auto& s : req.more_steps) applied_steps_.insert(s);
+  if (status == push_status::applied) {
+    count_applied(who);
+    for (auto& s : req.more_steps) count_applied(applied_by{s, req.f.worker, req.f.worker_generation, req.attempt});
+  }
+  out = push_reply{status, max_lag};
+  return {};
+}
+
+failure shard_store::round(const round_request& req, round_reply& out) {
+  if (!initialized_) return not_ready();
+  if (auto err = check_fence(req.f)) return err;
+  uint64_t max_lag = 0;
+  auto used = policy_->on_round(req, [this, &max_lag](push_request& r) { apply_slices(r, max_lag); });
+  for (auto& a : used) count_applied(a);
+  out = round_reply{req.round, used.size(), max_lag};
+  return {};
+}
+
+// -- reports -------------------------------------------------------------------------------
+
+ps_ledgers shard_store::ledgers() const {
+  ps_ledgers out;
+  out.shard = index_;
+  for (auto& [k, p] : parts_)
+    out.partitions.push_back(
+      partition_ledger{index_, p.name, p.row_begin, p.row_begin + p.value->rows(), p.ledger.data()});
+  return out;
+}
+
+ps_stats shard_store::stats() const {
+  auto s = stats_;
+  s.remembered = applied_steps_.size();
+  s.held = policy_->held();
+  s.seen = seen_;
+  for (auto& [w, g] : min_generation_) s.min_generations.emplace_back(w, g);
+  for (auto& [k, p] : parts_) s.versions.push_back(partition_value{k, p.version, tensor{}});
+  return s;
+}
+
+}  // namespace actortrain

@@ -1,0 +1,533 @@
+// The ps shard's decisions without an actor (actors/src/ps/shard_store.hpp): exactly-once
+// application per step id under the watermark and across runs, validation of a push as
+// a whole with errors naming variable and shapes, fences, versions and staleness,
+// copy-on-write pulls, the ledger, synchronous rounds, and the idempotency of the
+// coordinator's retried control requests (init, keep, restore, shared snapshots).
+
+#include <boost/test/unit_test.hpp>
+
+#include <actortrain/model/checkpoint/checkpoint.hpp>
+#include <actortrain/model/checkpoint/memory_file_system.hpp>
+#include <actortrain/model/optim/sgd.hpp>
+
+#include "../../actors/src/ps/shard_store.hpp"
+
+#include <limits>
+#include <optional>
+#include <string>
+
+using namespace actortrain;
+using model::matrix;
+
+namespace {
+
+init_request two_partitions(uint64_t coordinator_epoch = 1, uint64_t recovery_epoch = 0) {
+  init_request req;
+  req.f.coordinator_epoch = coordinator_epoch;
+  req.f.recovery_epoch = recovery_epoch;
+  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
+  req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0, {}, {}, {}, 0});
+  return req;
+}
+
+struct store_fixture {
+  shard_store store;
+  failure last;
+
+  explicit store_fixture(std::shared_ptr<apply_policy> policy = nullptr)
+      : store(*model::make_sgd({1.0}), shard_store::options{0, std::move(policy), 16, false}) {
+    auto req = two_partitions();
+    BOOST_REQUIRE(init(req));
+  }
+
+  // Each request: the reply, or nothing with the failure in `last`.
+  template <class T, class F>
+  std::optional<T> call(F&& f) {
+    T out{};
+    last = f(out);
+    if (last) return std::nullopt;
+    return out;
+  }
+  std::optional<push_reply> push(push_request r) {
+    return call<push_reply>([&](push_reply& o) { return store.push(r, o); });
+  }
+  std::optional<pull_reply> pull(const pull_request& r) {
+    return call<pull_reply>([&](pull_reply& o) { return store.pull(r, o); });
+  }
+  std::optional<rows_reply> pull_rows(const pull_rows_request& r) {
+    return call<rows_reply>([&](rows_reply& o) { return store.pull_rows(r, o); });
+  }
+  std::optional<round_reply> round(const round_request& r) {
+    return call<round_reply>([&](round_reply& o) { return store.round(r, o); });
+  }
+  std::optional<fence> raise(const fence_request& r) {
+    return call<fence>([&](fence& o) { return store.raise_fence(r, o); });
+  }
+  bool init(init_request r) { return !(last = store.init(r)); }
+  bool hyper(const hyperparams_request& r) { return !(last = store.set_hyperparams(r)); }
+  bool keep(const fence_request& r) { return !(last = store.keep(r)); }
+  bool restore(const fence_request& r) { return !(last = store.restore(r)); }
+  std::optional<ps_ledgers> ledgers() { return store.ledgers(); }
+  ps_stats stats() { return store.stats(); }
+  // As describe() renders an error of ours: "<code>: <message>".
+  std::string text() const { return to_string(last.code) + ": " + last.what; }
+
+  static fence epochs(uint64_t c, uint64_t worker = fence::no_worker, uint64_t gen = 0) {
+    fence f;
+    f.coordinator_epoch = c;
+    f.worker = static_cast<uint32_t>(worker);
+    f.worker_generation = gen;
+    return f;
+  }
+
+  push_request push_of(uint64_t position, matrix g, uint64_t read_version = 0, fence f = epochs(1)) {
+    push_request r;
+    r.f = f;
+    r.step = step_id{1, 0, position};
+    r.example_count = 4;
+    r.dense.push_back(dense_slice{partition_key{0, 0}, read_version, tensor{std::move(g)}});
+    r.digests = {1000 + position};
+    return r;
+  }
+
+  matrix read(partition_key k) {
+    pull_request p;
+    p.f = epochs(0);  // an observer's read: passes any fence
+    p.partitions.push_back(k);
+    auto r = pull(p);
+    BOOST_REQUIRE(r);
+    return *r->values.at(0).value.value;
+  }
+  matrix kernel() { return read(partition_key{0, 0}); }
+  matrix embeddings() { return read(partition_key{1, 0}); }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(shard_store_requests, store_fixture)
+
+BOOST_AUTO_TEST_CASE(a_push_is_applied_once_and_a_repeated_step_id_is_acknowledged_as_duplicate) {
+  auto first = push(push_of(7, matrix::Ones(2, 3)));
+  BOOST_REQUIRE(first);
+  BOOST_TEST(to_string(first->status) == "applied");
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));  // SGD lr 1: w -= g
+  auto again = push(push_of(7, matrix::Ones(2, 3)));
+  BOOST_REQUIRE(again);
+  BOOST_TEST(to_string(again->status) == "duplicate");
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));  // not applied twice
+  auto s = stats();
+  BOOST_TEST(s.applied == 1u);
+  BOOST_TEST(s.duplicates == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_wrong_shape_is_rejected_naming_variable_and_shapes_and_nothing_changes) {
+  auto r = push(push_of(1, matrix::Ones(3, 3)));
+  BOOST_TEST(!r);
+  auto msg = text();
+  BOOST_TEST(msg.find("invalid_gradient") != std::string::npos, msg);
+  BOOST_TEST(msg.find("dense/kernel") != std::string::npos, msg);
+  BOOST_TEST(msg.find("[3 x 3]") != std::string::npos, msg);
+  BOOST_TEST(msg.find("[2 x 3]") != std::string::npos, msg);
+  BOOST_TEST(kernel().isZero());
+  BOOST_TEST(stats().rejected == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_gradient_that_is_not_finite_is_rejected_whole) {
+  matrix g = matrix::Ones(2, 3);
+  g(1, 2) = std::numeric_limits<float>::quiet_NaN();
+  auto req = push_of(1, g);
+  sparse_slice rows;  // a good sparse part in the same push must not be applied either
+  rows.variable = 1;
+  rows.ids = {2};
+  rows.rows = tensor{matrix::Ones(1, 2)};
+  req.sparse.push_back(rows);
+  BOOST_TEST(!static_cast<bool>(push(req)));
+  BOOST_TEST(text().find("not finite") != std::string::npos, text());
+  BOOST_TEST(kernel().isZero());
+  BOOST_TEST(stats().applied == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(sparse_rows_update_only_the_touched_rows) {
+  push_request req;
+  req.f = epochs(1);
+  req.step = step_id{1, 0, 3};
+  req.example_count = 2;
+  req.digests = {7};
+  sparse_slice s;
+  s.variable = 1;
+  s.ids = {1, 4};
+  s.rows = tensor{matrix::Ones(2, 2)};
+  req.sparse.push_back(s);
+  BOOST_REQUIRE(push(req));
+  pull_rows_request pr;
+  pr.f = epochs(1);
+  pr.variable = 1;
+  pr.ids = {0, 1, 4};
+  auto rows = pull_rows(pr);
+  BOOST_REQUIRE(rows);
+  const matrix& m = *rows->rows.value;
+  BOOST_TEST(m.row(0).isZero());
+  BOOST_TEST(m.row(1).isApproxToConstant(-1.0f));
+  BOOST_TEST(m.row(2).isApproxToConstant(-1.0f));
+}
+
+BOOST_AUTO_TEST_CASE(a_message_with_an_older_fence_is_rejected) {
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3), 0, epochs(3))));
+  BOOST_TEST(!static_cast<bool>(push(push_of(2, matrix::Ones(2, 3), 0, epochs(2)))));
+  BOOST_TEST(text().find("fenced_out") != std::string::npos, text());
+  BOOST_TEST(stats().fenced == 1u);
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+}
+
+BOOST_AUTO_TEST_CASE(a_fenced_worker_generation_cannot_push) {
+  fence_request fr;
+  fr.f = epochs(1, 0, 2);
+  auto ack = raise(fr);
+  BOOST_REQUIRE(ack);
+  BOOST_TEST(ack->worker_generation == 2u);
+  BOOST_TEST(!static_cast<bool>(push(push_of(1, matrix::Ones(2, 3), 0, epochs(1, 0, 1)))));
+  BOOST_TEST(static_cast<bool>(push(push_of(1, matrix::Ones(2, 3), 0, epochs(1, 0, 2)))));
+  BOOST_TEST(static_cast<bool>(push(push_of(2, matrix::Ones(2, 3), 0, epochs(1, 1, 1)))));
+}
+
+BOOST_AUTO_TEST_CASE(versions_count_updates_and_staleness_is_recorded) {
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3), 0)));
+  auto late = push(push_of(2, matrix::Ones(2, 3), 0));  // read v0, applied at v1
+  BOOST_REQUIRE(late);
+  BOOST_TEST(late->max_staleness == 1u);
+  auto s = stats();
+  BOOST_TEST(s.staleness_histogram.at(0) == 1u);
+  BOOST_TEST(s.staleness_histogram.at(1) == 1u);
+  bool found = false;
+  for (auto& v : s.versions)
+    if (v.key == partition_key{0, 0}) {
+      found = true;
+      BOOST_TEST(v.version == 2u);
+    }
+  BOOST_TEST(found);
+}
+
+BOOST_AUTO_TEST_CASE(a_reader_keeps_the_version_it_pulled_while_the_shard_moves_on) {
+  pull_request p;
+  p.f = epochs(1);
+  p.partitions.push_back(partition_key{0, 0});
+  auto held = pull(p);  // holds version 0
+  BOOST_REQUIRE(held);
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
+  BOOST_TEST(held->values[0].value.value->isZero());  // copy-on-write: unchanged
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+}
+
+BOOST_AUTO_TEST_CASE(copy_on_write_reuses_the_buffer_of_a_version_nobody_reads_any_more) {
+  pull_request p;
+  p.f = epochs(1);
+  p.partitions.push_back(partition_key{0, 0});
+  auto first = pull(p);  // version 0
+  BOOST_REQUIRE(first);
+  const matrix* old_buffer = first->values[0].value.value.get();
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));  // copied: version 0 is read
+  auto second = pull(p);  // version 1
+  BOOST_REQUIRE(second);
+  BOOST_TEST(second->values[0].value.value.get() != old_buffer);
+  first.reset();  // nobody reads version 0 now
+  BOOST_REQUIRE(push(push_of(2, matrix::Ones(2, 3))));  // version 1 is read
+  auto third = pull(p);
+  BOOST_REQUIRE(third);
+  BOOST_TEST(third->values[0].value.value.get() == old_buffer);  // version 2 went into version 0's buffer
+  BOOST_TEST(third->values[0].version == 2u);
+  BOOST_TEST(second->values[0].value.value->isApproxToConstant(-1.0f));  // the reader's version, unchanged
+  BOOST_TEST(kernel().isApproxToConstant(-2.0f));
+}
+
+BOOST_AUTO_TEST_CASE(the_watermark_bounds_what_a_shard_remembers_and_what_is_below_it_is_a_duplicate) {
+  auto push_at = [&](uint64_t run, uint64_t position, uint64_t watermark) {
+    auto r = push_of(position, matrix::Ones(2, 3));
+    r.step.run = run;
+    r.watermark = {watermark};
+    auto rep = push(r);
+    BOOST_REQUIRE(rep);
+    return to_string(rep->status);
+  };
+  for (uint64_t k = 0; k < 5; ++k) BOOST_TEST(push_at(1, k, 0) == "applied");
+  BOOST_TEST(stats().remembered == 5u);
+  BOOST_TEST(push_at(1, 5, 3) == "applied");
+  BOOST_TEST(stats().remembered == 3u);  // 3, 4, 5: below 3 everything is known applied
+  BOOST_TEST(push_at(1, 1, 3) == "duplicate");  // forgotten, but below the watermark
+  BOOST_TEST(push_at(1, 4, 3) == "duplicate");  // remembered
+  BOOST_TEST(push_at(1, 6, 2) == "applied");    // an older watermark lowers nothing
+  BOOST_TEST(stats().remembered == 4u);
+  BOOST_TEST(push_at(2, 0, 0) == "applied");  // a new run starts afresh
+  BOOST_TEST(stats().remembered == 1u);
+  BOOST_TEST(push_at(1, 7, 0) == "duplicate");  // a run that is over applies nothing
+  BOOST_TEST(stats().applied == 8u);
+  BOOST_TEST(kernel().isApproxToConstant(-8.0f));
+}
+
+BOOST_AUTO_TEST_CASE(hyperparameters_change_the_next_update_and_bad_ones_change_nothing) {
+  hyperparams_request h;
+  h.f = epochs(1);
+  h.values = {{"learning_rate", 0.5}};
+  BOOST_REQUIRE(hyper(h));
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
+  BOOST_TEST(kernel().isApproxToConstant(-0.5f));
+  h.values = {{"learning_rate", 0.1}, {"no_such_thing", 1.0}};
+  BOOST_TEST(!hyper(h));
+  BOOST_REQUIRE(push(push_of(2, matrix::Ones(2, 3))));
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));  // still 0.5
+}
+
+BOOST_AUTO_TEST_CASE(each_partition_records_the_steps_it_applies_with_their_batch_digests) {
+  BOOST_REQUIRE(push(push_of(7, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(push(push_of(8, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(push(push_of(7, matrix::Ones(2, 3))));  // a duplicate: not applied
+  auto l = ledgers();
+  BOOST_REQUIRE(l);
+  BOOST_REQUIRE(l->partitions.size() == 2u);
+  auto& kernel_ledger = l->partitions[0];
+  BOOST_TEST(kernel_ledger.variable == "dense/kernel");
+  BOOST_TEST(kernel_ledger.row_end == 2);
+  BOOST_REQUIRE(kernel_ledger.ledger.segments.size() == 1u);
+  auto& seg = kernel_ledger.ledger.segments[0];
+  BOOST_TEST((seg.run == 1u && seg.pipeline == 0u && seg.begin == 7u && seg.end == 9u));
+  BOOST_TEST(seg.checksum == ledger_mix(7, 1007) + ledger_mix(8, 1008));
+  BOOST_TEST(kernel_ledger.ledger.violations.empty());
+  // The embedding partition got no slice of these steps, so it holds none of them.
+  BOOST_TEST(l->partitions[1].ledger.segments.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_step_the_restored_state_holds_is_recorded_as_applied_twice) {
+  // A restore whose ledger holds step 7 but whose de-duplication state forgot it (no
+  // watermark): the shard applies 7 again, and its ledger says so, for good.
+  step_ledger saved;
+  saved.record(1, 0, 7, 1007);
+  init_request req;
+  req.f.coordinator_epoch = 1;
+  req.f.recovery_epoch = 1;
+  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {},
+                                          0, saved.data(), {}, {}, 0});
+  BOOST_REQUIRE(init(req));
+  auto f = epochs(1);
+  f.recovery_epoch = 1;
+  BOOST_TEST(to_string(push(push_of(7, matrix::Ones(2, 3), 0, f))->status) == "applied");
+  auto violations = [&] { return ledgers()->partitions.at(0).ledger.violations; };
+  BOOST_REQUIRE(violations().size() == 1u);
+  BOOST_TEST(violations()[0].position == 7u);
+  // Another restore does not wash it out.
+  req.f.recovery_epoch = 2;
+  BOOST_REQUIRE(init(req));
+  BOOST_TEST(violations().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_push_must_carry_one_digest_per_step) {
+  auto p = push_of(3, matrix::Ones(2, 3));
+  p.more_steps.push_back(step_id{1, 0, 4});
+  BOOST_TEST(!push(p));
+  BOOST_TEST(text().find("1 batch digest(s) for 2 step(s)") != std::string::npos, text());
+  p.digests.push_back(1004);
+  BOOST_REQUIRE(push(p));
+  auto seg = ledgers()->partitions.at(0).ledger.segments.at(0);
+  BOOST_TEST((seg.begin == 3u && seg.end == 5u));
+  BOOST_TEST(seg.checksum == ledger_mix(3, 1003) + ledger_mix(4, 1004));
+}
+
+BOOST_AUTO_TEST_CASE(a_store_without_partitions_says_so_and_changes_nothing) {
+  shard_store fresh(*model::make_sgd({1.0}), shard_store::options{3, nullptr, 16, false});
+  pull_reply r;
+  auto f = fresh.pull(pull_request{}, r);
+  BOOST_TEST(to_string(f.code) == "not_initialized");
+  BOOST_TEST(f.what.find("ps shard 3") != std::string::npos, f.what);
+  push_reply pr;
+  auto p = push_of(1, matrix::Ones(2, 3));
+  BOOST_TEST(to_string(fresh.push(p, pr).code) == "not_initialized");
+  BOOST_TEST(fresh.stats().duplicates == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(an_init_retried_under_the_same_epochs_does_not_roll_back_what_was_applied) {
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
+  auto retry = two_partitions();  // the same epochs as the fixture's init: a late original or a retry
+  BOOST_REQUIRE(init(retry));
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+  BOOST_TEST(stats().applied == 1u);
+  // Under new epochs it is a restore: values, counters and de-duplication start over.
+  auto restore_req = two_partitions(1, 1);
+  restore_req.base = 40;
+  BOOST_REQUIRE(init(restore_req));
+  BOOST_TEST(kernel().isZero());
+  auto s = stats();
+  BOOST_TEST((s.applied == 0u && s.base == 40u));
+  BOOST_TEST(s.seen.recovery_epoch == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_restore_keeps_the_worker_fences_and_the_highest_epochs_seen) {
+  fence_request fr;
+  fr.f = epochs(1, 2, 5);
+  BOOST_REQUIRE(raise(fr));
+  auto restore_req = two_partitions(1, 1);
+  restore_req.min_generations = {{2, 3}, {4, 1}};  // older for worker 2 than what the store knows
+  BOOST_REQUIRE(init(restore_req));
+  auto s = stats();
+  BOOST_REQUIRE(s.min_generations.size() == 2u);
+  BOOST_TEST((s.min_generations[0] == std::pair<uint32_t, uint64_t>{2, 5}));
+  BOOST_TEST((s.min_generations[1] == std::pair<uint32_t, uint64_t>{4, 1}));
+  auto f = epochs(1, 2, 4);
+  f.recovery_epoch = 1;
+  BOOST_TEST(!push(push_of(1, matrix::Ones(2, 3), 0, f)));
+  BOOST_TEST(text().find("worker 2 generation 4 is fenced (now 5)") != std::string::npos, text());
+  // An init of older epochs than the restore's is refused.
+  BOOST_TEST(!init(two_partitions(1, 0)));
+  BOOST_TEST(to_string(last.code) == "fenced_out");
+}
+
+BOOST_AUTO_TEST_CASE(a_push_of_several_steps_is_a_duplicate_if_any_of_them_was_applied) {
+  BOOST_REQUIRE(push(push_of(4, matrix::Ones(2, 3))));
+  auto group = push_of(3, matrix::Ones(2, 3));  // push_every 2: steps 3 and 4, re-run whole
+  group.more_steps = {step_id{1, 0, 4}};
+  group.digests = {1003, 1004};
+  BOOST_TEST(to_string(push(group)->status) == "duplicate");
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+}
+
+BOOST_AUTO_TEST_CASE(keep_and_restore_are_carried_out_once_per_epochs_and_id) {
+  fence_request k;
+  k.f = epochs(1);
+  k.id = 1;
+  BOOST_REQUIRE(keep(k));  // keeps the zero state
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(keep(k));  // a retry of keep 1: must not keep the newer state
+  fence_request r;
+  r.f = epochs(1);
+  r.id = 2;
+  BOOST_REQUIRE(restore(r));
+  BOOST_TEST(kernel().isZero());
+  BOOST_REQUIRE(push(push_of(2, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(restore(r));  // the retry changes nothing
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+  r.id = 3;
+  BOOST_REQUIRE(restore(r));  // a newer one is carried out
+  BOOST_TEST(kernel().isZero());
+}
+
+BOOST_AUTO_TEST_CASE(a_restore_without_a_kept_state_is_refused) {
+  fence_request r;
+  r.f = epochs(1);
+  r.id = 1;
+  BOOST_TEST(!restore(r));
+  BOOST_TEST(text().find("holds no kept state") != std::string::npos, text());
+}
+
+BOOST_AUTO_TEST_CASE(a_shared_snapshot_is_rewritten_only_while_the_state_is_unchanged) {
+  model::memory_file_system fs;
+  auto dir = model::begin_checkpoint(fs, "/ckpt", 1);
+  fence_request req;
+  req.f = epochs(1);
+  req.id = 7;
+  ps_files out;
+  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, fs, out));
+  BOOST_REQUIRE(out.partitions.size() == 2u);
+  BOOST_TEST(out.partitions[0].name == "dense/kernel");
+  ps_files again;
+  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, fs, again));  // a retry: same state
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
+  ps_files late;
+  auto f = store.snapshot_files(req, checkpoint_target{dir}, fs, late);
+  BOOST_TEST(to_string(f.code) == "invalid_request");
+  BOOST_TEST(f.what.find("snapshot 7 repeated after the state changed") != std::string::npos, f.what);
+}
+
+BOOST_AUTO_TEST_CASE(a_snapshot_shares_the_values_and_carries_slots_and_ledger) {
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
+  fence_request req;
+  req.f = epochs(1);
+  ps_snapshot snap;
+  BOOST_TEST(!store.snapshot(req, snap));
+  BOOST_REQUIRE(snap.partitions.size() == 2u);
+  auto& k = snap.partitions[0];
+  BOOST_TEST(k.version == 1u);
+  BOOST_TEST(k.value.value->isApproxToConstant(-1.0f));
+  BOOST_REQUIRE(k.ledger.segments.size() == 1u);
+  BOOST_TEST(k.ledger.segments[0].begin == 1u);
+  BOOST_REQUIRE(push(push_of(2, matrix::Ones(2, 3))));
+  BOOST_TEST(k.value.value->isApproxToConstant(-1.0f));  // the snapshot's version is kept
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// A shard of a synchronous cluster: pushes are held, and a round applies their
+// example-weighted mean once.
+struct sync_fixture : store_fixture {
+  sync_fixture() : store_fixture(hold_for_round()) {}
+
+  round_request round_of(std::vector<uint64_t> positions, int64_t examples) {
+    round_request r;
+    r.f = epochs(1);
+    r.round = 1;
+    for (auto p : positions) r.steps.push_back(step_id{1, 0, p});
+    r.example_count = examples;
+    return r;
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(held_pushes_are_applied_as_one_example_weighted_mean, sync_fixture) {
+  auto a = push_of(0, matrix::Constant(2, 3, 1.0f));  // 4 examples
+  auto b = push_of(1, matrix::Constant(2, 3, 4.0f));
+  b.example_count = 12;
+  sparse_slice rows;  // only step 1 touches embedding rows 1 and 3
+  rows.variable = 1;
+  rows.ids = {1, 3};
+  rows.rows = tensor{matrix::Constant(2, 2, 2.0f)};
+  b.sparse.push_back(rows);
+  auto ra = push(a);
+  BOOST_REQUIRE(ra);
+  BOOST_TEST(to_string(ra->status) == "held");
+  BOOST_REQUIRE(push(b));
+  BOOST_TEST(kernel().isZero());  // nothing applied before the round closes
+  BOOST_TEST(stats().held == 2u);
+  // A re-run of a held step is a duplicate: the first computation stays.
+  BOOST_TEST(to_string(push(push_of(1, matrix::Ones(2, 3)))->status) == "duplicate");
+  // Step 2 of the round (4 examples) pushed nothing here: it counts in the mean.
+  auto r = round(round_of({0, 1, 2}, 20));
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->applied == 2u);
+  BOOST_TEST(r->max_staleness == 0u);
+  // (4 * 1 + 12 * 4) / 20 = 2.6, one SGD step of lr 1.
+  BOOST_TEST(kernel().isApproxToConstant(-2.6f));
+  matrix e = embeddings();
+  BOOST_TEST(e(1, 0) == -12.0f * 2 / 20, e);  // 12 of 20 examples pushed 2
+  BOOST_TEST(e(0, 0) == 0.0f);                // untouched rows stay
+  auto s = stats();
+  BOOST_TEST(s.applied == 2u);
+  BOOST_TEST(s.held == 0u);
+  for (auto& v : s.versions) BOOST_TEST(v.version == 1u);  // one update per round
+  // The same manifest again (a retry) applies nothing.
+  BOOST_TEST(round(round_of({0, 1, 2}, 20))->applied == 0u);
+  BOOST_TEST(kernel().isApproxToConstant(-2.6f));
+  // Both steps of the mean are in the ledger of every partition the mean touched, each
+  // with its own batch's digest.
+  auto all = ledgers();
+  BOOST_REQUIRE(all);
+  for (auto& pl : all->partitions) {
+    BOOST_REQUIRE(pl.ledger.segments.size() == 1u);
+    BOOST_TEST(pl.ledger.segments[0].checksum == ledger_mix(0, 1000) + ledger_mix(1, 1001));
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_round_applies_only_the_steps_its_manifest_names, sync_fixture) {
+  BOOST_REQUIRE(push(push_of(0, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(push(push_of(5, matrix::Ones(2, 3))));
+  BOOST_TEST(round(round_of({0}, 4))->applied == 1u);
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
+  BOOST_TEST(stats().held == 1u);  // step 5 waits for its own round
+}
+
+BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, sync_fixture) {
+  BOOST_REQUIRE(push(push_of(0, matrix::Ones(2, 3))));
+  init_request req;
+  req.f.coordinator_epoch = 1;
+  req.f.recovery_epoch = 1;
+  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
+  BOOST_REQUIRE(init(req));
+  BOOST_TEST(stats().held == 0u);
+  BOOST_TEST(!round(round_of({0}, 4)));  // the old epochs' manifest
+  BOOST_TEST(text().find("fenced_out") != std::string::npos, text());
+  BOOST_TEST(kernel().isZero());
+}
