@@ -6,9 +6,30 @@
 // and reports a step_result. A task of k steps (steps_per_execution) runs them in order
 // and answers once. Tasks that arrive while one runs wait their turn.
 //
-//   idle --step_task--> batch --> pull --> compute --> validate --> push --+--> idle
-//    ^                                                                     | (next step)
-//    +--------------- task_result (all k steps) or the first error <-------+
+//   step_task --busy--> waiting: a queue; start_waiting takes the next one once the
+//       |               task that runs is computed (or failed)
+//       | not busy
+//       v
+//     start --> run_next: the task's next step (none left: finish_task) <--------+
+//     +--> batch: the prefetched one, else asked now (end_of_data: the rest of   |
+//     |      the task is past the data, the open group is pushed); then          |
+//     |      prefetch_next asks for the batch of the step after this one         |
+//     |      (this task's next, or the first step of the queued task)            |
+//     +--> pull: pull_every k: a fresh pull serves k-1 more training steps       |
+//     |      (last_pulled); else the round pulled ahead, else send_round;        |
+//     |      tables pulled by row: only the batch's rows (send_rows)             |
+//     +--> install_round; pull_ahead: send_round for the step after this one     |
+//     |      now, so that its parameters arrive while this step computes         |
+//     +--> compute: forward, loss, metrics (not training: kept, next step) ------+
+//     |      then backward                                                       |
+//     +--> validate: check_gradients, every gradient finite (else the task       |
+//     |      fails with invalid_gradient)                                        |
+//     +--> push_every k: accumulate; fewer than k and steps left: next step -----+
+//     |      else push_group: one push of their example-weighted mean            |
+//     +--> push: each shard its slices, in parallel; next step at once ----------+
+//            (overlap_push), else once every shard acknowledged the push
+//   every step computed and every push acknowledged: reply task_result (all k
+//   steps, maybe_answer). An error: the first one is the reply (fail_record).
 //
 // The worker lets go of pulled parameters before it pushes, so a ps shard in the same
 // process can write the next version in place. It fetches the next step's batch while a
