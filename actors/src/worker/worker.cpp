@@ -17,6 +17,7 @@
 
 #include "../core/planted.hpp"
 #include "../core/thread_name.hpp"
+#include "gradient_slices.hpp"
 
 namespace actortrain {
 
@@ -108,13 +109,10 @@ struct worker_state {
   // The gradient buffers last pushed, per variable: reused for a later step once the
   // shard has let go of them (in-process), so a step allocates no gradient memory.
   std::vector<std::shared_ptr<const model::matrix>> sent;
-  // push_every > 1: the example-weighted sum of the gradients of the task's steps
-  // computed since the last push, those steps, their examples, and the first one's read
-  // versions (the push's staleness counts from there).
-  std::vector<model::matrix> acc;
+  // push_every > 1: the mean of the gradients of the task's steps computed since the
+  // last push (gradient_slices.hpp), and those steps.
+  gradient_mean acc;
   std::vector<step_result> acc_steps;
-  int64_t acc_examples = 0;
-  std::vector<uint64_t> acc_read_version;
   // Per variable: pulled by row (an embedding table fed by model inputs), and the
   // worker's buffer of it (only the rows of the current step are current).
   std::vector<bool> by_rows;
@@ -140,6 +138,7 @@ void start(self_ptr self, step_task task, caf::typed_response_promise<task_resul
   st.task = std::move(task);
   st.next = 0;
   st.acc_steps.clear();  // a failed task's partial group is gone with it
+  st.acc.clear();
   st.current_record = st.next_record++;
   st.records[st.current_record].rp = std::move(rp);
   run_next(self);
@@ -240,75 +239,17 @@ void finish_task(self_ptr self) {
 // gradient st.grads holds); the steps are done when every shard acknowledged.
 void push(self_ptr self, std::vector<step_result> group) {
   auto& st = self->state;
-  const auto& pl = *st.opts.placement;
-  const int nps = pl.num_ps();
-  std::vector<push_request> reqs(static_cast<size_t>(nps));
-  int64_t examples = 0;
-  for (auto& g : group) examples += g.example_count;
-  for (auto& r : reqs) {
-    r.f = st.task.f;
-    r.step = group.front().step;
-    for (size_t k = 1; k < group.size(); ++k) r.more_steps.push_back(group[k].step);
-    r.example_count = examples;
-    r.watermark = st.task.watermark;
-    r.attempt = st.seq;
-    for (auto& g : group) r.digests.push_back(g.digest);
+  const int nps = st.opts.placement->num_ps();
+  push_header h;
+  h.f = st.task.f;
+  for (auto& g : group) {
+    h.steps.push_back(g.step);
+    h.example_count += g.example_count;
+    h.digests.push_back(g.digest);
   }
-  for (auto& vp : pl.variables()) {
-    auto v = static_cast<size_t>(vp.variable);
-    if (st.grads.is_sparse[v]) {
-      // One slice per shard that holds part of the table, with the touched rows there
-      // (ids stay sorted: partitions are contiguous and grouped in order), empty where
-      // none is touched: every partition counts the step once, as a local optimizer's
-      // block does (Adam's t).
-      auto& g = st.grads.sparse[v];
-      std::vector<int> slice_of(static_cast<size_t>(nps), -1);
-      auto slice_on = [&](int ps) -> sparse_slice& {
-        auto& at = slice_of[static_cast<size_t>(ps)];
-        auto& out = reqs[static_cast<size_t>(ps)].sparse;
-        if (at < 0) {
-          at = static_cast<int>(out.size());
-          sparse_slice s;
-          s.variable = vp.variable;
-          s.read_version = st.read_version[v];
-          out.push_back(std::move(s));
-        }
-        return out[static_cast<size_t>(at)];
-      };
-      std::vector<std::vector<size_t>> rows_on(static_cast<size_t>(nps));
-      if (!g.ids.empty())
-        for (auto& grp : pl.group_rows(vp.variable, g.ids))
-          rows_on[static_cast<size_t>(grp.ps)].insert(rows_on[static_cast<size_t>(grp.ps)].end(), grp.positions.begin(),
-                                                       grp.positions.end());
-      for (auto& part : vp.partitions) {
-        auto& s = slice_on(part.ps);
-        if (s.rows.value) continue;  // this shard's slice is made
-        const auto& mine = rows_on[static_cast<size_t>(part.ps)];
-        model::matrix rows(static_cast<Eigen::Index>(mine.size()), vp.shape.cols);
-        for (size_t j = 0; j < mine.size(); ++j) {
-          s.ids.push_back(g.ids[mine[j]]);
-          rows.row(static_cast<Eigen::Index>(j)) = g.rows.row(static_cast<Eigen::Index>(mine[j]));
-        }
-        s.rows = tensor{std::move(rows)};
-      }
-    } else if (vp.partitions.size() == 1) {
-      auto& part = vp.partitions[0];
-      tensor g{std::move(st.grads.dense[v])};
-      // The buffer pushed before this one, if its shard is done with it; else a new one.
-      // Either way the next step zeroes it.
-      tensor previous{std::move(st.sent[v])};
-      st.grads.dense[v] = previous.value && previous.value.use_count() == 1 ? previous.take()
-                                                                              : model::matrix(vp.shape.rows, vp.shape.cols);
-      st.sent[v] = g.value;
-      reqs[static_cast<size_t>(part.ps)].dense.push_back(
-        dense_slice{partition_key{vp.variable, part.index}, st.read_version[v], std::move(g)});
-    } else {
-      for (auto& part : vp.partitions)
-        reqs[static_cast<size_t>(part.ps)].dense.push_back(
-          dense_slice{partition_key{vp.variable, part.index}, st.read_version[v],
-                      tensor{model::matrix(st.grads.dense[v].middleRows(part.row_begin, part.rows()))}});
-    }
-  }
+  h.watermark = st.task.watermark;
+  h.attempt = st.seq;
+  auto reqs = slice_gradients(*st.opts.placement, st.grads, st.read_version, st.sent, h);
   // The step's acknowledgements are collected on the side while the next step runs.
   struct acks {
     std::vector<step_result> results;
@@ -373,28 +314,10 @@ void push_group(self_ptr self);
 // pushes their mean once the group is full or the task has no step left.
 void accumulate(self_ptr self) {
   auto& st = self->state;
-  auto n = st.grads.size();
-  for (size_t v = 0; v < n; ++v)
-    if (st.grads.is_sparse[v]) {
-      std::string name = std::to_string(v);
-      for (auto& vp : st.opts.placement->variables())
-        if (static_cast<size_t>(vp.variable) == v) name = vp.name;
-      fail(self, make_error(error_code::invalid_request,
-                            fmt::format("worker {}: push_every > 1 with {}, an embedding table pulled by row (push_every "
-                                        "takes dense variables only)",
-                                        st.opts.id, name)));
-      return;
-    }
-  auto w = static_cast<float>(st.current.example_count);
-  if (st.acc_steps.empty()) {
-    st.acc.resize(n);
-    for (size_t v = 0; v < n; ++v) st.acc[v] = st.grads.dense[v] * w;
-    st.acc_read_version = st.read_version;
-    st.acc_examples = 0;
-  } else {
-    for (size_t v = 0; v < n; ++v) st.acc[v] += st.grads.dense[v] * w;
+  if (auto f = st.acc.add(*st.opts.placement, st.grads, st.current.example_count, st.read_version)) {
+    fail(self, make_error(f.code, fmt::format("worker {}: {}", st.opts.id, f.what)));
+    return;
   }
-  st.acc_examples += st.current.example_count;
   st.acc_steps.push_back(std::move(st.current));
   if (static_cast<int>(st.acc_steps.size()) < st.opts.push_every && st.next < st.task.steps.size()) {
     run_next(self);
@@ -406,9 +329,7 @@ void accumulate(self_ptr self) {
 // Pushes the mean of the group's gradients (push_every > 1).
 void push_group(self_ptr self) {
   auto& st = self->state;
-  auto inv = 1.0f / static_cast<float>(st.acc_examples);
-  for (size_t v = 0; v < st.acc.size(); ++v) st.grads.dense[v] = st.acc[v] * inv;
-  st.read_version = st.acc_read_version;
+  st.acc.take(st.grads, st.read_version);
   auto group = std::move(st.acc_steps);
   st.acc_steps.clear();
   push(self, std::move(group));
