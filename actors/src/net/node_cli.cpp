@@ -1,0 +1,206 @@
+// The command line of a node process (run_node, actortrain node): flags, usage, the
+// cluster definition and task they resolve to, and `actortrain status`.
+#include <iostream>
+
+#include "../core/ask.hpp"
+#include "dial.hpp"
+#include "node_internals.hpp"
+
+namespace actortrain {
+
+using detail::configure_for;
+using detail::forget_registry;
+using detail::span;
+using detail::task_at;
+
+node_flags parse_node_flags(int argc, char** argv, int first) {
+  node_flags f;
+  auto value = [&](int& i, const std::string& name) -> std::string {
+    std::string a = argv[i];
+    auto eq = a.find('=');
+    if (eq != std::string::npos) return a.substr(eq + 1);
+    if (i + 1 >= argc) throw cluster_file_error(fmt::format("{} needs a value", name));
+    return argv[++i];
+  };
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    auto name = a.substr(0, a.find('='));
+    if (name == "--help" || name == "-h")
+      f.help = true;
+    else if (name == "--resume")
+      f.resume = true;
+    else if (name == "--no-data-plane")
+      f.no_data_plane = true;
+    else if (name == "--ledger")
+      f.ledger_out = value(i, name);
+    else if (name == "--cluster")
+      f.cluster_file = value(i, name);
+    else if (name == "--task")
+      f.task = value(i, name);
+    else if (name == "--tls-cert")
+      f.tls_cert = value(i, name);
+    else if (name == "--tls-key")
+      f.tls_key = value(i, name);
+    else if (name == "--tls-ca")
+      f.tls_ca = value(i, name);
+    else if (name == "--threads") {
+      auto v = value(i, name);
+      if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
+        throw cluster_file_error(fmt::format("--threads '{}': expected a whole number >= 1", v));
+      f.threads = std::stoi(v);
+    } else
+      throw cluster_file_error(fmt::format("unknown flag '{}' (see --help)", a));
+  }
+  return f;
+}
+
+std::string node_usage(const std::string& program) {
+  return fmt::format(
+    "usage: {} [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--resume] [--no-data-plane]\n"
+    "       [--ledger FILE] [--tls-cert F --tls-key F --tls-ca F]\n"
+    "Plays one task of a cluster of processes (every task runs this same program).\n"
+    "  --cluster FILE      the cluster (JSON, see actortrain/actors/net/cluster_file.hpp); without it\n"
+    "                      the TF_CONFIG environment variable, e.g.\n"
+    "                      {{\"cluster\": {{\"worker\": [\"localhost:12345\", \"localhost:23456\"]}},\n"
+    "                       \"task\": {{\"type\": \"worker\", \"index\": 0}}}}\n"
+    "  --task TYPE:INDEX   the task this process plays (chief, worker, ps), overriding the\n"
+    "                      definition's \"task\"\n"
+    "  --threads N         scheduler threads of this process (default 2)\n"
+    "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
+    "                      directory, e.g. after the chief crashed; the other tasks may live on\n"
+    "  --no-data-plane     (ps, worker) move tensors over BASP instead of the tensor data plane\n"
+    "                      (a TCP connection of their own per worker and ps; never with TLS)\n"
+    "  --ledger FILE       (a task holding ps shards) write what the shards applied, step by\n"
+    "                      step, to FILE as it stops, for `actortrain ledger check`\n"
+    "  --tls-cert/--tls-key/--tls-ca FILE\n"
+    "                      mutual TLS through caf::openssl: this node's certificate and key and\n"
+    "                      the cluster's CA (tools/make-certs makes them); needed off loopback\n"
+    "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n",
+    program);
+}
+
+std::string query_status(const node_flags& flags) {
+  node_flags f = flags;
+  f.resume = false;
+  if (f.task.empty()) f.task = "worker:0";  // only for reading the definition: every cluster has one
+  auto o = resolve_node(f);
+  const auto& def = o.cluster;
+  auto chief = def.coordinator_task();
+  caf::actor_system_config cfg;
+  configure_for(cfg, def, 1);
+  caf::actor_system sys{cfg};
+  std::string text;
+  std::string failure;
+  {
+    auto node = dial(sys, def.address(chief), def.connect_timeout);
+    if (!node) {
+      failure = describe(node.error());
+    } else {
+      auto r = ask<status_report>(sys, *node, span(def.request_timeout), report_atom::value);
+      if (r)
+        text = fmt::format("{}\n{}", task_at(def, chief), describe(*r));
+      else
+        failure = fmt::format("{} did not report: {}", task_at(def, chief), describe(r.error()));
+    }
+  }
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (sys.registry().running() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the application thread, at exit
+  forget_registry(sys);
+  if (!failure.empty()) throw std::runtime_error(failure);
+  return text;
+}
+
+node_options resolve_node(const node_flags& flags) {
+  node_options o;
+  std::string source;
+  // TLS flags stand in for a tls section (TF_CONFIG has none); the parser checks them.
+  tls_files from_flags{flags.tls_cert, flags.tls_key, flags.tls_ca};
+  if (!flags.cluster_file.empty()) {
+    o.cluster = read_cluster_file(flags.cluster_file, from_flags);
+    source = flags.cluster_file;
+  } else if (const char* tf = std::getenv("TF_CONFIG"); tf && *tf) {
+    o.cluster = parse_cluster_def(tf, "TF_CONFIG", from_flags);
+    source = "TF_CONFIG";
+  } else {
+    throw cluster_file_error("no cluster: give --cluster FILE or set TF_CONFIG");
+  }
+  bool any_tls = !flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tls_ca.empty();
+  if (o.cluster.tls.enabled()) check_tls_files(o.cluster.tls, any_tls ? std::string("--tls flags") : source);
+  if (!flags.task.empty())
+    o.task = parse_task(flags.task);
+  else if (o.cluster.task)
+    o.task = *o.cluster.task;
+  else
+    throw cluster_file_error(fmt::format("{} names no task: give --task TYPE:INDEX", source));
+  const auto& list = o.cluster.tasks(o.task.type);
+  if (o.task.index < 0 || static_cast<size_t>(o.task.index) >= list.size())
+    throw cluster_file_error(fmt::format("--task {}: the cluster has {} {} task(s)", to_string(o.task), list.size(),
+                                         to_string(o.task.type)));
+  if (!o.cluster.evaluator.empty() && o.cluster.checkpoint_dir.empty())
+    throw cluster_file_error(fmt::format(
+      "{}: cluster.evaluator: an evaluator evaluates the chief's checkpoints: give a checkpoint section", source));
+  o.threads = flags.threads;
+  o.resume = flags.resume;
+  o.data_plane = !flags.no_data_plane;
+  o.ledger_out = flags.ledger_out;
+  if (const char* plant = std::getenv("ACTORTRAIN_PLANT_DEFECT"); plant && *plant) {
+    try {
+      o.plant = planted_defect_from_string(plant);
+    } catch (const std::invalid_argument& e) {
+      throw cluster_file_error(std::string("ACTORTRAIN_PLANT_DEFECT: ") + e.what());
+    }
+  }
+  if (o.resume && o.cluster.checkpoint_dir.empty())
+    throw cluster_file_error(fmt::format("--resume: {} has no checkpoint section to resume from", source));
+  return o;
+}
+
+int run_node(int argc, char** argv, const job& j) {
+  node_flags flags;
+  try {
+    flags = parse_node_flags(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  if (flags.help) {
+    std::cout << node_usage(argc > 0 ? argv[0] : "program");
+    return 0;
+  }
+  return run_node(flags, j);
+}
+
+int run_node(const node_flags& flags, const job& j) {
+  node_options o;
+  try {
+    o = resolve_node(flags);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  if (o.plant != planted_defect::none)
+    std::cerr << fmt::format("warning: {}: test-only defect {} planted (ACTORTRAIN_PLANT_DEFECT)\n", to_string(o.task),
+                             to_string(o.plant));
+  try {
+    auto r = run_task(o, j);
+    auto& h = r.history;
+    for (size_t e = 0; e < h.epochs(); ++e) {
+      std::string line = fmt::format("epoch {}/{}:", e + 1, h.epochs());
+      for (auto& [k, v] : h.values())
+        if (e < v.size()) line += fmt::format(" {} {:.6f}", k, v[e]);
+      std::cout << line << "\n";
+    }
+    if (r.parameters_digest)
+      std::cout << fmt::format("{} final parameters: digest {:016x} (pulled from the ps shards)\n", to_string(o.task),
+                               *r.parameters_digest);
+    if (!r.note.empty()) std::cout << fmt::format("{} {}\n", to_string(o.task), r.note);
+    std::cout << fmt::format("{} done: {} steps\n", to_string(o.task), r.steps) << std::flush;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << to_string(o.task) << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace actortrain
