@@ -78,8 +78,6 @@ model::file_system& checkpoint_fs(coord_state& st) {
   return st.opts.checkpoint_fs ? *st.opts.checkpoint_fs : model::posix_file_system();
 }
 
-void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason);
-
 // A request to ps shard `i` failed: a shard that is gone starts a recovery; any other
 // failure ends the run with `what`.
 // `even_recovering`: the request is part of the restore itself, so its failure counts.
@@ -109,6 +107,8 @@ void schedule_tick(self_ptr self) {
   if (st.opts.checkpoint_interval.count() <= 0 || st.opts.checkpoint_dir.empty()) return;
   self->delayed_send(self, st.opts.checkpoint_interval, ckpt_atom::value, ++st.tick);
 }
+
+namespace {
 
 // Commits a checkpoint with `write` (which returns its path), keeps the newest
 // checkpoint_keep, says so (with the tensor bytes the shards sent here for it), then runs
@@ -148,6 +148,8 @@ void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, d
   then(path);
 }
 
+}  // namespace
+
 // A shard did not give its part of checkpoint `attempt`: a lost one rolls the run back
 // (the checkpoint is retried after), anything else ends the run.
 std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uint64_t attempt) {
@@ -165,6 +167,8 @@ std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uin
                                                                 : fmt::format("checkpoint: ps shard {} did not answer: {}", i, describe(e))));
   };
 }
+
+namespace {
 
 // A committed checkpoint of `step` under `root` that is not of the state about to be
 // written there (a failed run's, or one from before a roll-back to an older checkpoint)
@@ -198,6 +202,8 @@ nlohmann::json ledgers_for_manifest(const coord_state& st, std::map<int32_t, std
   return out;
 }
 
+}  // namespace
+
 // The ledger a checkpoint holds for the partition of `variable` that begins at `row`
 // (the saved partition that covers that row; empty for a checkpoint without ledgers).
 // At a checkpoint nothing is in flight, so every saved partition holds the same steps.
@@ -209,6 +215,8 @@ ledger_data saved_ledger(const nlohmann::json& extra, const std::string& variabl
       return ledger_from_json(l.at("ledger"));
   return {};
 }
+
+namespace {
 
 // checkpoint.shared: every shard writes its own partitions into the directory begun
 // here; only their files' records come back, and the manifest commits them.
@@ -267,6 +275,8 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
         checkpoint_refused(self, i, attempt), 1, snapshot_atom::value, fence_request{current_fence(st), attempt},
         checkpoint_target{dir});
 }
+
+}  // namespace
 
 // Asks every shard for its state, writes one checkpoint at steps_total (values, slots,
 // iterations per partition; the run state in `extra`), keeps the newest
@@ -336,6 +346,28 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
             then);
         },
         checkpoint_refused(self, i, attempt), 1, snapshot_atom::value, fence_request{current_fence(st), attempt});
+}
+
+// A checkpoint the application asked for, into a directory of its own.
+caf::result<std::string> on_checkpoint_request(self_ptr self, const checkpoint_target& t, int32_t keep) {
+  auto& st = self->state;
+  if (st.ph == phase::idle || st.ph == phase::initializing)
+    return make_error(error_code::invalid_request, "a checkpoint asked for while no run is in progress");
+  if (t.dir.empty()) return make_error(error_code::invalid_request, "a checkpoint asked for without a directory");
+  if (!st.opts.checkpoint_dir.empty() && t.dir == st.opts.checkpoint_dir)
+    return make_error(error_code::invalid_request,
+                      fmt::format("{} is the cluster's own checkpoint directory: ask for another", t.dir));
+  auto rp = self->make_response_promise<std::string>();
+  st.extra_ckpts.push_back(extra_checkpoint{ckpt_target{t.dir, static_cast<size_t>(std::max(1, keep)), false}, rp});
+  dispatch(self);
+  return rp;
+}
+
+// checkpoint_interval passed: the next applied step starts a checkpoint.
+void on_checkpoint_tick(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (id != st.tick || st.ph == phase::idle) return;
+  st.time_due = true;  // the next applied step starts the checkpoint
 }
 
 }  // namespace actortrain::coord

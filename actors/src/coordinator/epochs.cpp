@@ -221,4 +221,32 @@ void forget_work(coord_state& st) {
   }
 }
 
+// The application's decision at the epoch gate.
+caf::result<caf::ok_atom> on_gate_decision(self_ptr self, uint64_t run, int64_t epoch, gate_decision& d) {
+  auto& st = self->state;
+  // A repeat (the application retried, or the message came twice): carried out once.
+  if (d.gate != 0 && d.gate == st.released_gate) return caf::ok_atom::value;
+  if (st.ph != phase::gated || run != st.run || epoch != st.gate_epoch || (d.gate != 0 && d.gate != st.gate_seq))
+    return make_error(error_code::invalid_request,
+                      fmt::format("no epoch gate is open for epoch {} of run {}", epoch + 1, run));
+  ++st.gate_id;  // its timeout is void
+  st.released_gate = st.gate_seq;
+  auto rp = self->make_response_promise<caf::ok_atom>();
+  release_gate(self, std::move(d), rp);
+  return rp;
+}
+
+// The application did not decide at the gate in time: training goes on.
+void on_gate_timeout(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (st.ph != phase::gated || id != st.gate_id) return;
+  event w;
+  w.kind = event_kind::warning;
+  w.text = fmt::format("the application did not answer the gate of epoch {} within {} ms: training goes on",
+                       st.gate_epoch + 1, std::chrono::duration_cast<std::chrono::milliseconds>(st.opts.timeout).count());
+  emit(st, std::move(w));
+  ++st.gate_id;  // a late decision is void
+  release_gate(self, gate_decision{}, std::nullopt);
+}
+
 }  // namespace actortrain::coord

@@ -7,6 +7,8 @@
 
 namespace actortrain::coord {
 
+namespace {
+
 // The worker fences a shard must enforce: for each worker, its current generation if it
 // is alive, else the one after it.
 std::vector<std::pair<uint32_t, uint64_t>> min_generations(const coord_state& st) {
@@ -15,6 +17,8 @@ std::vector<std::pair<uint32_t, uint64_t>> min_generations(const coord_state& st
   return out;
 }
 
+}  // namespace
+
 // The error path of restore attempt `attempt`'s request to shard `i`: a shard that is
 // gone starts the recovery over once it is replaced; anything else ends the run.
 std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_t attempt, std::string what) {
@@ -22,6 +26,8 @@ std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_
     if (attempt == self->state.restore_attempt) ps_failed(self, i, e, what + ": ", /*even_recovering=*/true);
   };
 }
+
+namespace {
 
 // Sends every shard its partitions of `data` (cut to this placement; the values move
 // into the messages) with their ledgers and the de-duplication state `run`/`watermark`
@@ -160,8 +166,9 @@ std::optional<restore_source> pick_checkpoint(coord_state& st, const std::string
   return std::nullopt;
 }
 
-void init_shards(self_ptr self, std::function<void()> then);
 void continue_start(self_ptr self);
+
+}  // namespace
 
 void warn(coord_state& st, std::string text) {
   event w;
@@ -169,6 +176,8 @@ void warn(coord_state& st, std::string text) {
   w.text = std::move(text);
   emit(st, std::move(w));
 }
+
+namespace {
 
 // Restores every shard from the checkpoint under `dir` that `kind` picks (the newest that
 // reads back whole; each skipped one is named in a warning), loading its run state
@@ -322,9 +331,6 @@ void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeove
   }
 }
 
-void start_run(self_ptr self);
-void dispatch(self_ptr self);
-
 // Continues the run saved in the newest checkpoint under restore_dir (fit with
 // resume_from, or a coordinator taking a run over) under a new coordinator epoch.
 void resume(self_ptr self) {
@@ -351,6 +357,8 @@ void resume(self_ptr self) {
               });
 }
 
+}  // namespace
+
 // The first state of every shard: the initial values (a step-0 state without optimizer
 // state, with empty ledgers), sent as a restore is, under epochs of its own.
 void init_shards(self_ptr self, std::function<void()> then) {
@@ -374,6 +382,8 @@ void init_shards(self_ptr self, std::function<void()> then) {
   ++st.recovery_epoch;
   send_state(self, std::move(data), /*run=*/0, {}, std::move(then));
 }
+
+namespace {
 
 // The state a run starts from, when the shards need one before its first step (a shard
 // was lost, or a restore failed): the newest good checkpoint of any run, else the
@@ -431,6 +441,8 @@ void continue_start(self_ptr self) {
   }
   dispatch(self);
 }
+
+}  // namespace
 
 // Every lost shard has a replacement: roll back and go on. During a run, to the run's
 // own newest good checkpoint; before its first step, to the state it starts from;
@@ -505,13 +517,18 @@ void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
   self->delayed_send(self, st.opts.worker_wait, recover_atom::value, id);
 }
 
+namespace {
+
+void begin_run(self_ptr self);
+
+}  // namespace
+
 // -- a run's start ----------------------------------------------------------------------
 
 // The run's start-up, (re)entered after any recovery before its first step: the shards'
 // state (a resumed run's checkpoint; the initial values or the newest good checkpoint
 // when they have none), every shard fenced under new epochs (a failed run's late pushes
 // are refused from here on), then begin_run.
-void begin_run(self_ptr self);
 void start_run(self_ptr self) {
   auto& st = self->state;
   if (st.ph != phase::initializing || st.recovering || !st.lost_ps.empty()) return;  // recover() comes back here
@@ -558,6 +575,8 @@ void start_run(self_ptr self) {
     },
     fence_atom::value, fence_request{current_fence(st), 0});
 }
+
+namespace {
 
 // True when the newest committed checkpoint is the cluster's state as it is now (the
 // previous run's final one, nothing changed since): the run marks it as its start.
@@ -607,6 +626,35 @@ void begin_run(self_ptr self) {
     }
   }
   dispatch(self);
+}
+
+}  // namespace
+
+// A replacement for lost ps shard `index`.
+caf::result<caf::ok_atom> on_replace(self_ptr self, uint32_t index, caf::actor shard) {
+  auto& st = self->state;
+  if (index >= st.opts.ps.size())
+    return make_error(error_code::invalid_request, fmt::format("no ps shard {} (there are {})", index, st.opts.ps.size()));
+  if (!st.lost_ps.count(index))
+    return make_error(error_code::invalid_request, fmt::format("ps shard {} is not lost", index));
+  st.opts.ps[index] = caf::actor_cast<ps_shard_actor>(shard);
+  self->monitor(shard);
+  st.lost_ps.erase(index);
+  if (!st.lost_ps.empty()) return caf::ok_atom::value;  // another one is still missing
+  ++st.recoveries;  // the replacement deadline is met
+  recover(self);
+  return caf::ok_atom::value;
+}
+
+// A lost ps shard was not replaced within worker_wait: the run fails.
+void on_recover_deadline(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (id != st.recoveries || st.lost_ps.empty()) return;
+  st.ps_ready = false;
+  st.recovering = false;  // a later fit waits for the replacement again
+  fail_run(self, make_error(error_code::worker_lost,
+                            fmt::format("ps shard {} was lost and not replaced within {} s", *st.lost_ps.begin(),
+                                        std::chrono::duration_cast<std::chrono::seconds>(st.opts.worker_wait).count())));
 }
 
 }  // namespace actortrain::coord

@@ -1,9 +1,11 @@
 #pragma once
 // The coordinator actor's state and the functions its files share (internal to
-// actors/src/coordinator/): coordinator.cpp (the behaviour, dispatch and the steps'
-// answers), epochs.cpp (epochs, evaluation and the epoch gate), checkpoints.cpp (writing
-// checkpoints and the run state they keep), recovery.cpp (fences, restores, a lost ps
-// shard, the start of a run). What is decided about the work lives in the CAF-free
+// actors/src/coordinator/): coordinator.cpp (the behaviour, one line per message, and
+// the runs), dispatch.cpp (tasks under the gate, their answers, re-queues, synchronous
+// rounds), membership.cpp (workers and dataset shards that join or are lost), epochs.cpp
+// (epochs, evaluation and the epoch gate), checkpoints.cpp (writing checkpoints and the
+// run state they keep), recovery.cpp (fences, restores, a lost ps shard, the start of a
+// run), status.cpp (the status report). What is decided about the work lives in the CAF-free
 // parts beside them: step_queue.hpp, sync_round.hpp, run_state.hpp, dispatch_gate.
 #include <actortrain/actors/coordinator/coordinator.hpp>
 #include <actortrain/actors/core/errors.hpp>
@@ -252,20 +254,46 @@ enum class restore_kind {
 
 // -- what the coordinator's files use of each other ------------------------------------
 
-// coordinator.cpp: events, status, the steps' answers, dispatch, the run's end
+// coordinator.cpp: the behaviour, runs (fit, evaluate, hyperparameters), events, the run's end
 void emit(coord_state& st, event e);
 fence current_fence(const coord_state& st);
 void forget_round(coord_state& st);
+uint64_t round_size(const coord_state& st);
 void fail_run(self_ptr self, caf::error err);
 void finish_run(self_ptr self);
+bool nothing_in_flight(const coord_state& st);
+void write_extra_checkpoint(self_ptr self, std::function<void()> then);
+void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why, bool eval = false);
+caf::result<run_summary> on_fit(self_ptr self, run_spec& spec);
+caf::result<eval_summary> on_eval(self_ptr self, eval_spec& spec);
+caf::result<caf::ok_atom> on_hyperparams(self_ptr self, hyperparams_request& req);
+
+// dispatch.cpp: the next task under the gate, sending it, its answer or error,
+// re-queues, speculative twins, synchronous rounds
 std::vector<uint64_t> watermark(const coord_state& st);
 void dispatch(self_ptr self);
+void requeue(self_ptr self, step_task task, const caf::error& why);
+void settled(coord_state& st, uint32_t wid, uint64_t id);
+void on_slow(self_ptr self, uint64_t id);
+
+// membership.cpp: workers joining, lost and fenced out, outages, rebuilt dataset shards
+bool alive_workers(const coord_state& st);
+void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason);
+caf::result<caf::ok_atom> on_source(self_ptr self, uint32_t p, caf::actor shard, bool eval);
+void on_outage(self_ptr self, uint64_t id);
+caf::result<uint64_t> on_join(self_ptr self, caf::actor handle, uint32_t id);
+
+// status.cpp: the status report
+void note_for_status(coord_state& st, const event& e);
+caf::result<status_report> on_report(self_ptr self);
 
 // epochs.cpp: epochs, evaluation, the epoch gate
 void start_eval(self_ptr self, const std::vector<caf::actor>& shards);
 void begin_epoch(self_ptr self);
 void end_epoch(self_ptr self);
 void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_response_promise<caf::ok_atom>> rp);
+caf::result<caf::ok_atom> on_gate_decision(self_ptr self, uint64_t run, int64_t epoch, gate_decision& d);
+void on_gate_timeout(self_ptr self, uint64_t id);
 void forget_work(coord_state& st);
 
 // checkpoints.cpp: checkpoints and the run state they keep
@@ -279,6 +307,8 @@ ledger_data saved_ledger(const nlohmann::json& extra, const std::string& variabl
 void write_checkpoint_now(self_ptr self, std::function<void()> then);
 void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(const std::string&)> then);
 std::function<void(caf::error&)> checkpoint_refused(self_ptr self, size_t i, uint64_t attempt);
+caf::result<std::string> on_checkpoint_request(self_ptr self, const checkpoint_target& t, int32_t keep);
+void on_checkpoint_tick(self_ptr self, uint64_t id);
 
 // recovery.cpp: fences, restores, a lost ps shard, the start of a run
 void warn(coord_state& st, std::string text);
@@ -287,5 +317,7 @@ void recover(self_ptr self);
 void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason);
 void start_run(self_ptr self);
 std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_t attempt, std::string what);
+caf::result<caf::ok_atom> on_replace(self_ptr self, uint32_t index, caf::actor shard);
+void on_recover_deadline(self_ptr self, uint64_t id);
 
 }  // namespace actortrain::coord
