@@ -1,0 +1,298 @@
+// What a step needs before it computes (state.hpp): its batch (prefetched while the
+// step before computes), and its parameters — pulled from every shard, pulled ahead
+// (pull_ahead), or reused and moved by the local learning rate (pull_every).
+#include "state.hpp"
+
+namespace actortrain::worker_detail {
+
+// Downpour's local update: the copy the next steps reuse moves by -lr x this step's
+// gradient (a new matrix each: the pulled one may be the shard's own, shared).
+void local_step(worker_state& st) {
+  auto lr = static_cast<float>(st.opts.local_learning_rate);
+  for (size_t v = 0; v < st.grads.is_sparse.size(); ++v) {
+    auto id = static_cast<model::variable_id>(v);
+    if (st.grads.is_sparse[v] || !st.last_pulled.has(id)) continue;
+    st.last_pulled.adopt(id, std::make_shared<model::matrix>(st.last_pulled[id] - lr * st.grads.dense[v]));
+  }
+}
+
+namespace {
+
+bool same_fence(const fence& a, const fence& b) {
+  return a.coordinator_epoch == b.coordinator_epoch && a.recovery_epoch == b.recovery_epoch &&
+         a.worker_generation == b.worker_generation && a.worker == b.worker;
+}
+
+// The step after the current one and its fence, if one is known (this task's next
+// step, or the first of the next queued task).
+std::optional<std::pair<fence, step_id>> next_step(const worker_state& st) {
+  if (st.next < st.task.steps.size()) return std::make_pair(st.task.f, st.task.steps[st.next]);
+  if (!st.waiting.empty()) return std::make_pair(st.waiting.front().first.f, st.waiting.front().first.steps.front());
+  return std::nullopt;
+}
+
+// Makes the round's values the step's parameters, asks ahead for the next step's (with
+// pull_ahead), and computes.
+void install_round(self_ptr self) {
+  auto& st = self->state;
+  st.round.active = false;
+  st.params = std::move(st.round.values);
+  st.read_version = std::move(st.round.read_version);
+  if (st.opts.pull_every > 1 && st.task.training && !st.round.reused) {
+    st.last_pulled = st.params;  // shares the matrices
+    st.last_read_version = st.read_version;
+    st.last_fence = st.task.f;
+    st.reuses_left = st.opts.pull_every - 1;
+  }
+  if (st.opts.pull_ahead)
+    if (auto n = next_step(st)) send_round(self, n->first, n->second);
+  compute(self);
+}
+
+// A pull of round `id` to shard `p` failed: the round is dropped (one asked ahead is
+// asked again when its step starts), and the step waiting for it fails.
+void round_failed(self_ptr self, uint64_t id, int p, caf::error e) {
+  auto& st = self->state;
+  auto& rd = st.round;
+  if (!rd.active || rd.id != id) return;
+  bool awaited = rd.awaited && rd.seq == st.seq;
+  rd = worker_state::pull_round{};
+  if (awaited) fail(self, shard_error(st, p, std::move(e)));
+}
+
+}  // namespace
+
+// Pulls every variable from the shards that hold it, in parallel, as one round.
+void send_round(self_ptr self, const fence& f, const step_id& step) {
+  auto& st = self->state;
+  const auto& pl = *st.opts.placement;
+  const int nps = pl.num_ps();
+  std::vector<pull_request> reqs(static_cast<size_t>(nps));
+  for (auto& vp : pl.variables()) {
+    if (st.by_rows[static_cast<size_t>(vp.variable)]) continue;  // by row, once the batch is known
+    for (auto& part : vp.partitions)
+      reqs[static_cast<size_t>(part.ps)].partitions.push_back(partition_key{vp.variable, part.index});
+  }
+  auto& rd = st.round;
+  rd = worker_state::pull_round{};
+  rd.active = true;
+  rd.id = ++st.round_id;
+  rd.f = f;
+  rd.step = step;
+  rd.values = model::parameter_store{st.opts.structure.variables().size()};
+  rd.read_version.assign(st.opts.structure.variables().size(), 0);
+  for (auto& r : reqs)
+    if (!r.partitions.empty()) ++rd.outstanding;
+  for (int p = 0; p < nps; ++p) {
+    auto& r = reqs[static_cast<size_t>(p)];
+    if (r.partitions.empty()) continue;
+    r.f = f;
+    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_atom::value, std::move(r))
+      .then(
+        [self, id = rd.id](pull_reply& rep) {
+          auto& st = self->state;
+          auto& rd = st.round;
+          if (!rd.active || rd.id != id || rd.outstanding == 0) return;
+          const auto& pl = *st.opts.placement;
+          for (auto& pv : rep.values) {
+            auto v = static_cast<size_t>(pv.key.variable);
+            rd.read_version[v] = std::max(rd.read_version[v], pv.version);
+            store_partition(rd.values, pl, pv, /*share=*/true);  // whole variables: zero copy
+          }
+          if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
+        },
+        [self, id = rd.id, p](caf::error& e) { round_failed(self, id, p, std::move(e)); });
+  }
+}
+
+namespace {
+
+// Adds to the round the rows of the current batch of every table pulled by row: the ids
+// in its feeds (values that are no valid id are left to the embedding layer to report),
+// asked of the shards that hold them.
+void send_rows(self_ptr self) {
+  auto& st = self->state;
+  auto& rd = st.round;
+  const auto& pl = *st.opts.placement;
+  const auto& feeds = st.opts.structure.row_feeds();
+  for (size_t v = 0; v < st.by_rows.size(); ++v) {
+    if (!st.by_rows[v]) continue;
+    auto vid = static_cast<model::variable_id>(v);
+    const auto& vp = pl.variable(vid);
+    auto& table = st.tables[v];
+    if (!table) table = std::make_shared<model::matrix>(model::matrix::Zero(vp.shape.rows, vp.shape.cols));
+    rd.values.adopt(vid, table);
+    std::vector<int64_t> ids;
+    for (auto slot : feeds[v]) {
+      if (static_cast<size_t>(slot) >= st.batch.features.size()) continue;
+      const auto& x = st.batch.features[static_cast<size_t>(slot)];
+      for (Eigen::Index i = 0; i < x.size(); ++i) {
+        double id = x.data()[i];
+        if (id >= 0 && id < static_cast<double>(vp.shape.rows) && std::floor(id) == id) ids.push_back(static_cast<int64_t>(id));
+      }
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    if (ids.empty()) continue;
+    for (auto& grp : pl.group_rows(vid, ids)) {
+      pull_rows_request req;
+      req.f = st.task.f;
+      req.variable = vid;
+      for (auto p : grp.positions) req.ids.push_back(ids[p]);
+      ++rd.outstanding;
+      auto p = grp.ps;
+      st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_rows_atom::value, std::move(req))
+        .then(
+          [self, id = rd.id, v](rows_reply& rep) {
+            auto& st = self->state;
+            auto& rd = st.round;
+            if (!rd.active || rd.id != id || rd.outstanding == 0) return;
+            auto& table = *st.tables[v];
+            if (!rep.rows.value || rep.rows.rows() != static_cast<int64_t>(rep.ids.size()) ||
+                rep.rows.cols() != table.cols()) {
+              rd = worker_state::pull_round{};
+              fail(self, make_error(error_code::invalid_request,
+                                    fmt::format("worker {}: a ps shard answered {} ids of {} with rows of [{} x {}]",
+                                                st.opts.id, rep.ids.size(), st.opts.structure.variables()[v].name,
+                                                rep.rows.rows(), rep.rows.cols())));
+              return;
+            }
+            for (size_t j = 0; j < rep.ids.size(); ++j)
+              if (rep.ids[j] >= 0 && rep.ids[j] < table.rows())
+                table.row(static_cast<Eigen::Index>(rep.ids[j])) = rep.rows.value->row(static_cast<Eigen::Index>(j));
+            rd.read_version[v] = std::max(rd.read_version[v], rep.version);
+            if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
+          },
+          [self, id = rd.id, p](caf::error& e) { round_failed(self, id, p, std::move(e)); });
+    }
+  }
+}
+
+}  // namespace
+
+// The step needs its parameters: from the round sent ahead when it is for this fence,
+// else from a new one.
+void pull(self_ptr self) {
+  auto& st = self->state;
+  st.phase_start = clock_type::now();
+  auto& rd = st.round;
+  // Downpour's n_fetch: the dense variables of the last pull, while they may serve.
+  if (st.reuses_left > 0 && st.task.training && same_fence(st.last_fence, st.task.f) && !rd.active) {
+    --st.reuses_left;
+    rd = worker_state::pull_round{};
+    rd.active = true;
+    rd.reused = true;
+    rd.id = ++st.round_id;
+    rd.f = st.task.f;
+    rd.step = st.current.step;
+    rd.values = st.last_pulled;
+    rd.read_version = st.last_read_version;
+    send_rows(self);
+    if (rd.outstanding == 0) {
+      install_round(self);
+      return;
+    }
+    rd.awaited = true;
+    rd.seq = st.seq;
+    return;
+  }
+  st.reuses_left = 0;
+  if (!rd.active || !same_fence(rd.f, st.task.f) || rd.step != st.current.step)
+    send_round(self, st.task.f, st.current.step);
+  send_rows(self);
+  if (rd.outstanding == 0) {
+    install_round(self);
+    return;
+  }
+  rd.awaited = true;
+  rd.seq = st.seq;
+}
+
+// The batch of the current step arrived.
+void on_batch(self_ptr self, batch_reply& r) {
+  auto& st = self->state;
+  st.current.timings.batch_us = micros_since(st.phase_start);
+  if (r.end_of_data) {
+    // The rest of the task is past the end too: report it and stop. Parameters asked
+    // ahead for a step past the end are dropped: the next epoch begins at that position,
+    // under the same step id, and must read parameters pulled after it was dispatched.
+    if (st.round.active && !st.round.awaited) st.round = worker_state::pull_round{};
+    st.current.end_of_data = true;
+    auto& res = st.records[st.current_record].result;
+    res.steps.push_back(std::move(st.current));
+    for (; st.next < st.task.steps.size(); ++st.next) {
+      step_result s;
+      s.step = st.task.steps[st.next];
+      s.worker = st.opts.id;
+      s.generation = st.task.f.worker_generation;
+      s.end_of_data = true;
+      res.steps.push_back(s);
+    }
+    if (!st.acc_steps.empty()) {
+      push_group(self);  // the steps before the end (the task ends once they are pushed)
+      return;
+    }
+    finish_task(self);
+    return;
+  }
+  st.batch = to_element(std::move(r.batch));
+  if (st.batch.features.size() != st.opts.structure.num_inputs()) {
+    fail(self, make_error(error_code::user_error,
+                          fmt::format("step {}: the batch has {} feature tensors, the model {} inputs",
+                                      to_string(st.current.step), st.batch.features.size(),
+                                      st.opts.structure.num_inputs())));
+    return;
+  }
+  prefetch_next(self);
+  // The ledgers record which batch each applied step used (ledger.hpp).
+  if (st.task.training) st.current.digest = dataset::element_digest(st.batch);
+  pull(self);
+}
+
+// Asks for the batch of the step after the current one (in this task, or the first of
+// the next queued task) so that it is there when that step starts.
+void prefetch_next(self_ptr self) {
+  auto& st = self->state;
+  const step_task* t = nullptr;
+  size_t index = 0;
+  if (st.next < st.task.steps.size()) {
+    t = &st.task;
+    index = st.next;
+  } else if (!st.waiting.empty()) {
+    t = &st.waiting.front().first;
+  }
+  if (!t || !t->source) return;
+  auto& pf = st.prefetch;
+  pf = worker_state::prefetch_slot{};
+  pf.active = true;
+  pf.step = t->steps[index];
+  pf.epoch = t->epoch;
+  pf.epoch_begin = t->epoch_begin;
+  pf.source = t->source;
+  pf.id = ++st.prefetch_id;
+  st.opts.seam
+    ->request(self, t->source, st.opts.timeout, batch_atom::value,
+              batch_request{t->f, pf.step, t->epoch, t->epoch_begin})
+    .then(
+      [self, id = pf.id](batch_reply& r) {
+        auto& pf = self->state.prefetch;
+        if (!pf.active || pf.id != id) return;
+        if (pf.awaited) {
+          pf.active = false;
+          if (self->state.seq == pf.seq) on_batch(self, r);
+          return;
+        }
+        pf.arrived = true;
+        pf.reply = std::move(r);
+      },
+      [self, id = pf.id](caf::error& e) {
+        auto& pf = self->state.prefetch;
+        if (!pf.active || pf.id != id) return;
+        bool awaited = pf.awaited;
+        auto seq = pf.seq;
+        pf.active = false;  // a failed prefetch is asked for again when the step starts
+        if (awaited && self->state.seq == seq) fail(self, batch_error(self->state, std::move(e)));
+      });
+}
+
+}  // namespace actortrain::worker_detail
