@@ -24,6 +24,18 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
+/// A dataset as the trainer's batch source: its iterators are batch iterators already.
+class dataset_batches final : public model::batch_source::impl {
+ public:
+  explicit dataset_batches(dataset d) : data(std::move(d)) {}
+  std::unique_ptr<model::batch_iterator> iterate(uint64_t epoch) const override { return data.iterate(epoch); }
+  model::batch_count count() const override {
+    auto c = data.cardinality();
+    return {c.is_known() ? c.n : -1, c.is_infinite()};
+  }
+  dataset data;
+};
+
 }  // namespace
 
 dataset::dataset() : root_(detail::make_elements_node({}, "empty")) {}
@@ -39,6 +51,15 @@ std::unique_ptr<iterator> dataset::iterate(uint64_t epoch, uint64_t start_positi
 cardinality_info dataset::cardinality() const { return root_->cardinality(); }
 
 std::string dataset::describe() const { return root_->describe(); }
+
+dataset::operator model::batch_source() const {
+  return model::batch_source{std::make_shared<dataset_batches>(*this)};
+}
+
+std::optional<dataset> as_dataset(const model::batch_source& source) {
+  if (auto* d = dynamic_cast<const dataset_batches*>(&source.get())) return d->data;
+  return std::nullopt;
+}
 
 dataset dataset::map(map_fn fn) const {
   require(static_cast<bool>(fn), "map: the function is empty");

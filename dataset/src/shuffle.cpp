@@ -19,53 +19,7 @@
 namespace actortrain::dataset::detail {
 namespace {
 
-/// The buffer algorithm over values of type T pulled from `pull()` (returns optional<T>).
-template <class T>
-class shuffle_buffer {
- public:
-  shuffle_buffer(uint64_t buffer_size, uint64_t seed, uint64_t stream)
-      : buffer_size_(buffer_size), seed_(seed), stream_(stream) {}
-
-  template <class Pull>
-  std::optional<T> next(Pull&& pull) {
-    if (!filled_) {
-      filled_ = true;
-      while (buffer_.size() < buffer_size_) {
-        auto x = pull();
-        if (!x) {
-          exhausted_ = true;
-          break;
-        }
-        buffer_.push_back(std::move(*x));
-      }
-    }
-    if (buffer_.empty()) return std::nullopt;
-    const auto j = static_cast<size_t>(
-        model::below(model::draw(seed_, counter_++, stream_), buffer_.size()));
-    T out = std::move(buffer_[j]);
-    std::optional<T> refill;
-    if (!exhausted_) {
-      refill = pull();
-      if (!refill) exhausted_ = true;
-    }
-    if (refill) {
-      buffer_[j] = std::move(*refill);
-    } else {
-      if (j + 1 != buffer_.size()) buffer_[j] = std::move(buffer_.back());
-      buffer_.pop_back();
-    }
-    return out;
-  }
-
- private:
-  uint64_t buffer_size_;
-  uint64_t seed_;
-  uint64_t stream_;
-  uint64_t counter_ = 0;
-  bool filled_ = false;
-  bool exhausted_ = false;
-  std::vector<T> buffer_;
-};
+using model::shuffle_buffer;  // the buffer algorithm (model/random.hpp), shared with trainer::fit(x, y)
 
 class shuffle_node final : public node {
  public:

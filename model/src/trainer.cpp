@@ -6,6 +6,7 @@
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/partitioner.hpp>
 
+#include <cstring>
 #include <iostream>
 #include <stdexcept>
 
@@ -112,17 +113,17 @@ const matrix& trainer::variable(const std::string& name) const {
   return params_[id];
 }
 
-void trainer::check_element(const dataset::element& e) const {
+void trainer::check_element(const batch& e) const {
   if (e.features.size() != model_.num_inputs())
     throw std::invalid_argument(fmt::format("the data has {} feature tensors, the model {} inputs",
                                             e.features.size(), model_.num_inputs()));
 }
 
-double trainer::train_step(const dataset::element& batch) {
-  check_element(batch);
-  const matrix& out = exec_.forward(params_, batch.features, true, draw(seed_, static_cast<uint64_t>(steps_), 0x64726f70ULL));
-  double l = loss_->compute(out, batch.labels, &d_out_);
-  for (auto& m : metrics_) m->update(out, batch.labels);
+double trainer::train_step(const batch& b) {
+  check_element(b);
+  const matrix& out = exec_.forward(params_, b.features, true, draw(seed_, static_cast<uint64_t>(steps_), 0x64726f70ULL));
+  double l = loss_->compute(out, b.labels, &d_out_);
+  for (auto& m : metrics_) m->update(out, b.labels);
   grads_.zero();
   exec_.backward(params_, d_out_, grads_);
   const auto& specs = model_.variables();
@@ -143,20 +144,116 @@ double trainer::train_step(const dataset::element& batch) {
 
 namespace {
 
-int64_t known_steps(const dataset::dataset& d) {
-  auto c = d.cardinality();
-  return c.kind == dataset::cardinality_kind::known ? c.n : -1;
+/// fit(x, y), evaluate(x, y) and predict(x)'s data: the rows of x and y in batches of
+/// batch_size, in a new order each epoch when shuffled. It yields exactly the batches of
+/// dataset::from_tensor_slices(x, y)[.shuffle(rows, seed)].batch(batch_size), which these
+/// calls built before model/ stopped including dataset/: the same checks and messages,
+/// the same order (model::shuffle_buffer, which dataset::shuffle runs too), the same
+/// gathered rows.
+class tensor_batches final : public batch_source::impl, public std::enable_shared_from_this<tensor_batches> {
+ public:
+  tensor_batches(std::vector<matrix> x, matrix y, int64_t batch_size, std::optional<uint64_t> shuffle_seed)
+      : x_(std::move(x)), y_(std::move(y)), batch_size_(static_cast<uint64_t>(batch_size)), seed_(shuffle_seed) {
+    if (x_.empty() && y_.rows() == 0 && y_.cols() == 0)
+      throw std::invalid_argument("from_tensor_slices: no features and no labels");
+    const auto rows = x_.empty() ? y_.rows() : x_[0].rows();
+    for (size_t k = 1; k < x_.size(); ++k)
+      if (x_[k].rows() != rows)
+        throw std::invalid_argument(fmt::format(
+          "from_tensor_slices: features[{}] is {} but features[0] is {}: row counts must agree", k,
+          shape_string(x_[k]), shape_string(x_[0])));
+    const auto label_rows = y_.rows();
+    // A 0 x 0 labels matrix means "no labels": give it the rows, with no columns.
+    if (y_.size() == 0 && y_.rows() != rows) y_.resize(rows, 0);
+    if (y_.rows() != rows)
+      throw std::invalid_argument(fmt::format(
+        "from_tensor_slices: labels are {} but features[0] is {}: row counts must agree", shape_string(y_),
+        shape_string(x_[0])));
+    if (seed_ && label_rows < 1)
+      throw std::invalid_argument(fmt::format("shuffle: buffer_size must be >= 1, got {}", label_rows));
+    rows_ = static_cast<uint64_t>(rows);
+  }
+
+  batch_count count() const override {
+    return {static_cast<int64_t>(rows_ / batch_size_ + (rows_ % batch_size_ != 0)), false};
+  }
+
+  std::unique_ptr<batch_iterator> iterate(uint64_t epoch) const override {
+    std::vector<uint64_t> order;
+    if (seed_) {
+      // dataset::shuffle(rows, seed) on indices: a buffer as large as the data, stream = epoch.
+      order.reserve(rows_);
+      shuffle_buffer<uint64_t> buf(rows_, *seed_, epoch);
+      uint64_t next = 0;
+      auto pull = [&]() -> std::optional<uint64_t> {
+        if (next >= rows_) return std::nullopt;
+        return next++;
+      };
+      while (auto i = buf.next(pull)) order.push_back(*i);
+    }
+    return std::make_unique<iterator>(shared_from_this(), std::move(order));
+  }
+
+ private:
+  class iterator final : public batch_iterator {
+   public:
+    iterator(std::shared_ptr<const tensor_batches> src, std::vector<uint64_t> order)
+        : src_(std::move(src)), order_(std::move(order)) {}
+
+    std::optional<batch> next() override {
+      if (begin_ >= src_->rows_) return std::nullopt;
+      const uint64_t end = std::min(src_->rows_, begin_ + src_->batch_size_);
+      const auto n = static_cast<Eigen::Index>(end - begin_);
+      batch b;
+      b.features.resize(src_->x_.size());
+      for (size_t k = 0; k < src_->x_.size(); ++k) {
+        b.features[k].resize(n, src_->x_[k].cols());
+        copy_rows(src_->x_[k], b.features[k]);
+      }
+      b.labels.resize(n, src_->y_.cols());
+      copy_rows(src_->y_, b.labels);
+      begin_ = end;
+      return b;
+    }
+
+   private:
+    void copy_rows(const matrix& from, matrix& to) const {
+      const auto cols = from.cols();
+      if (cols == 0) return;
+      for (Eigen::Index j = 0; j < to.rows(); ++j) {
+        const uint64_t p = begin_ + static_cast<uint64_t>(j);
+        const auto row = static_cast<Eigen::Index>(src_->seed_ ? order_[p] : p);
+        std::memcpy(to.data() + j * cols, from.data() + row * cols, static_cast<size_t>(cols) * sizeof(float));
+      }
+    }
+
+    std::shared_ptr<const tensor_batches> src_;  // an iterator keeps its data alive
+    std::vector<uint64_t> order_;
+    uint64_t begin_ = 0;
+  };
+
+  std::vector<matrix> x_;
+  matrix y_;
+  uint64_t batch_size_;
+  std::optional<uint64_t> seed_;
+  uint64_t rows_ = 0;
+};
+
+batch_source tensors(std::vector<matrix> x, matrix y, int64_t batch_size, std::optional<uint64_t> shuffle_seed) {
+  return batch_source{std::make_shared<tensor_batches>(std::move(x), std::move(y), batch_size, shuffle_seed)};
 }
+
+int64_t known_steps(const batch_source& d) { return d.count().n; }
 
 }  // namespace
 
-history trainer::fit(const dataset::dataset& data, const fit_options& opts) {
+history trainer::fit(const batch_source& data, const fit_options& opts) {
   if (!opts.resume_from.empty())
     throw std::invalid_argument("fit: resume_from is for cluster::fit; load a checkpoint with trainer::restore");
   if (opts.epochs < 0) throw std::invalid_argument(fmt::format("fit: epochs = {} < 0", opts.epochs));
   if (opts.steps_per_epoch < 0)
     throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
-  if (opts.steps_per_epoch == 0 && data.cardinality().kind == dataset::cardinality_kind::infinite)
+  if (opts.steps_per_epoch == 0 && data.count().infinite)
     throw std::invalid_argument("fit: the dataset is infinite (repeat()); set steps_per_epoch");
   enable_flush_to_zero();
   std::ostream& out = opts.out ? *opts.out : std::cout;
@@ -164,15 +261,15 @@ history trainer::fit(const dataset::dataset& data, const fit_options& opts) {
   uint64_t saved_seed = seed_;
   if (opts.seed != 0) seed_ = opts.seed;
   history h;
-  std::unique_ptr<dataset::iterator> persistent;
+  std::unique_ptr<batch_iterator> persistent;
   if (opts.steps_per_epoch > 0) persistent = data.iterate(0);
   int64_t total = opts.steps_per_epoch > 0 ? opts.steps_per_epoch : known_steps(data);
   bool ran_out = false;
   for (int epoch = 0; epoch < opts.epochs && !ran_out; ++epoch) {
     for (auto& m : metrics_) m->reset();
     progress.begin_epoch(epoch, opts.epochs, total);
-    std::unique_ptr<dataset::iterator> fresh;
-    dataset::iterator* it = persistent.get();
+    std::unique_ptr<batch_iterator> fresh;
+    batch_iterator* it = persistent.get();
     if (!it) {
       fresh = data.iterate(static_cast<uint64_t>(epoch));
       it = fresh.get();
@@ -217,13 +314,13 @@ history trainer::fit(const dataset::dataset& data, const fit_options& opts) {
 
 history trainer::fit(const std::vector<matrix>& x, const matrix& y, const fit_options& opts) {
   if (opts.batch_size <= 0) throw std::invalid_argument(fmt::format("fit: batch_size = {} <= 0", opts.batch_size));
-  auto ds = dataset::from_tensor_slices(x, y);
-  if (opts.shuffle) ds = ds.shuffle(static_cast<int64_t>(y.rows()), opts.seed ? opts.seed : seed_);
-  return fit(ds.batch(opts.batch_size), opts);
+  std::optional<uint64_t> shuffle_seed;
+  if (opts.shuffle) shuffle_seed = opts.seed ? opts.seed : seed_;
+  return fit(tensors(x, y, opts.batch_size, shuffle_seed), opts);
 }
 
-std::map<std::string, double> trainer::evaluate(const dataset::dataset& data, int verbose) {
-  if (data.cardinality().kind == dataset::cardinality_kind::infinite)
+std::map<std::string, double> trainer::evaluate(const batch_source& data, int verbose) {
+  if (data.count().infinite)
     throw std::invalid_argument("evaluate: the dataset is infinite (repeat())");
   std::vector<metric_ptr> ms;
   for (auto& m : metrics_) ms.push_back(m->clone());
@@ -251,11 +348,11 @@ std::map<std::string, double> trainer::evaluate(const dataset::dataset& data, in
 std::map<std::string, double> trainer::evaluate(const std::vector<matrix>& x, const matrix& y,
                                                 int64_t batch_size) {
   if (batch_size <= 0) throw std::invalid_argument(fmt::format("evaluate: batch_size = {} <= 0", batch_size));
-  return evaluate(dataset::from_tensor_slices(x, y).batch(batch_size));
+  return evaluate(tensors(x, y, batch_size, std::nullopt));
 }
 
-matrix predict(executor& ex, const parameter_store& params, const dataset::dataset& data) {
-  if (data.cardinality().kind == dataset::cardinality_kind::infinite)
+matrix predict(executor& ex, const parameter_store& params, const batch_source& data) {
+  if (data.count().infinite)
     throw std::invalid_argument("predict: the dataset is infinite (repeat())");
   const auto& m = ex.structure();
   std::vector<matrix> parts;
@@ -269,12 +366,12 @@ matrix predict(executor& ex, const parameter_store& params, const dataset::datas
   return stack_rows(parts, m.output_width());
 }
 
-matrix trainer::predict(const dataset::dataset& data) { return ::actortrain::model::predict(exec_, params_, data); }
+matrix trainer::predict(const batch_source& data) { return ::actortrain::model::predict(exec_, params_, data); }
 
 matrix trainer::predict(const std::vector<matrix>& x, int64_t batch_size) {
   if (batch_size <= 0) throw std::invalid_argument(fmt::format("predict: batch_size = {} <= 0", batch_size));
   if (x.empty()) throw std::invalid_argument("predict: no inputs");
-  return predict(dataset::from_tensor_slices(x, matrix(x[0].rows(), 0)).batch(batch_size));
+  return predict(tensors(x, matrix(x[0].rows(), 0), batch_size, std::nullopt));
 }
 
 }  // namespace actortrain::model

@@ -160,4 +160,43 @@ BOOST_AUTO_TEST_CASE(progress_lines_report_loss_metrics_and_throughput) {
   BOOST_TEST(s.find("samples/s") != std::string::npos, s);
 }
 
+// The trainer takes any batch_source (model/batch_source.hpp), not only datasets: one
+// written by hand that yields the batches a dataset yields trains to the same values, and
+// as_dataset tells a converted dataset from it.
+BOOST_AUTO_TEST_CASE(any_batch_source_trains_as_the_dataset_of_its_batches) {
+  planted p{100};
+  auto data = ds::from_tensor_slices({p.x}, p.y).batch(25);
+  struct by_hand final : batch_source::impl {
+    matrix x, y;
+    bool infinite = false;
+    struct rows final : batch_iterator {
+      const by_hand* src;
+      Eigen::Index next_row = 0;
+      explicit rows(const by_hand* s) : src(s) {}
+      std::optional<batch> next() override {
+        if (next_row >= src->x.rows()) return std::nullopt;
+        batch b{{src->x.middleRows(next_row, 25)}, src->y.middleRows(next_row, 25)};
+        next_row += 25;
+        return b;
+      }
+    };
+    std::unique_ptr<batch_iterator> iterate(uint64_t) const override { return std::make_unique<rows>(this); }
+    batch_count count() const override { return infinite ? batch_count{-1, true} : batch_count{4, false}; }
+  };
+  auto src = std::make_shared<by_hand>();
+  src->x = p.x;
+  src->y = p.y;
+  auto make = [] { return trainer{model::sequential(5, {layers::dense(1)}), make_sgd({0.01}), mean_squared_error(), 4}; };
+  trainer a = make(), b = make();
+  auto ha = a.fit(data, quiet(3));
+  auto hb = b.fit(batch_source{src}, quiet(3));
+  BOOST_TEST(ha["loss"] == hb["loss"], boost::test_tools::per_element());
+  BOOST_TEST((a.variable("dense/kernel") == b.variable("dense/kernel")));
+  BOOST_TEST(b.steps() == 3 * 4);
+  BOOST_TEST(!ds::as_dataset(batch_source{src}));
+  BOOST_TEST(ds::as_dataset(data)->describe() == data.describe());
+  src->infinite = true;
+  BOOST_CHECK_THROW(b.evaluate(batch_source{src}), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -186,6 +186,9 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   if (opts.steps_per_epoch < 0)
     throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
   auto& fs = d.spec.checkpoint_fs ? *d.spec.checkpoint_fs : model::posix_file_system();
+  std::optional<dataset::dataset> validation;  // split over shards by data: must be a dataset
+  if (opts.validation && !(validation = dataset::as_dataset(*opts.validation)))
+    throw std::invalid_argument("fit: fit_options::validation must be a dataset::dataset (the cluster splits it over shards)");
   if (!opts.resume_from.empty() && !model::latest_checkpoint(fs, opts.resume_from))
     throw std::invalid_argument(fmt::format("fit: resume_from {}: no committed checkpoint there", opts.resume_from));
   if (!d.ran_once && !d.spec.checkpoint_dir.empty() && opts.resume_from != d.spec.checkpoint_dir) {
@@ -211,8 +214,8 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   d.run_fn = fn;
   d.run_shards = spec.pipelines;
   d.eval_fn = nullptr;
-  if (opts.validation) {
-    auto val = *opts.validation;
+  if (validation) {
+    auto val = *validation;
     d.eval_fn = [val](const dataset::input_context& ctx) {
       return dataset::auto_shard(val, ctx, dataset::auto_shard_policy::data);
     };

@@ -34,10 +34,12 @@
 
 #include <actortrain/dataset/element.hpp>
 #include <actortrain/dataset/iterator.hpp>
+#include <actortrain/model/batch_source.hpp>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,8 +162,19 @@ class dataset {
   /// The node graph. For the dataset layer's own code (auto_shard); users never need it.
   const std::shared_ptr<const detail::node>& root() const { return root_; }
 
+  // -- as the trainer's data ----------------------------------------------------------
+
+  /// This dataset as a model::batch_source (model/batch_source.hpp): its epoch e is
+  /// iterate(e), its count cardinality(). Implicit, so trainer::fit / evaluate / predict
+  /// and fit_options::validation take a dataset; as_dataset() gives it back.
+  operator model::batch_source() const;
+
  private:
   std::shared_ptr<const detail::node> root_;
 };
+
+/// The dataset a batch source was converted from, or nullopt for a batch source of
+/// another kind (cluster::fit needs validation data as a dataset, to split it by shard).
+std::optional<dataset> as_dataset(const model::batch_source& source);
 
 }  // namespace actortrain::dataset

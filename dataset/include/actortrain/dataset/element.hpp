@@ -7,6 +7,7 @@
 // is flattened into columns at the source (a 28x28 image is a 1 x 784 row); class labels
 // are one column holding the class id as a float.
 
+#include <actortrain/model/batch_source.hpp>
 #include <actortrain/model/tensor.hpp>
 
 #include <cstdint>
@@ -17,19 +18,11 @@ namespace actortrain::dataset {
 
 using model::matrix;
 
-/// One element of a pipeline: `rows()` examples.
-struct element {
-  /// One matrix per model input; each has rows() == number of examples.
-  std::vector<matrix> features;
-  /// rows() examples; 0 columns when the data has no labels.
-  matrix labels;
-
-  /// Number of examples: features[0].rows(), or labels.rows() when there are no features.
-  int64_t rows() const {
-    return features.empty() ? static_cast<int64_t>(labels.rows())
-                            : static_cast<int64_t>(features[0].rows());
-  }
-};
+/// One element of a pipeline: `rows()` examples, as `features` (one matrix per model
+/// input, each with rows() rows) and `labels` (rows() rows; 0 columns when the data has
+/// no labels). It is the trainer's model::batch (model/batch_source.hpp), so what a
+/// pipeline yields goes to trainer::train_step as it is.
+using element = model::batch;
 
 /// Whether the number of elements of a pipeline is known without iterating it.
 enum class cardinality_kind { known, unknown, infinite };

@@ -2,6 +2,7 @@
 // One pass over a pipeline, from `dataset::iterate(epoch, start_position)`.
 
 #include <actortrain/dataset/element.hpp>
+#include <actortrain/model/batch_source.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -19,13 +20,13 @@ namespace actortrain::dataset {
 /// element that could not be produced; the iterator itself is in a valid but unspecified
 /// state and should be destroyed (resume with `iterate(epoch, position())`, which yields
 /// the same elements a successful iteration would have).
-class iterator {
+///
+/// It is the trainer's batch_iterator (model/batch_source.hpp) with a position.
+class iterator : public model::batch_iterator {
  public:
-  virtual ~iterator() = default;
-
   /// The next element, or nullopt at the end of the data (end of data is not an error;
   /// after it every further call returns nullopt).
-  virtual std::optional<element> next() = 0;
+  std::optional<element> next() override = 0;
 
   /// The position of the element the next call to next() yields: the start position
   /// plus the number of elements returned so far.

@@ -2,6 +2,7 @@
 // Everything a user of model/ needs: tensors, variables, layers, models, losses,
 // metrics, initializers, optimizers, partitioners, checkpoint files, the local trainer.
 
+#include <actortrain/model/batch_source.hpp>
 #include <actortrain/model/checkpoint/all.hpp>
 #include <actortrain/model/digest.hpp>
 #include <actortrain/model/fpu.hpp>

@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
 
 namespace actortrain::model {
 
@@ -50,6 +53,58 @@ class rng {
  private:
   uint64_t seed_;
   uint64_t counter_ = 0;
+};
+
+/// tf.data's shuffle buffer with counter-based draws, over values of type T pulled from
+/// `pull()` (returns std::optional<T>): the buffer is filled with the first `buffer_size`
+/// values; the k-th output takes slot below(draw(seed, k, stream), buffer size), which is
+/// refilled with the next value or, once the input is exhausted, with the buffer's last.
+/// buffer_size >= the number of values gives a uniform permutation. dataset::shuffle and
+/// the trainer's fit(x, y) both shuffle with it, so they give the same order.
+template <class T>
+class shuffle_buffer {
+ public:
+  shuffle_buffer(uint64_t buffer_size, uint64_t seed, uint64_t stream)
+      : buffer_size_(buffer_size), seed_(seed), stream_(stream) {}
+
+  template <class Pull>
+  std::optional<T> next(Pull&& pull) {
+    if (!filled_) {
+      filled_ = true;
+      while (buffer_.size() < buffer_size_) {
+        auto x = pull();
+        if (!x) {
+          exhausted_ = true;
+          break;
+        }
+        buffer_.push_back(std::move(*x));
+      }
+    }
+    if (buffer_.empty()) return std::nullopt;
+    const auto j = static_cast<size_t>(below(draw(seed_, counter_++, stream_), buffer_.size()));
+    T out = std::move(buffer_[j]);
+    std::optional<T> refill;
+    if (!exhausted_) {
+      refill = pull();
+      if (!refill) exhausted_ = true;
+    }
+    if (refill) {
+      buffer_[j] = std::move(*refill);
+    } else {
+      if (j + 1 != buffer_.size()) buffer_[j] = std::move(buffer_.back());
+      buffer_.pop_back();
+    }
+    return out;
+  }
+
+ private:
+  uint64_t buffer_size_;
+  uint64_t seed_;
+  uint64_t stream_;
+  uint64_t counter_ = 0;
+  bool filled_ = false;
+  bool exhausted_ = false;
+  std::vector<T> buffer_;
 };
 
 }  // namespace actortrain::model

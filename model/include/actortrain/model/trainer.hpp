@@ -8,8 +8,12 @@
 //   t.add_metric(accuracy());
 //   auto h = t.fit(train.shuffle(60000, 1).batch(128), {.epochs = 10, .validation = test.batch(1000)});
 //   fmt::print("{}\n", h.last("val_accuracy"));
+//
+// The data is a batch_source (batch_source.hpp): a dataset::dataset converts to one, so
+// fit, evaluate, predict and fit_options::validation take datasets; model/ itself does not
+// include dataset/.
 
-#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/batch_source.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/model.hpp>
@@ -49,8 +53,9 @@ struct fit_options {
   /// many steps drawn from one iterator that persists across epochs (Keras semantics
   /// with an infinite dataset); training stops early, with a warning, if it runs out.
   int64_t steps_per_epoch = 0;
-  /// Evaluated at each epoch end into val_<metric> keys (batched already).
-  std::optional<dataset::dataset> validation;
+  /// Evaluated at each epoch end into val_<metric> keys (batched already). Assign a
+  /// dataset::dataset (it converts); cluster::fit needs one (dataset::as_dataset).
+  std::optional<batch_source> validation;
   /// 0 silent, 1 progress bar (updated in place on a terminal), 2 one line per epoch.
   int verbose = 1;
   /// Where progress goes (stdout when null).
@@ -66,11 +71,11 @@ struct fit_options {
   std::string resume_from;
 };
 
-/// The outputs of `ex` on every element of `data`, in order (rows = examples), computed
-/// from `params` in inference mode. Throws std::invalid_argument for an infinite dataset
-/// or elements that do not fit the model. The trainer and the cluster both predict
+/// The outputs of `ex` on every batch of `data` (epoch 0), in order (rows = examples),
+/// computed from `params` in inference mode. Throws std::invalid_argument for infinite
+/// data or batches that do not fit the model. The trainer and the cluster both predict
 /// through this.
-matrix predict(executor& ex, const parameter_store& params, const dataset::dataset& data);
+matrix predict(executor& ex, const parameter_store& params, const batch_source& data);
 
 class trainer {
  public:
@@ -81,8 +86,9 @@ class trainer {
   /// Metrics reported beside the loss (their name() is the history key).
   void add_metric(metric_ptr m);
 
-  /// Trains on `data` (batched elements: features feed the model inputs, labels the loss).
-  history fit(const dataset::dataset& data, const fit_options& opts = {});
+  /// Trains on `data` (batches: features feed the model inputs, labels the loss); epoch e
+  /// is data.iterate(e), or with steps_per_epoch one iterate(0) that persists.
+  history fit(const batch_source& data, const fit_options& opts = {});
   /// Trains on tensors: x (one matrix per model input) and y, batched by opts.batch_size.
   history fit(const std::vector<matrix>& x, const matrix& y, const fit_options& opts = {});
   history fit(const matrix& x, const matrix& y, const fit_options& opts = {}) {
@@ -90,12 +96,12 @@ class trainer {
   }
 
   /// Loss and metrics over `data` (each element once), keys as in history.
-  std::map<std::string, double> evaluate(const dataset::dataset& data, int verbose = 0);
+  std::map<std::string, double> evaluate(const batch_source& data, int verbose = 0);
   std::map<std::string, double> evaluate(const std::vector<matrix>& x, const matrix& y,
                                          int64_t batch_size = 256);
 
   /// Model outputs for every example of `data`, in order (rows = examples).
-  matrix predict(const dataset::dataset& data);
+  matrix predict(const batch_source& data);
   matrix predict(const std::vector<matrix>& x, int64_t batch_size = 256);
 
   const model& structure() const { return model_; }
@@ -108,7 +114,7 @@ class trainer {
   int64_t steps() const { return steps_; }
 
   /// One training step on a batch: forward, loss, backward, apply. Returns the loss.
-  double train_step(const dataset::element& batch);
+  double train_step(const batch& b);
 
   /// Takes parameters and optimizer state (slots, apply counts) from a checkpoint, as a
   /// cluster writes it (any number of ps shards, any partitioner: the partitions are
@@ -124,7 +130,7 @@ class trainer {
   checkpoint_data checkpoint() const;
 
  private:
-  void check_element(const dataset::element& e) const;
+  void check_element(const batch& e) const;
   model model_;
   optimizer_ptr opt_;
   loss_ptr loss_;
