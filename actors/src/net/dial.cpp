@@ -104,7 +104,7 @@ void fetch_shard_from(caf::event_based_actor* self, task_address addr, uint32_t 
     *settled = true;
     done(std::move(r));
   };
-  dial_from(self, addr, deadline, [self, addr, index, budget, deadline, timeout, done, refusal_final, settled, finish](
+  dial_from(self, addr, deadline, [self, addr, index, budget, deadline, timeout, done, settled, finish](
                                     caf::expected<caf::actor> node) {
     if (!node) {
       finish(make_error(error_code::timeout, unreachable(addr, budget, node.error())));
@@ -112,15 +112,16 @@ void fetch_shard_from(caf::event_based_actor* self, task_address addr, uint32_t 
     }
     auto n = *node;
     self->monitor(n);
-    self->set_down_handler([self, n, addr, index, budget, deadline, timeout, done, refusal_final, settled](
-                             caf::down_msg& dm) {
+    self->set_down_handler([self, n, addr, index, budget, deadline, timeout, done, settled](caf::down_msg& dm) {
       if (*settled || dm.source != n.address()) return;
       *settled = true;  // this attempt; the next one settles on its own
       if (std::chrono::steady_clock::now() >= deadline) {
         done(make_error(error_code::timeout, fmt::format("ps shard {}'s task went down before it answered", index)));
         return;
       }
-      fetch_shard_from(self, addr, index, budget, deadline, timeout, done, refusal_final);
+      // The task is coming back: a handshake cut while its old process dies or its new
+      // one starts is not a peer that refuses us (it answered one handshake already).
+      fetch_shard_from(self, addr, index, budget, deadline, timeout, done, /*refusal_final=*/false);
     });
     self->request(n, timeout, ps_handle_atom::value, index)
       .then(
