@@ -113,7 +113,7 @@ if [ "${1:-}" = "--self-test" ]; then
   done
   [ $rc -eq 1 ] || { echo "FAIL: planted arrows exited with $rc"; exit 1; }
   [ -n "$first" ] && echo "$first"
-  echo "PASS: no upward arrow in $root but the known ones; 3 planted ones caught"
+  echo "PASS: no upward arrow in $root${KNOWN[*]:+ but the known ones}; 3 planted ones caught"
   exit 0
 fi
 check "${1:?usage: layers.sh ROOT | --self-test ROOT}"
