@@ -1,8 +1,9 @@
 // The tensor data plane over loopback inside one process: a stand-in carries pulls,
-// pushes and row pulls to a shard's server and back with every bit intact, routes
-// itself into the send seam only for those kinds, fails its open requests at once when
-// the connection goes (not at the requester's timeout), and a server refuses wrong
-// tokens and malformed frames by closing that connection only.
+// pushes and row pulls to a shard's server and back with every bit intact, enters itself
+// in the worker process's route table (worker/shard_routes.hpp) and leaves it when it
+// ends, fails its open requests at once when the connection goes (not at the
+// requester's timeout), and a server refuses wrong tokens and malformed frames by
+// closing that connection only.
 
 #include <boost/test/unit_test.hpp>
 
@@ -10,7 +11,7 @@
 #include <actortrain/actors/net/data_plane.hpp>
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/core/messages.hpp>
-#include <actortrain/actors/core/send_seam.hpp>
+#include <actortrain/actors/worker/shard_routes.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -154,8 +155,8 @@ BOOST_FIXTURE_TEST_CASE(pulls_pushes_and_row_pulls_keep_every_bit, plane_fixture
   dp::server srv{*sys, shard, std::chrono::seconds(10)};
   BOOST_REQUIRE_NE(srv.where().port, 0);
   BOOST_CHECK_EQUAL(srv.where().token.size(), 32u);
-  auto seam = std::make_shared<at::send_seam>(*sys);
-  auto plane = dp::open(*sys, srv.where(), shard, seam, std::chrono::seconds(5));
+  auto routes = std::make_shared<at::shard_routes>();
+  auto plane = dp::open(*sys, srv.where(), shard, routes, std::chrono::seconds(5));
 
   at::pull_request pull;
   pull.partitions.push_back(at::partition_key{2, 1});
@@ -168,9 +169,9 @@ BOOST_FIXTURE_TEST_CASE(pulls_pushes_and_row_pulls_keep_every_bit, plane_fixture
   BOOST_CHECK(same_bits(*got->values[0].value.value, value));
   BOOST_CHECK_EQUAL(srv.connections(), 1u);
 
-  // Once connected the seam routes the shard's data-plane kinds through the plane (to
-  // its entry, which writes on the requester's own thread), and a pull that way works.
-  auto route = seam->route_of(shard);
+  // Once connected the route table sends the shard's tensor requests through the plane
+  // (to its entry, which writes on the requester's own thread), and a pull that way works.
+  auto route = routes->to(shard);
   BOOST_CHECK(route != shard);
   auto via = ask<at::pull_reply>(route, at::pull_atom::value, pull);
   BOOST_REQUIRE_MESSAGE(via, why(via));
@@ -204,21 +205,9 @@ BOOST_FIXTURE_TEST_CASE(pulls_pushes_and_row_pulls_keep_every_bit, plane_fixture
   BOOST_CHECK(same_bits(*(*pushed)[0].value, grad));
   BOOST_CHECK(!(*pushed)[1].value);
 
-  // Another kind of request through the seam goes to the shard itself, not the plane
-  // (whose far end would refuse it).
-  {
-    std::promise<std::string> answer;
-    auto f = answer.get_future();
-    sys->spawn([&, seam](caf::event_based_actor* self) {
-      seam->request(self, shard, wait_bound, at::stats_atom::value)
-        .then([&](std::string& s) { answer.set_value(s); }, [&](caf::error& e) { answer.set_value(at::describe(e)); });
-    });
-    BOOST_REQUIRE(f.wait_for(wait_bound) == std::future_status::ready);
-    BOOST_CHECK_EQUAL(f.get(), "answered by the shard itself");
-  }
   caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
   wait_down(plane);
-  BOOST_CHECK(seam->route_of(shard) == shard);  // back to BASP
+  BOOST_CHECK(routes->to(shard) == shard);  // back to BASP
 }
 
 // Large tensors (1.2 MB each way, as a worker's pull and push of a small MLP) travel in
@@ -280,23 +269,23 @@ BOOST_FIXTURE_TEST_CASE(a_wrong_token_is_refused_and_the_stand_in_ends, plane_fi
   dp::server srv{*sys, shard, std::chrono::seconds(10)};
   auto bad = srv.where();
   bad.token[0] = bad.token[0] == 'a' ? 'b' : 'a';
-  auto seam = std::make_shared<at::send_seam>(*sys);
-  auto plane = dp::open(*sys, bad, shard, seam, std::chrono::seconds(5));
+  auto routes = std::make_shared<at::shard_routes>();
+  auto plane = dp::open(*sys, bad, shard, routes, std::chrono::seconds(5));
   wait_down(plane);
   BOOST_CHECK_EQUAL(srv.refused(), 1u);
   BOOST_CHECK_EQUAL(srv.connections(), 0u);
-  BOOST_CHECK(seam->route_of(shard) == shard);  // it never routed anything
+  BOOST_CHECK(routes->to(shard) == shard);  // it never routed anything
   // Nothing listening there at all: the stand-in ends too.
   dp::endpoint nowhere{1, srv.where().token};
-  auto lost = dp::open(*sys, nowhere, shard, seam, std::chrono::seconds(5));
+  auto lost = dp::open(*sys, nowhere, shard, routes, std::chrono::seconds(5));
   wait_down(lost);
 }
 
 BOOST_FIXTURE_TEST_CASE(open_requests_fail_at_once_when_the_connection_goes, plane_fixture) {
-  auto seam = std::make_shared<at::send_seam>(*sys);
+  auto routes = std::make_shared<at::shard_routes>();
   std::optional<dp::server> srv;
   srv.emplace(*sys, shard, std::chrono::seconds(30));
-  auto plane = dp::open(*sys, srv->where(), shard, seam, std::chrono::seconds(5));
+  auto plane = dp::open(*sys, srv->where(), shard, routes, std::chrono::seconds(5));
   at::pull_request first;
   first.partitions.push_back(at::partition_key{0, 0});
   BOOST_REQUIRE(ask<at::pull_reply>(plane, at::pull_atom::value, first));
@@ -311,7 +300,7 @@ BOOST_FIXTURE_TEST_CASE(open_requests_fail_at_once_when_the_connection_goes, pla
   BOOST_CHECK_MESSAGE(failure.find("shard_lost") != std::string::npos, failure);
   BOOST_CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
   wait_down(plane);
-  BOOST_CHECK(seam->route_of(shard) == shard);
+  BOOST_CHECK(routes->to(shard) == shard);
 }
 
 BOOST_FIXTURE_TEST_CASE(malformed_frames_close_only_their_connection, plane_fixture) {

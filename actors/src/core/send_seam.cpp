@@ -70,26 +70,6 @@ void send_seam::mark(const caf::actor_addr& a, bool now) {
   c = c || now;
 }
 
-void send_seam::route(const caf::actor_addr& shard, caf::actor via) {
-  std::lock_guard<std::mutex> lock{mtx_};
-  routes_[shard] = std::move(via);
-  has_routes_.store(true, std::memory_order_release);
-}
-
-void send_seam::unroute(const caf::actor_addr& shard, const caf::actor_addr& via) {
-  std::lock_guard<std::mutex> lock{mtx_};
-  auto i = routes_.find(shard);
-  if (i != routes_.end() && i->second.address() == via) routes_.erase(i);
-  has_routes_.store(!routes_.empty(), std::memory_order_release);
-}
-
-caf::actor send_seam::routed(const caf::actor& dest, caf::atom_value kind) {
-  if (kind != pull_atom::value && kind != pull_rows_atom::value && kind != push_atom::value) return dest;
-  std::lock_guard<std::mutex> lock{mtx_};
-  auto i = routes_.find(dest.address());
-  return i == routes_.end() ? dest : i->second;
-}
-
 send_seam::send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> policy) : policy_(std::move(policy)) {
   if (policy_) {
     black_hole_ = sys.spawn(black_hole);

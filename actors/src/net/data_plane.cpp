@@ -2,7 +2,7 @@
 
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/core/messages.hpp>
-#include <actortrain/actors/core/send_seam.hpp>
+#include <actortrain/actors/worker/shard_routes.hpp>
 
 #include <caf/actor_companion.hpp>
 #include <caf/binary_serializer.hpp>
@@ -429,6 +429,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::atomic<size_t> open{0};
   std::atomic<size_t> refused{0};
   std::atomic<size_t> shared{0};
+  std::atomic<size_t> served{0};
   std::thread acceptor;
 
   struct connection {
@@ -508,6 +509,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         if (!c.link->send(sys, f.id, no).empty()) break;
         continue;
       }
+      ++served;
       shard->enqueue(sender, caf::make_message_id(sink->open(f.id)), std::move(f.msg), nullptr);
     }
     --open;
@@ -591,6 +593,8 @@ size_t server::refused() const { return impl_->refused; }
 
 size_t server::shared_memory_connections() const { return impl_->shared; }
 
+size_t server::requests() const { return impl_->served; }
+
 // -- the worker side ---------------------------------------------------------------
 
 namespace {
@@ -609,14 +613,14 @@ struct stand_in_core {
   std::map<uint64_t, waiting> pending;  // guarded by mtx
   bool closed = false;                  // guarded by mtx: requests are refused at once
   std::atomic<uint64_t> next_id{1};
-  std::weak_ptr<send_seam> seam;
+  std::weak_ptr<shard_routes> routes;
   caf::actor_addr shard;
-  caf::actor_addr entry;       // the companion the seam routes requests to
+  caf::actor_addr entry;       // the companion the route table sends requests to
   caf::actor_addr stand_in;    // told when a write fails
   caf::strong_actor_ptr self;  // the stand-in, as the sender of replies
   std::string where;
 
-  // A request the seam routed here, on the requester's thread (the companion's enqueue):
+  // A request routed here, on the requester's thread (the companion's enqueue):
   // written at once, answered by the reader. No hand-off to another thread on the way out.
   void request(caf::actor_system& sys, const caf::strong_actor_ptr& sender, caf::message_id mid, caf::message msg) {
     if (!mid.is_request() || !sender) return;  // not a request: nothing to carry
@@ -652,10 +656,10 @@ struct stand_in_core {
     w.requester->enqueue(self, w.mid.response_id(), std::move(reply), nullptr);
   }
 
-  // Out of the seam's routes and no request left open: before the stand-in quits (a
+  // Out of the route table and no request left open: before the stand-in quits (a
   // monitor of it is told before its own exit functors run).
   void leave(const std::string& why) {
-    if (auto s = seam.lock()) s->unroute(shard, entry);
+    if (auto r = routes.lock()) r->leave(shard, entry);
     fail_pending(why);
   }
 
@@ -729,7 +733,7 @@ struct stand_in_state {
 };
 
 caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, caf::actor shard,
-                       std::shared_ptr<send_seam> seam, std::chrono::milliseconds timeout, log_fn log,
+                       std::shared_ptr<shard_routes> routes, std::chrono::milliseconds timeout, log_fn log,
                        bool shared_memory) {
   detail::name_this_thread("at.dp.standin");
   auto where = fmt::format("127.0.0.1:{}", at.port);
@@ -746,7 +750,7 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
   core->link = std::make_shared<socket_link>(fd);
   core->link->region = std::move(region);
   core->link->out_ring = 0;
-  core->seam = seam;
+  core->routes = routes;
   core->shard = shard.address();
   core->self = caf::actor_cast<caf::strong_actor_ptr>(self);
   core->where = where;
@@ -788,7 +792,7 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
     ->on_enqueue([sys, core](caf::mailbox_element_ptr e) {
       if (e) core->request(*sys, e->sender, e->mid, e->move_content_to_message());
     });
-  // Requests sent to the stand-in itself (not through the seam) take the same way.
+  // Requests sent to the stand-in itself (not through the route) take the same way.
   self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& mv) -> caf::result<caf::message> {
     auto mid = self->current_message_id();
     auto requester = self->current_sender();
@@ -800,7 +804,7 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
   core->entry = entry.address();
   core->stand_in = self->address();
   self->state.entry = entry;
-  if (seam) seam->route(core->shard, entry);
+  if (routes) routes->enter(core->shard, entry);
   say(log, fmt::format("data plane: connected to {}{}", where, core->link->region ? " (tensors in shared memory)" : ""));
   return {
     [self](closed_atom, std::string& why) {
@@ -812,9 +816,9 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
 
 }  // namespace
 
-caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<send_seam> seam,
+caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<shard_routes> routes,
                 std::chrono::milliseconds timeout, log_fn log, bool shared_memory) {
-  return sys.spawn<caf::detached>(stand_in, at, std::move(shard), std::move(seam), timeout, std::move(log),
+  return sys.spawn<caf::detached>(stand_in, at, std::move(shard), std::move(routes), timeout, std::move(log),
                                   shared_memory);
 }
 

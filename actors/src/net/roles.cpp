@@ -83,13 +83,13 @@ shard_contact serve_shard(node_context& cx, caf::actor shard,
 
 // The stand-in carrying this worker's tensors to and from shard `index` (null when the
 // shard's process serves no data plane).
-caf::actor open_plane(caf::actor_system& sys, const shard_contact& c, const std::shared_ptr<send_seam>& seam,
+caf::actor open_plane(caf::actor_system& sys, const shard_contact& c, const std::shared_ptr<shard_routes>& routes,
                       std::chrono::milliseconds budget, const data_plane::log_fn& log, size_t index) {
   if (c.data_port == 0) return {};
   auto say = [log, index](const std::string& line) {
     if (log) log(fmt::format("ps shard {}: {}", index, line));
   };
-  return data_plane::open(sys, data_plane::endpoint{c.data_port, c.data_token}, c.shard, seam, budget, say);
+  return data_plane::open(sys, data_plane::endpoint{c.data_port, c.data_token}, c.shard, routes, budget, say);
 }
 
 std::vector<model::metric_ptr> fresh_metrics(const job& j) {
@@ -293,12 +293,13 @@ node_result play_worker(node_context& cx) {
   o.seam = std::make_shared<send_seam>(cx.sys);
   o.plant = cx.plant;
   // Tensors to and from each shard on its data plane, when its process serves one.
-  auto seam = o.seam;
+  auto routes = std::make_shared<shard_routes>();
+  o.routes = routes;
   auto log = log_to(cx);
   auto connect_budget = std::min(def.connect_timeout, std::chrono::milliseconds(5000));
   std::vector<caf::actor> planes;
   for (size_t i = 0; i < contacts.size(); ++i)
-    if (auto p = open_plane(cx.sys, contacts[i], seam, connect_budget, log, i)) planes.push_back(p);
+    if (auto p = open_plane(cx.sys, contacts[i], routes, connect_budget, log, i)) planes.push_back(p);
   // Replicas of the training pipelines, so batches are made here (TensorFlow's per-worker
   // datasets) instead of crossing the network from the chief; with pipeline affinity
   // this worker reads its own pipeline in order.
@@ -323,7 +324,7 @@ node_result play_worker(node_context& cx) {
   if (!shards_on_coordinator(def)) {
     auto addrs = def.ps;
     auto budget = def.request_timeout;
-    redialer = cx.sys.spawn([ps, addrs, budget, seam, log, connect_budget](caf::event_based_actor* self) -> caf::behavior {
+    redialer = cx.sys.spawn([ps, addrs, budget, routes, log, connect_budget](caf::event_based_actor* self) -> caf::behavior {
       auto index_of = std::make_shared<std::map<caf::actor_addr, size_t>>();
       // The data planes opened to shards that came back end with the redialer.
       auto opened = std::make_shared<std::vector<caf::actor>>();
@@ -353,10 +354,10 @@ node_result play_worker(node_context& cx) {
       });
       return {
         // Watch the shard that came back too.
-        [self, index_of, opened, seam, log, connect_budget](watch_atom, shard_contact& c, uint64_t k) {
+        [self, index_of, opened, routes, log, connect_budget](watch_atom, shard_contact& c, uint64_t k) {
           (*index_of)[c.shard.address()] = static_cast<size_t>(k);
           self->monitor(c.shard);
-          if (auto p = open_plane(self->system(), c, seam, connect_budget, log, static_cast<size_t>(k)))
+          if (auto p = open_plane(self->system(), c, routes, connect_budget, log, static_cast<size_t>(k)))
             opened->push_back(p);
         },
       };
@@ -403,6 +404,8 @@ node_result play_ps(node_context& cx) {
   caf::anon_send(cx.node, caf::put_atom::value,
                  std::map<uint32_t, shard_contact>{{o.index, serve_shard(cx, caf::actor_cast<caf::actor>(shard), planes)}});
   cx.box->wait([](node_box& b) { return b.stopped; }, std::nullopt);
+  // The shard's own count of the requests that reached it on the data plane.
+  for (auto& p : planes) log_to(cx)(fmt::format("data plane: {} request(s) served", p->requests()));
   // What this shard applied, from its own ledger (also when the job ended badly).
   node_result r;
   auto ledgers = ask<ps_ledgers>(cx.sys, caf::actor_cast<caf::actor>(shard), cx.timeout(), ledger_atom::value);

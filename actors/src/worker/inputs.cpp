@@ -87,7 +87,7 @@ void send_round(self_ptr self, const fence& f, const step_id& step) {
     auto& r = reqs[static_cast<size_t>(p)];
     if (r.partitions.empty()) continue;
     r.f = f;
-    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_atom::value, std::move(r))
+    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], via(st, p), st.opts.timeout, pull_atom::value, std::move(r))
       .then(
         [self, id = rd.id](pull_reply& rep) {
           auto& st = self->state;
@@ -141,7 +141,7 @@ void send_rows(self_ptr self) {
       for (auto p : grp.positions) req.ids.push_back(ids[p]);
       ++rd.outstanding;
       auto p = grp.ps;
-      st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_rows_atom::value, std::move(req))
+      st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], via(st, p), st.opts.timeout, pull_rows_atom::value, std::move(req))
         .then(
           [self, id = rd.id, v](rows_reply& rep) {
             auto& st = self->state;

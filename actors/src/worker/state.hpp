@@ -133,6 +133,11 @@ struct worker_state {
 
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
+// Where a tensor request to shard `p` goes (worker_options::routes), null: to the shard.
+inline caf::actor via(const worker_state& st, int p) {
+  return st.opts.routes ? st.opts.routes->to(st.opts.ps[static_cast<size_t>(p)]) : caf::actor{};
+}
+
 // worker.cpp
 void run_next(self_ptr self);
 void compute(self_ptr self);

@@ -168,7 +168,7 @@ void push(self_ptr self, std::vector<step_result> group) {
   for (int p = 0; p < nps; ++p) {
     auto& r = reqs[static_cast<size_t>(p)];
     if (r.dense.empty() && r.sparse.empty()) continue;
-    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, push_atom::value, std::move(r))
+    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], via(st, p), st.opts.timeout, push_atom::value, std::move(r))
       .then(
         [self, id, a](push_reply& rep) {
           auto& st = self->state;
@@ -382,7 +382,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
         auto& r = reqs[static_cast<size_t>(p)];
         if (r.partitions.empty()) continue;
         r.f = fence{};  // an observer's read: passes any fence, raises none
-        st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], st.opts.timeout, pull_atom::value, std::move(r))
+        st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], via(st, p), st.opts.timeout, pull_atom::value, std::move(r))
           .then(
             [self, store, remaining, failed, rp](pull_reply& rep) mutable {
               if (*failed) return;

@@ -16,12 +16,10 @@
 // process do not see each other's faults. The seam is used only from actor threads;
 // the policy must be thread-safe when the cluster runs on a multi-threaded scheduler.
 //
-// Routes. A worker in another process than its ps shards reaches them over the tensor
-// data plane (data_plane.hpp): a local stand-in actor per shard carries the requests
-// that move tensors (pull, pull_rows, push) on a connection of its own and answers with
-// the shard's replies. The stand-in enters itself here once connected and leaves when
-// it ends, so those requests fall back to BASP whenever no data plane is up; every other
-// message, and every message of a seam without routes, goes to its receiver as before.
+// Routes. A request may name, beside its receiver, where to carry it (`via`: a worker's
+// tensor requests to a ps shard in another process go to the shard's data-plane
+// stand-in, worker/shard_routes.hpp); the fault policy sees the receiver, and the seam
+// decides nothing about routes.
 //
 // Requests through the seam are untyped at the call site (the destination may be the
 // relay or the black hole instead of the real receiver), so the reply handlers are
@@ -32,7 +30,6 @@
 
 #include <caf/all.hpp>
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,8 +99,15 @@ class send_seam {
   /// handle (call .then(on_reply, on_error) on it).
   template <class Self, class Handle, class Atom, class... Ts>
   auto request(Self* self, const Handle& dest, caf::timespan timeout, Atom a, Ts&&... xs) {
+    return request(self, dest, caf::actor{}, timeout, a, std::forward<Ts>(xs)...);
+  }
+
+  /// The same, carried to `via` instead when it is set (a data-plane stand-in answers
+  /// for `dest`); faults are decided for `dest`.
+  template <class Self, class Handle, class Atom, class... Ts>
+  auto request(Self* self, const Handle& dest, const caf::actor& via, caf::timespan timeout, Atom a, Ts&&... xs) {
     auto receiver = caf::actor_cast<caf::actor>(dest);
-    auto target = has_routes_.load(std::memory_order_acquire) ? routed(receiver, Atom::value) : receiver;
+    auto target = via ? via : receiver;
     if (!policy_) return self->request(target, timeout, a, std::forward<Ts>(xs)...);
     message_info info{self->address(), receiver.address(), Atom::value, true, {}};
     (detail::note_steps(info, xs), ...);
@@ -166,13 +170,6 @@ class send_seam {
 
   bool has_policy() const { return policy_ != nullptr; }
 
-  /// Requests of the data-plane kinds (pull, pull_rows, push) to `shard` go to `via`.
-  void route(const caf::actor_addr& shard, caf::actor via);
-  /// Ends the route to `shard` if it still goes through `via`.
-  void unroute(const caf::actor_addr& shard, const caf::actor_addr& via);
-  /// Where a data-plane request to `shard` goes now (`shard` itself without a route).
-  caf::actor route_of(const caf::actor& shard) { return routed(shard, pull_atom::value); }
-
  private:
   // The policy's decision, after the seam's own: a crashed sender loses everything, and a
   // doomed one (crash_after) crashes now. A crash stops `self` once its handler returns.
@@ -191,11 +188,7 @@ class send_seam {
   bool crashed(const caf::actor_addr& a);
   void mark(const caf::actor_addr& a, bool now);
 
-  caf::actor routed(const caf::actor& dest, caf::atom_value kind);
-
   std::shared_ptr<fault_policy> policy_;
-  std::atomic<bool> has_routes_{false};
-  std::map<caf::actor_addr, caf::actor> routes_;  // guarded by mtx_
   std::mutex mtx_;
   std::map<caf::actor_addr, bool> crashes_;  // true: crashed; false: crashes at its next send
   caf::actor black_hole_;

@@ -35,8 +35,9 @@
 // thread, to which the companion hands the shard's replies (so a peer that stops reading
 // never stalls the shard's thread). Anything but a pull, a row pull or a push is refused
 // with an error reply. The worker side's stand-in (`open`) is a detached actor per
-// shard: it connects and enters a companion of its own in the worker's send seam as the
-// route for that shard (send_seam.hpp: pull, pull_rows, push). The companion writes each
+// shard: it connects and enters a companion of its own in the worker process's route
+// table as the route for that shard (worker/shard_routes.hpp: the worker sends its pull,
+// pull_rows and push requests there). The companion writes each
 // request as a frame on the requester's thread (no hand-off on the way out); the stand-in's
 // reader thread answers it when the reply frame comes back, so the worker's requests,
 // timeouts and error handling are the ones it has over BASP. Requests sent to the
@@ -44,7 +45,7 @@
 //
 // Failure. A stand-in ends when its connection closes or fails, when the shard it stands
 // for goes down (BASP's monitor and heartbeats say so), or when told to exit; it then
-// fails its open requests (error shard_lost) and leaves the seam, so later requests take
+// fails its open requests (error shard_lost) and leaves the route table, so later requests take
 // BASP again. Writes are bounded by the timeout; a connection that cannot be made in time
 // leaves the worker on BASP, with a log line.
 //
@@ -62,7 +63,7 @@
 #include <string>
 
 namespace actortrain {
-class send_seam;
+class shard_routes;
 }
 
 namespace actortrain::data_plane {
@@ -95,6 +96,8 @@ class server {
   size_t refused() const;
   /// Connections whose tensors travel in shared memory, since the start.
   size_t shared_memory_connections() const;
+  /// Requests (pulls, row pulls, pushes) it put into the shard's mailbox, since the start.
+  size_t requests() const;
 
  private:
   struct impl;
@@ -102,12 +105,12 @@ class server {
 };
 
 /// Spawns the stand-in for `shard` (a detached actor): it connects to `at` within
-/// `timeout`, presents the token, and routes the data-plane requests of `seam` to
-/// `shard` through itself (see above). Requests sent to it before it is connected wait
+/// `timeout`, presents the token, and enters itself in `routes` as the way to `shard`
+/// for the requests that move tensors (see above). Requests sent to it before it is connected wait
 /// in its mailbox; if it cannot connect it logs why and ends (they bounce as from any
 /// dead actor). Send it an exit to close it. `shared_memory`: offer the region (above);
 /// false keeps every float on the TCP stream.
-caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<send_seam> seam,
+caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<shard_routes> routes,
                 std::chrono::milliseconds timeout, log_fn log = nullptr, bool shared_memory = true);
 
 }  // namespace actortrain::data_plane

@@ -50,6 +50,7 @@
 #include <actortrain/actors/core/messages.hpp>
 #include <actortrain/actors/ps/ps_shard.hpp>
 #include <actortrain/actors/core/send_seam.hpp>
+#include <actortrain/actors/worker/shard_routes.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/model.hpp>
@@ -80,6 +81,9 @@ struct worker_options {
   std::shared_ptr<const model::placement> placement;
   std::vector<ps_shard_actor> ps;                 ///< by ps index
   seam_ptr seam;
+  /// Where its tensor requests to a shard go (a data-plane stand-in, net/data_plane.hpp);
+  /// null or no route: to the shard itself.
+  std::shared_ptr<const shard_routes> routes;
   caf::timespan timeout = std::chrono::seconds(60);
   uint64_t seed = 0;  ///< dropout masks: draw(seed, step)
   /// Start the next step right after sending a step's pushes (their pull still sees the
