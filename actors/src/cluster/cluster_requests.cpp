@@ -354,6 +354,7 @@ worker_options cluster_internals::worker_options_for(const cluster_spec& spec, u
                                                       std::vector<std::shared_ptr<const model::metric>> metrics,
                                                       std::shared_ptr<const model::placement> placement) {
   worker_options o;
+  static_cast<exchange_options&>(o) = spec;  // how it pulls and pushes, whole
   o.id = id;
   o.structure = structure;
   o.loss = std::move(loss);
@@ -362,12 +363,6 @@ worker_options cluster_internals::worker_options_for(const cluster_spec& spec, u
   o.timeout = std::chrono::duration_cast<caf::timespan>(spec.request_timeout);
   o.seed = spec.seed;
   o.detached = !spec.simulated;
-  o.overlap_push = spec.overlap_push;
-  o.pull_ahead = spec.pull_ahead;
-  o.pull_every = spec.pull_every;
-  o.local_learning_rate = spec.local_learning_rate;
-  o.push_every = spec.push_every;
-  o.pull_rows = spec.pull_rows;
   return o;
 }
 

@@ -23,6 +23,7 @@
 
 #include <actortrain/actors/cluster/callbacks.hpp>
 #include <actortrain/actors/ps/ledger.hpp>
+#include <actortrain/actors/worker/exchange_options.hpp>
 #include <actortrain/dataset/input_context.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
@@ -53,7 +54,7 @@ class fault_policy;
 struct event;
 
 /// How a cluster is laid out and behaves. Defaults give one ps shard and one worker.
-struct cluster_spec {
+struct cluster_spec : exchange_options {
   /// Parameter-server shards (variables are placed round-robin over them).
   int num_ps = 1;
   /// Workers (model replicas).
@@ -84,39 +85,6 @@ struct cluster_spec {
   /// to the coordinator); 0 picks 3, or 4 with pull_ahead. More in flight means more
   /// steps to re-run when a worker is lost.
   int tasks_in_flight = 0;
-  /// Workers start a step's successor as soon as its pushes are sent, instead of
-  /// waiting for the shards' acknowledgements (faster; with several workers, slightly
-  /// more asynchronous: other workers' updates interleave differently).
-  bool overlap_push = true;
-  /// Workers ask for the next step's parameters while a step computes, so they never
-  /// wait for a pull; each step then reads parameters without its predecessor's update
-  /// (staleness one higher: 1 with a single worker instead of 0).
-  bool pull_ahead = false;
-  /// Downpour-style fetching (async only, not with pull_ahead): workers pull the dense
-  /// variables every pull_every training steps and reuse them in between, moving about
-  /// 1/pull_every of the parameter bytes; every push's staleness counts the versions it
-  /// missed (metrics, progress line, fit_result). 1: every step pulls.
-  int pull_every = 1;
-  /// Downpour's local update (Dean et al. 2012, the client's w' -= alpha * dw'), with
-  /// pull_every > 1: after each training step a worker moves its copy of the dense
-  /// variables by -local_learning_rate x the step's gradient, so the steps that reuse a
-  /// pull compute at values that carry the group's earlier steps instead of the pulled
-  /// ones. The shards still get the gradients (their mean with push_every) and apply them
-  /// with the cluster's optimizer; the next pull replaces the copy. Plain SGD, whatever
-  /// that optimizer is (~0.3 suits the main job's MLP under Adam). 0: the copy stays as
-  /// pulled. Embedding rows pulled by row are not moved.
-  double local_learning_rate = 0;
-  /// Downpour's n_push (async only, dense variables only; steps_per_execution a multiple
-  /// of it): workers add up the gradients of push_every consecutive steps of a task and
-  /// push their example-weighted mean once, which the shards apply as one update (so
-  /// 1/push_every of the gradient bytes and of the optimizer's work). Each step counts as
-  /// applied; staleness is the push's, measured from the first step's read. 1: every
-  /// step pushes.
-  int push_every = 1;
-  /// Embedding tables fed straight by a model input are pulled by row: each step pulls
-  /// only the rows its batch touches (and pushes only those rows' gradients). false:
-  /// every step pulls whole tables (the dense baseline of `actortrain bench sparse`).
-  bool pull_rows = true;
   /// Timeout of every request between actors; also how long a run waits for a worker
   /// to join (restart_worker, add_worker) once every worker is lost.
   std::chrono::milliseconds request_timeout{60000};

@@ -50,6 +50,7 @@
 #include <actortrain/actors/core/messages.hpp>
 #include <actortrain/actors/ps/ps_shard.hpp>
 #include <actortrain/actors/core/send_seam.hpp>
+#include <actortrain/actors/worker/exchange_options.hpp>
 #include <actortrain/actors/worker/shard_routes.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
@@ -72,7 +73,7 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<pull_atom>::with<uint64_t>>;
 
 /// What a worker needs to know; shared, immutable parts by shared_ptr.
-struct worker_options {
+struct worker_options : exchange_options {
   uint32_t id = 0;  ///< tasks carry this id and the generation the coordinator gave it
   model::model structure;
   model::loss_ptr loss;
@@ -86,29 +87,6 @@ struct worker_options {
   std::shared_ptr<const shard_routes> routes;
   caf::timespan timeout = std::chrono::seconds(60);
   uint64_t seed = 0;  ///< dropout masks: draw(seed, step)
-  /// Start the next step right after sending a step's pushes (their pull still sees the
-  /// update: CAF keeps a sender's messages in order). false: wait for the acks first.
-  bool overlap_push = true;
-  /// Ask for the next step's parameters when a step starts computing, so that they are
-  /// there when it ends: the worker never waits for a pull, and each step reads
-  /// parameters that lack its predecessor's update (one more step of staleness).
-  bool pull_ahead = false;
-  /// Downpour's n_fetch: a training step pulls the dense variables only every
-  /// pull_every steps and reuses the last ones in between (row pulls stay per step), so
-  /// a worker moves about 1/pull_every of the parameter bytes; the staleness of each
-  /// push counts the versions it missed. 1: every step pulls. A change of epochs
-  /// (recovery) and a non-training task pull afresh.
-  int pull_every = 1;
-  /// cluster_spec::local_learning_rate: between pulls, the reused copy of the dense
-  /// variables moves by -local_learning_rate x each training step's gradient (0: not).
-  double local_learning_rate = 0;
-  /// cluster_spec::push_every: the gradients of this many consecutive steps of a task go
-  /// in one push (their example-weighted mean).
-  int push_every = 1;
-  /// Embedding tables fed straight by a model input (model::row_feeds) are pulled by row:
-  /// only the rows the step's batch touches (pull_rows, once the batch is there), into
-  /// a table buffer the worker keeps. false: whole tables, as dense variables.
-  bool pull_rows = true;
   /// Dataset shards of this worker's own, by pipeline (a cluster of processes: replicas
   /// of the coordinator's, which serve the same batches, since a batch is a function of
   /// its position): training steps take their batches here instead of from the task's
