@@ -1,0 +1,149 @@
+#include "data_plane_wire.hpp"
+
+namespace actortrain::data_plane::wire {
+
+// Maps `bytes` of the shared-memory object `fd` as a region (closing `fd`), every page
+// faulted in now, not mid-frame; null when mmap fails (errno says why).
+std::shared_ptr<shared_region> map_shared(int fd, uint64_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int saved = errno;
+  ::close(fd);
+  errno = saved;
+  if (p == MAP_FAILED) return nullptr;
+  auto r = std::make_shared<shared_region>();
+  r->base = p;
+  r->bytes = bytes;
+  r->ring = ring_bytes;
+  return r;
+}
+
+// Makes and maps a fresh region; null (and `why`) when the system has no /dev/shm.
+std::shared_ptr<shared_region> make_region(const std::string& name, std::string& why) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    why = errno_text();
+    return nullptr;
+  }
+  constexpr uint64_t bytes = region_header + 2 * ring_bytes;
+  // Allocated now, not on first touch: a /dev/shm too small for it (a container's 64 MiB)
+  // says so here, and the connection keeps its floats on TCP, instead of a SIGBUS later.
+  int err = ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (err != 0) ::close(fd);
+  auto r = err == 0 ? map_shared(fd, bytes) : nullptr;
+  if (!r) {
+    why = err != 0 ? std::strerror(err) : errno_text();
+    ::shm_unlink(name.c_str());
+    return nullptr;
+  }
+  auto* h = static_cast<uint64_t*>(r->base);
+  h[0] = region_magic;
+  h[1] = ring_bytes;
+  r->released(0).store(0);
+  r->released(1).store(0);
+  return r;
+}
+
+// Maps the region a client named; null when it is not one of ours (wrong size or magic).
+std::shared_ptr<shared_region> map_region(const shm_offer& offer) {
+  std::string name(offer.name, strnlen(offer.name, shm_name_chars));
+  if (name.rfind("/actortrain-dp-", 0) != 0 || name.find('/', 1) != std::string::npos) return nullptr;
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != region_header + 2 * ring_bytes) {
+    ::close(fd);
+    return nullptr;
+  }
+  auto r = map_shared(fd, static_cast<uint64_t>(st.st_size));
+  if (!r) return nullptr;
+  auto* h = static_cast<uint64_t*>(r->base);
+  if (h[0] != region_magic || h[1] != ring_bytes) return nullptr;
+  return r;
+}
+
+std::string fresh_token() {
+  std::random_device rd;
+  std::string t;
+  for (int i = 0; i < 4; ++i) t += fmt::format("{:08x}", rd());
+  return t;
+}
+
+// Compares without stopping at the first difference (no timing hint for a guesser).
+bool same_token(const char* a, const std::string& b) {
+  if (b.size() != token_chars) return false;
+  unsigned diff = 0;
+  for (size_t i = 0; i < token_chars; ++i) diff |= static_cast<unsigned>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// Reads one frame: "" when `out` holds it, "eof" at a clean end between frames, else
+// what was wrong with it (the connection is then unusable).
+std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
+  int fd = link.fd;
+  frame_header h;
+  if (auto e = read_exactly(fd, &h, sizeof h); !e.empty()) return e;
+  if (h.magic != frame_magic) return fmt::format("not a data-plane frame (magic {:#010x})", h.magic);
+  bool in_shm = (h.tensors & in_shm_flag) != 0;
+  h.tensors &= ~in_shm_flag;
+  if (in_shm && !link.region) return "a frame in shared memory on a connection without it";
+  if (h.tensors > max_tensors) return fmt::format("a frame announced {} tensors (at most {})", h.tensors, max_tensors);
+  if (h.meta_bytes > max_meta_bytes) return fmt::format("a frame announced {} bytes of message", h.meta_bytes);
+  std::vector<shape_entry> shapes(h.tensors);
+  if (h.tensors > 0)
+    if (auto e = read_exactly(fd, shapes.data(), shapes.size() * sizeof(shape_entry)); !e.empty())
+      return e == "eof" ? "the peer closed the connection inside a frame" : e;
+  for (auto& s : shapes)
+    if (s.rows > max_wire_floats || s.cols > max_wire_floats || (s.cols != 0 && s.rows > max_wire_floats / s.cols) ||
+        (s.rows == 0 && s.cols == 0))
+      return fmt::format("a frame announced a {} x {} tensor", s.rows, s.cols);
+  uint64_t at = 0, payload = 0;
+  const char* src = nullptr;
+  if (in_shm) {
+    if (auto e = read_exactly(fd, &at, sizeof at); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
+    for (auto& s : shapes) payload += s.rows * s.cols * sizeof(float);  // each bounded above
+    auto size = link.region->ring;
+    // Only where the writer may have put it: at or after what this side released,
+    // within one ring, not wrapping.
+    if (at < link.in_next || payload > size || at % size + payload > size || at - link.in_next > size)
+      return fmt::format("a frame placed its {} bytes at {} of a ring of {} (expected from {})", payload, at, size,
+                         link.in_next);
+    src = link.region->ring_data(1 - link.out_ring) + at % size;
+  }
+  std::vector<char> meta(static_cast<size_t>(h.meta_bytes));
+  if (!meta.empty())
+    if (auto e = read_exactly(fd, meta.data(), meta.size()); !e.empty())
+      return e == "eof" ? "the peer closed the connection inside a frame" : e;
+  side_scope side;
+  side.channel.in.reserve(shapes.size());
+  if (in_shm) std::atomic_thread_fence(std::memory_order_acquire);
+  for (auto& s : shapes) {
+    auto m = std::make_shared<model::matrix>(static_cast<Eigen::Index>(s.rows), static_cast<Eigen::Index>(s.cols));
+    auto n = static_cast<size_t>(m->size()) * sizeof(float);
+    if (in_shm) {
+      if (n > 0) std::memcpy(m->data(), src, n);
+      src += n;
+    } else if (n > 0) {
+      if (auto e = read_exactly(fd, m->data(), n); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
+    }
+    side.channel.in.push_back(std::move(m));
+  }
+  if (in_shm) {
+    // Copied out: the writer may use the bytes again.
+    link.in_next = at + payload;
+    link.region->released(1 - link.out_ring).store(link.in_next, std::memory_order_release);
+    ++link.frames_in_shm;
+  }
+  caf::binary_deserializer source{sys, meta};
+  if (auto err = source(out.msg)) return "a malformed message: " + sys.render(err);
+  if (source.remaining() != 0) return fmt::format("{} bytes after the message", source.remaining());
+  if (side.channel.next != side.channel.in.size())
+    return fmt::format("the message used {} of the frame's {} tensors", side.channel.next, side.channel.in.size());
+  out.id = h.id;
+  return {};
+}
+
+void say(const log_fn& log, const std::string& text) {
+  if (log) log(text);
+}
+
+}  // namespace actortrain::data_plane::wire

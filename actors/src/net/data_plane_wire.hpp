@@ -1,0 +1,233 @@
+#pragma once
+// The data plane's wire (private to actors/src/net/; data_plane.hpp has the design):
+// the greeting and its token, frames of a serialized message with its tensors beside
+// it, the shared-memory region and its rings, and a socket link that sends and receives
+// frames with every announced length checked before anything is allocated. The ps side
+// (data_plane.cpp) and the worker side (data_plane_client.cpp) both speak it.
+#include <actortrain/actors/net/data_plane.hpp>
+
+#include <actortrain/actors/core/errors.hpp>
+#include <actortrain/actors/core/messages.hpp>
+#include <actortrain/actors/worker/shard_routes.hpp>
+
+#include <caf/actor_companion.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/scoped_execution_unit.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "socket_io.hpp"
+#include "../core/thread_name.hpp"
+
+
+namespace actortrain::data_plane::wire {
+
+using closed_atom = caf::atom_constant<caf::atom("dp_closed")>;
+
+constexpr uint32_t hello_magic = 0x48445441;  // "ATDH"
+constexpr uint32_t frame_magic = 0x46445441;  // "ATDF"
+constexpr uint32_t protocol_version = 1;
+constexpr size_t token_chars = 32;
+constexpr uint32_t max_tensors = 1u << 16;
+constexpr uint64_t max_meta_bytes = uint64_t{1} << 30;
+
+struct frame_header {
+  uint32_t magic = frame_magic;
+  uint32_t tensors = 0;
+  uint64_t id = 0;
+  uint64_t meta_bytes = 0;
+};
+static_assert(sizeof(frame_header) == 24, "frame header layout");
+
+struct shape_entry {
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+};
+static_assert(sizeof(shape_entry) == 16, "shape entry layout");
+
+struct hello {
+  uint32_t magic = hello_magic;
+  uint32_t version = protocol_version;
+  char token[token_chars] = {};
+};
+static_assert(sizeof(hello) == 40, "hello layout");
+
+using detail::errno_text;
+using detail::loopback;
+using detail::no_delay;
+using detail::read_exactly;
+using detail::set_timeout;
+using detail::write_all;
+
+// Version 2 of the greeting: the hello, then the name of a shared-memory region the
+// client made for the tensors of this connection. The server answers 2 when it mapped
+// it, 1 when it did not (frames then carry their floats inline); the client unlinks the
+// name either way, so a killed process leaves nothing behind in /dev/shm.
+constexpr uint32_t protocol_shm = 2;
+constexpr size_t shm_name_chars = 64;
+struct shm_offer {
+  char name[shm_name_chars] = {};
+};
+static_assert(sizeof(shm_offer) == 64, "offer layout");
+
+// A frame whose tensor count has this bit set carries its floats in the sender's ring of
+// the connection's region, from the 8-byte position that follows the shape table.
+constexpr uint32_t in_shm_flag = 0x80000000u;
+
+// The region: a header page (magic, ring size, then each ring's release position on a
+// cache line of its own), then ring 0 (written by the client) and ring 1 (by the server).
+// Positions count bytes since the start and only grow; a frame's floats never wrap.
+constexpr uint64_t region_magic = 0x4d48535444544100ull;  // "\0ATDTSHM"
+constexpr uint64_t ring_bytes = uint64_t{8} << 20;
+constexpr uint64_t region_header = 4096;
+constexpr uint64_t shm_threshold = 512 * 1024;  // smaller payloads go inline (measured: no faster below)
+
+struct shared_region {
+  void* base = nullptr;
+  uint64_t bytes = 0;
+  uint64_t ring = 0;  // bytes per ring
+  ~shared_region() {
+    if (base) ::munmap(base, bytes);
+  }
+  std::atomic<uint64_t>& released(int r) {
+    return *reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(base) + 64 * (1 + r));
+  }
+  char* ring_data(int r) { return static_cast<char*>(base) + region_header + static_cast<uint64_t>(r) * ring; }
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "positions shared between processes");
+
+// Maps `bytes` of the shared-memory object `fd` as a region (closing `fd`), every page
+// faulted in now, not mid-frame; null when mmap fails (errno says why).
+std::shared_ptr<shared_region> map_shared(int fd, uint64_t bytes);
+
+// Makes and maps a fresh region; null (and `why`) when the system has no /dev/shm.
+std::shared_ptr<shared_region> make_region(const std::string& name, std::string& why);
+
+// Maps the region a client named; null when it is not one of ours (wrong size or magic).
+std::shared_ptr<shared_region> map_region(const shm_offer& offer);
+
+std::string fresh_token();
+
+// Compares without stopping at the first difference (no timing hint for a guesser).
+bool same_token(const char* a, const std::string& b);
+
+// Installs a side channel on this thread for one (de)serialization.
+struct side_scope {
+  detail::tensor_side_channel channel;
+  explicit side_scope() { detail::side_channel() = &channel; }
+  ~side_scope() { detail::side_channel() = nullptr; }
+  side_scope(const side_scope&) = delete;
+  side_scope& operator=(const side_scope&) = delete;
+};
+
+// One connection's socket, written by one thread at a time; closed when the last user
+// lets go (shutdown() before that wakes a blocked reader).
+struct socket_link {
+  int fd = -1;
+  std::mutex write_mtx;
+  // The shared-memory region (null: floats inline), the ring this side writes and the
+  // one it reads; the next free position of the first (under write_mtx) and the next
+  // expected one of the second (the reader thread's).
+  std::shared_ptr<shared_region> region;
+  int out_ring = 0;
+  uint64_t out_next = 0, in_next = 0;
+  std::atomic<uint64_t> frames_in_shm{0};
+  explicit socket_link(int f) : fd(f) {}
+  ~socket_link() {
+    if (fd >= 0) ::close(fd);
+  }
+  void shutdown() { ::shutdown(fd, SHUT_RDWR); }
+
+  // Sends `msg` as the frame of request `id`.
+  std::string send(caf::actor_system& sys, uint64_t id, const caf::message& msg) {
+    std::vector<char> meta;
+    std::vector<std::shared_ptr<const model::matrix>> tensors;
+    {
+      side_scope side;
+      caf::binary_serializer sink{sys, meta};
+      if (auto err = sink(const_cast<caf::message&>(msg))) return "cannot serialize a message: " + sys.render(err);
+      tensors = std::move(side.channel.out);
+    }
+    frame_header h;
+    h.tensors = static_cast<uint32_t>(tensors.size());
+    h.id = id;
+    h.meta_bytes = meta.size();
+    std::vector<shape_entry> shapes(tensors.size());
+    uint64_t payload = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      shapes[i] = {static_cast<uint64_t>(tensors[i]->rows()), static_cast<uint64_t>(tensors[i]->cols())};
+      payload += static_cast<uint64_t>(tensors[i]->size()) * sizeof(float);
+    }
+    std::vector<iovec> iov;
+    iov.reserve(4 + tensors.size());
+    iov.push_back({&h, sizeof h});
+    if (!shapes.empty()) iov.push_back({shapes.data(), shapes.size() * sizeof(shape_entry)});
+    uint64_t at = 0;
+    std::lock_guard<std::mutex> g{write_mtx};
+    if (region && payload >= shm_threshold && place(payload, at)) {
+      // The floats go into the ring (one copy), and the frame says where.
+      char* dst = region->ring_data(out_ring) + at % region->ring;
+      for (auto& t : tensors) {
+        auto n = static_cast<size_t>(t->size()) * sizeof(float);
+        if (n > 0) std::memcpy(dst, t->data(), n);
+        dst += n;
+      }
+      std::atomic_thread_fence(std::memory_order_release);
+      h.tensors |= in_shm_flag;
+      iov.push_back({&at, sizeof at});
+      if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
+      return write_all(fd, iov);
+    }
+    if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
+    for (auto& t : tensors)
+      if (t->size() > 0) iov.push_back({const_cast<float*>(t->data()), static_cast<size_t>(t->size()) * sizeof(float)});
+    return write_all(fd, iov);
+  }
+
+  // Finds `n` contiguous bytes in this side's ring (under write_mtx): false when the
+  // reader has not released enough yet (the frame then goes inline).
+  bool place(uint64_t n, uint64_t& at) {
+    auto size = region->ring;
+    if (n > size) return false;
+    at = out_next;
+    if (at % size + n > size) at += size - at % size;  // never wrap inside a frame
+    if (at + n - region->released(out_ring).load(std::memory_order_acquire) > size) return false;
+    out_next = at + n;
+    return true;
+  }
+};
+
+struct frame {
+  uint64_t id = 0;
+  caf::message msg;
+};
+
+// Reads one frame: "" when `out` holds it, "eof" at a clean end between frames, else
+// what was wrong with it (the connection is then unusable).
+std::string receive(caf::actor_system& sys, socket_link& link, frame& out);
+
+void say(const log_fn& log, const std::string& text);
+
+}  // namespace actortrain::data_plane::wire
