@@ -1,7 +1,7 @@
 // The ps shard actor on CAF's test coordinator: what the actor adds to its shard store
 // (shard_store_test.cpp tests the decisions): requests through the mailbox, the store's
 // failures as errors of category actortrain, pulls shared through messages without a
-// copy, a synchronous round closed by message, the ledger by message.
+// copy, a synchronous round closed (and fenced) by message.
 
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/ps/ps_shard.hpp>
@@ -118,48 +118,6 @@ BOOST_AUTO_TEST_CASE(a_reader_keeps_the_version_it_pulled_while_the_shard_moves_
   BOOST_TEST(kernel().isApproxToConstant(-1.0f));
 }
 
-BOOST_AUTO_TEST_CASE(each_partition_records_the_steps_it_applies_with_their_batch_digests) {
-  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(7, matrix::Ones(2, 3))));
-  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(8, matrix::Ones(2, 3))));
-  BOOST_REQUIRE(ask<push_reply>(push_atom::value, push_of(7, matrix::Ones(2, 3))));  // a duplicate: not applied
-  auto l = ask<ps_ledgers>(ledger_atom::value);
-  BOOST_REQUIRE(l);
-  BOOST_REQUIRE(l->partitions.size() == 2u);
-  auto& kernel_ledger = l->partitions[0];
-  BOOST_TEST(kernel_ledger.variable == "dense/kernel");
-  BOOST_TEST(kernel_ledger.row_end == 2);
-  BOOST_REQUIRE(kernel_ledger.ledger.segments.size() == 1u);
-  auto& seg = kernel_ledger.ledger.segments[0];
-  BOOST_TEST((seg.run == 1u && seg.pipeline == 0u && seg.begin == 7u && seg.end == 9u));
-  BOOST_TEST(seg.checksum == ledger_mix(7, 1007) + ledger_mix(8, 1008));
-  BOOST_TEST(kernel_ledger.ledger.violations.empty());
-  // The embedding partition got no slice of these steps, so it holds none of them.
-  BOOST_TEST(l->partitions[1].ledger.segments.empty());
-}
-
-BOOST_AUTO_TEST_CASE(a_step_the_restored_state_holds_is_recorded_as_applied_twice) {
-  // A restore whose ledger holds step 7 but whose de-duplication state forgot it (no
-  // watermark): the shard applies 7 again, and its ledger says so, for good.
-  step_ledger saved;
-  saved.record(1, 0, 7, 1007);
-  init_request req;
-  req.f.coordinator_epoch = 1;
-  req.f.recovery_epoch = 1;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {},
-                                          0, saved.data(), {}, {}, 0});
-  BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
-  auto f = epochs(1);
-  f.recovery_epoch = 1;
-  BOOST_TEST(to_string(ask<push_reply>(push_atom::value, push_of(7, matrix::Ones(2, 3), 0, f))->status) == "applied");
-  auto violations = [&] { return ask<ps_ledgers>(ledger_atom::value)->partitions.at(0).ledger.violations; };
-  BOOST_REQUIRE(violations().size() == 1u);
-  BOOST_TEST(violations()[0].position == 7u);
-  // Another restore does not wash it out.
-  req.f.recovery_epoch = 2;
-  BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
-  BOOST_TEST(violations().size() == 1u);
-}
-
 BOOST_AUTO_TEST_CASE(a_shard_without_partitions_says_so) {
   auto fresh = spawn_ps_shard(sys, *model::make_sgd({1.0}), ps_shard_options{});
   auto rh = self->request(fresh, std::chrono::seconds(10), pull_atom::value, pull_request{});
@@ -195,57 +153,17 @@ struct sync_fixture : ps_fixture {
     r.example_count = examples;
     return r;
   }
-
-  matrix embeddings() {
-    pull_request p;
-    p.f = epochs(0);
-    p.partitions.push_back(partition_key{1, 0});
-    return *ask<pull_reply>(pull_atom::value, p)->values.at(0).value.value;
-  }
 };
 
-BOOST_FIXTURE_TEST_CASE(held_pushes_are_applied_as_one_example_weighted_mean, sync_fixture) {
-  auto a = push_of(0, matrix::Constant(2, 3, 1.0f));  // 4 examples
-  auto b = push_of(1, matrix::Constant(2, 3, 4.0f));
-  b.example_count = 12;
-  sparse_slice rows;  // only step 1 touches embedding rows 1 and 3
-  rows.variable = 1;
-  rows.ids = {1, 3};
-  rows.rows = tensor{matrix::Constant(2, 2, 2.0f)};
-  b.sparse.push_back(rows);
-  auto ra = ask<push_reply>(push_atom::value, a);
-  BOOST_REQUIRE(ra);
-  BOOST_TEST(to_string(ra->status) == "held");
-  BOOST_REQUIRE(ask<push_reply>(push_atom::value, b));
-  BOOST_TEST(kernel().isZero());  // nothing applied before the round closes
-  BOOST_TEST(stats().held == 2u);
-  // A re-run of a held step is a duplicate: the first computation stays.
-  BOOST_TEST(to_string(ask<push_reply>(push_atom::value, push_of(1, matrix::Ones(2, 3)))->status) == "duplicate");
-  // Step 2 of the round (4 examples) pushed nothing here: it counts in the mean.
-  auto r = ask<round_reply>(round_atom::value, round_of({0, 1, 2}, 20));
+BOOST_FIXTURE_TEST_CASE(a_round_closed_by_message_applies_what_is_held, sync_fixture) {
+  auto held = ask<push_reply>(push_atom::value, push_of(0, matrix::Ones(2, 3)));
+  BOOST_REQUIRE(held);
+  BOOST_TEST(to_string(held->status) == "held");
+  BOOST_TEST(kernel().isZero());
+  auto r = ask<round_reply>(round_atom::value, round_of({0}, 4));
   BOOST_REQUIRE(r);
-  BOOST_TEST(r->applied == 2u);
-  BOOST_TEST(r->max_staleness == 0u);
-  // (4 * 1 + 12 * 4) / 20 = 2.6, one SGD step of lr 1.
-  BOOST_TEST(kernel().isApproxToConstant(-2.6f));
-  matrix e = embeddings();
-  BOOST_TEST(e(1, 0) == -12.0f * 2 / 20, e);  // 12 of 20 examples pushed 2
-  BOOST_TEST(e(0, 0) == 0.0f);                // untouched rows stay
-  auto s = stats();
-  BOOST_TEST(s.applied == 2u);
-  BOOST_TEST(s.held == 0u);
-  for (auto& v : s.versions) BOOST_TEST(v.version == 1u);  // one update per round
-  // The same manifest again (a retry) applies nothing.
-  BOOST_TEST(ask<round_reply>(round_atom::value, round_of({0, 1, 2}, 20))->applied == 0u);
-  BOOST_TEST(kernel().isApproxToConstant(-2.6f));
-  // Both steps of the mean are in the ledger of every partition the mean touched, each
-  // with its own batch's digest.
-  auto all = ask<ps_ledgers>(ledger_atom::value);
-  BOOST_REQUIRE(all);
-  for (auto& pl : all->partitions) {
-    BOOST_REQUIRE(pl.ledger.segments.size() == 1u);
-    BOOST_TEST(pl.ledger.segments[0].checksum == ledger_mix(0, 1000) + ledger_mix(1, 1001));
-  }
+  BOOST_TEST(r->applied == 1u);
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, sync_fixture) {
