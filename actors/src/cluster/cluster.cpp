@@ -1,3 +1,5 @@
+// The embedded cluster: it checks its spec, spawns its actors, and schedules and joins
+// runs (cluster.hpp; cluster_impl.hpp has what its files share).
 #include "cluster_impl.hpp"
 
 namespace actortrain {

@@ -1,6 +1,8 @@
 // The data plane's worker side: a stand-in per shard that carries a worker's pulls, row
 // pulls and pushes over its connection and answers them with the shard's replies
 // (data_plane.hpp).
+#include <actortrain/actors/worker/shard_routes.hpp>
+
 #include "data_plane_wire.hpp"
 
 namespace actortrain::data_plane {

@@ -1,3 +1,4 @@
+// The data plane's wire: shared-memory regions, tokens, receiving a frame (data_plane_wire.hpp).
 #include "data_plane_wire.hpp"
 
 namespace actortrain::data_plane::wire {

@@ -8,7 +8,6 @@
 
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/core/messages.hpp>
-#include <actortrain/actors/worker/shard_routes.hpp>
 
 #include <caf/actor_companion.hpp>
 #include <caf/binary_serializer.hpp>

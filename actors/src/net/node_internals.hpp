@@ -38,6 +38,7 @@ inline constexpr auto farewell_timeout = std::chrono::seconds(5);
 
 inline caf::timespan span(std::chrono::milliseconds ms) { return std::chrono::duration_cast<caf::timespan>(ms); }
 
+// The consistency the job runs with: the cluster definition's, else sync for a
 // worker-only cluster, else the job's own.
 inline std::string job_consistency(const job& j, const cluster_def& def) {
   if (!def.consistency.empty()) return def.consistency;
@@ -111,7 +112,7 @@ inline std::string task_at(const cluster_def& def, const task_id& t) {
   return fmt::format("{} at {}", to_string(t), def.address(t).text());
 }
 
-// -- the roles ---------------------------------------------------------------------
+// -- the roles (roles.cpp) and what they share ----------------------------------------
 
 struct node_context {
   const node_options& opts;

@@ -1,3 +1,6 @@
+// A task of a cluster of processes: its actor system (TLS, heartbeats), its node actor
+// published behind the BASP guard, the role it plays, and a clean shutdown
+// (process.hpp; node_internals.hpp has what the node's files share).
 #include <actortrain/actors/net/process.hpp>
 
 #include "basp_guard.hpp"

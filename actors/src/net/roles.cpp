@@ -65,6 +65,8 @@ void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t
 
 data_plane::log_fn log_to(node_context& cx) { return log_lines(cx.out, cx.opts.log_prefix); }
 
+// -- the roles --------------------------------------------------------------------------
+
 // A shard of this process as ps_handle answers it: with a data plane unless the cluster
 // runs TLS (tensors then stay inside caf::openssl) or it was turned off. The server
 // lives in `planes`, which the caller destroys before the shard stops.

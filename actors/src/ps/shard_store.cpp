@@ -25,7 +25,7 @@ bool newer(std::pair<fence, uint64_t>& last, const fence& f, uint64_t id) {
   return is_newer;
 }
 
-// Records in `p`'s ledger every step of push `r` (validate checked the digests' count).
+// Records in `ledger` every step of push `r` (validate checked the digests' count).
 void record_steps(step_ledger& ledger, const push_request& r) {
   ledger.record(r.step.run, r.step.pipeline, r.step.position, r.digests.at(0));
   for (size_t k = 0; k < r.more_steps.size(); ++k) {

@@ -8,8 +8,11 @@
 // requests. The shard actor (ps_shard.cpp) owns one store and only turns its answers
 // into replies; tests/actors/shard_store_test.cpp tests it alone.
 //
-// Every request returns a `failure` (none: done) and fills its reply; a failed request
-// changes nothing but the counters (rejected, fenced) and the highest epochs seen.
+// Every request returns a `failure` (none: done) and fills its reply. A failed request
+// changes no values, slots, versions or ledgers; what it may change is the counters
+// (rejected, fenced), the highest epochs seen, the de-duplication state a rejected push
+// reached before validation (a newer run, a raised watermark: the coordinator's, true
+// either way), and the record of a shared snapshot whose files could not be written.
 
 #include <actortrain/actors/core/error_code.hpp>
 #include <actortrain/actors/ps/apply_policy.hpp>

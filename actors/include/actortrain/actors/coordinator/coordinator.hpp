@@ -33,9 +33,9 @@
 //
 // The phase is coord_state::ph (state.hpp); quiescing/checkpointing and recovering/lost_ps
 // are flags over it. start_run, begin_run, on_ps_down, recover, restore_all: recovery.cpp;
-// next_task (the gate's room), close_round, count_step, dispatch, finish_run, fail_run:
-// coordinator.cpp; end_epoch, start_eval, release_gate: epochs.cpp; write_checkpoint_now:
-// checkpoints.cpp. A restore in a run (load_run) goes back to training, also from evaluating
+// next_task (the gate's room), close_round, count_step, dispatch: dispatch.cpp;
+// finish_run, fail_run: coordinator.cpp; end_epoch, start_eval, release_gate: epochs.cpp;
+// write_checkpoint_now: checkpoints.cpp. A restore in a run (load_run) goes back to training, also from evaluating
 // or gated; evaluate() goes initializing -> evaluating -> idle.
 //
 // Steps. A step id is (run, pipeline, position); positions count on across epochs, and

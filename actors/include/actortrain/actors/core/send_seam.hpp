@@ -103,7 +103,7 @@ class send_seam {
   }
 
   /// The same, carried to `via` instead when it is set (a data-plane stand-in answers
-  /// for `dest`); faults are decided for `dest`.
+  /// for `dest`); faults are decided for, and a duplicate or a kill goes to, `dest`.
   template <class Self, class Handle, class Atom, class... Ts>
   auto request(Self* self, const Handle& dest, const caf::actor& via, caf::timespan timeout, Atom a, Ts&&... xs) {
     auto receiver = caf::actor_cast<caf::actor>(dest);
@@ -120,13 +120,13 @@ class send_seam {
         // fails at once, so the actor ends now (its error handlers run on the way out).
         return self->request(black_hole_, caf::timespan{0}, a, std::forward<Ts>(xs)...);
       case delivery::kind::duplicate:
-        caf::anon_send(target, a, xs...);  // the copy's reply goes nowhere
+        caf::anon_send(receiver, a, xs...);  // the copy's reply goes nowhere
         return self->request(target, timeout, a, std::forward<Ts>(xs)...);
       case delivery::kind::delay:
         return self->request(relay_, timeout, relay_atom::value, target,
                              caf::make_message(a, std::forward<Ts>(xs)...), d.delay, timeout);
       case delivery::kind::kill_receiver:
-        caf::anon_send_exit(target, caf::exit_reason::kill);
+        caf::anon_send_exit(receiver, caf::exit_reason::kill);
         return self->request(target, timeout, a, std::forward<Ts>(xs)...);
       case delivery::kind::deliver:
       case delivery::kind::crash_after:

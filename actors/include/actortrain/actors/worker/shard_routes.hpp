@@ -9,6 +9,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_addr.hpp>
+#include <caf/actor_cast.hpp>
 
 #include <map>
 #include <mutex>
