@@ -27,7 +27,7 @@
 
 #include <map>
 
-#include "../tools/src/flags.hpp"
+#include <actortrain/actors/cli/flags.hpp>
 
 namespace ds = actortrain::dataset;
 namespace md = actortrain::model;
@@ -105,13 +105,13 @@ examples generate(const truth& t, int64_t n, int64_t buckets, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return actortrain::tools::run_main("ctr", [&] {
+  return actortrain::cli::run_main("ctr", [&] {
     int ps = 2, workers = 2, epochs = 4, verbose = 2, threads = 2;
     int64_t rows = 500000, test_rows = 50000, buckets = 4096, dim = 8, batch = 256;
     uint64_t seed = 1;
     std::string consistency = "async", optimizer = "adam(0.002)", partitioner = "fixed_shards(2)";
     bool whole_tables = false;
-    actortrain::tools::flags f{"ctr",
+    actortrain::cli::flags f{"ctr",
                                "Trains a click-through model with embeddings on generated data whose best AUC and log\n"
                                "loss are known, on an embedded parameter-server cluster, and prints both per epoch."};
     f.add("ps", ps, "parameter-server shards")
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
       .add("threads", threads, "CAF scheduler threads")
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch");
     if (!f.parse(argc, argv)) return 0;
-    using actortrain::tools::usage_error;
+    using actortrain::cli::usage_error;
     if (ps < 1 || workers < 1 || epochs < 1 || threads < 1) throw usage_error("--ps, --workers, --epochs, --threads must be >= 1");
     if (rows < 1 || test_rows < 1 || batch < 1 || dim < 1) throw usage_error("--rows, --test-rows, --batch, --dim must be >= 1");
     if (buckets < 1 || buckets > (int64_t{1} << 24)) throw usage_error("--buckets must be in [1, 2^24]");

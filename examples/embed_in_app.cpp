@@ -16,7 +16,19 @@
 namespace ds = actortrain::dataset;
 namespace md = actortrain::model;
 
-int main() {
+int main(int argc, char** argv) {
+  // No flags of its own: --help says what it does, anything else is refused (exit 2).
+  actortrain::cli::flags f{"embed_in_app",
+                           "Trains a small classifier on an embedded cluster of 2 ps shards and 2 workers inside "
+                           "the application's own actor_system; exit 0 when its accuracy is above 0.9."};
+  try {
+    if (!f.parse(argc, argv)) return 0;
+    if (!f.positional().empty()) throw actortrain::cli::usage_error("unexpected argument '" + f.positional()[0] + "'");
+  } catch (const actortrain::cli::usage_error& e) {
+    std::fprintf(stderr, "embed_in_app: error: %s\n", e.what());
+    return 2;
+  }
+
   caf::actor_system_config cfg;
   actortrain::configure(cfg);  // types, error category, flush-to-zero threads
   caf::actor_system sys{cfg};

@@ -20,14 +20,14 @@
 
 #include <fmt/format.h>
 
-#include "../tools/src/flags.hpp"
+#include <actortrain/actors/cli/flags.hpp>
 
 namespace ds = actortrain::dataset;
 namespace md = actortrain::model;
 using md::layers::activation;
 
 int main(int argc, char** argv) {
-  return actortrain::tools::run_main("fashion_mnist", [&] {
+  return actortrain::cli::run_main("fashion_mnist", [&] {
     int ps = 2, workers = 2, epochs = 10, verbose = 1, threads = 2, spe = 1, pull_every = 1, push_every = 1;
     bool pull_ahead = false, resume = false;
     int64_t kill_worker_at = 0, kill_ps_at = 0;
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     std::string data_dir = ds::fashion_mnist_default_dir, metrics, partitioner, checkpoint_dir, consistency = "async";
     int64_t checkpoint_every = 0, early_stopping = 0;
     std::string csv_log, lr_schedule = "none", best_dir;
-    actortrain::tools::flags f{"fashion_mnist",
+    actortrain::cli::flags f{"fashion_mnist",
                                "Trains an MLP 784-256-128-10 on Fashion-MNIST with an embedded parameter-server "
                                "cluster\n(asynchronous unless --consistency says otherwise), and prints the test accuracy."};
     f.add("ps", ps, "parameter-server shards")
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       .add("csv-log", csv_log, "append one CSV row per epoch (loss, accuracy, val_*) to this file")
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch");
     if (!f.parse(argc, argv)) return 0;
-    using actortrain::tools::usage_error;
+    using actortrain::cli::usage_error;
     if (ps < 1 || workers < 1) throw usage_error("--ps and --workers must be >= 1");
     if (epochs < 1 || batch < 1 || spe < 1 || threads < 1 || pull_every < 1 || push_every < 1)
       throw usage_error("--epochs, --batch, --steps-per-execution, --threads, --pull-every and --push-every must be >= 1");

@@ -12,20 +12,20 @@
 
 #include <fmt/format.h>
 
-#include "../tools/src/flags.hpp"
+#include <actortrain/actors/cli/flags.hpp>
 
 namespace ds = actortrain::dataset;
 namespace md = actortrain::model;
 using md::layers::activation;
 
 int main(int argc, char** argv) {
-  return actortrain::tools::run_main("fashion_mnist_local", [&] {
+  return actortrain::cli::run_main("fashion_mnist_local", [&] {
     int epochs = 10, verbose = 1;
     int64_t batch = 128;
     double lr = 1e-3;
     uint64_t seed = 1;
     std::string data_dir = ds::fashion_mnist_default_dir;
-    actortrain::tools::flags f{"fashion_mnist_local",
+    actortrain::cli::flags f{"fashion_mnist_local",
                                "Trains an MLP 784-256-128-10 on Fashion-MNIST in one process and "
                                "prints the test accuracy."};
     f.add("epochs", epochs, "passes over the 60,000 training images")
@@ -35,9 +35,9 @@ int main(int argc, char** argv) {
       .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch");
     if (!f.parse(argc, argv)) return 0;
-    if (epochs < 1) throw actortrain::tools::usage_error("--epochs must be >= 1");
-    if (batch < 1) throw actortrain::tools::usage_error("--batch must be >= 1");
-    if (!(lr > 0)) throw actortrain::tools::usage_error("--lr must be > 0");
+    if (epochs < 1) throw actortrain::cli::usage_error("--epochs must be >= 1");
+    if (batch < 1) throw actortrain::cli::usage_error("--batch must be >= 1");
+    if (!(lr > 0)) throw actortrain::cli::usage_error("--lr must be > 0");
 
     auto train = ds::fashion_mnist(ds::split::train, data_dir);
     auto test = ds::fashion_mnist(ds::split::test, data_dir);

@@ -13,23 +13,23 @@
 
 #include <fmt/format.h>
 
-#include "../tools/src/flags.hpp"
+#include <actortrain/actors/cli/flags.hpp>
 
 namespace ds = actortrain::dataset;
 namespace md = actortrain::model;
 
 int main(int argc, char** argv) {
-  return actortrain::tools::run_main("linear_regression", [&] {
+  return actortrain::cli::run_main("linear_regression", [&] {
     int calls = 20, verbose = 0;
     uint64_t seed = 1;
-    actortrain::tools::flags f{"linear_regression",
+    actortrain::cli::flags f{"linear_regression",
                                "Fits Dense(10) -> Dense(1) to all-ones data with 20 calls of fit, as "
                                "the TensorFlow tutorial does, printing the loss after each call."};
     f.add("calls", calls, "how many times fit is called")
       .add("seed", seed, "seed of initialization and shuffling")
       .add("verbose", verbose, "progress of each fit call: 0 silent, 1 bar, 2 a line per epoch");
     if (!f.parse(argc, argv)) return 0;
-    if (calls < 1) throw actortrain::tools::usage_error("--calls must be >= 1");
+    if (calls < 1) throw actortrain::cli::usage_error("--calls must be >= 1");
 
     md::matrix x = md::matrix::Ones(1000, 5), y = md::matrix::Ones(1000, 1);
     auto data = ds::from_tensor_slices({x}, y).shuffle(10, seed).repeat().batch(20);

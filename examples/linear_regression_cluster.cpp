@@ -15,19 +15,19 @@
 
 #include <fmt/format.h>
 
-#include "../tools/src/flags.hpp"
+#include <actortrain/actors/cli/flags.hpp>
 
 namespace ds = actortrain::dataset;
 namespace md = actortrain::model;
 
 int main(int argc, char** argv) {
-  return actortrain::tools::run_main("linear_regression_cluster", [&] {
+  return actortrain::cli::run_main("linear_regression_cluster", [&] {
     int calls = 20, ps = 2, workers = 2;
-    actortrain::tools::flags f{"linear_regression_cluster",
+    actortrain::cli::flags f{"linear_regression_cluster",
                                "The TensorFlow PS-strategy tutorial's loop of 20 fit calls on an embedded cluster."};
     f.add("calls", calls, "how many times fit is called").add("ps", ps, "ps shards").add("workers", workers, "workers");
     if (!f.parse(argc, argv)) return 0;
-    if (calls < 1 || ps < 1 || workers < 1) throw actortrain::tools::usage_error("--calls, --ps, --workers must be >= 1");
+    if (calls < 1 || ps < 1 || workers < 1) throw actortrain::cli::usage_error("--calls, --ps, --workers must be >= 1");
 
     caf::actor_system_config cfg;
     actortrain::configure(cfg);

@@ -11,60 +11,32 @@
 
 #include "fashion_mnist_job.hpp"
 
+#include <actortrain/actors/cli/flags.hpp>
 #include <actortrain/actors/sim/simulator.hpp>
 #include <actortrain/dataset/fashion_mnist.hpp>
 
-#include <cstdlib>
-#include <cstring>
-#include <iostream>
 #include <string>
 
 #include <fmt/format.h>
 
 int main(int argc, char** argv) {
-  int plans = 20;
-  int64_t images = 512;
-  std::string data_dir = actortrain::dataset::fashion_mnist_default_dir;
-  bool sync = false;
-  auto usage = [] {
-    std::cout << "usage: simulated_faults [--plans N] [--images N] [--data-dir DIR] [--sync]\n"
-                 "  Trains the Fashion-MNIST MLP on its first N images (default 512) under N random fault\n"
-                 "  plans (default 20) and checks each from the ps partitions' ledgers; --sync also\n"
-                 "  compares the values with a fault-free run. Exit 1 on a violation, 2 on bad flags.\n";
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* flag) -> long long {
-      if (i + 1 >= argc) {
-        std::cerr << "simulated_faults: " << flag << " needs a value\n";
-        std::exit(2);
-      }
-      char* end = nullptr;
-      auto v = std::strtoll(argv[++i], &end, 10);
-      if (*end != '\0' || v < 1) {
-        std::cerr << "simulated_faults: " << flag << ": '" << argv[i] << "' is not a whole number >= 1\n";
-        std::exit(2);
-      }
-      return v;
-    };
-    if (a == "--plans") {
-      plans = static_cast<int>(value("--plans"));
-    } else if (a == "--images") {
-      images = value("--images");
-    } else if (a == "--data-dir" && i + 1 < argc) {
-      data_dir = argv[++i];
-    } else if (a == "--sync") {
-      sync = true;
-    } else if (a == "--help" || a == "-h") {
-      usage();
-      return 0;
-    } else {
-      std::cerr << "simulated_faults: unknown flag '" << a << "'\n";
-      usage();
-      return 2;
-    }
-  }
-  try {
+  return actortrain::cli::run_main("simulated_faults", [&] {
+    int plans = 20;
+    int64_t images = 512;
+    std::string data_dir = actortrain::dataset::fashion_mnist_default_dir;
+    bool sync = false;
+    actortrain::cli::flags f{"simulated_faults",
+                             "Trains the Fashion-MNIST MLP on its first --images images under --plans random fault "
+                             "plans and checks each from the ps partitions' ledgers."};
+    f.add("plans", plans, "fault plans (seeds 1 to N)", actortrain::cli::range<int>{1, 100000})
+      .add("images", images, "training images", actortrain::cli::range<int64_t>{1, 60000})
+      .add("data-dir", data_dir, "directory with the four Fashion-MNIST .gz files")
+      .add("sync", sync, "synchronous training, and compare the values with a fault-free run")
+      .footer("Exit status: 0 every plan kept exactly-once, 1 a violation (printed with its replay line), 2 bad "
+              "flags.");
+    if (!f.parse(argc, argv)) return 0;
+    if (!f.positional().empty())
+      throw actortrain::cli::usage_error("unexpected argument '" + f.positional().front() + "'");
     auto job = example::fashion_mnist_job(data_dir, images);
     if (sync) job.spec.consistency = "sync";
     int bad = 0;
@@ -73,8 +45,8 @@ int main(int argc, char** argv) {
       o.seed = static_cast<uint64_t>(seed);
       o.fits = 2;
       auto r = actortrain::simulate(job, o);
-      fmt::print("plan {}: {} — {} steps exactly once, {} faults injected{}\n", seed, r.ok() ? "ok" : "VIOLATION", r.steps,
-                 r.injected.size(), r.values_compared ? ", values equal to the fault-free run's" : "");
+      fmt::print("plan {}: {} — {} steps exactly once, {} faults injected{}\n", seed, r.ok() ? "ok" : "VIOLATION",
+                 r.steps, r.injected.size(), r.values_compared ? ", values equal to the fault-free run's" : "");
       if (!r.ok()) {
         ++bad;
         fmt::print("{}  replay: {}\n", r.report(), r.replay);
@@ -82,8 +54,5 @@ int main(int argc, char** argv) {
     }
     fmt::print("{} of {} plans kept exactly-once{}\n", plans - bad, plans, sync ? " and the fault-free values" : "");
     return bad == 0 ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::cerr << "simulated_faults: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

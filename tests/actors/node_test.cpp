@@ -3,6 +3,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <actortrain/actors/cli/flags.hpp>
+
 #include <actortrain/actors/net/process.hpp>
 #include <actortrain/model/all.hpp>
 
@@ -61,17 +63,20 @@ BOOST_AUTO_TEST_CASE(fingerprints_name_what_differs) {
 }
 
 BOOST_AUTO_TEST_CASE(node_flags_parse_and_refuse) {
-  std::vector<std::string> args{"prog", "--cluster", "c.json", "--task=ps:1", "--threads", "3", "--resume"};
+  std::vector<std::string> args{"prog",     "--cluster", "c.json", "--task=ps:1", "--threads",
+                                 "3",        "--resume",  "--caf.scheduler.max-threads=1"};
   auto v = argv_of(args);
   auto f = at::parse_node_flags(static_cast<int>(v.size()), v.data());
   BOOST_CHECK_EQUAL(f.cluster_file, "c.json");
   BOOST_CHECK_EQUAL(f.task, "ps:1");
   BOOST_CHECK_EQUAL(f.threads, 3);
   BOOST_CHECK(f.resume);
-  for (std::vector<std::string> bad : {std::vector<std::string>{"prog", "--nope"}, {"prog", "--cluster"},
-                                       {"prog", "--threads", "0"}, {"prog", "--threads", "x"}}) {
+  BOOST_TEST(f.caf_options == std::vector<std::string>{"--caf.scheduler.max-threads=1"});
+  for (std::vector<std::string> bad :
+       {std::vector<std::string>{"prog", "--nope"}, {"prog", "--cluster"}, {"prog", "--threads", "0"},
+        {"prog", "--threads", "x"}, {"prog", "stray"}, {"prog", "--caf.scheduler.max-threads"}}) {
     auto bv = argv_of(bad);
-    BOOST_CHECK_THROW(at::parse_node_flags(static_cast<int>(bv.size()), bv.data()), at::cluster_file_error);
+    BOOST_CHECK_THROW(at::parse_node_flags(static_cast<int>(bv.size()), bv.data()), actortrain::cli::usage_error);
   }
 }
 
@@ -87,6 +92,19 @@ BOOST_AUTO_TEST_CASE(tf_config_resolves_cluster_and_task) {
   f.task = "worker:2";
   BOOST_CHECK_THROW(at::resolve_node(f), at::cluster_file_error);
   f.task.clear();
+  // CAF's own options: a good one is kept, one CAF does not know or cannot read is refused by name.
+  f.caf_options = {"--caf.scheduler.max-threads=1"};
+  BOOST_TEST(at::resolve_node(f).caf_options == f.caf_options);
+  for (std::string bad : {"--caf.scheduler.bogus=1", "--caf.scheduler.max-threads=many"}) {
+    f.caf_options = {bad};
+    try {
+      at::resolve_node(f);
+      BOOST_ERROR("accepted " << bad);
+    } catch (const at::cluster_file_error& e) {
+      BOOST_TEST(std::string(e.what()).find(bad) == 0u);
+    }
+  }
+  f.caf_options.clear();
   f.resume = true;  // nothing to resume from
   BOOST_CHECK_THROW(at::resolve_node(f), at::cluster_file_error);
   ::unsetenv("TF_CONFIG");

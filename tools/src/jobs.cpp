@@ -18,11 +18,7 @@ namespace {
 
 // Parses an example's flags from `args` (argv without the program name).
 bool parse_args(flags& f, const std::string& program, const std::vector<std::string>& args) {
-  std::vector<std::string> storage{program};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : storage) argv.push_back(s.data());
-  if (!f.parse(static_cast<int>(argv.size()), argv.data())) return false;
+  if (!f.parse(args)) return false;
   if (!f.positional().empty()) throw usage_error(fmt::format("{}: unexpected argument '{}'", program, f.positional()[0]));
   return true;
 }

@@ -52,114 +52,61 @@ std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(in
   return {before, after};
 }
 
-// Takes "--example NAME" (or --example=NAME) out of `args`; "" when absent.
-std::string take_example(std::vector<std::string>& args) {
-  std::string name;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--example") {
-      if (i + 1 >= args.size()) throw usage_error("--example needs a value");
-      name = args[i + 1];
-      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
-      return name;
-    }
-    if (args[i].rfind("--example=", 0) == 0) {
-      name = args[i].substr(10);
-      args.erase(args.begin() + static_cast<long>(i));
-      return name;
-    }
-  }
-  return name;
-}
-
 std::string example_list() {
   std::string out;
   for (auto& e : examples()) out += fmt::format("  {:<15} {}\n", e.name, e.summary);
   return out;
 }
 
-const char* node_help =
-  "usage: actortrain node --example NAME [--cluster FILE] [--task TYPE:INDEX] [--threads N]\n"
-  "                       [-- EXAMPLE FLAGS]\n"
-  "Plays one task of a cluster of processes running example NAME (every task runs the same\n"
-  "command with its own --task). The cluster comes from --cluster FILE or the TF_CONFIG\n"
-  "environment variable; flags after -- go to the example (try -- --help).\n"
-  "  --cluster FILE      the cluster definition (JSON: cluster, task, tls, checkpoint,\n"
-  "                      timeouts, consistency)\n"
-  "  --task TYPE:INDEX   the task to play (chief, worker or ps), overriding the file's\n"
-  "  --threads N         scheduler threads of this process (default 2)\n"
-  "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
-  "                      directory, e.g. after the chief crashed\n"
-  "  --no-data-plane     (ps, worker) tensors over BASP instead of the tensor data plane\n"
-  "  --ledger FILE       (a task holding ps shards) write what they applied, step by step,\n"
-  "                      to FILE as it stops; `actortrain ledger check` reads it\n"
-  "  --tls-cert/--tls-key/--tls-ca FILE  mutual TLS: this node's certificate and key, the\n"
-  "                      cluster's CA (tools/make-certs makes them); needed off loopback\n"
-  "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n"
-  "\n"
-  "examples:\n";
-
 }  // namespace
 
-// run_node's flags from `args` (without the program name); bad ones are usage errors.
-static node_flags node_flags_of(std::vector<std::string> args) {
-  args.insert(args.begin(), "actortrain");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  try {
-    return parse_node_flags(static_cast<int>(argv.size()), argv.data());
-  } catch (const std::exception& e) {
-    throw usage_error(e.what());
-  }
-}
-
+// `actortrain node`: run_node's flags, plus --example; the job's own flags after --.
 int node_command(int argc, char** argv, int first) {
   auto [mine, theirs] = split_at_dashes(argc, argv, first);
-  auto name = take_example(mine);
-  for (auto& a : mine)
-    if (a == "--help" || a == "-h") {
-      std::cout << node_help << example_list();
-      return 0;
-    }
+  node_flags nf;
+  std::string name;
+  auto f = node_flags_parser("actortrain node", nf);
+  f.add("example", name, "the registered job this cluster runs (" + example_names() + "); its own flags go after --")
+    .footer("Plays one task of a cluster of processes running a registered job (every task runs the same\n"
+            "command with its own --task); `actortrain node --example NAME -- --help` lists the job's flags.\n"
+            "CAF's own options go through as --caf.NAME=VALUE (e.g. --caf.scheduler.max-threads=2).\n"
+            "The cluster comes from --cluster FILE or TF_CONFIG, e.g.\n"
+            "  {\"cluster\": {\"worker\": [\"localhost:12345\", \"localhost:23456\"]},\n"
+            "   \"task\": {\"type\": \"worker\", \"index\": 0}}\n"
+            "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n\n"
+            "jobs:\n" + example_list());
+  if (!f.parse(mine)) return 0;
+  if (!f.positional().empty())
+    throw usage_error(fmt::format("unexpected argument '{}' (the job's flags go after --)", f.positional().front()));
+  if (name.empty()) throw usage_error("--example NAME is required (" + example_names() + ")");
   job j;
   if (!make_example(name, theirs, j)) return 0;
-  return run_node(node_flags_of(mine), j);
+  return run_node(nf, j);
 }
 
 // -- status ----------------------------------------------------------------------------
 
-namespace {
-
-const char* status_help =
-  "usage: actortrain status [--cluster FILE] [--tls-cert F --tls-key F --tls-ca F]\n"
-  "Prints the live status of a running cluster of processes, asked of its coordinator's\n"
-  "task (the chief; worker 0 without one): the run (epoch, steps applied); each worker's\n"
-  "state (busy, idle, lost), generation, steps, step rate and staleness over its last\n"
-  "applied steps; each ps shard's steps and partitions (rows, size, version); the last\n"
-  "checkpoint; the recent failures and recoveries. The cluster comes from --cluster FILE\n"
-  "(e.g. the cluster.json `actortrain launch` wrote) or TF_CONFIG; TLS as the tasks have it.\n"
-  "Exit status: 0 printed, 1 the coordinator could not be reached or did not answer, 2 bad\n"
-  "flags or cluster definition.\n";
-
-}  // namespace
-
 int status_command(int argc, char** argv, int first) {
-  std::vector<std::string> storage;
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << status_help;
-      return 0;
-    }
-    auto name = a.substr(0, a.find('='));
-    if (name != "--cluster" && name != "--tls-cert" && name != "--tls-key" && name != "--tls-ca")
-      throw usage_error(fmt::format("unknown flag '{}' (see actortrain status --help)", a));
-    storage.push_back(a);
-    if (a.find('=') == std::string::npos && i + 1 < argc) storage.push_back(argv[++i]);  // its value
-  }
-  auto flags = node_flags_of(storage);
+  node_flags nf;
+  flags f{"actortrain status",
+          "Prints the live status of a running cluster of processes, asked of its coordinator's task\n"
+          "(the chief; worker 0 without one): the run (epoch, steps applied); each worker's state (busy,\n"
+          "idle, lost), generation, steps, step rate and staleness over its last applied steps; each ps\n"
+          "shard's steps and partitions (rows, size, version); the last checkpoint; the recent failures\n"
+          "and recoveries."};
+  f.add("cluster", nf.cluster_file,
+        "the cluster (e.g. the cluster.json `actortrain launch` wrote); without it TF_CONFIG")
+    .add("tls-cert", nf.tls_cert, "TLS as the tasks have it: a certificate of the cluster's CA")
+    .add("tls-key", nf.tls_key, "its key")
+    .add("tls-ca", nf.tls_ca, "the cluster's CA")
+    .footer("Exit status: 0 printed, 1 the coordinator could not be reached or did not answer, 2 bad\n"
+            "flags or cluster definition.");
+  if (!f.parse(argc, argv, first)) return 0;
+  if (!f.positional().empty())
+    throw usage_error(fmt::format("unexpected argument '{}' (see --help)", f.positional().front()));
   std::string text;
   try {
-    text = query_status(flags);
+    text = query_status(nf);
   } catch (const cluster_file_error& e) {
     throw usage_error(e.what());
   }
@@ -309,31 +256,31 @@ int launch_command(int argc, char** argv, int first) {
           "when the job failed, 2 for bad flags. Flags after -- go to the example\n"
           "(actortrain launch --example linear -- --help lists them)."};
   f.add("example", example, "the example to run (linear, fashion_mnist)")
-    .add("ps", ps, "ps tasks (0: a worker-only cluster without chief)")
-    .add("workers", workers, "worker tasks")
+    .add("ps", ps, "ps tasks (0: a worker-only cluster without chief)", range<int>{0, 64})
+    .add("workers", workers, "worker tasks", range<int>{1, 256})
     .add("consistency", consistency, "async, bounded_staleness(s) or sync (default: the example's, sync without ps)")
     .add("checkpoint-dir", checkpoint_dir, "coordinated checkpoints here (written by the chief); a lost ps task is "
          "rolled back to the newest")
     .add("checkpoint-shared", checkpoint_shared, "each ps task writes its own partitions into --checkpoint-dir (a "
          "directory every task reaches); the chief commits the manifest")
-    .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the first and the last)")
+    .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the first and the last)",
+         range<int64_t>{0, int64_t{1} << 40})
     .add("evaluator", evaluator, "also an evaluator task: evaluates each new checkpoint (needs --checkpoint-dir and an "
          "example with validation data); the job never waits for it")
-    .add("heartbeat-ms", heartbeat_ms, "heartbeat interval between tasks (0: the cluster file's default, 500)")
-    .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)")
+    .add("heartbeat-ms", heartbeat_ms, "heartbeat interval between tasks (0: the cluster file's default, 500)",
+         range<int64_t>{0, 3600000})
+    .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)", range<int64_t>{0, 3600000})
     .add("restart-failed", restart_failed, "restart a worker or ps task that crashes (a worker rejoins under a new "
          "generation; a ps task is restored from the last checkpoint)")
     .add("no-data-plane", no_data_plane, "move tensors over BASP, not the tensor data plane (worker-ps connections "
          "of their own)")
-    .add("max-restarts", max_restarts, "restarts per task with --restart-failed")
-    .add("timeout", timeout_s, "stop every task and fail after this many seconds (0: no limit)")
+    .add("max-restarts", max_restarts, "restarts per task with --restart-failed", range<int>{0, 1000})
+    .add("timeout", timeout_s, "stop every task and fail after this many seconds (0: no limit)",
+         range<int64_t>{0, 31536000})
     .add("dir", dir, "where the cluster file goes (default: a new directory under /tmp)");
   if (!f.parse(argc, argv, first)) return 0;
   auto example_args = f.positional();
   if (example.empty()) throw usage_error("--example NAME is required (" + example_names() + ")");
-  if (ps < 0 || workers < 1) throw usage_error("--ps must be >= 0 and --workers >= 1");
-  if (max_restarts < 0 || timeout_s < 0 || checkpoint_every < 0 || heartbeat_ms < 0 || connection_ms < 0)
-    throw usage_error("--max-restarts, --timeout, --checkpoint-every, --heartbeat-ms and --connection-ms must be >= 0");
   {
     job probe;  // refuses a bad example or bad example flags before anything starts
     if (!make_example(example, example_args, probe)) return 0;

@@ -182,14 +182,14 @@ int ledger_command(int argc, char** argv, int first) {
   flags f{"actortrain ledger check --example NAME [flags] LEDGER... [-- EXAMPLE FLAGS]", summary};
   f.add("example", example, "the example the job ran (" + example_names() + ")")
     .add("cluster", cluster_file, "the cluster definition the job ran on (its workers, ps tasks and consistency)")
-    .add("workers", workers, "instead of --cluster: the job's worker count")
+    .add("workers", workers, "instead of --cluster: the job's worker count (0: take it from --cluster)",
+         range<int>{0, 256})
     .add("consistency", consistency, "the consistency the job ran with, when the cluster does not say (default: the "
          "example's)")
     .add("run", run, "the run to check (0: the newest the ledgers hold; earlier runs are listed, not checked)")
     .add("incomplete", incomplete, "the run failed or was stopped: check that what was applied is a valid prefix "
          "(no step twice, every batch the right one), not that every position was");
   if (!f.parse(dashes, argv, first + 1)) return 0;
-  if (workers < 0) throw usage_error("--workers must be >= 1");
   if (f.positional().empty()) throw usage_error("ledger check: which ledgers? (files, a directory or a checkpoint)");
   job j;
   if (!make_example(example, example_args, j)) return 0;

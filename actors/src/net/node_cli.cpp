@@ -2,81 +2,64 @@
 // cluster definition and task they resolve to, and `actortrain status`.
 #include <iostream>
 
+#include <actortrain/actors/cli/flags.hpp>
+
 #include "../core/ask.hpp"
 #include "dial.hpp"
 #include "node_internals.hpp"
 
 namespace actortrain {
 
+using detail::apply_caf_options;
 using detail::configure_for;
 using detail::forget_registry;
 using detail::span;
 using detail::task_at;
 
+cli::flags node_flags_parser(const std::string& program, node_flags& f) {
+  cli::flags p{program, "Plays one task of a cluster of processes (every task runs this same program)."};
+  p.add("cluster", f.cluster_file,
+        "the cluster (JSON, see actortrain/actors/net/cluster_file.hpp); without it the TF_CONFIG "
+        "environment variable")
+    .add("task", f.task, "TYPE:INDEX, the task this process plays (chief, worker, ps), overriding the definition's task")
+    .add("threads", f.threads, "scheduler threads of this process", cli::range<int>{1, 256})
+    .add("resume", f.resume,
+         "(chief) continue the run checkpointed in the cluster's checkpoint directory, e.g. after the chief "
+         "crashed; the other tasks may live on")
+    .add("no-data-plane", f.no_data_plane,
+         "(ps, worker) move tensors over BASP instead of the tensor data plane (never with TLS)")
+    .add("ledger", f.ledger_out,
+         "(a task holding ps shards) write what the shards applied, step by step, to this file as it stops, for "
+         "`actortrain ledger check`")
+    .add("tls-cert", f.tls_cert, "mutual TLS through caf::openssl: this node's certificate (PEM)")
+    .add("tls-key", f.tls_key, "its key")
+    .add("tls-ca", f.tls_ca, "the cluster's CA (tools/make-certs makes all three); needed off loopback")
+    .pass_caf_options(f.caf_options)
+    .footer(
+      "CAF's own options go through as --caf.NAME=VALUE and win over the cluster's settings, e.g.\n"
+      "--caf.scheduler.max-threads=2 or --caf.middleman.heartbeat-interval=500ms.\n"
+      "TF_CONFIG, as TensorFlow's ParameterServerStrategy reads it:\n"
+      "  {\"cluster\": {\"chief\": [\"host0:2222\"], \"worker\": [\"host1:2222\"], \"ps\": [\"host2:2222\"]},\n"
+      "   \"task\": {\"type\": \"worker\", \"index\": 0}}\n"
+      "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.");
+  return p;
+}
+
 node_flags parse_node_flags(int argc, char** argv, int first) {
   node_flags f;
-  auto value = [&](int& i, const std::string& name) -> std::string {
-    std::string a = argv[i];
-    auto eq = a.find('=');
-    if (eq != std::string::npos) return a.substr(eq + 1);
-    if (i + 1 >= argc) throw cluster_file_error(fmt::format("{} needs a value", name));
-    return argv[++i];
-  };
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    auto name = a.substr(0, a.find('='));
-    if (name == "--help" || name == "-h")
-      f.help = true;
-    else if (name == "--resume")
-      f.resume = true;
-    else if (name == "--no-data-plane")
-      f.no_data_plane = true;
-    else if (name == "--ledger")
-      f.ledger_out = value(i, name);
-    else if (name == "--cluster")
-      f.cluster_file = value(i, name);
-    else if (name == "--task")
-      f.task = value(i, name);
-    else if (name == "--tls-cert")
-      f.tls_cert = value(i, name);
-    else if (name == "--tls-key")
-      f.tls_key = value(i, name);
-    else if (name == "--tls-ca")
-      f.tls_ca = value(i, name);
-    else if (name == "--threads") {
-      auto v = value(i, name);
-      if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
-        throw cluster_file_error(fmt::format("--threads '{}': expected a whole number >= 1", v));
-      f.threads = std::stoi(v);
-    } else
-      throw cluster_file_error(fmt::format("unknown flag '{}' (see --help)", a));
+  auto p = node_flags_parser(argc > 0 ? argv[0] : "program", f);
+  if (!p.parse(argc, argv, first)) {
+    f.help = true;
+    return f;
   }
+  if (!p.positional().empty())
+    throw cli::usage_error(fmt::format("unexpected argument '{}' (see --help)", p.positional().front()));
   return f;
 }
 
 std::string node_usage(const std::string& program) {
-  return fmt::format(
-    "usage: {} [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--resume] [--no-data-plane]\n"
-    "       [--ledger FILE] [--tls-cert F --tls-key F --tls-ca F]\n"
-    "Plays one task of a cluster of processes (every task runs this same program).\n"
-    "  --cluster FILE      the cluster (JSON, see actortrain/actors/net/cluster_file.hpp); without it\n"
-    "                      the TF_CONFIG environment variable, e.g.\n"
-    "                      {{\"cluster\": {{\"worker\": [\"localhost:12345\", \"localhost:23456\"]}},\n"
-    "                       \"task\": {{\"type\": \"worker\", \"index\": 0}}}}\n"
-    "  --task TYPE:INDEX   the task this process plays (chief, worker, ps), overriding the\n"
-    "                      definition's \"task\"\n"
-    "  --threads N         scheduler threads of this process (default 2)\n"
-    "  --resume            (chief) continue the run checkpointed in the cluster's checkpoint\n"
-    "                      directory, e.g. after the chief crashed; the other tasks may live on\n"
-    "  --no-data-plane     (ps, worker) move tensors over BASP instead of the tensor data plane\n"
-    "                      (a TCP connection of their own per worker and ps; never with TLS)\n"
-    "  --ledger FILE       (a task holding ps shards) write what the shards applied, step by\n"
-    "                      step, to FILE as it stops, for `actortrain ledger check`\n"
-    "  --tls-cert/--tls-key/--tls-ca FILE\n"
-    "                      mutual TLS through caf::openssl: this node's certificate and key and\n"
-    "                      the cluster's CA (tools/make-certs makes them); needed off loopback\n"
-    "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n",
-    program);
+  node_flags f;
+  return node_flags_parser(program, f).help();
 }
 
 std::string query_status(const node_flags& flags) {
@@ -141,6 +124,12 @@ node_options resolve_node(const node_flags& flags) {
     throw cluster_file_error(fmt::format(
       "{}: cluster.evaluator: an evaluator evaluates the chief's checkpoints: give a checkpoint section", source));
   o.threads = flags.threads;
+  o.caf_options = flags.caf_options;
+  {
+    caf::actor_system_config scratch;  // to refuse a bad CAF option now, naming it
+    configure_for(scratch, o.cluster, o.threads);
+    apply_caf_options(scratch, o.caf_options);
+  }
   o.resume = flags.resume;
   o.data_plane = !flags.no_data_plane;
   o.ledger_out = flags.ledger_out;
@@ -164,10 +153,7 @@ int run_node(int argc, char** argv, const job& j) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   }
-  if (flags.help) {
-    std::cout << node_usage(argc > 0 ? argv[0] : "program");
-    return 0;
-  }
+  if (flags.help) return 0;  // printed
   return run_node(flags, j);
 }
 

@@ -130,6 +130,11 @@ struct node_context {
 /// it, heartbeats and connection timeouts (process.cpp).
 void configure_for(caf::actor_system_config& cfg, const cluster_def& def, int threads);
 
+// Applies CAF's own options given as --caf.NAME=VALUE (node_options::caf_options) over
+// what configure_for set, through CAF's parser (and no caf-application.ini). Throws
+// cluster_file_error naming the option CAF refused.
+void apply_caf_options(caf::actor_system_config& cfg, const std::vector<std::string>& options);
+
 /// The registry half of shutting down: once the process's actors stopped, forgets them
 /// in the registry until it stays empty for 100 ms, at most 2 s (process.cpp).
 void forget_registry(caf::actor_system& sys);

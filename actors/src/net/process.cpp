@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -166,6 +167,19 @@ void detail::configure_for(caf::actor_system_config& cfg, const cluster_def& def
   cfg.set("middleman.connection-timeout", span(def.connection_timeout));
 }
 
+void detail::apply_caf_options(caf::actor_system_config& cfg, const std::vector<std::string>& options) {
+  for (auto& o : options) {
+    // CAF 0.17 spells its options without the "caf." that the flags carry (as CAF 0.18 does).
+    std::istringstream no_ini;
+    auto err = cfg.parse(caf::actor_system_config::string_list{"--" + o.substr(6)}, no_ini);
+    if (!err && cfg.remainder.empty()) continue;
+    auto text = err ? cfg.render(err) : std::string{};
+    throw cluster_file_error(text.find("not_an_option") != std::string::npos || !err
+                               ? fmt::format("{}: CAF has no option {}", o, o.substr(6, o.find('=') - 6))
+                               : fmt::format("{}: CAF cannot read this value ({})", o, text));
+  }
+}
+
 // The registry half of shutting down (see run_task): once the process's actors stopped,
 // forget them in the registry until it stays empty for 100 ms (at most 2 s).
 void detail::forget_registry(caf::actor_system& sys) {
@@ -202,6 +216,7 @@ node_result run_task(const node_options& opts, const job& j) {
   std::ostream& out = opts.out ? *opts.out : std::cout;
   caf::actor_system_config cfg;
   configure_for(cfg, def, opts.threads);
+  apply_caf_options(cfg, opts.caf_options);
   caf::actor_system sys{cfg};
   auto box = std::make_shared<node_box>();
   node_init init;

@@ -45,6 +45,7 @@
 // certificates of the cluster's CA (caf::openssl), and a refused handshake is final.
 // This header does not include CAF.
 
+#include <actortrain/actors/cli/flags.hpp>
 #include <actortrain/actors/cluster/cluster.hpp>
 #include <actortrain/actors/net/cluster_file.hpp>
 #include <actortrain/actors/cluster/job.hpp>
@@ -80,6 +81,9 @@ struct node_options {
   task_id task;
   /// Scheduler threads of this process (CAF's scheduler.max-threads).
   int threads = 2;
+  /// CAF's own options as typed, --caf.NAME=VALUE (e.g. --caf.scheduler.max-threads=2),
+  /// applied after the cluster's settings, so they win.
+  std::vector<std::string> caf_options;
   /// The coordinator's task continues the run saved in the cluster's checkpoint
   /// directory (a chief restarted after a crash; the ps tasks may have lived on).
   bool resume = false;
@@ -126,19 +130,26 @@ struct node_flags {
   bool resume = false;
   bool no_data_plane = false;
   std::string ledger_out;
-  bool help = false;
+  std::vector<std::string> caf_options;  ///< --caf.NAME=VALUE, as typed
+  bool help = false;                     ///< --help was given (and printed)
 };
 
-/// Parses run_node's flags from argv[first..]: --cluster FILE, --task TYPE:INDEX,
-/// --tls-cert/--tls-key/--tls-ca FILE, --threads N, --resume, --no-data-plane,
-/// --ledger FILE, --help. Throws cluster_file_error for an unknown flag or a missing value.
+/// Parses run_node's flags from argv[first..] (cli/flags.hpp): --cluster FILE, --task
+/// TYPE:INDEX, --tls-cert/--tls-key/--tls-ca FILE, --threads N, --resume,
+/// --no-data-plane, --ledger FILE, --caf.NAME=VALUE, --help (printed to stdout). Throws
+/// cli::usage_error naming the flag for an unknown flag, a missing or bad value.
 node_flags parse_node_flags(int argc, char** argv, int first = 1);
+
+/// run_node's flags on a parser of the command-line layer, filling `f` as it parses,
+/// for a program that adds flags of its own to them (as `actortrain node` adds
+/// --example); its footer tells of TF_CONFIG, CAF's options and the exit status.
+cli::flags node_flags_parser(const std::string& program, node_flags& f);
 
 /// What --help prints.
 std::string node_usage(const std::string& program);
 
-/// The cluster definition and task the flags (or TF_CONFIG) name, validated. Throws
-/// cluster_file_error.
+/// The cluster definition and task the flags (or TF_CONFIG) name, validated (and the
+/// CAF options, against CAF's own). Throws cluster_file_error.
 node_options resolve_node(const node_flags& flags);
 
 /// parse_node_flags + resolve_node + run_task, printing the history on every task.
