@@ -1,5 +1,7 @@
 // The coordinator's recovery: worker fences, restores from checkpoints, a lost ps
-// shard, resuming, the start of a run (state.hpp).
+// shard, resuming, the start of a run (state.hpp). What is decided — which recovery,
+// which checkpoint, which epochs, what when none serves — is the CAF-free planner's
+// (recovery_plan.hpp); this file asks the shards, times them out and says what happened.
 #include "state.hpp"
 
 #include "../core/planted.hpp"
@@ -9,12 +11,17 @@ namespace actortrain::coord {
 
 namespace {
 
-// The worker fences a shard must enforce: for each worker, its current generation if it
-// is alive, else the one after it.
-std::vector<std::pair<uint32_t, uint64_t>> min_generations(const coord_state& st) {
-  std::vector<std::pair<uint32_t, uint64_t>> out;
-  for (auto& w : st.workers) out.emplace_back(w.id, w.alive ? w.generation : w.generation + 1);
-  return out;
+// What the planner looks at of the coordinator (recovery_plan.hpp).
+recovery_view view_of(const coord_state& st) {
+  recovery_view v;
+  v.stage = st.ph == phase::idle           ? run_stage::between_runs
+            : st.ph == phase::initializing ? run_stage::starting
+                                           : run_stage::running;
+  v.resuming = st.resuming;
+  v.run_start_committed = st.run_start_committed;
+  v.has_checkpoints = !st.restore_dir.empty();
+  v.steps_total = st.steps_total;
+  return v;
 }
 
 }  // namespace
@@ -46,7 +53,7 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
       req.f = current_fence(st);
       req.run = run;
       req.watermark = wm;
-      req.min_generations = min_generations(st);
+      req.min_generations = min_generations(st.workers);
       req.base = static_cast<uint64_t>(std::max<int64_t>(0, data.step));
       for (auto& part : pl.partitions_on(p)) {
         const auto& vp = pl.variable(part.variable);
@@ -87,85 +94,6 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
       std::move(reqs[i]));
 }
 
-// -- what a roll-back restores -----------------------------------------------------------
-//
-// A checkpoint's manifest holds the run state of its own run ("extra") and, when a later
-// run began with nothing changed since, that run's starting state too ("run_starts":
-// the previous run's final checkpoint marked as the next run's start).
-
-// The run state `extra` offers to `kind` for run `run`, if any.
-std::optional<nlohmann::json> state_for(const nlohmann::json& extra, restore_kind kind, uint64_t run) {
-  auto starts = extra.contains("run_starts") ? extra.at("run_starts") : nlohmann::json::array();
-  switch (kind) {
-    case restore_kind::values:
-      return extra;
-    case restore_kind::newest:
-      return starts.empty() ? extra : starts.back();
-    case restore_kind::this_run:
-      if (extra.contains("run") && extra.at("run").get<uint64_t>() == run) return extra;
-      for (auto& s : starts)
-        if (s.contains("run") && s.at("run").get<uint64_t>() == run) return s;
-      return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-struct restore_source {
-  model::checkpoint_data data;  // cut to this placement
-  std::string path;
-  nlohmann::json state;  // the run state to load
-};
-
-// The newest checkpoint under `dir` that `kind` accepts and that reads back whole (every
-// file's size and CRC), cut to this placement. Those skipped because they do not read
-// back are listed in `skipped` ("path: why").
-std::optional<restore_source> pick_checkpoint(coord_state& st, const std::string& dir, restore_kind kind,
-                                              std::vector<std::string>& skipped) {
-  auto& fs = checkpoint_fs(st);
-  auto all = model::list_checkpoints(fs, dir);
-  auto extra_of = [&fs](const std::string& path) {
-    auto manifest = model::read_manifest(fs, path);
-    return manifest.contains("extra") ? manifest.at("extra") : nlohmann::json::object();
-  };
-  // Resuming continues the newest run the directory holds: its own checkpoints only (a
-  // fallback past a corrupt one must not land in an earlier run).
-  uint64_t run = st.run;
-  if (kind == restore_kind::newest && !all.empty()) {
-    for (auto it = all.rbegin(); it != all.rend(); ++it) {
-      try {
-        auto state = state_for(extra_of(it->path), restore_kind::newest, 0);
-        if (state && state->contains("run")) {
-          run = state->at("run").get<uint64_t>();
-          kind = restore_kind::this_run;
-          break;
-        }
-      } catch (const std::exception&) {
-        // Its manifest does not parse: the next one says which run is newest.
-      }
-    }
-  }
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    std::optional<nlohmann::json> state;
-    try {
-      state = state_for(extra_of(it->path), kind, run);
-    } catch (const std::exception& e) {
-      skipped.push_back(fmt::format("{}: {}", it->path, e.what()));
-      continue;
-    }
-    if (!state) continue;
-    try {
-      restore_source out;
-      out.data = model::repartition(model::read_checkpoint(fs, it->path), *st.opts.placement);
-      out.path = it->path;
-      out.state = std::move(*state);
-      return out;
-    } catch (const std::exception& e) {
-      skipped.push_back(fmt::format("{}: {}", it->path, e.what()));
-    }
-  }
-  return std::nullopt;
-}
-
 void continue_start(self_ptr self);
 
 }  // namespace
@@ -179,78 +107,54 @@ void warn(coord_state& st, std::string text) {
 
 namespace {
 
-// Restores every shard from the checkpoint under `dir` that `kind` picks (the newest that
-// reads back whole; each skipped one is named in a warning), loading its run state
-// unless `kind` is values, under new epochs: a new coordinator epoch (`takeover`: a
-// resumed run) or a new recovery epoch, each max(every shard's and the checkpoint's) + 1.
-// Calls then(step, path) when every shard has its state. When no checkpoint serves, the
-// run fails naming each one tried and its fault (between runs: the shards wait for the
-// next fit to restore them).
+// Restores every shard from the checkpoint under `dir` that `kind` picks (plan_restore:
+// the newest that reads back whole; each skipped one is named in a warning), loading its
+// run state unless `kind` is values, under new epochs above every shard's and the
+// checkpoint's (epochs_after_restore: a new coordinator epoch when `takeover`, a resumed
+// run; else a new recovery epoch). Calls then(step, path) when every shard has its state.
+// When no checkpoint serves, does what the plan says: the run fails naming each one tried
+// and its fault; between runs the shards wait for the next fit; a run about to start
+// starts from the initial values.
 void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeover,
                  std::function<void(int64_t, std::string)> then) {
   auto& st = self->state;
   auto attempt = ++st.restore_attempt;
   st.recovering = true;  // nothing is dispatched until every shard has its state
-  std::vector<std::string> skipped;
-  std::optional<restore_source> src;
-  std::string problem;
-  try {
-    src = pick_checkpoint(st, dir, kind, skipped);
-  } catch (const std::exception& ex) {
-    problem = ex.what();
-  }
-  for (auto& s : skipped) warn(st, "restore: skipped " + s);
-  if (!src) {
-    if (problem.empty())
-      problem = skipped.empty()
-                  ? fmt::format("no committed checkpoint under {}{}", dir,
-                                kind == restore_kind::this_run ? fmt::format(" of run {}", st.run) : std::string{})
-                  : fmt::format("no checkpoint under {} validates: {}", dir, fmt::join(skipped, "; "));
-    if (st.ph == phase::idle) {  // between runs: the next fit restores or initializes them
-      st.recovering = false;
-      st.ps_ready = false;
-      warn(st, "restore: " + problem);
-      return;
-    }
-    if (kind == restore_kind::values && st.ph == phase::initializing) {
-      // A run about to start, and no good checkpoint: it starts from the initial values.
-      warn(st, "restore: " + problem + "; every ps shard starts from the initial values");
-      init_shards(self, [self] {
-        auto& st = self->state;
+  auto plan = plan_restore(checkpoint_fs(st), dir, *st.opts.placement, kind, st.run, view_of(st).stage);
+  for (auto& s : plan.skipped) warn(st, "restore: skipped " + s);
+  if (!plan.source) {
+    switch (plan.none) {
+      case when_none::wait_for_fit:
         st.recovering = false;
-        st.ps_ready = true;
-        continue_start(self);
-      });
-      return;
+        st.ps_ready = false;
+        warn(st, "restore: " + plan.problem);
+        return;
+      case when_none::initial_values:
+        warn(st, "restore: " + plan.problem + "; every ps shard starts from the initial values");
+        init_shards(self, [self] {
+          auto& st = self->state;
+          st.recovering = false;
+          st.ps_ready = true;
+          continue_start(self);
+        });
+        return;
+      case when_none::fail_run:
+        fail_run(self, make_error(error_code::checkpoint_failed, "restore: " + plan.problem));
+        st.ps_ready = false;
+        return;
     }
-    fail_run(self, make_error(error_code::checkpoint_failed, "restore: " + problem));
-    st.ps_ready = false;
-    return;
   }
-  auto data = std::make_shared<restore_source>(std::move(*src));
+  auto data = std::make_shared<restore_source>(std::move(*plan.source));
   // What every shard has seen, so the new epochs are above all of them.
-  auto seen = std::make_shared<fence>();
-  if (takeover && data->state.contains("coordinator_epoch"))
-    seen->coordinator_epoch = data->state["coordinator_epoch"].get<uint64_t>();
+  auto seen = std::make_shared<fences_seen>(fences_seen::before_restore(data->state, takeover));
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
-  auto generations = std::make_shared<std::map<uint32_t, uint64_t>>();  // per worker, the highest fence
-  bool load = kind != restore_kind::values;
-  auto go = [self, data, takeover, load, then, seen, generations] {
+  bool load = loads_run_state(kind);
+  auto go = [self, data, takeover, load, then, seen] {
     auto& st = self->state;
-    if (takeover) {
-      st.opts.coordinator_epoch = std::max(st.opts.coordinator_epoch, seen->coordinator_epoch + 1);
-      st.recovery_epoch = 0;
-      // A predecessor may have fenced workers up to some generation: ours start above it
-      // (as workers registering with a new coordinator would), and its tasks to them
-      // cannot be applied any more.
-      for (auto& w : st.workers) {
-        auto g = generations->count(w.id) ? generations->at(w.id) : 0;
-        w.generation = std::max(w.generation, g) + 1;
-      }
-    } else {
-      auto base = seen->coordinator_epoch == st.opts.coordinator_epoch ? seen->recovery_epoch : 0;
-      st.recovery_epoch = std::max(st.recovery_epoch, base) + 1;
-    }
+    auto epochs = epochs_after_restore(current_fence(st), *seen, takeover);
+    st.opts.coordinator_epoch = epochs.coordinator_epoch;
+    st.recovery_epoch = epochs.recovery_epoch;
+    if (takeover) raise_generations_for_takeover(st.workers, *seen);
     uint64_t run = 0;
     std::vector<uint64_t> wm;
     try {
@@ -287,8 +191,7 @@ void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeove
     auto path = data->path;
     // The hyperparameters of that point, when the run state has them, before any step.
     std::vector<std::pair<std::string, double>> hyper;
-    if (load && data->state.contains("hyperparams"))
-      for (auto& [k, v] : data->state.at("hyperparams").items()) hyper.emplace_back(k, v.get<double>());
+    if (load) hyper = hyperparams_of(data->state);
     auto attempt = st.restore_attempt;
     auto done = [self, then, step, path, hyper, attempt] {
       auto& st = self->state;
@@ -318,13 +221,9 @@ void restore_all(self_ptr self, std::string dir, restore_kind kind, bool takeove
     // The shard's counters carry what it has seen: epochs and worker fences.
     ask_shard<ps_stats>(
       self, i, "its counters (stats)", live,
-      [self, remaining, seen, generations, go, attempt](ps_stats& s) {
+      [self, remaining, seen, go, attempt](ps_stats& s) {
         if (attempt != self->state.restore_attempt) return;
-        if (epochs_older(*seen, s.seen)) {
-          seen->coordinator_epoch = s.seen.coordinator_epoch;
-          seen->recovery_epoch = s.seen.recovery_epoch;
-        }
-        for (auto& [w, g] : s.min_generations) (*generations)[w] = std::max((*generations)[w], g);
+        seen->add(s.seen, s.min_generations);
         if (--*remaining == 0) go();
       },
       restore_failed(self, i, attempt, fmt::format("ps shard {} did not answer", i)), 1, stats_atom::value);
@@ -444,42 +343,42 @@ void continue_start(self_ptr self) {
 
 }  // namespace
 
-// Every lost shard has a replacement: roll back and go on. During a run, to the run's
-// own newest good checkpoint; before its first step, to the state it starts from;
-// between runs, the shards get the newest good checkpoint's values (or wait for the
-// next fit when there is none).
+// Every lost shard has a replacement: roll back and go on (recovery_for). During a run,
+// to the run's own newest good checkpoint; before its first step, to the state it
+// starts from; between runs, the shards get the newest good checkpoint's values (or
+// wait for the next fit when there is none).
 void recover(self_ptr self) {
   auto& st = self->state;
-  if (st.resuming) {
-    resume(self);  // a shard was lost before the resumed run had its state: start it over
-    return;
-  }
-  if (st.ph == phase::idle) {
-    if (st.restore_dir.empty()) {
+  switch (recovery_for(view_of(st))) {
+    case recovery_kind::resume:
+      resume(self);  // a shard was lost before the resumed run had its state: start it over
+      return;
+    case recovery_kind::wait_for_fit:
       st.recovering = false;
       st.ps_ready = false;  // the next fit initializes (or restores) every shard
       return;
-    }
-    restore_all(self, st.restore_dir, restore_kind::values, /*takeover=*/false, [self](int64_t step, std::string path) {
-      auto& st = self->state;
-      st.recovering = false;
-      emit_ps_restored(st, step, std::move(path), /*in_run=*/false);
-      // A fit asked for meanwhile waits for this restore to start.
-      if (st.ph == phase::initializing) start_run(self);
-    });
-    return;
+    case recovery_kind::restore_values:
+      restore_all(self, st.restore_dir, restore_kind::values, /*takeover=*/false, [self](int64_t step, std::string path) {
+        auto& st = self->state;
+        st.recovering = false;
+        emit_ps_restored(st, step, std::move(path), /*in_run=*/false);
+        // A fit asked for meanwhile waits for this restore to start.
+        if (st.ph == phase::initializing) start_run(self);
+      });
+      return;
+    case recovery_kind::start_state:
+      restore_start_state(self, [self] { continue_start(self); });
+      return;
+    case recovery_kind::roll_back:
+      restore_all(self, st.restore_dir, restore_kind::this_run, /*takeover=*/false, [self](int64_t step, std::string path) {
+        auto& st = self->state;
+        st.recovering = false;
+        emit_ps_restored(st, step, std::move(path), /*in_run=*/true);
+        next_checkpoint_after(st);
+        dispatch(self);
+      });
+      return;
   }
-  if (!st.run_start_committed) {
-    restore_start_state(self, [self] { continue_start(self); });
-    return;
-  }
-  restore_all(self, st.restore_dir, restore_kind::this_run, /*takeover=*/false, [self](int64_t step, std::string path) {
-    auto& st = self->state;
-    st.recovering = false;
-    emit_ps_restored(st, step, std::move(path), /*in_run=*/true);
-    next_checkpoint_after(st);
-    dispatch(self);
-  });
 }
 
 // A ps shard is gone: everything waits for its replacement (at most worker_wait), then
@@ -505,7 +404,7 @@ void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason) {
   st.checkpointing = false;
   st.quiescing = false;
   forget_work(st);  // every step after the checkpoint runs again from its state
-  if (st.ph != phase::idle && st.restore_dir.empty() && st.steps_total > 0) {
+  if (loss_ends_run(view_of(st))) {
     st.ps_ready = false;
     fail_run(self, make_error(error_code::worker_lost,
                               fmt::format("ps shard {} was lost ({}) and there is no committed checkpoint to roll back "
@@ -578,13 +477,6 @@ void start_run(self_ptr self) {
 
 namespace {
 
-// True when the newest committed checkpoint is the cluster's state as it is now (the
-// previous run's final one, nothing changed since): the run marks it as its start.
-bool can_mark_start(const coord_state& st) {
-  return st.clean_since_commit && st.last_committed == static_cast<int64_t>(st.steps_total) &&
-         !st.restore_dir.empty() && st.restore_dir == st.opts.checkpoint_dir;
-}
-
 // Marks the newest committed checkpoint as this run's start: its manifest gains the
 // run's starting state (atomically), so a roll-back of this run, and a coordinator that
 // takes it over, begin it again from there.
@@ -612,7 +504,10 @@ void begin_run(self_ptr self) {
   begin_epoch(self);
   schedule_tick(self);
   if (!st.opts.checkpoint_dir.empty()) {
-    if (can_mark_start(st)) {
+    // The previous run's final checkpoint, nothing changed since: the run marks it as its
+    // start (can_mark_start) instead of writing the same state again.
+    if (can_mark_start(st.clean_since_commit, st.last_committed, st.steps_total, st.restore_dir,
+                       st.opts.checkpoint_dir)) {
       try {
         mark_run_start(self);
       } catch (const std::exception& e) {

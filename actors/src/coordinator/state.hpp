@@ -6,7 +6,8 @@
 // (epochs, evaluation and the epoch gate), checkpoints.cpp (writing checkpoints and the
 // run state they keep), recovery.cpp (fences, restores, a lost ps shard, the start of a
 // run), status.cpp (the status report). What is decided about the work lives in the CAF-free
-// parts beside them: step_queue.hpp, sync_round.hpp, run_state.hpp, dispatch_gate.
+// parts beside them: step_queue.hpp, sync_round.hpp, run_state.hpp, dispatch_gate,
+// recovery_plan.hpp (which recovery, which checkpoint, which epochs).
 #include <actortrain/actors/coordinator/coordinator.hpp>
 #include <actortrain/actors/core/errors.hpp>
 
@@ -23,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "recovery_plan.hpp"
 #include "run_state.hpp"
 #include "step_queue.hpp"
 #include "sync_round.hpp"
@@ -244,13 +246,6 @@ void ask_every_shard(self_ptr self, std::string what, std::function<bool()> retr
       },
       1, xs...);
 }
-
-// Which checkpoints a restore may use, and which run state it loads.
-enum class restore_kind {
-  this_run,  // a roll-back: the current run's own checkpoints, or the one marked as its start
-  newest,    // a resumed run or a take-over: the newest checkpoint with its newest run state
-  values,    // between runs, or before a run applied anything: the newest of any run, values only
-};
 
 // -- what the coordinator's files use of each other ------------------------------------
 

@@ -32,11 +32,11 @@
 //    +--------- fail_run (an error, any phase): reply the error
 //
 // The phase is coord_state::ph (state.hpp); quiescing/checkpointing and recovering/lost_ps
-// are flags over it. start_run, begin_run, on_ps_down, recover, restore_all: recovery.cpp;
-// next_task (the gate's room), close_round, count_step, dispatch: dispatch.cpp;
-// finish_run, fail_run: coordinator.cpp; end_epoch, start_eval, release_gate: epochs.cpp;
-// write_checkpoint_now: checkpoints.cpp. A restore in a run (load_run) goes back to training, also from evaluating
-// or gated; evaluate() goes initializing -> evaluating -> idle.
+// are flags over it. start_run, begin_run, on_ps_down, recover, restore_all: recovery.cpp, acting on the CAF-free
+// recovery_plan (which recovery, which checkpoint and run state, what when none serves, which epochs); next_task
+// (the gate's room), close_round, count_step, dispatch: dispatch.cpp; finish_run, fail_run: coordinator.cpp;
+// end_epoch, start_eval, release_gate: epochs.cpp; write_checkpoint_now: checkpoints.cpp. A restore in a run
+// (load_run) goes back to training, also from evaluating or gated; evaluate(): initializing -> evaluating -> idle.
 //
 // Steps. A step id is (run, pipeline, position); positions count on across epochs, and
 // with steps_per_epoch = 0 an epoch of a pipeline ends at its first end_of_data reply.
