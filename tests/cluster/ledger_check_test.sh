@@ -81,5 +81,5 @@ check 2 "$T/empty: a directory with neither ledger files" --cluster "$WORK/run/c
 check 2 "is in both" --cluster "$WORK/run/cluster.json" "$L" "$L/ps-0.json"
 check 2 "no such file" --cluster "$WORK/run/cluster.json" "$WORK/nothing-here"
 check 2 "which cluster?" "$L"
-check 2 "unknown example" --example nope --cluster "$WORK/run/cluster.json" "$L"
+check 2 "unknown job 'nope'" --example nope --cluster "$WORK/run/cluster.json" "$L"
 echo "PASS"

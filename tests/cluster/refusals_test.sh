@@ -50,5 +50,5 @@ TF_CONFIG= "$AT" node --example linear >"$WORK/i" 2>&1
 grep -q "give --cluster FILE or set TF_CONFIG" "$WORK/i" || fail "no cluster: $(cat "$WORK/i")"
 "$AT" launch --example nope >"$WORK/j" 2>&1
 [ $? -eq 2 ] || fail "unknown example: status not 2"
-grep -q "unknown example 'nope'" "$WORK/j" || fail "unknown example: $(cat "$WORK/j")"
+grep -q "unknown job 'nope'" "$WORK/j" || fail "unknown example: $(cat "$WORK/j")"
 echo "PASS"

@@ -24,7 +24,7 @@ for sub in "bench fashion-mnist" "bench consistency" "bench sparse" "bench trans
   check "actortrain $sub" "$AT" $sub
 done
 for e in fashion_mnist_local linear_regression fashion_mnist embed_in_app linear_regression_cluster ctr \
-         simulated_faults fashion_mnist_node; do
+         callbacks survive_faults checkpoints simulated_faults fashion_mnist_node; do
   check "$e" "$EX/$e"
 done
 # Out of range: the flag and the range are named.

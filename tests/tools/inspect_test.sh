@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # actortrain inspect against real checkpoints: a one-epoch fashion_mnist run writes a few,
 # then the command must print them truthfully and refuse corrupt or missing ones.
-#   ACTORTRAIN=build/tools/actortrain FASHION_MNIST=build/examples/fashion_mnist bash inspect_test.sh
+#   ACTORTRAIN=build/tools/actortrain EXAMPLE=build/examples/checkpoints bash inspect_test.sh
 . "$(dirname "$0")/lib.sh"
 
 
@@ -25,7 +25,7 @@ expect_err() {
 }
 
 root=$tmp/ck
-"$FASHION_MNIST" --epochs 1 --checkpoint-dir "$root" --checkpoint-every 200 --verbose 0 --data-dir "$data_dir" \
+"$EXAMPLE" --epochs 1 --checkpoint-dir "$root" --checkpoint-every 200 --verbose 0 --data-dir "$data_dir" \
   >"$tmp/train.log" 2>&1 || { echo "FAIL: fashion_mnist: $(cat "$tmp/train.log")"; exit 1; }
 newest=$(cd "$root" && ls -d ckpt-* | sort | tail -1)
 [[ -n $newest ]] || { echo "FAIL: fashion_mnist wrote no checkpoint under $root"; exit 1; }

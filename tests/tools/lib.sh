@@ -5,7 +5,7 @@
 set -uo pipefail
 
 : "${ACTORTRAIN:?set ACTORTRAIN to the actortrain binary}"
-: "${FASHION_MNIST:?set FASHION_MNIST to the fashion_mnist example binary}"
+: "${EXAMPLE:?set EXAMPLE to the example binary the test runs}"
 data_dir=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 if [[ ! -e $data_dir/train-images-idx3-ubyte.gz ]]; then
   echo "SKIP: no Fashion-MNIST in $data_dir"

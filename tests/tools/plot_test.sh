@@ -4,12 +4,12 @@
 # the data it plotted must be the metrics' own numbers (checked here independently with
 # python). A line cut short is skipped and counted; a malformed file is refused naming
 # the line; bad flags exit with 2.
-#   ACTORTRAIN=build/tools/actortrain FASHION_MNIST=build/examples/fashion_mnist bash plot_test.sh
+#   ACTORTRAIN=build/tools/actortrain EXAMPLE=build/examples/survive_faults bash plot_test.sh
 . "$(dirname "$0")/lib.sh"
 command -v gnuplot >/dev/null || { echo "FAIL: gnuplot is not installed (tools/setup installs gnuplot-nox)"; exit 1; }
 
 M="$tmp/m.jsonl"
-timeout 120 "$FASHION_MNIST" --epochs 2 --verbose 0 --metrics "$M" --checkpoint-dir "$tmp/ck" --checkpoint-every 200 \
+timeout 120 "$EXAMPLE" --epochs 2 --verbose 0 --metrics "$M" --checkpoint-dir "$tmp/ck" --checkpoint-every 200 \
   --kill-worker-at 300 --kill-ps-at 500 >"$tmp/run" 2>&1 || { cat "$tmp/run"; echo "FAIL: the recorded run failed"; exit 1; }
 # The run killed mid-write: half a line at the end.
 cp "$M" "$tmp/cut.jsonl"

@@ -11,7 +11,8 @@
 
 #include "bench.hpp"
 #include "flags.hpp"
-#include "jobs.hpp"
+#include <actortrain/actors/jobs/jobs.hpp>
+#include <actortrain/actors/net/process.hpp>
 
 #include <actortrain/actors/all.hpp>
 
@@ -63,7 +64,7 @@ run_figures embedded(int epochs, uint64_t seed) {
   auto metrics = fmt::format("/tmp/actortrain-bench-cluster-{}-e.jsonl", ::getpid());
   std::remove(metrics.c_str());
   job j;
-  make_example("fashion_mnist", example_args(epochs, metrics, seed), j);
+  jobs::make_job("fashion_mnist", example_args(epochs, metrics, seed), j);
   caf::actor_system_config cfg;
   configure(cfg);
   cfg.set("scheduler.max-threads", 2);
@@ -209,7 +210,7 @@ int bench_cluster(int argc, char** argv, int first) {
     extra_args.insert(extra_args.begin(), {"--steps-per-execution", "8"});
   if (!extra_args.empty()) {
     job probe;  // refuse bad job flags before the first run
-    make_example("fashion_mnist", extra_args, probe);
+    jobs::make_job("fashion_mnist", extra_args, probe);
     fmt::print("job flags: {}\n", fmt::join(extra_args, " "));
   }
   std::vector<double> e_sps, p_sps, b_sps, e_acc, p_acc, b_acc, t_sps, t_acc;

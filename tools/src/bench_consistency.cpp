@@ -9,6 +9,7 @@
 
 #include "bench.hpp"
 #include "flags.hpp"
+#include <actortrain/actors/jobs/jobs.hpp>
 
 #include <actortrain/actors/all.hpp>
 #include <actortrain/dataset/all.hpp>
@@ -46,31 +47,27 @@ struct mode_figures {
 
 mode_figures run_mode(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test,
                       const std::string& mode, int workers, int epochs, int evals, int64_t batch, uint64_t seed) {
-  using md::layers::activation;
   caf::actor_system_config cfg;
   configure(cfg);
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   auto metrics = fmt::format("/tmp/actortrain-bench-consistency-{}.jsonl", ::getpid());
   std::remove(metrics.c_str());
-  cluster_spec spec;
-  spec.num_ps = 2;
-  spec.num_workers = workers;
-  spec.seed = seed;
-  spec.consistency = mode;
-  spec.metrics_file = metrics;
-  auto mlp = md::model::sequential(784, {md::layers::dense(256, activation::relu),
-                                         md::layers::dense(128, activation::relu), md::layers::dense(10)});
-  std::vector<md::metric_ptr> ms;
-  ms.push_back(md::accuracy());
-  cluster c{sys, spec, mlp, *md::make_adam({1e-3}), md::softmax_cross_entropy(), std::move(ms)};
-  auto all = ds::from_tensor_slices({train.images}, train.labels);
-  auto fn = [all, seed, batch](const ds::input_context& ctx) {
-    return all.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-      .shuffle(60000, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
-      .batch(batch)
-      .repeat();
-  };
+  // The registered fashion_mnist job on the images loaded once, its pipelines repeated
+  // and evaluated `evals` times per pass.
+  jobs::fashion_mnist_options o;
+  o.batch = batch;
+  o.seed = seed;
+  // Not owned: the arrays, loaded once, outlive every run's job.
+  o.train_arrays = std::shared_ptr<const ds::fashion_mnist_arrays>(&train, [](const ds::fashion_mnist_arrays*) {});
+  o.test_arrays = std::shared_ptr<const ds::fashion_mnist_arrays>(&test, [](const ds::fashion_mnist_arrays*) {});
+  auto j = jobs::fashion_mnist(o);
+  j.spec.num_ps = 2;
+  j.spec.num_workers = workers;
+  j.spec.consistency = mode;
+  j.spec.metrics_file = metrics;
+  cluster c{sys, j};
+  auto fn = [once = j.train](const ds::input_context& ctx) { return once(ctx).repeat(); };
   md::fit_options opts;
   auto pass = (train.images.rows() + batch - 1) / batch;  // steps per pass over the data
   opts.steps_per_epoch = std::max<int64_t>(1, pass / evals);

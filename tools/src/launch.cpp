@@ -7,7 +7,8 @@
 #include "launch.hpp"
 
 #include "flags.hpp"
-#include "jobs.hpp"
+#include <actortrain/actors/jobs/jobs.hpp>
+#include <actortrain/actors/net/process.hpp>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -54,7 +55,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> split_at_dashes(in
 
 std::string example_list() {
   std::string out;
-  for (auto& e : examples()) out += fmt::format("  {:<15} {}\n", e.name, e.summary);
+  for (auto& e : jobs::registered()) out += fmt::format("  {:<15} {}\n", e.name, e.summary);
   return out;
 }
 
@@ -66,7 +67,7 @@ int node_command(int argc, char** argv, int first) {
   node_flags nf;
   std::string name;
   auto f = node_flags_parser("actortrain node", nf);
-  f.add("example", name, "the registered job this cluster runs (" + example_names() + "); its own flags go after --")
+  f.add("example", name, "the registered job this cluster runs (" + jobs::registered_names() + "); its own flags go after --")
     .footer("Plays one task of a cluster of processes running a registered job (every task runs the same\n"
             "command with its own --task); `actortrain node --example NAME -- --help` lists the job's flags.\n"
             "CAF's own options go through as --caf.NAME=VALUE (e.g. --caf.scheduler.max-threads=2).\n"
@@ -78,9 +79,9 @@ int node_command(int argc, char** argv, int first) {
   if (!f.parse(mine)) return 0;
   if (!f.positional().empty())
     throw usage_error(fmt::format("unexpected argument '{}' (the job's flags go after --)", f.positional().front()));
-  if (name.empty()) throw usage_error("--example NAME is required (" + example_names() + ")");
+  if (name.empty()) throw usage_error("--example NAME is required (" + jobs::registered_names() + ")");
   job j;
-  if (!make_example(name, theirs, j)) return 0;
+  if (!jobs::make_job(name, theirs, j)) return 0;
   return run_node(nf, j);
 }
 
@@ -280,10 +281,10 @@ int launch_command(int argc, char** argv, int first) {
     .add("dir", dir, "where the cluster file goes (default: a new directory under /tmp)");
   if (!f.parse(argc, argv, first)) return 0;
   auto example_args = f.positional();
-  if (example.empty()) throw usage_error("--example NAME is required (" + example_names() + ")");
+  if (example.empty()) throw usage_error("--example NAME is required (" + jobs::registered_names() + ")");
   {
     job probe;  // refuses a bad example or bad example flags before anything starts
-    if (!make_example(example, example_args, probe)) return 0;
+    if (!jobs::make_job(example, example_args, probe)) return 0;
   }
   if (dir.empty()) dir = fmt::format("/tmp/actortrain-launch-{}", ::getpid());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)

@@ -10,7 +10,8 @@
 #include "ledger_check.hpp"
 
 #include "flags.hpp"
-#include "jobs.hpp"
+#include <actortrain/actors/jobs/jobs.hpp>
+#include <actortrain/actors/net/process.hpp>
 
 #include <actortrain/actors/net/cluster_file.hpp>
 #include <actortrain/actors/cluster/job.hpp>
@@ -180,7 +181,7 @@ int ledger_command(int argc, char** argv, int first) {
   uint64_t run = 0;
   bool incomplete = false;
   flags f{"actortrain ledger check --example NAME [flags] LEDGER... [-- EXAMPLE FLAGS]", summary};
-  f.add("example", example, "the example the job ran (" + example_names() + ")")
+  f.add("example", example, "the example the job ran (" + jobs::registered_names() + ")")
     .add("cluster", cluster_file, "the cluster definition the job ran on (its workers, ps tasks and consistency)")
     .add("workers", workers, "instead of --cluster: the job's worker count (0: take it from --cluster)",
          range<int>{0, 256})
@@ -192,7 +193,7 @@ int ledger_command(int argc, char** argv, int first) {
   if (!f.parse(dashes, argv, first + 1)) return 0;
   if (f.positional().empty()) throw usage_error("ledger check: which ledgers? (files, a directory or a checkpoint)");
   job j;
-  if (!make_example(example, example_args, j)) return 0;
+  if (!jobs::make_job(example, example_args, j)) return 0;
   cluster_spec spec;
   try {
     spec = shape_of(j, cluster_file, workers, consistency);

@@ -16,7 +16,8 @@
 #include "soak.hpp"
 
 #include "flags.hpp"
-#include "jobs.hpp"
+#include <actortrain/actors/jobs/jobs.hpp>
+#include <actortrain/actors/net/process.hpp>
 
 #include <actortrain/actors/sim/simulator.hpp>
 
@@ -124,7 +125,7 @@ int soak(int argc, char** argv, int first) {
     .add("plant", plant_name,
          "plant a defect to show the checks catch it: apply_twice_after_rollback, skip_step, foreign_step, "
          "wrong_batch or visit_twice")
-    .add("example", example, "simulate this registered job (" + example_names() + ") instead of the planted model")
+    .add("example", example, "simulate this registered job (" + jobs::registered_names() + ") instead of the planted model")
     .add("hashes", hashes, "print each seed's trace hash (determinism across processes) and the digests of its final values and ledgers (unchanged outcomes across a refactoring)")
     .add("verbose", verbose, "print every seed's plan and injected faults")
     .add("trace", trace, "with --verbose: print each seed's events, and where they part from the fault-free run's");
@@ -186,7 +187,7 @@ int soak(int argc, char** argv, int first) {
   std::optional<job> user_job;
   if (!example.empty()) {
     job j;
-    if (!make_example(example, f.positional(), j)) return 0;
+    if (!jobs::make_job(example, f.positional(), j)) return 0;
     if (!consistency.empty() && consistency != "async") j.spec.consistency = consistency;
     user_job = std::move(j);
   } else if (!f.positional().empty()) {

@@ -1,6 +1,7 @@
 // The embedded cluster: it checks its spec, spawns its actors, and schedules and joins
 // runs (cluster.hpp; cluster_impl.hpp has what its files share).
 #include "cluster_impl.hpp"
+#include <actortrain/actors/cluster/job.hpp>
 
 namespace actortrain {
 
@@ -50,6 +51,23 @@ std::future<uint64_t> detail::ask_to_join(caf::actor_system& sys, coordinator_ac
 cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
                  model::loss_ptr loss, std::vector<model::metric_ptr> metrics)
   : cluster(sys, std::move(spec), std::move(structure), opt, std::move(loss), std::move(metrics), nullptr) {}
+
+namespace {
+
+// The parts of `j`, checked first: a delegating constructor's arguments are built
+// before its body runs.
+const job& checked(const job& j) {
+  check_job(j, "cluster");
+  return j;
+}
+
+}  // namespace
+
+cluster::cluster(caf::actor_system& sys, const job& j)
+  : cluster(sys, checked(j).spec, j.structure, *j.optimizer, j.loss,
+            j.metrics ? j.metrics() : std::vector<model::metric_ptr>{}) {
+  for (auto& cb : j.callbacks) add_callback(cb);
+}
 
 cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
                  model::loss_ptr loss, std::vector<model::metric_ptr> metrics, const parts* parts)

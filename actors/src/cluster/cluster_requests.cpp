@@ -316,6 +316,13 @@ std::shared_ptr<const model::placement> cluster_internals::placement_for(const m
   return std::make_shared<model::placement>(model::place(structure.variables(), part.get(), spec.num_ps));
 }
 
+void check_job(const job& j, const std::string& who) {
+  if (j.structure.empty()) throw std::invalid_argument(who + ": the job has no model");
+  if (!j.optimizer) throw std::invalid_argument(who + ": the job has no optimizer");
+  if (!j.loss) throw std::invalid_argument(who + ": the job has no loss");
+  if (!j.train) throw std::invalid_argument(who + ": the job has no training data (job::train)");
+}
+
 ledger_run ledger_run_of(const job& j, const cluster_spec& spec, uint64_t run, bool complete) {
   ledger_run r;
   r.run = run;

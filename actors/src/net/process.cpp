@@ -91,14 +91,6 @@ std::string one_line(std::string s) {
   return s;
 }
 
-
-void check_job(const job& j) {
-  if (j.structure.empty()) throw std::invalid_argument("run_node: the job has no model");
-  if (!j.optimizer) throw std::invalid_argument("run_node: the job has no optimizer");
-  if (!j.loss) throw std::invalid_argument("run_node: the job has no loss");
-  if (!j.train) throw std::invalid_argument("run_node: the job has no training data (job::train)");
-}
-
 }  // namespace
 
 cluster_spec node_spec(const job& j, const cluster_def& def) {
@@ -209,7 +201,7 @@ uint64_t max_basp_payload(const job& j) {
 }
 
 node_result run_task(const node_options& opts, const job& j) {
-  check_job(j);
+  check_job(j, "run_node");
   auto& def = opts.cluster;
   const auto& me = opts.task;
   const auto& addr = def.address(me);  // throws for a task that is not in the cluster

@@ -490,17 +490,10 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
   return out;
 }
 
-void check_job(const job& j) {
-  if (j.structure.empty()) throw std::invalid_argument("simulate: the job has no model");
-  if (!j.optimizer) throw std::invalid_argument("simulate: the job has no optimizer");
-  if (!j.loss) throw std::invalid_argument("simulate: the job has no loss");
-  if (!j.train) throw std::invalid_argument("simulate: the job has no training data (job::train)");
-}
-
 }  // namespace
 
 sim_result simulate(const job& j, const sim_options& o, std::shared_ptr<fault_plan> plan) {
-  check_job(j);
+  check_job(j, "simulate");
   auto faulty = run_once(j, o, plan, /*reference=*/false);
   auto& res = faulty.res;
   res.replay = fmt::format(
@@ -563,7 +556,7 @@ sim_result simulate(const job& j, const sim_options& o, std::shared_ptr<fault_pl
 }
 
 sim_result simulate(const job& j, const sim_options& o) {
-  check_job(j);
+  check_job(j, "simulate");
   auto mode = j.spec.consistency;
   auto replicas = static_cast<int64_t>(std::max<uint64_t>(1, make_gate(mode, std::max(1, j.spec.num_workers))->round_size()));
   auto pipelines = cluster_internals::num_pipelines(j.spec);

@@ -52,6 +52,7 @@ namespace actortrain {
 class event_queue;
 class fault_policy;
 struct event;
+struct job;
 
 /// How a cluster is laid out and behaves. Defaults give one ps shard and one worker.
 struct cluster_spec : exchange_options {
@@ -197,6 +198,10 @@ class cluster {
   /// zero ps shards, an unknown partitioner or consistency mode, steps_per_execution < 1).
   cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
           model::loss_ptr loss, std::vector<model::metric_ptr> metrics = {});
+  /// The cluster job `j` describes (cluster/job.hpp): j.spec's shape and tuning, its
+  /// model, optimizer, loss, fresh metrics and callbacks; train it with
+  /// fit(j.train, j.fit). Throws std::invalid_argument for a job that lacks a part.
+  cluster(caf::actor_system& sys, const job& j);
   ~cluster();
   cluster(const cluster&) = delete;
   cluster& operator=(const cluster&) = delete;

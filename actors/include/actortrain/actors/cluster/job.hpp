@@ -44,6 +44,10 @@ struct job {
   std::vector<callback_ptr> callbacks;
 };
 
+/// Throws std::invalid_argument naming what job `j` lacks (a model, an optimizer, a loss,
+/// training data), as `who` ("run_node", "simulate", "cluster") says it.
+void check_job(const job& j, const std::string& who);
+
 /// Run `run` of job `j` on a cluster shaped by `spec` (its input pipelines, workers and
 /// consistency), as check_ledgers needs it: the job's dataset_fn and fit options (epochs,
 /// steps_per_epoch). `complete` false: the run failed or was stopped, check a prefix.

@@ -1,0 +1,113 @@
+#pragma once
+// CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
+// The registered jobs, each defined once as an actortrain::job (cluster/job.hpp): the
+// value a cluster of processes runs on every task (`actortrain node`/`launch`, run_node),
+// the fault simulator trains under fault plans (`actortrain soak --example`), the
+// benchmarks measure and `actortrain ledger check` judges; the examples build them too.
+//
+//   auto j = actortrain::jobs::fashion_mnist({/*epochs=*/3});
+//   actortrain::cluster c{sys, j};             // an embedded cluster of j.spec's shape
+//   auto history = c.fit(j.train, j.fit);
+//
+// By name, from command-line flags (what `actortrain node --example NAME -- FLAGS` does):
+//   actortrain::job j;
+//   if (!actortrain::jobs::make_job("linear", {"--epochs", "2"}, j)) return 0;  // --help printed
+
+#include <actortrain/actors/cluster/job.hpp>
+#include <actortrain/dataset/fashion_mnist.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace actortrain::jobs {
+
+/// y = x . w + b + noise for a w and b drawn from `seed`, Dense(1), SGD: small enough for
+/// tests with real processes, and the loss it reaches is known (noise squared). A
+/// held-out set of 500 from the same model is its validation data.
+struct linear_options {
+  int epochs = 3;
+  int64_t examples = 2000;
+  int64_t features = 5;
+  int64_t batch = 20;
+  double learning_rate = 0.05;
+  double noise = 0.1;
+  uint64_t seed = 1;
+};
+job linear(const linear_options& o = {});
+
+/// The main job: an MLP 784-256-128-10 on Fashion-MNIST with Adam, each input pipeline
+/// reading its own shard of the 60,000 training images, validated on the test set.
+/// `limit` > 0 trains on the first `limit` images and validates on the first limit/4.
+/// The data is read when the job's pipelines are first built (on the tasks that build them).
+struct fashion_mnist_options {
+  int epochs = 10;
+  int64_t batch = 128;
+  double learning_rate = 1e-3;
+  uint64_t seed = 1;
+  int64_t limit = 0;
+  std::string data_dir = dataset::fashion_mnist_default_dir;
+  /// Both splits already in memory (dataset::load_fashion_mnist), instead of reading
+  /// data_dir: the benchmarks load them once for many runs.
+  std::shared_ptr<const dataset::fashion_mnist_arrays> train_arrays, test_arrays;
+};
+job fashion_mnist(const fashion_mnist_options& o = {});
+
+/// Click-through prediction with sparse embeddings on generated data with a planted
+/// truth: four skewed categorical fields hashed into one table of `buckets` rows of
+/// width `dim`, four dense features, a logistic model with the embeddings and a small
+/// dense tower (32 relu); AUC as its metric. Workers pull only a batch's rows unless
+/// `whole_tables`.
+struct ctr_options {
+  int epochs = 4;
+  int64_t rows = 500000;
+  int64_t test_rows = 50000;
+  int64_t buckets = 4096;
+  int64_t dim = 8;
+  int64_t batch = 256;
+  std::string optimizer = "adam(0.002)";
+  bool whole_tables = false;
+  uint64_t seed = 1;
+};
+job ctr(const ctr_options& o = {});
+
+/// What the best model could score on ctr's test set (the truth's own probabilities),
+/// and how many of the 3,600 category values share a bucket of the table.
+struct ctr_optimum {
+  double auc = 0;
+  double log_loss = 0;
+  int64_t shared_buckets = 0;
+};
+ctr_optimum ctr_best(const ctr_options& o = {});
+
+/// TensorFlow's distributed-training tutorial (MultiWorkerMirroredStrategy,
+/// ParameterServerStrategy): 1000 x 5 inputs of ones with targets of ones,
+/// Dense(10) -> Dense(1), Adam 0.001, mean squared error, batches of 20, an infinite
+/// dataset with `steps_per_epoch` steps per epoch.
+struct tutorial_options {
+  int epochs = 5;
+  int64_t steps_per_epoch = 10;
+  double learning_rate = 1e-3;
+  uint64_t seed = 1;
+};
+job tutorial(const tutorial_options& o = {});
+
+/// A registered job's name and what it is, in the order --help lists them.
+struct registered_job {
+  std::string name;
+  std::string summary;
+};
+const std::vector<registered_job>& registered();
+/// "linear, fashion_mnist, ctr, tutorial" (for messages).
+std::string registered_names();
+
+/// Builds registered job `name` from its flags (`args`, without a program name): each
+/// job's own (--epochs, --lr, ...), and those every job takes (--verbose, --metrics,
+/// --steps-per-execution, --pull-every, --local-lr, --push-every, --pull-ahead,
+/// --early-stopping, --monitor, --monitor-mode, --csv-log). Throws cli::usage_error for
+/// an unknown name or a bad flag, naming it. With --help among `args`, prints the job's
+/// flags and returns false.
+bool make_job(const std::string& name, const std::vector<std::string>& args, job& out);
+
+}  // namespace actortrain::jobs

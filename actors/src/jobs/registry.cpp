@@ -1,0 +1,196 @@
+// CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
+// The registered jobs by name, built from command-line flags (jobs.hpp: make_job): each
+// job's own flags, and those every job takes.
+#include <actortrain/actors/jobs/jobs.hpp>
+
+#include <actortrain/actors/cli/flags.hpp>
+#include <actortrain/actors/cluster/callbacks.hpp>
+
+#include <fmt/format.h>
+
+#include <functional>
+
+namespace actortrain::jobs {
+
+namespace {
+
+using cli::range;
+using cli::usage_error;
+
+// The flags every job takes: progress, metrics, how workers pull and push (Downpour's
+// options, async only; the coordinator refuses them otherwise), and the callbacks run on
+// the coordinator's task.
+struct common_flags {
+  int verbose = 0, spe = 1, pull_every = 1, push_every = 1;
+  bool pull_ahead = false;
+  double local_lr = 0;
+  std::string metrics;
+  int64_t early_stopping = 0;
+  std::string monitor = "val_loss", mode = "auto", csv_log;
+
+  explicit common_flags(int default_verbose) : verbose(default_verbose) {}
+
+  void add_to(cli::flags& f) {
+    f.add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch",
+          range<int>{0, 2})
+      .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task")
+      .add("steps-per-execution", spe, "steps per task sent to a worker (default with --push-every N: N)",
+           range<int>{1, 1 << 20})
+      .add("pull-every", pull_every,
+           "workers pull the parameters every N training steps and reuse them in between (Downpour's n_fetch; "
+           "async only; staleness reported)",
+           range<int>{1, 1 << 20})
+      .add("local-lr", local_lr,
+           "with --pull-every: move the reused copy by -X x each step's gradient between pulls (Downpour's local "
+           "update, plain SGD; 0: off)",
+           range<double>{0, 1e6})
+      .add("push-every", push_every,
+           "workers push the mean gradient of N steps once (Downpour's n_push; async only)", range<int>{1, 1 << 20})
+      .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
+      .add("early-stopping", early_stopping,
+           "stop when --monitor has not improved for N epochs, and end with the best epoch's variables (0: off)",
+           range<int64_t>{0, 1 << 20})
+      .add("monitor", monitor, "what --early-stopping watches: a key of the epoch's logs (loss, val_loss, ...)")
+      .add_choice("monitor-mode", mode, "which way is better (auto: max for names with 'acc')", {"min", "max", "auto"})
+      .add("csv-log", csv_log, "append one CSV row per epoch to this file (on the coordinator's task)");
+  }
+
+  void apply(const std::string& name, job& j) const {
+    if (local_lr > 0 && pull_every == 1) throw usage_error(fmt::format("{}: --local-lr needs --pull-every > 1", name));
+    j.fit.verbose = verbose;
+    j.spec.metrics_file = metrics;
+    j.spec.pull_every = pull_every;
+    j.spec.local_learning_rate = local_lr;
+    j.spec.push_every = push_every;
+    j.spec.pull_ahead = pull_ahead;
+    j.spec.steps_per_execution = push_every > 1 && spe == 1 ? push_every : spe;
+    if (early_stopping > 0)
+      j.callbacks.push_back(
+        std::make_shared<actortrain::early_stopping>(early_stopping_options{monitor, early_stopping, 0, mode, true}));
+    if (!csv_log.empty()) j.callbacks.push_back(csv_logger(csv_log));
+  }
+};
+
+// Parses `args` into `f` (a job takes no positional arguments); false: --help printed.
+bool parse(cli::flags& f, const std::string& name, const std::vector<std::string>& args) {
+  if (!f.parse(args)) return false;
+  if (!f.positional().empty()) throw usage_error(fmt::format("{}: unexpected argument '{}'", name, f.positional()[0]));
+  return true;
+}
+
+bool make_linear(const std::vector<std::string>& args, job& j) {
+  linear_options o;
+  cli::flags f{"linear", "A planted linear regression y = x.w + b + noise (w, b drawn from --seed), Dense(1), SGD."};
+  f.add("epochs", o.epochs, "passes over the data", range<int>{1, 1 << 20})
+    .add("examples", o.examples, "training examples", range<int64_t>{1, int64_t{1} << 26})
+    .add("features", o.features, "input width", range<int64_t>{1, 4096})
+    .add("batch", o.batch, "batch size per step", range<int64_t>{1, int64_t{1} << 20})
+    .add("lr", o.learning_rate, "SGD learning rate", range<double>{1e-12, 1e3})
+    .add("noise", o.noise, "standard deviation of the label noise", range<double>{0, 1e6})
+    .add("seed", o.seed, "seed of the data and of initialization");
+  common_flags common{0};
+  common.add_to(f);
+  if (!parse(f, "linear", args)) return false;
+  j = linear(o);
+  common.apply("linear", j);
+  return true;
+}
+
+bool make_fashion_mnist(const std::vector<std::string>& args, job& j) {
+  fashion_mnist_options o;
+  cli::flags f{"fashion_mnist", "The main job's MLP 784-256-128-10 on Fashion-MNIST (Adam), validated on the test set."};
+  f.add("epochs", o.epochs, "passes over the 60,000 training images", range<int>{1, 1 << 20})
+    .add("batch", o.batch, "batch size per step", range<int64_t>{1, 60000})
+    .add("lr", o.learning_rate, "Adam learning rate", range<double>{1e-12, 1e3})
+    .add("seed", o.seed, "seed of initialization and shuffling")
+    .add("data-dir", o.data_dir, "directory with the four Fashion-MNIST .gz files")
+    .add("limit", o.limit, "train on the first N images and validate on the first N/4 test images (0: all)",
+         range<int64_t>{0, 60000});
+  common_flags common{2};
+  common.add_to(f);
+  if (!parse(f, "fashion_mnist", args)) return false;
+  j = fashion_mnist(o);
+  common.apply("fashion_mnist", j);
+  return true;
+}
+
+bool make_ctr(const std::vector<std::string>& args, job& j) {
+  ctr_options o;
+  cli::flags f{"ctr", "Click-through prediction with sparse embeddings on generated data whose best scores are known."};
+  f.add("epochs", o.epochs, "passes over the training set", range<int>{1, 1 << 20})
+    .add("rows", o.rows, "training examples", range<int64_t>{1, int64_t{1} << 26})
+    .add("test-rows", o.test_rows, "test examples", range<int64_t>{1, int64_t{1} << 26})
+    .add("buckets", o.buckets, "rows of the hashed embedding table", range<int64_t>{1, int64_t{1} << 24})
+    .add("dim", o.dim, "embedding width", range<int64_t>{1, 4096})
+    .add("batch", o.batch, "examples per step", range<int64_t>{1, int64_t{1} << 20})
+    .add("optimizer", o.optimizer, "adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)")
+    .add("whole-tables", o.whole_tables, "pull the whole table every step instead of the batch's rows")
+    .add("seed", o.seed, "seed of the data and the initialization");
+  common_flags common{2};
+  common.add_to(f);
+  if (!parse(f, "ctr", args)) return false;
+  try {
+    j = ctr(o);
+  } catch (const std::invalid_argument& e) {  // an optimizer it cannot read
+    throw usage_error(fmt::format("ctr: --optimizer '{}': {}", o.optimizer, e.what()));
+  }
+  common.apply("ctr", j);
+  return true;
+}
+
+bool make_tutorial(const std::vector<std::string>& args, job& j) {
+  tutorial_options o;
+  cli::flags f{"tutorial",
+               "TensorFlow's distributed-training tutorial: 1000 x 5 ones, Dense(10) -> Dense(1), Adam, MSE, batch 20."};
+  f.add("epochs", o.epochs, "epochs of --steps-per-epoch steps", range<int>{1, 1 << 20})
+    .add("steps-per-epoch", o.steps_per_epoch, "steps per epoch (the data repeats)", range<int64_t>{1, 1 << 30})
+    .add("lr", o.learning_rate, "Adam learning rate", range<double>{1e-12, 1e3})
+    .add("seed", o.seed, "seed of initialization and shuffling");
+  common_flags common{0};
+  common.add_to(f);
+  if (!parse(f, "tutorial", args)) return false;
+  j = tutorial(o);
+  common.apply("tutorial", j);
+  return true;
+}
+
+struct entry {
+  registered_job what;
+  std::function<bool(const std::vector<std::string>&, job&)> make;
+};
+
+const std::vector<entry>& entries() {
+  static const std::vector<entry> all{
+    {{"linear", "a planted linear regression (tiny: for trying clusters out)"}, make_linear},
+    {{"fashion_mnist", "the main job's MLP on Fashion-MNIST"}, make_fashion_mnist},
+    {{"ctr", "click-through prediction with sparse embeddings, planted truth"}, make_ctr},
+    {{"tutorial", "TensorFlow's tutorial: Dense(10) -> Dense(1) on ones, Adam, MSE"}, make_tutorial},
+  };
+  return all;
+}
+
+}  // namespace
+
+const std::vector<registered_job>& registered() {
+  static const std::vector<registered_job> all = [] {
+    std::vector<registered_job> out;
+    for (auto& e : entries()) out.push_back(e.what);
+    return out;
+  }();
+  return all;
+}
+
+std::string registered_names() {
+  std::string known;
+  for (auto& e : entries()) known += (known.empty() ? "" : ", ") + e.what.name;
+  return known;
+}
+
+bool make_job(const std::string& name, const std::vector<std::string>& args, job& out) {
+  for (auto& e : entries())
+    if (e.what.name == name || (name == "fashion-mnist" && e.what.name == "fashion_mnist")) return e.make(args, out);
+  throw usage_error(name.empty() ? fmt::format("which job? --example NAME ({})", registered_names())
+                                 : fmt::format("unknown job '{}' ({})", name, registered_names()));
+}
+
+}  // namespace actortrain::jobs

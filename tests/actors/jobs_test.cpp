@@ -1,0 +1,98 @@
+// The registered jobs (jobs/jobs.hpp): each defined once, built by name from flags.
+
+#include <boost/test/unit_test.hpp>
+
+#include <actortrain/actors/cli/flags.hpp>
+#include <actortrain/actors/jobs/jobs.hpp>
+#include <actortrain/dataset/all.hpp>
+#include <actortrain/model/all.hpp>
+
+namespace at = actortrain;
+namespace jobs = actortrain::jobs;
+
+namespace {
+
+std::string refusal(const std::string& name, std::vector<std::string> args) {
+  at::job j;
+  try {
+    jobs::make_job(name, args, j);
+  } catch (const at::cli::usage_error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(registered_jobs)
+
+BOOST_AUTO_TEST_CASE(the_registry_holds_the_four_jobs_in_order) {
+  std::vector<std::string> names;
+  for (auto& r : jobs::registered()) names.push_back(r.name);
+  BOOST_TEST(names == (std::vector<std::string>{"linear", "fashion_mnist", "ctr", "tutorial"}));
+  BOOST_TEST(jobs::registered_names() == "linear, fashion_mnist, ctr, tutorial");
+}
+
+BOOST_AUTO_TEST_CASE(flags_reach_the_job_and_the_common_ones_its_spec) {
+  at::job j;
+  BOOST_TEST(jobs::make_job("linear", {"--epochs", "2", "--examples", "300", "--pull-every", "3", "--push-every=2",
+                                       "--verbose", "1"},
+                            j));
+  BOOST_TEST(j.fit.epochs == 2);
+  BOOST_TEST(j.fit.verbose == 1);
+  BOOST_TEST(j.spec.pull_every == 3);
+  BOOST_TEST(j.spec.push_every == 2);
+  BOOST_TEST(j.spec.steps_per_execution == 2);  // push_every's default
+  BOOST_TEST(j.name.find("examples=300") != std::string::npos);
+  BOOST_CHECK_NO_THROW(at::check_job(j, "test"));
+  BOOST_TEST(j.train(at::dataset::input_context{}).cardinality().n == 15);  // 300 examples, batches of 20
+}
+
+BOOST_AUTO_TEST_CASE(bad_names_and_flags_are_refused_by_name) {
+  BOOST_TEST(refusal("nope", {}) == "unknown job 'nope' (linear, fashion_mnist, ctr, tutorial)");
+  BOOST_TEST(refusal("", {}) == "which job? --example NAME (linear, fashion_mnist, ctr, tutorial)");
+  BOOST_TEST(refusal("linear", {"--epochs", "0"}) == "--epochs: '0' is out of range (1 to 1048576)");
+  BOOST_TEST(refusal("linear", {"--local-lr", "0.3"}) == "linear: --local-lr needs --pull-every > 1");
+  BOOST_TEST(refusal("tutorial", {"stray"}) == "tutorial: unexpected argument 'stray'");
+  BOOST_TEST(refusal("ctr", {"--rows", "100", "--test-rows", "10", "--optimizer", "sideways(1)"}).find(
+               "ctr: --optimizer 'sideways(1)'") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(help_prints_and_builds_nothing) {
+  at::job j;
+  BOOST_TEST(!jobs::make_job("ctr", {"--help"}, j));
+  BOOST_TEST(j.structure.empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_tutorial_is_tensorflows) {
+  auto j = jobs::tutorial();
+  BOOST_TEST(j.structure.describe().find("dense(10") != std::string::npos);
+  BOOST_TEST(j.optimizer->describe().find("adam(") == 0u);
+  BOOST_TEST(j.loss->describe() == at::model::mean_squared_error()->describe());
+  BOOST_TEST(j.fit.steps_per_epoch == 10);
+  auto it = j.train(at::dataset::input_context{}).iterate();
+  auto b = it->next();
+  BOOST_REQUIRE(b);
+  BOOST_TEST(b->features[0].rows() == 20);
+  BOOST_TEST(b->features[0].cols() == 5);
+  BOOST_TEST(b->features[0].minCoeff() == 1.0f);
+  BOOST_TEST(b->labels.maxCoeff() == 1.0f);
+}
+
+BOOST_AUTO_TEST_CASE(ctr_knows_its_optimum_and_pulls_rows) {
+  jobs::ctr_options o;
+  o.rows = 1000;
+  o.test_rows = 500;
+  o.buckets = 256;
+  auto j = jobs::ctr(o);
+  BOOST_TEST(j.spec.pull_rows);
+  auto best = jobs::ctr_best(o);
+  BOOST_TEST(best.auc > 0.6);
+  BOOST_TEST(best.auc <= 1.0);
+  BOOST_TEST(best.log_loss > 0.0);
+  BOOST_TEST(best.shared_buckets > 0);  // 3,600 values in 256 buckets
+  o.whole_tables = true;
+  BOOST_TEST(!jobs::ctr(o).spec.pull_rows);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
