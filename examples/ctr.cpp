@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   return actortrain::cli::run_main("ctr", [&] {
     actortrain::jobs::ctr_options o;
     int ps = 2, workers = 2, verbose = 2, threads = 2;
-    std::string consistency = "async", partitioner = "fixed_shards(2)";
+    actortrain::consistency_mode consistency;
+    std::shared_ptr<const actortrain::model::partitioner> partitioner = actortrain::model::make_partitioner("fixed_shards(2)");
     actortrain::cli::flags f{"ctr",
                              "Trains a click-through model with embeddings on generated data whose best AUC and log "
                              "loss are known, on an embedded parameter-server cluster, and prints both per epoch."};
@@ -39,8 +40,10 @@ int main(int argc, char** argv) {
       .add("dim", o.dim, "embedding width", range<int64_t>{1, 4096})
       .add("batch", o.batch, "examples per step (per worker)", range<int64_t>{1, int64_t{1} << 20})
       .add("optimizer", o.optimizer, "the shards' optimizer: adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)")
-      .add("partitioner", partitioner, "how variables are split over the shards (\"none\": whole)")
-      .add("consistency", consistency, "async, bounded_staleness(s) or sync")
+      .add_parsed("partitioner", "fixed_shards(2)", "how variables are split over the shards (\"none\": whole)",
+                  [&](const std::string& v) { partitioner = actortrain::model::make_partitioner(v); })
+      .add_parsed("consistency", "async", "async, bounded_staleness(s) or sync",
+                  [&](const std::string& v) { consistency = actortrain::consistency_mode::parse(v); })
       .add("whole-tables", o.whole_tables, "pull the whole table every step instead of the batch's rows")
       .add("seed", o.seed, "seed of the data and the initialization")
       .add("threads", threads, "CAF scheduler threads", range<int>{1, 256})
@@ -64,7 +67,7 @@ int main(int argc, char** argv) {
     auto r = c.join(c.schedule(j.train, j.fit));
     const auto& hist = r.history;
     fmt::print("\n{} ps, {} workers, {}, {} buckets x {}, {}: {} steps, staleness mean {:.2f} max {}\n", ps, workers,
-               consistency, o.buckets, o.dim, o.optimizer, r.steps, r.mean_staleness, r.max_staleness);
+               consistency.to_string(), o.buckets, o.dim, o.optimizer, r.steps, r.mean_staleness, r.max_staleness);
     fmt::print("{} of 3600 category values share a bucket; the optimum is the true probabilities' score\n",
                best.shared_buckets);
     fmt::print("epoch  test AUC  (optimum)  test log loss  (optimum)\n");

@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
   return actortrain::cli::run_main("fashion_mnist", [&] {
     actortrain::jobs::fashion_mnist_options o;
     int ps = 2, workers = 2, threads = 2, verbose = 1;
-    std::string consistency = "async", partitioner, metrics;
+    std::string metrics;
+    actortrain::consistency_mode consistency;
+    std::shared_ptr<const actortrain::model::partitioner> partitioner;
     bool pull_ahead = false;
     actortrain::cli::flags f{"fashion_mnist",
                              "Trains an MLP 784-256-128-10 on Fashion-MNIST with an embedded parameter-server cluster "
@@ -35,11 +37,13 @@ int main(int argc, char** argv) {
       .add("batch", o.batch, "batch size per step", range<int64_t>{1, 60000})
       .add("lr", o.learning_rate, "Adam learning rate", range<double>{1e-9, 10})
       .add("seed", o.seed, "seed of initialization and shuffling")
-      .add("consistency", consistency,
-           "async, bounded_staleness(s) (no step more than s steps ahead of the oldest unapplied one) or sync "
-           "(rounds of one batch per worker, applied as one mean)")
-      .add("partitioner", partitioner,
-           "split variables over the ps shards: fixed_shards(n), min_size(bytes, n), max_size(bytes)")
+      .add_parsed("consistency", "async",
+                  "async, bounded_staleness(s) (no step more than s steps ahead of the oldest unapplied one) or "
+                  "sync (rounds of one batch per worker, applied as one mean)",
+                  [&](const std::string& v) { consistency = actortrain::consistency_mode::parse(v); })
+      .add_parsed("partitioner", "none",
+                  "split variables over the ps shards: fixed_shards(n), min_size(bytes, n), max_size(bytes)",
+                  [&](const std::string& v) { partitioner = actortrain::model::make_partitioner(v); })
       .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
       .add("threads", threads, "CAF scheduler threads", range<int>{1, 256})
       .add("metrics", metrics, "write JSON-lines metrics to this file (actortrain plot draws them)")
@@ -64,7 +68,7 @@ int main(int argc, char** argv) {
     actortrain::cluster c{sys, j};  // the job's model, optimizer, loss and metrics, j.spec's shape
     auto h = c.fit(j.train, j.fit);
     fmt::print("test accuracy: {:.4f} (loss {:.4f}) after {} epochs on {} ps shard(s) and {} worker(s), {}\n",
-               h.last("val_accuracy"), h.last("val_loss"), h["loss"].size(), ps, workers, consistency);
+               h.last("val_accuracy"), h.last("val_loss"), h["loss"].size(), ps, workers, consistency.to_string());
     return 0;
   });
 }

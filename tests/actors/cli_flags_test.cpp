@@ -90,6 +90,26 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_flag_and_the_allowed_values) {
   BOOST_TEST(message({"--caf.scheduler.max-threads=2"}) == "unknown flag '--caf.scheduler.max-threads' (see --help)");
 }
 
+BOOST_AUTO_TEST_CASE(a_parsed_flag_names_itself_in_its_parsers_refusal) {
+  parsed p;
+  int twice = 0;
+  p.f.add_parsed("double", "0", "d", [&twice](const std::string& v) {
+    if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument("'" + v + "' is not a count");
+    twice = 2 * std::stoi(v);
+  });
+  BOOST_TEST(p.parse({"--double", "21"}));
+  BOOST_TEST(twice == 42);
+  parsed q;
+  q.f.add_parsed("double", "0", "d", [](const std::string& v) { throw std::invalid_argument("'" + v + "' is bad"); });
+  try {
+    q.parse({"--double=x"});
+    BOOST_FAIL("accepted");
+  } catch (const usage_error& e) {
+    BOOST_TEST(std::string(e.what()) == "--double: 'x' is bad");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_value_out_of_range_leaves_the_default) {
   parsed p;
   BOOST_CHECK_THROW(p.parse({"--epochs=0"}), usage_error);

@@ -135,8 +135,8 @@ BOOST_AUTO_TEST_CASE(a_full_file_round_trips_every_field) {
   BOOST_TEST(def.connection_timeout.count() == 3000);
   BOOST_TEST(def.request_timeout.count() == 45000);
   BOOST_TEST(def.connect_timeout.count() == 8000);
-  BOOST_TEST(def.consistency == "bounded_staleness(3)");
-  BOOST_TEST(def.effective_consistency() == "bounded_staleness(3)");
+  BOOST_TEST(def.consistency->to_string() == "bounded_staleness(3)");
+  BOOST_TEST(def.effective_consistency().to_string() == "bounded_staleness(3)");
   BOOST_TEST(!def.worker_only());
   BOOST_TEST(to_string(def.coordinator_task()) == "chief:0");
   BOOST_TEST(def.address(task_id{task_type::ps, 1}).text() == "[fd00::2]:7002");
@@ -155,7 +155,7 @@ BOOST_AUTO_TEST_CASE(missing_sections_keep_their_defaults) {
   BOOST_TEST(def.connection_timeout.count() == 5000);
   BOOST_TEST(def.request_timeout.count() == 60000);
   BOOST_TEST(def.connect_timeout.count() == 10000);
-  BOOST_TEST(def.consistency.empty());
+  BOOST_TEST(!def.consistency);
 }
 
 BOOST_AUTO_TEST_CASE(tensorflow_multi_worker_tf_config_is_a_sync_worker_only_cluster) {
@@ -167,7 +167,7 @@ BOOST_AUTO_TEST_CASE(tensorflow_multi_worker_tf_config_is_a_sync_worker_only_clu
   BOOST_TEST(def.worker[0].text() == "localhost:12345");
   BOOST_TEST(def.worker[1].text() == "localhost:23456");
   BOOST_TEST(def.worker_only());
-  BOOST_TEST(def.effective_consistency() == "sync");
+  BOOST_TEST(def.effective_consistency().to_string() == "sync");
   BOOST_TEST(def.coordinator_task() == (task_id{task_type::worker, 0}));
   BOOST_TEST_REQUIRE(def.task.has_value());
   BOOST_TEST(*def.task == (task_id{task_type::worker, 0}));
@@ -176,19 +176,19 @@ BOOST_AUTO_TEST_CASE(tensorflow_multi_worker_tf_config_is_a_sync_worker_only_clu
 BOOST_AUTO_TEST_CASE(a_chief_ps_worker_cluster_is_async_with_the_coordinator_on_the_chief) {
   const auto def = parse_cluster_def(with_cluster(R"("task": {"type": "chief", "index": 0})"), "cluster.json");
   BOOST_TEST(!def.worker_only());
-  BOOST_TEST(def.effective_consistency() == "async");
+  BOOST_TEST(def.effective_consistency().to_string() == "async");
   BOOST_TEST(def.coordinator_task() == (task_id{task_type::chief, 0}));
   BOOST_TEST(def.tasks(task_type::ps).size() == 1u);
   BOOST_TEST(def.address(task_id{task_type::worker, 1}).text() == "127.0.0.1:7003");
   // An explicit mode wins over the default.
-  BOOST_TEST(parse_cluster_def(with_cluster(R"("consistency": "sync")"), "c").effective_consistency() == "sync");
+  BOOST_TEST(parse_cluster_def(with_cluster(R"("consistency": "sync")"), "c").effective_consistency().to_string() == "sync");
 }
 
 BOOST_AUTO_TEST_CASE(ps_without_a_chief_is_async_with_the_coordinator_on_worker_0) {
   const auto def =
     parse_cluster_def(cluster_only(R"("ps": ["127.0.0.1:7001"], "worker": ["127.0.0.1:7002"])"), "cluster.json");
   BOOST_TEST(!def.worker_only());
-  BOOST_TEST(def.effective_consistency() == "async");
+  BOOST_TEST(def.effective_consistency().to_string() == "async");
   BOOST_TEST(def.coordinator_task() == (task_id{task_type::worker, 0}));
 }
 
@@ -387,7 +387,7 @@ BOOST_AUTO_TEST_CASE(timeouts_are_positive_and_a_heartbeat_fits_in_the_connectio
 BOOST_AUTO_TEST_CASE(consistency_is_async_sync_or_bounded_staleness_n) {
   auto consistency = [](const std::string& mode) { return with_cluster(R"("consistency": ")" + mode + "\""); };
   for (std::string mode : {"async", "sync", "bounded_staleness(0)", "bounded_staleness(12)"})
-    BOOST_TEST(parse_cluster_def(consistency(mode), "c").consistency == mode);
+    BOOST_TEST(parse_cluster_def(consistency(mode), "c").consistency->to_string() == mode);
   for (std::string mode : {"Async", "eventual", "", "bounded_staleness", "bounded_staleness()", "bounded_staleness(-1)",
                            "bounded_staleness(1.5)", "bounded_staleness(2", "bounded_staleness(x)",
                            "bounded_staleness(1234567890)"})

@@ -19,9 +19,13 @@ at::gate_view view(uint64_t dispatched, uint64_t oldest_unapplied, uint64_t roun
   return v;
 }
 
+std::unique_ptr<at::dispatch_gate> gate_of(const std::string& mode, int replicas) {
+  return at::make_gate(at::consistency_mode::parse(mode), replicas);
+}
+
 std::string error_of(const std::string& mode) {
   try {
-    at::make_gate(mode, 2);
+    at::consistency_mode::parse(mode);
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
@@ -69,11 +73,22 @@ BOOST_AUTO_TEST_CASE(sync_rounds_fill_a_round_of_replicas_steps) {
   BOOST_CHECK_THROW(at::sync_rounds(0), std::invalid_argument);
 }
 
+BOOST_AUTO_TEST_CASE(modes_read_back_as_written) {
+  using at::consistency_mode;
+  for (std::string text : {"async", "sync", "bounded_staleness(0)", "bounded_staleness(7)", "bounded_staleness(999999999)"})
+    BOOST_TEST(consistency_mode::parse(text).to_string() == text);
+  BOOST_TEST((consistency_mode::parse("bounded_staleness(3)") == consistency_mode::bounded_staleness(3)));
+  BOOST_TEST((consistency_mode::parse("bounded_staleness(3)") != consistency_mode::bounded_staleness(4)));
+  BOOST_TEST(consistency_mode::parse("bounded_staleness(3)").bound() == 3u);
+  BOOST_TEST(consistency_mode{}.is_async());
+  BOOST_TEST(!consistency_mode::sync().is_async());
+}
+
 BOOST_AUTO_TEST_CASE(mode_strings_make_their_gates_and_bad_ones_are_named) {
-  BOOST_TEST(at::make_gate("async", 4)->describe() == "async");
-  BOOST_TEST(at::make_gate("sync", 4)->round_size() == 4u);
-  BOOST_TEST(at::make_gate("bounded_staleness(5)", 4)->describe() == "bounded_staleness(5)");
-  BOOST_TEST(at::make_gate("bounded_staleness(0)", 4)->room(view(1, 1)) == 1u);
+  BOOST_TEST(gate_of("async", 4)->describe() == "async");
+  BOOST_TEST(gate_of("sync", 4)->round_size() == 4u);
+  BOOST_TEST(gate_of("bounded_staleness(5)", 4)->describe() == "bounded_staleness(5)");
+  BOOST_TEST(gate_of("bounded_staleness(0)", 4)->room(view(1, 1)) == 1u);
   for (std::string bad : {"bounded_staleness(-1)", "bounded_staleness(x)", "bounded_staleness(1234567890)",
                           "bounded_staleness(1.5)"}) {
     auto e = error_of(bad);

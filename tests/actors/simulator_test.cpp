@@ -260,7 +260,7 @@ BOOST_AUTO_TEST_CASE(random_plans_with_speculation_keep_every_invariant) {
 // one loss).
 BOOST_AUTO_TEST_CASE(random_plans_keep_every_invariant_with_bounded_staleness) {
   sim_shape s;
-  s.consistency = "bounded_staleness(1)";
+  s.consistency = consistency_mode::bounded_staleness(1);
   uint64_t most = 0;
   for (uint64_t seed = 1; seed <= 120; ++seed) {
     auto r = simulate(seed, s);
@@ -272,7 +272,7 @@ BOOST_AUTO_TEST_CASE(random_plans_keep_every_invariant_with_bounded_staleness) {
 
 BOOST_AUTO_TEST_CASE(random_plans_keep_every_invariant_in_sync_rounds) {
   sim_shape s;
-  s.consistency = "sync";
+  s.consistency = consistency_mode::sync();
   uint64_t rounds = 0;
   for (uint64_t seed = 1; seed <= 120; ++seed) {
     auto r = simulate(seed, s);
@@ -284,7 +284,7 @@ BOOST_AUTO_TEST_CASE(random_plans_keep_every_invariant_in_sync_rounds) {
 
 BOOST_AUTO_TEST_CASE(a_fault_free_sync_run_is_rounds_of_every_worker) {
   sim_shape s;
-  s.consistency = "sync";
+  s.consistency = consistency_mode::sync();
   auto r = simulate(1, s, nullptr);
   check(r, 0);
   BOOST_TEST(r.rounds == 12u);  // 2 epochs x 6 positions, 3 pipelines per round
@@ -355,7 +355,7 @@ BOOST_AUTO_TEST_CASE(lost_duplicated_and_late_control_messages_change_nothing) {
 
 BOOST_AUTO_TEST_CASE(sync_values_equal_a_fault_free_runs_under_faults) {
   sim_shape s;
-  s.consistency = "sync";
+  s.consistency = consistency_mode::sync();
   s.callbacks = true;
   s.fits = 2;
   auto r = run_plan({rule(delivery::kind::crash_after, actor_role::worker, 1, actor_role::ps, 0, "push", 5),
@@ -371,7 +371,7 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_zero_differs_from_a_fault_free_run_only_b
   // step on ps 0; its re-run reads ps 0's part of it, so the slices it pushes to ps 1
   // differ from the fault-free run's: a legitimate difference, counted as torn.
   sim_shape s;
-  s.consistency = "bounded_staleness(0)";
+  s.consistency = consistency_mode::bounded_staleness(0);
   auto torn = run_plan({rule(delivery::kind::crash_after, actor_role::worker, 1, actor_role::ps, 0, "push", 4)}, s);
   check(torn, 1);
   BOOST_TEST(torn.torn == 1);
@@ -409,7 +409,7 @@ BOOST_AUTO_TEST_CASE(a_users_own_job_runs_under_random_plans_through_the_public_
   j.spec.num_workers = 2;
   j.spec.request_timeout = std::chrono::seconds(5);
   for (auto mode : {"async", "sync"}) {
-    j.spec.consistency = mode;
+    j.spec.consistency = consistency_mode::parse(mode);
     for (uint64_t seed = 1; seed <= 25; ++seed) {
       sim_options o;
       o.seed = seed;

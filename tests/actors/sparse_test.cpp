@@ -62,8 +62,8 @@ struct fixture : testing::cluster_fixture {
     s.num_ps = 2;
     s.num_workers = workers;
     s.simulated = true;
-    s.partitioner = "fixed_shards(2)";  // the table's rows on both shards
-    s.consistency = std::move(mode);
+    s.partitioner = std::make_shared<model::fixed_shards>(2);  // the table's rows on both shards
+    s.consistency = consistency_mode::parse(mode);
     return s;
   }
 };

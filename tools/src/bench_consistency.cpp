@@ -46,7 +46,8 @@ struct mode_figures {
 };
 
 mode_figures run_mode(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test,
-                      const std::string& mode, int workers, int epochs, int evals, int64_t batch, uint64_t seed) {
+                      const consistency_mode& mode, int workers, int epochs, int evals, int64_t batch,
+                      uint64_t seed) {
   caf::actor_system_config cfg;
   configure(cfg);
   cfg.set("scheduler.max-threads", 2);
@@ -155,7 +156,14 @@ int bench_consistency(int argc, char** argv, int first) {
   std::vector<std::string> names;
   {
     std::stringstream ss{modes};
-    for (std::string m; std::getline(ss, m, ',');) names.push_back(m);
+    for (std::string m; std::getline(ss, m, ',');) {
+      try {
+        consistency_mode::parse(m);
+      } catch (const std::invalid_argument& e) {
+        throw usage_error(std::string("--modes: ") + e.what());
+      }
+      names.push_back(m);
+    }
     if (names.empty()) throw usage_error("--modes: none given");
   }
   md::tune_gemm_blocking();
@@ -167,7 +175,8 @@ int bench_consistency(int argc, char** argv, int first) {
   std::map<std::string, std::vector<mode_figures>> all;
   for (int r = 1; r <= rounds; ++r)
     for (auto& m : names) {
-      auto fig = run_mode(train, test, m, workers, epochs, evals, batch, static_cast<uint64_t>(r));
+      auto fig =
+        run_mode(train, test, consistency_mode::parse(m), workers, epochs, evals, batch, static_cast<uint64_t>(r));
       all[m].push_back(fig);
       fmt::print("round {} {:<22} {:>7.0f} samples/s  to 0.85: {:>6}  to 0.88: {:>6}  final {:.4f}  staleness mean "
                  "{:.2f} max {}\n",

@@ -74,7 +74,7 @@ double run_variant(const sparse_job& job, bool rows, int fields, int64_t buckets
   cluster_spec spec;
   spec.num_ps = 2;
   spec.num_workers = workers;
-  spec.partitioner = "fixed_shards(2)";
+  spec.partitioner = std::make_shared<md::fixed_shards>(2);
   spec.pull_rows = rows;
   md::graph g;
   auto ids = g.input(fields, "ids");

@@ -138,7 +138,8 @@ std::vector<std::pair<std::string, std::vector<partition_ledger>>> read_source(c
   return out;
 }
 
-cluster_spec shape_of(const job& j, const std::string& cluster_file, int workers, const std::string& consistency) {
+cluster_spec shape_of(const job& j, const std::string& cluster_file, int workers,
+                      const std::optional<consistency_mode>& consistency) {
   cluster_def def;
   if (!cluster_file.empty()) {
     if (workers > 0) throw usage_error("give --cluster FILE or --workers N, not both");
@@ -146,14 +147,14 @@ cluster_spec shape_of(const job& j, const std::string& cluster_file, int workers
   } else if (workers > 0) {
     cluster_spec spec = j.spec;
     spec.num_workers = workers;
-    if (!consistency.empty()) spec.consistency = consistency;
+    if (consistency) spec.consistency = *consistency;
     return spec;
   } else if (const char* tf = std::getenv("TF_CONFIG"); tf && *tf) {
     def = parse_cluster_def(tf, "TF_CONFIG");
   } else {
     throw usage_error("which cluster? --cluster FILE (launch writes DIR/cluster.json), TF_CONFIG, or --workers N");
   }
-  if (!consistency.empty()) def.consistency = consistency;
+  if (consistency) def.consistency = *consistency;
   return node_spec(j, def);
 }
 
@@ -176,7 +177,8 @@ int ledger_command(int argc, char** argv, int first) {
       break;
     }
   std::vector<std::string> example_args(argv + std::min(argc, dashes + 1), argv + argc);
-  std::string example, cluster_file, consistency;
+  std::string example, cluster_file;
+  std::optional<consistency_mode> consistency;
   int workers = 0;
   uint64_t run = 0;
   bool incomplete = false;
@@ -185,8 +187,9 @@ int ledger_command(int argc, char** argv, int first) {
     .add("cluster", cluster_file, "the cluster definition the job ran on (its workers, ps tasks and consistency)")
     .add("workers", workers, "instead of --cluster: the job's worker count (0: take it from --cluster)",
          range<int>{0, 256})
-    .add("consistency", consistency, "the consistency the job ran with, when the cluster does not say (default: the "
-         "example's)")
+    .add_parsed("consistency", "the example's",
+                "the consistency the job ran with, when the cluster does not say: async, bounded_staleness(s) or sync",
+                [&consistency](const std::string& v) { consistency = consistency_mode::parse(v); })
     .add("run", run, "the run to check (0: the newest the ledgers hold; earlier runs are listed, not checked)")
     .add("incomplete", incomplete, "the run failed or was stopped: check that what was applied is a valid prefix "
          "(no step twice, every batch the right one), not that every position was");
@@ -231,7 +234,7 @@ int ledger_command(int argc, char** argv, int first) {
                    steps_on_every_partition(ledgers, r), r);
     const auto steps = verdict.steps.count(checked) ? verdict.steps.at(checked) : 0;
     fmt::print("run {} of {} ({} pipeline(s), {}, {} epoch(s){}): {} step(s) on every one of {} partition(s)\n",
-               checked, j.name.empty() ? example : j.name, lr.num_pipelines, spec.consistency, lr.epochs,
+               checked, j.name.empty() ? example : j.name, lr.num_pipelines, spec.consistency.to_string(), lr.epochs,
                lr.steps_per_epoch > 0 ? fmt::format(" of {} steps", lr.steps_per_epoch) : "", steps, ledgers.size());
   }
   const size_t shown = std::min<size_t>(violations.size(), 50);

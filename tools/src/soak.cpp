@@ -83,7 +83,8 @@ int soak(int argc, char** argv, int first) {
   bool validation = false;
   bool hashes = false, verbose = false, trace = false;
   double speculate = -1;
-  std::string consistency = "async", plant_name = "none", example;
+  std::string plant_name = "none", example;
+  consistency_mode consistency;
   flags f{"actortrain soak",
           "Runs the fault simulator for --seeds seeds from --first-seed. Each seed draws the run's shape and a\n"
           "fault plan, trains a planted model on a simulated cluster, and checks exactly-once from the ps\n"
@@ -96,9 +97,10 @@ int soak(int argc, char** argv, int first) {
   f.add("seeds", seeds, "how many seeds to run")
     .add("first-seed", first_seed, "the first seed")
     .add("faults", faults, "fault rules per plan")
-    .add("consistency", consistency,
-         "async, bounded_staleness(s) (also checks staleness <= 2s) or sync (also checks staleness 0, the rounds, "
-         "and values equal to a fault-free run's)")
+    .add_parsed("consistency", "async",
+                "async, bounded_staleness(s) (also checks staleness <= 2s) or sync (also checks staleness 0, the "
+                "rounds, and values equal to a fault-free run's)",
+                [&consistency](const std::string& v) { consistency = consistency_mode::parse(v); })
     .add("fixed", fixed, "draw no shape: take every shape flag as given (unset ones take the built-in defaults)")
     .add("workers", workers, "workers (0: drawn)")
     .add("ps", ps, "ps shards, 1 to 4 (0: drawn)")
@@ -140,15 +142,13 @@ int soak(int argc, char** argv, int first) {
     throw usage_error("--tasks-in-flight, --corrupt-checkpoint, --checkpoint-every, --take-over-after must be >= 0 "
                       "(-1: drawn); --failing-fit >= -1 (-2: drawn)");
   if (!(speculate == -1 || speculate == 0 || speculate >= 1)) throw usage_error("--speculate must be 0 (off) or >= 1");
-  if (consistency != "async" && consistency != "sync" && consistency.rfind("bounded_staleness(", 0) != 0)
-    throw usage_error("--consistency must be async, bounded_staleness(s) or sync, not '" + consistency + "'");
   planted_defect plant;
   try {
     plant = planted_defect_from_string(plant_name);
   } catch (const std::invalid_argument& e) {
     throw usage_error(std::string("--plant: ") + e.what());
   }
-  bool sync = consistency == "sync";
+  bool sync = consistency.mode() == consistency_mode::kind::sync;
 
   // The shape of a seed: drawn, then the flags given.
   auto shape_of = [&](uint64_t seed) {
@@ -188,14 +188,14 @@ int soak(int argc, char** argv, int first) {
   if (!example.empty()) {
     job j;
     if (!jobs::make_job(example, f.positional(), j)) return 0;
-    if (!consistency.empty() && consistency != "async") j.spec.consistency = consistency;
+    if (!consistency.is_async()) j.spec.consistency = consistency;
     user_job = std::move(j);
   } else if (!f.positional().empty()) {
     throw usage_error("actortrain soak: unexpected argument '" + f.positional()[0] + "' (job flags go after --example NAME --)");
   }
 
   coverage cov;
-  bool async = consistency == "async";
+  bool async = consistency.is_async();
   for (auto* k : {"push_every", "pull_every with local updates"})
     if (!async) cov.not_applicable.insert(k);
   for (auto* k : {"steps per execution > 1", "pull-ahead"})
@@ -325,7 +325,8 @@ int soak(int argc, char** argv, int first) {
   }
   fmt::print("torn re-runs: {} of {} applied steps combined slices of two computations{}\n", torn, steps,
              sync ? " (of the same batch on the same parameters in a sync round: equal slices)" : "");
-  fmt::print("consistency {}: max staleness {}{}; values compared with a fault-free run in {} seeds\n", consistency,
+  fmt::print("consistency {}: max staleness {}{}; values compared with a fault-free run in {} seeds\n",
+             consistency.to_string(),
              most_stale, sync ? fmt::format(", {} rounds", rounds) : "", compared);
   uint64_t minimum = std::max<uint64_t>(1, seeds / 100);
   bool thin = false;

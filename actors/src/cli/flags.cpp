@@ -205,6 +205,17 @@ flags& flags::add_choice(const std::string& name, std::string& t, const std::str
   });
 }
 
+flags& flags::add_parsed(const std::string& name, const std::string& default_text, const std::string& help,
+                         std::function<void(const std::string&)> parse) {
+  return impl_->add(*this, name, false, help, default_text, [name, parse](const std::string& v) {
+    try {
+      parse(v);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(fmt::format("--{}: {}", name, e.what()));
+    }
+  });
+}
+
 flags& flags::pass_caf_options(std::vector<std::string>& target) {
   impl_->caf = &target;
   return *this;

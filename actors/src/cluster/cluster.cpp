@@ -97,10 +97,10 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     throw std::invalid_argument(fmt::format("cluster: tasks_in_flight = {} < 0", d.spec.tasks_in_flight));
   if (d.spec.pull_every < 1)
     throw std::invalid_argument(fmt::format("cluster: pull_every = {} < 1", d.spec.pull_every));
-  if (d.spec.pull_every > 1 && d.spec.consistency != "async")
+  if (d.spec.pull_every > 1 && !d.spec.consistency.is_async())
     throw std::invalid_argument(fmt::format(
       "cluster: pull_every = {} with consistency '{}': reused parameters would break its staleness guarantee (async "
-      "only)", d.spec.pull_every, d.spec.consistency));
+      "only)", d.spec.pull_every, d.spec.consistency.to_string()));
   if (d.spec.pull_every > 1 && d.spec.pull_ahead)
     throw std::invalid_argument("cluster: pull_every > 1 with pull_ahead: choose one way of hiding pulls");
   if (!(d.spec.local_learning_rate >= 0) || !std::isfinite(d.spec.local_learning_rate))
@@ -112,9 +112,9 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
       "(set pull_every > 1)", d.spec.local_learning_rate));
   if (d.spec.push_every < 1)
     throw std::invalid_argument(fmt::format("cluster: push_every = {} < 1", d.spec.push_every));
-  if (d.spec.push_every > 1 && d.spec.consistency != "async")
+  if (d.spec.push_every > 1 && !d.spec.consistency.is_async())
     throw std::invalid_argument(fmt::format("cluster: push_every = {} with consistency '{}' (async only)",
-                                            d.spec.push_every, d.spec.consistency));
+                                            d.spec.push_every, d.spec.consistency.to_string()));
   if (d.spec.push_every > 1 && d.spec.steps_per_execution % d.spec.push_every != 0)
     throw std::invalid_argument(fmt::format(
       "cluster: push_every = {} needs steps_per_execution a multiple of it (it is {}): a push never spans tasks",

@@ -312,8 +312,7 @@ std::future<std::string> cluster::ps_report_async() {
 
 std::shared_ptr<const model::placement> cluster_internals::placement_for(const model::model& structure,
                                                                          const cluster_spec& spec) {
-  auto part = spec.partitioner.empty() || spec.partitioner == "none" ? nullptr : model::make_partitioner(spec.partitioner);
-  return std::make_shared<model::placement>(model::place(structure.variables(), part.get(), spec.num_ps));
+  return std::make_shared<model::placement>(model::place(structure.variables(), spec.partitioner.get(), spec.num_ps));
 }
 
 void check_job(const job& j, const std::string& who) {

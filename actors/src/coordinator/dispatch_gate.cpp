@@ -52,19 +52,13 @@ std::unique_ptr<dispatch_gate> sync_rounds(uint64_t replicas) {
   return std::make_unique<rounds_gate>(replicas);
 }
 
-std::unique_ptr<dispatch_gate> make_gate(const std::string& mode, int replicas) {
-  if (mode == "async") return dispatch_when_free();
-  if (mode == "sync") return sync_rounds(static_cast<uint64_t>(replicas));
-  const std::string head = "bounded_staleness(";
-  if (mode.compare(0, head.size(), head) == 0 && mode.size() > head.size() + 1 && mode.back() == ')') {
-    auto arg = mode.substr(head.size(), mode.size() - head.size() - 1);
-    bool digits = !arg.empty() && arg.size() <= 9 && arg.find_first_not_of("0123456789") == std::string::npos;
-    if (digits) return bounded_staleness(std::stoull(arg));
-    throw std::invalid_argument(fmt::format(
-      "cluster: consistency '{}': the bound must be a whole number of steps >= 0, as in bounded_staleness(2)", mode));
+std::unique_ptr<dispatch_gate> make_gate(const consistency_mode& mode, int replicas) {
+  switch (mode.mode()) {
+    case consistency_mode::kind::async: return dispatch_when_free();
+    case consistency_mode::kind::bounded_staleness: return bounded_staleness(mode.bound());
+    case consistency_mode::kind::sync: return sync_rounds(static_cast<uint64_t>(replicas));
   }
-  throw std::invalid_argument(fmt::format(
-    "cluster: unknown consistency '{}' (async, bounded_staleness(s) or sync)", mode));
+  return dispatch_when_free();
 }
 
 }  // namespace actortrain

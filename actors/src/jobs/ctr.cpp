@@ -122,7 +122,7 @@ job ctr(const ctr_options& o) {
   j.fit.epochs = o.epochs;
   j.fit.validation = ds::from_tensor_slices({test.ids, test.dense}, test.labels).batch(4096);
   j.spec.seed = o.seed;
-  j.spec.partitioner = "fixed_shards(2)";
+  j.spec.partitioner = std::make_shared<md::fixed_shards>(2);
   j.spec.pull_rows = !o.whole_tables;
   return j;
 }

@@ -369,21 +369,16 @@ void read_timeouts(const reader& r, const json& section, cluster_def& def) {
   }
 }
 
-// The modes the coordinator's dispatch gates implement.
-bool known_consistency(const std::string& mode) {
-  if (mode == "async" || mode == "sync") return true;
-  const std::string head = "bounded_staleness(";
-  if (mode.size() <= head.size() + 1 || mode.compare(0, head.size(), head) != 0 || mode.back() != ')') return false;
-  return whole_number(mode.substr(head.size(), mode.size() - head.size() - 1), 9).has_value();
-}
-
-std::string read_consistency(const reader& r, const json& v) {
+// One of the modes the coordinator's dispatch gates implement.
+consistency_mode read_consistency(const reader& r, const json& v) {
   auto mode = r.string(v, "consistency");
-  if (!known_consistency(mode))
+  try {
+    return consistency_mode::parse(mode);
+  } catch (const std::invalid_argument&) {
     r.fail("consistency", fmt::format("unknown mode '{}' (async, sync or bounded_staleness(N) with N a whole number "
                                       "of steps, as in bounded_staleness(2))",
                                       mode));
-  return mode;
+  }
 }
 
 // Plain BASP executes whatever a connected peer sends, so off loopback it must be TLS.
@@ -473,10 +468,10 @@ bool task_address::loopback() const {
   return false;
 }
 
-std::string cluster_def::effective_consistency() const {
-  if (!consistency.empty()) return consistency;
+consistency_mode cluster_def::effective_consistency() const {
+  if (consistency) return *consistency;
   // Worker-only clusters follow MultiWorkerMirroredStrategy, which is synchronous.
-  return worker_only() ? "sync" : "async";
+  return worker_only() ? consistency_mode::sync() : consistency_mode::async();
 }
 
 task_id cluster_def::coordinator_task() const {

@@ -40,9 +40,9 @@ inline caf::timespan span(std::chrono::milliseconds ms) { return std::chrono::du
 
 // The consistency the job runs with: the cluster definition's, else sync for a
 // worker-only cluster, else the job's own.
-inline std::string job_consistency(const job& j, const cluster_def& def) {
-  if (!def.consistency.empty()) return def.consistency;
-  if (def.worker_only()) return "sync";
+inline consistency_mode job_consistency(const job& j, const cluster_def& def) {
+  if (def.consistency) return *def.consistency;
+  if (def.worker_only()) return consistency_mode::sync();
   return j.spec.consistency;
 }
 

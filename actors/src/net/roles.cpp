@@ -400,7 +400,7 @@ node_result play_ps(node_context& cx) {
   ps_shard_options o;
   o.index = static_cast<uint32_t>(cx.opts.task.index);
   o.detached = true;
-  if (job_consistency(cx.j, def) == "sync") o.policy = hold_for_round();
+  if (job_consistency(cx.j, def).mode() == consistency_mode::kind::sync) o.policy = hold_for_round();
   auto shard = spawn_ps_shard(cx.sys, *cx.j.optimizer, o);
   std::vector<std::unique_ptr<data_plane::server>> planes;
   caf::anon_send(cx.node, caf::put_atom::value,

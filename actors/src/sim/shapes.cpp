@@ -63,7 +63,7 @@ job sim_job(const sim_shape& shape, uint64_t seed) {
     j.train = [all, batch](const dataset::input_context& ctx) {
       return all.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(batch);
     };
-    j.spec.partitioner = "fixed_shards(2)";  // the table's rows on two partitions
+    j.spec.partitioner = std::make_shared<model::fixed_shards>(2);  // the table's rows on two partitions
   } else {
     j.structure = model::model::sequential(4, {model::layers::dense(4, activation::tanh), model::layers::dense(1)});
     auto all = dataset::from_tensor_slices({data.x}, data.y);
@@ -118,14 +118,14 @@ sim_options sim_options_for(const sim_shape& shape, uint64_t seed) {
   return o;
 }
 
-sim_shape random_shape(uint64_t seed, const std::string& consistency) {
+sim_shape random_shape(uint64_t seed, const consistency_mode& consistency) {
   model::rng g{seed, /*stream=*/0x5ba9e};
   auto pick = [&g](uint64_t n) { return static_cast<int>(g.below(n)); };
   auto chance = [&g](double p) { return g.uniform() < p; };
   sim_shape s;
   s.consistency = consistency;
-  bool async = consistency == "async";
-  bool sync = consistency == "sync";
+  bool async = consistency.is_async();
+  bool sync = consistency.mode() == consistency_mode::kind::sync;
   s.num_ps = 1 + pick(4);
   s.num_workers = 1 + pick(4);
   s.num_pipelines = 1 + pick(4);
@@ -163,7 +163,7 @@ std::string soak_replay(const sim_shape& s, uint64_t seed) {
                      s.tasks_in_flight, s.pull_ahead ? " --pull-ahead" : "", s.speculate_after, s.pull_every, s.push_every,
                      s.sparse ? " --sparse" : "", s.checkpoint_shared ? " --checkpoint-shared" : "",
                      s.validation ? " --validation" : "", s.callbacks ? " --callbacks" : "", s.checkpoint_every, s.take_over_after, s.fits, s.failing_fit,
-                     s.corrupt_checkpoint, s.control_faults ? "" : " --no-control-faults", s.consistency,
+                     s.corrupt_checkpoint, s.control_faults ? "" : " --no-control-faults", s.consistency.to_string(),
                      s.plant == planted_defect::none ? std::string{} : " --plant " + to_string(s.plant));
 }
 

@@ -217,8 +217,8 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
     throw std::invalid_argument("simulate: take_over_after needs checkpoints (checkpoint_every > 0)");
   const auto mode = spec.consistency;
   std::optional<uint64_t> bound;  // the mode's bound on version staleness
-  if (mode == "sync") bound = 0;
-  if (mode.rfind("bounded_staleness(", 0) == 0) bound = 2 * std::stoull(mode.substr(18, mode.size() - 19));
+  if (mode.mode() == consistency_mode::kind::sync) bound = 0;
+  if (mode.mode() == consistency_mode::kind::bounded_staleness) bound = 2 * mode.bound();
 
   cluster::parts parts;
   if (!reference && o.plant != planted_defect::none) {
@@ -518,8 +518,9 @@ sim_result simulate(const job& j, const sim_options& o, std::shared_ptr<fault_pl
   }
   // A speculative copy of a straggler is another computation of its step too.
   may_tear = may_tear || (delayed_push && (duplicated_task || res.speculated > 0));
-  bool promised = mode == "sync" || (mode == "bounded_staleness(0)" && !may_tear);
-  if (mode == "bounded_staleness(0)" && may_tear) res.values_not_compared = "the plan could tear a step";
+  bool sequential = mode == consistency_mode::bounded_staleness(0);
+  bool promised = mode == consistency_mode::sync() || (sequential && !may_tear);
+  if (sequential && may_tear) res.values_not_compared = "the plan could tear a step";
   if (promised && !faulty.lost_data.empty()) {
     res.values_not_compared = faulty.lost_data;
     promised = false;
@@ -542,7 +543,8 @@ sim_result simulate(const job& j, const sim_options& o, std::shared_ptr<fault_pl
             std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(float)) != 0) {
           res.violations.push_back(fmt::format("{}: variable {} differs from the fault-free run's ({} mode promises the same "
                                                "values)",
-                                               mode, j.structure.variables()[v].name, mode));
+                                               mode.to_string(), j.structure.variables()[v].name,
+                                               mode.to_string()));
           break;
         }
       }

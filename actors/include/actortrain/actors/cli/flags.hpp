@@ -68,6 +68,12 @@ class flags {
   flags& add_choice(const std::string& name, std::string& target, const std::string& help,
                     std::vector<std::string> choices);
 
+  /// A flag whose text `parse` turns into a typed value (e.g. consistency_mode::parse);
+  /// a std::invalid_argument it throws becomes a usage_error naming the flag.
+  /// `default_text` is what --help shows.
+  flags& add_parsed(const std::string& name, const std::string& default_text, const std::string& help,
+                    std::function<void(const std::string&)> parse);
+
   /// Keeps --caf.NAME=VALUE flags, as typed, in `target` instead of refusing them
   /// (run_node hands them to CAF; see net/process.hpp).
   flags& pass_caf_options(std::vector<std::string>& target);

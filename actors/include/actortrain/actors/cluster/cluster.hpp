@@ -23,12 +23,14 @@
 
 #include <actortrain/actors/cluster/callbacks.hpp>
 #include <actortrain/actors/ps/ledger.hpp>
+#include <actortrain/actors/core/consistency.hpp>
 #include <actortrain/actors/worker/exchange_options.hpp>
 #include <actortrain/dataset/input_context.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/model.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
+#include <actortrain/model/partitioner.hpp>
 #include <actortrain/model/trainer.hpp>
 
 #include <chrono>
@@ -63,10 +65,13 @@ struct cluster_spec : exchange_options {
   /// Input pipelines = dataset shards; 0 means one per worker. This is
   /// input_context.num_input_pipelines (real, unlike TF's PS strategy).
   int num_dataset_shards = 0;
-  /// How variables are split into partitions: "" or "none", "fixed_shards(n)",
-  /// "min_size(bytes, max_shards)", "max_size(bytes)".
-  std::string partitioner;
+  /// How variables are split into row partitions (model/partitioner.hpp; null: whole
+  /// variables). model::make_partitioner reads "none", "fixed_shards(n)",
+  /// "min_size(bytes, max_shards)" and "max_size(bytes)" from a flag.
+  std::shared_ptr<const model::partitioner> partitioner;
   /// Consistency mode, how stale a gradient may be (see actortrain/actors/coordinator/coordinator.hpp):
+  /// How steps are ordered (core/consistency.hpp; consistency_mode::parse reads the
+  /// text forms below from a flag or a file):
   ///  - "async": a step is dispatched whenever a worker is free and applied on arrival
   ///    (TensorFlow's ParameterServerStrategy); staleness is unbounded.
   ///  - "bounded_staleness(s)": no new step is dispatched while the oldest step not yet
@@ -78,7 +83,7 @@ struct cluster_spec : exchange_options {
   ///    A lost worker's batch is re-run within its round instead of failing the job.
   ///    input_context.num_replicas_in_sync = R (1 in the other modes): per-replica batch
   ///    = global batch / R. Needs steps_per_execution = 1.
-  std::string consistency = "async";
+  consistency_mode consistency = consistency_mode::async();
   /// Steps per task sent to a worker (Keras's steps_per_execution): fewer round trips
   /// with the coordinator for tiny models.
   int steps_per_execution = 1;

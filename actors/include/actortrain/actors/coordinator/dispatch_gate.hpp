@@ -5,6 +5,8 @@
 // (tests/actors/dispatch_gate_test.cpp); the coordinator asks its gate before every new
 // step, and a cluster makes its gate from cluster_spec::consistency (make_gate).
 
+#include <actortrain/actors/core/consistency.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,10 +65,8 @@ std::unique_ptr<dispatch_gate> bounded_staleness(uint64_t s);
 /// Synchronous rounds of `replicas` steps; throws std::invalid_argument for 0.
 std::unique_ptr<dispatch_gate> sync_rounds(uint64_t replicas);
 
-/// The gate of a consistency mode as cluster_spec::consistency names it: "async",
-/// "bounded_staleness(s)" (s a whole number of steps) or "sync" (rounds of `replicas`
-/// steps, the workers at start). Throws std::invalid_argument naming the mode and what
-/// is allowed.
-std::unique_ptr<dispatch_gate> make_gate(const std::string& mode, int replicas);
+/// The gate of consistency mode `mode` (sync: rounds of `replicas` steps, the workers at
+/// start).
+std::unique_ptr<dispatch_gate> make_gate(const consistency_mode& mode, int replicas);
 
 }  // namespace actortrain

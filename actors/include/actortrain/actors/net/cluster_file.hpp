@@ -24,6 +24,8 @@
 // line (--task TYPE:INDEX). Every error names the source and the field
 // ("cluster.json: cluster.worker[1]: ..."). This header does not include CAF.
 
+#include <actortrain/actors/core/consistency.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -99,13 +101,13 @@ struct cluster_def {
   /// How long a task keeps trying to reach a peer at start-up before it gives up
   /// naming the address.
   std::chrono::milliseconds connect_timeout{10000};
-  /// "" = the default: "sync" for a worker-only cluster, else "async".
-  std::string consistency;
+  /// Unset = the default: sync for a worker-only cluster, else async.
+  std::optional<consistency_mode> consistency;
 
   /// No chief and no ps: worker 0 hosts the coordinator and the ps shards.
   bool worker_only() const { return chief.empty() && ps.empty(); }
   /// consistency, or its default.
-  std::string effective_consistency() const;
+  consistency_mode effective_consistency() const;
   /// The task that runs the coordinator: chief 0, or worker 0 in a worker-only cluster.
   task_id coordinator_task() const;
   /// The tasks of `type`.

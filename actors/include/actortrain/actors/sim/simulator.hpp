@@ -214,9 +214,8 @@ struct sim_shape {
   /// 0: no checkpoints, and random plans kill no ps shard.
   int64_t checkpoint_every = 10;
   int64_t take_over_after = 0;
-  /// cluster_spec::consistency: "async", "bounded_staleness(s)" or "sync" (R = workers;
-  /// needs steps_per_execution = 1).
-  std::string consistency = "async";
+  /// cluster_spec::consistency (sync: R = workers; needs steps_per_execution = 1).
+  consistency_mode consistency = consistency_mode::async();
   int fits = 1;
   int failing_fit = -1;
   int corrupt_checkpoint = 0;
@@ -228,7 +227,7 @@ struct sim_shape {
 /// flight, steps per execution, speculation, pull-ahead, push_every and pull_every with
 /// local updates (async), row-pulled embeddings, shared checkpoints, callbacks, several
 /// fits (one of them failing), a corrupt checkpoint, a take-over.
-sim_shape random_shape(uint64_t seed, const std::string& consistency = "async");
+sim_shape random_shape(uint64_t seed, const consistency_mode& consistency = consistency_mode::async());
 /// The built-in job of that shape (data and initialization from `seed`).
 job sim_job(const sim_shape& shape, uint64_t seed);
 /// The options that go with it.
