@@ -13,26 +13,25 @@ std::future<T> ask_evaluation(caf::actor_system& sys, coordinator_actor coord, c
                               Convert convert) {
   auto promise = std::make_shared<std::promise<T>>();
   auto fut = promise->get_future();
-  sys.spawn([promise, spec, coord, timeout, convert](caf::event_based_actor* self) {
-    auto shards = spec.pipelines;
-    auto stop = [shards] {
-      for (auto& a : shards) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    };
-    self->request(coord, timeout, eval_atom::value, spec)
-      .then(
-        [promise, stop, convert](eval_summary& r) {
-          stop();
-          try {
-            promise->set_value(convert(r));
-          } catch (...) {
-            promise->set_exception(std::current_exception());
-          }
-        },
-        [promise, stop](caf::error& e) {
-          stop();
-          promise->set_exception(std::make_exception_ptr(std::runtime_error(describe(e))));
-        });
-  });
+  auto shards = spec.pipelines;
+  auto stop = [shards] {
+    for (auto& a : shards) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  };
+  request_from_outside<eval_summary>(
+    sys, coord, timeout,
+    [promise, stop, convert](eval_summary& r) {
+      stop();
+      try {
+        promise->set_value(convert(r));
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    },
+    [promise, stop](caf::error& e) {
+      stop();
+      promise->set_exception(std::make_exception_ptr(std::runtime_error(describe(e))));
+    },
+    eval_atom::value, std::move(spec));
   return fut;
 }
 
@@ -207,30 +206,29 @@ std::future<model::parameter_store> cluster::pull_variables() {
   auto ps = d.ps;
   auto timeout = d.timeout();
   auto n = d.structure.variables().size();
-  d.sys.spawn([promise, placement, ps, timeout, n](caf::event_based_actor* self) {
-    auto store = std::make_shared<model::parameter_store>(n);
-    auto remaining = std::make_shared<size_t>(ps.size());
-    auto failed = std::make_shared<bool>(false);
-    for (int p = 0; p < placement->num_ps(); ++p) {
-      pull_request req;
-      for (auto& part : placement->partitions_on(p)) req.partitions.push_back(partition_key{part.variable, part.index});
-      fence f;
-      f.coordinator_epoch = 0;  // read-only: never raises a shard's fence
-      req.f = f;
-      self->request(ps[static_cast<size_t>(p)], timeout, pull_atom::value, std::move(req))
-        .then(
-          [=](pull_reply& r) {
-            // Copies: the application may write to what it gets back.
-            for (auto& pv : r.values) store_partition(*store, *placement, pv, /*share=*/false);
-            if (--*remaining == 0 && !*failed) promise->set_value(std::move(*store));
-          },
-          [=](caf::error& e) {
-            if (*failed) return;
-            *failed = true;
-            promise->set_exception(std::make_exception_ptr(std::runtime_error("pulling variables: " + describe(e))));
-          });
-    }
-  });
+  // Each shard's request names its own partitions: one request per shard, not one
+  // message to all.
+  auto store = std::make_shared<model::parameter_store>(n);
+  auto remaining = std::make_shared<size_t>(ps.size());
+  auto failed = std::make_shared<bool>(false);
+  for (int p = 0; p < placement->num_ps(); ++p) {
+    pull_request req;
+    for (auto& part : placement->partitions_on(p)) req.partitions.push_back(partition_key{part.variable, part.index});
+    req.f.coordinator_epoch = 0;  // read-only: never raises a shard's fence
+    request_from_outside<pull_reply>(
+      d.sys, ps[static_cast<size_t>(p)], timeout,
+      [=](pull_reply& r) {
+        // Copies: the application may write to what it gets back.
+        for (auto& pv : r.values) store_partition(*store, *placement, pv, /*share=*/false);
+        if (--*remaining == 0 && !*failed) promise->set_value(std::move(*store));
+      },
+      [=](caf::error& e) {
+        if (*failed) return;
+        *failed = true;
+        promise->set_exception(std::make_exception_ptr(std::runtime_error("pulling variables: " + describe(e))));
+      },
+      pull_atom::value, std::move(req));
+  }
   return fut;
 }
 
