@@ -34,6 +34,7 @@
 #include <actortrain/actors/net/data_plane.hpp>
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/core/messages.hpp>
+#include <actortrain/actors/net/sockets.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -46,14 +47,10 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,114 +125,19 @@ double ms_since(steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(steady_clock::now() - start).count();
 }
 
-// -- sockets ------------------------------------------------------------------------
+// -- sockets (the library's helpers, net/sockets.hpp) -------------------------------
 
 [[noreturn]] void fail_errno(const std::string& what) {
   throw std::runtime_error(fmt::format("{}: {}", what, std::strerror(errno)));
 }
 
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    reset(std::exchange(o.fd_, -1));
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  int get() const { return fd_; }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
+using net::unique_fd;
 
- private:
-  int fd_ = -1;
-};
-
-// MSG_NOSIGNAL: a vanished peer is an error to report, not a SIGPIPE that kills us.
-void send_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    auto k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) throw std::runtime_error("send: the peer stopped reading");
-      fail_errno("send");
-    }
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-// Reads exactly `n` bytes. False when the peer closed before the first one (a clean end).
-bool recv_all(int fd, char* p, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    auto k = ::recv(fd, p + got, n - got, 0);
-    if (k == 0) {
-      if (got == 0) return false;
-      throw std::runtime_error("recv: the peer closed the connection mid-message");
-    }
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) throw std::runtime_error("recv: nothing arrived within the timeout");
-      fail_errno("recv");
-    }
-    got += static_cast<size_t>(k);
-  }
-  return true;
-}
-
-void tune_socket(int fd, std::chrono::seconds timeout) {
-  int one = 1;
-  timeval tv{static_cast<time_t>(timeout.count()), 0};
-  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
-      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-    fail_errno("setsockopt");
-}
-
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  return a;
-}
-
-// A listening socket on 127.0.0.1 at a port the kernel picks (returned in `port`).
-unique_fd listen_loopback(uint16_t& port) {
-  unique_fd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  if (fd.get() < 0) fail_errno("socket");
-  auto a = loopback(0);
-  socklen_t len = sizeof a;
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd.get(), 1) != 0 ||
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    fail_errno("listen on 127.0.0.1");
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
-unique_fd accept_within(int listener, std::chrono::milliseconds bound) {
-  pollfd p{listener, POLLIN, 0};
-  int r = ::poll(&p, 1, static_cast<int>(bound.count()));
-  if (r < 0) fail_errno("poll");
-  if (r == 0) throw std::runtime_error("the bench did not connect");
-  unique_fd fd{::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)};
-  if (fd.get() < 0) fail_errno("accept");
-  return fd;
-}
-
-unique_fd connect_loopback(uint16_t port) {
-  unique_fd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  if (fd.get() < 0) fail_errno("socket");
-  auto a = loopback(port);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    fail_errno(fmt::format("connect to {}:{}", host, port));
-  return fd;
+// TCP_NODELAY, and no read or write that waits longer than `timeout`.
+void tune_socket(int fd, std::chrono::milliseconds timeout) {
+  net::set_no_delay(fd);
+  net::set_receive_timeout(fd, timeout);
+  net::set_send_timeout(fd, timeout);
 }
 
 // -- TLS ----------------------------------------------------------------------------
@@ -464,12 +366,12 @@ caf::behavior transport_ps(caf::event_based_actor*, std::shared_ptr<const served
 void serve_raw(int fd) {
   tune_socket(fd, idle_bound);
   std::vector<char> buf;
-  for (raw_header h; recv_all(fd, reinterpret_cast<char*>(&h), sizeof h);) {
+  for (raw_header h; net::read_exact(fd, &h, sizeof h);) {
     auto limit = static_cast<uint64_t>(max_dense_bytes) + static_cast<uint64_t>(max_sparse_rows) * 12;
     if (h.up > limit || h.down > limit) throw std::runtime_error("raw round larger than any the bench sends");
     buf.resize(std::max(h.up, h.down));
-    if (!recv_all(fd, buf.data(), h.up)) throw std::runtime_error("the bench closed the connection mid-round");
-    send_all(fd, buf.data(), h.down);
+    if (!net::read_exact(fd, buf.data(), h.up)) throw std::runtime_error("the bench closed the connection mid-round");
+    net::write_exact(fd, buf.data(), h.down);
   }
 }
 
@@ -524,10 +426,9 @@ int serve_or_throw(const transport_options& o, int report_fd) {
   // Plaintext only, as in a cluster: the tensor data plane beside BASP.
   std::optional<data_plane::server> plane;
   if (!tls) plane.emplace(sys, ps.a, std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout));
-  uint16_t raw_port = 0;
-  auto listener = listen_loopback(raw_port);
-  report_ports(report_fd, raw_port, *basp, plane ? plane->where() : data_plane::endpoint{});
-  auto conn = accept_within(listener.get(), idle_bound);
+  auto listener = net::listen_on(host, 0, {/*backlog=*/1});
+  report_ports(report_fd, net::local_port(listener.get()), *basp, plane ? plane->where() : data_plane::endpoint{});
+  auto conn = net::accept_within(listener.get(), idle_bound);
   if (!tls) {
     serve_raw(conn.get());
     return 0;
@@ -658,7 +559,7 @@ class ps_process {
 class raw_client {
  public:
   raw_client(uint16_t port, size_t max_up, size_t max_down)
-    : fd_(connect_loopback(port)), out_(sizeof(raw_header) + max_up, 1), in_(max_down, 0) {
+    : fd_(net::connect_to(host, port, request_timeout)), out_(sizeof(raw_header) + max_up, 1), in_(max_down, 0) {
     tune_socket(fd_.get(), request_timeout);
   }
 
@@ -667,8 +568,8 @@ class raw_client {
     raw_header h{up, down};
     auto start = steady_clock::now();
     std::memcpy(out_.data(), &h, sizeof h);
-    send_all(fd_.get(), out_.data(), sizeof h + up);
-    if (!recv_all(fd_.get(), in_.data(), down)) throw std::runtime_error("the ps side closed the raw connection");
+    net::write_exact(fd_.get(), out_.data(), sizeof h + up);
+    if (!net::read_exact(fd_.get(), in_.data(), down)) throw std::runtime_error("the ps side closed the raw connection");
     return ms_since(start);
   }
 
@@ -685,7 +586,7 @@ class tls_client {
  public:
   tls_client(uint16_t port, const tls_files& f, size_t max_up, size_t max_down)
     : ctx_(make_ssl_ctx(/*server=*/false, f)), out_(sizeof(raw_header) + max_up, 1), in_(max_down, 0) {
-    auto fd = connect_loopback(port);
+    auto fd = net::connect_to(host, port, request_timeout);
     tune_socket(fd.get(), request_timeout);
     auto start = steady_clock::now();
     stream_.emplace(ctx_.get(), std::move(fd), /*server=*/false);

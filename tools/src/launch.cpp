@@ -9,13 +9,11 @@
 #include "flags.hpp"
 #include <actortrain/actors/jobs/jobs.hpp>
 #include <actortrain/actors/net/process.hpp>
+#include <actortrain/actors/net/sockets.hpp>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -132,18 +130,6 @@ std::pair<int, int> ephemeral_range() {
   return {lo, hi};
 }
 
-bool can_bind(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // A free port for a task, below the ephemeral range: while a task is down (killed, being
 // restarted) no outgoing connection can take its port then, and a peer that keeps
 // redialing it cannot connect to itself (a TCP self-connect, which BASP reads as a
@@ -159,7 +145,7 @@ uint16_t free_port(std::set<uint16_t>& taken) {
   std::uniform_int_distribution<int> pick(first, std::max(first, last));
   for (int attempt = 0; attempt < 500; ++attempt) {
     auto port = static_cast<uint16_t>(pick(rng));
-    if (!taken.count(port) && can_bind(port)) {
+    if (!taken.count(port) && net::can_bind("127.0.0.1", port)) {
       taken.insert(port);
       return port;
     }

@@ -1,48 +1,37 @@
+// The BASP guard (basp_guard.hpp): an acceptor, and two relay threads per connection.
 #include "basp_guard.hpp"
 
-#include <netdb.h>
-#include <unistd.h>
+#include <actortrain/actors/net/sockets.hpp>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <list>
 #include <mutex>
-#include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
-#include "socket_io.hpp"
 #include "../core/thread_name.hpp"
 
 namespace actortrain::detail {
 
 namespace {
 
-bool send_all(int fd, char* p, size_t n) {
-  std::vector<iovec> iov{{p, n}};
-  return write_all(fd, iov).empty();
-}
-
-int connect_loopback(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  auto a = loopback(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  no_delay(fd);
-  return fd;
-}
+// The node's own port is on this machine: a connection there is made or refused at
+// once, unless the node stopped taking them (its accept queue full); then the client's
+// connection is closed instead of holding the acceptor.
+constexpr auto inner_connect_bound = std::chrono::seconds(10);
 
 }  // namespace
 
 struct basp_guard::impl {
   struct relay {
-    int client = -1, node = -1;
+    net::unique_fd client, node;
     std::thread up, down;
     std::atomic<int> ended{0};
   };
@@ -50,7 +39,7 @@ struct basp_guard::impl {
   uint16_t inner = 0;
   uint64_t max_payload = 0;
   log_fn log;
-  int listener = -1;
+  net::unique_fd listener;
   uint16_t port = 0;
   std::atomic<bool> stopping{false};
   std::atomic<size_t> refused{0};
@@ -63,8 +52,8 @@ struct basp_guard::impl {
   }
 
   static void close_both(relay& r) {
-    ::shutdown(r.client, SHUT_RDWR);
-    ::shutdown(r.node, SHUT_RDWR);
+    ::shutdown(r.client.get(), SHUT_RDWR);
+    ::shutdown(r.node.get(), SHUT_RDWR);
   }
 
   // Client to node: forwards whole chunks once every header in them is within bounds.
@@ -74,35 +63,37 @@ struct basp_guard::impl {
     char header[header_size];
     size_t have = 0;         // header bytes collected
     uint64_t payload = 0;    // payload bytes still to pass
-    for (;;) {
-      auto n = ::recv(r.client, buf.data(), buf.size(), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      bool bad = false;
-      for (size_t i = 0, len = static_cast<size_t>(n); i < len && !bad;) {
-        if (payload > 0) {
-          auto take = std::min<uint64_t>(payload, len - i);
-          payload -= take;
-          i += static_cast<size_t>(take);
-          continue;
+    try {
+      for (size_t len; (len = net::read_some(r.client.get(), buf.data(), buf.size())) > 0;) {
+        bool bad = false;
+        for (size_t i = 0; i < len && !bad;) {
+          if (payload > 0) {
+            auto take = std::min<uint64_t>(payload, len - i);
+            payload -= take;
+            i += static_cast<size_t>(take);
+            continue;
+          }
+          auto take = std::min(header_size - have, len - i);
+          std::memcpy(header + have, buf.data() + i, take);
+          have += take;
+          i += take;
+          if (have < header_size) continue;
+          have = 0;
+          uint32_t announced;
+          std::memcpy(&announced, header + payload_len_offset, sizeof announced);
+          payload = ntohl(announced);
+          if (payload > max_payload) {
+            ++refused;
+            say(fmt::format("closed a BASP connection whose header announced {} bytes (at most {} here)", payload,
+                            max_payload));
+            bad = true;
+          }
         }
-        auto take = std::min(header_size - have, len - i);
-        std::memcpy(header + have, buf.data() + i, take);
-        have += take;
-        i += take;
-        if (have < header_size) continue;
-        have = 0;
-        uint32_t announced;
-        std::memcpy(&announced, header + payload_len_offset, sizeof announced);
-        payload = ntohl(announced);
-        if (payload > max_payload) {
-          ++refused;
-          say(fmt::format("closed a BASP connection whose header announced {} bytes (at most {} here)", payload,
-                          max_payload));
-          bad = true;
-        }
+        if (bad) break;
+        net::write_exact(r.node.get(), buf.data(), len);
       }
-      if (bad || !send_all(r.node, buf.data(), static_cast<size_t>(n))) break;
+    } catch (const net::socket_error&) {
+      // Either side went away: the relay ends.
     }
     close_both(r);
     ++r.ended;
@@ -112,10 +103,11 @@ struct basp_guard::impl {
   void downstream(relay& r) {
     name_this_thread("at.basp.guard");
     std::vector<char> buf(64 * 1024);
-    for (;;) {
-      auto n = ::recv(r.node, buf.data(), buf.size(), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0 || !send_all(r.client, buf.data(), static_cast<size_t>(n))) break;
+    try {
+      for (size_t len; (len = net::read_some(r.node.get(), buf.data(), buf.size())) > 0;)
+        net::write_exact(r.client.get(), buf.data(), len);
+    } catch (const net::socket_error&) {
+      // Either side went away: the relay ends.
     }
     close_both(r);
     ++r.ended;
@@ -129,9 +121,7 @@ struct basp_guard::impl {
       if (all || i->ended == 2) {
         if (i->up.joinable()) i->up.join();
         if (i->down.joinable()) i->down.join();
-        ::close(i->client);
-        ::close(i->node);
-        i = relays.erase(i);
+        i = relays.erase(i);  // closes both sockets
       } else {
         ++i;
       }
@@ -141,28 +131,34 @@ struct basp_guard::impl {
   void accept_loop() {
     name_this_thread("at.basp.accept");
     for (;;) {
-      int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (stopping) {
-        if (fd >= 0) ::close(fd);
+      net::unique_fd fd;
+      try {
+        fd = net::accept_from(listener.get());
+      } catch (const net::socket_error& e) {
+        // ~basp_guard shuts the listener down to end this wait: no failure then.
+        if (!stopping) say(fmt::format("BASP guard: {}", e.what()));
         return;
       }
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        say(fmt::format("BASP guard: accept failed: {}", std::strerror(errno)));
-        return;
-      }
+      if (stopping) return;
       reap(false);
-      int to = connect_loopback(inner);
-      if (to < 0) {
-        say(fmt::format("BASP guard: cannot reach the node's own port {}: {}", inner, std::strerror(errno)));
-        ::close(fd);
+      net::unique_fd to;
+      try {
+        to = net::connect_to("127.0.0.1", inner, inner_connect_bound);
+      } catch (const net::socket_error& e) {
+        say(fmt::format("BASP guard: cannot reach the node's own port {}: {}", inner, e.reason()));
         continue;
       }
-      no_delay(fd);
+      try {
+        net::set_no_delay(to.get());
+        net::set_no_delay(fd.get());
+      } catch (const net::socket_error& e) {
+        say(fmt::format("BASP guard: {}", e.what()));
+        continue;
+      }
       std::lock_guard<std::mutex> g{mtx};
       auto& r = relays.emplace_back();
-      r.client = fd;
-      r.node = to;
+      r.client = std::move(fd);
+      r.node = std::move(to);
       r.up = std::thread([this, &r] { upstream(r); });
       r.down = std::thread([this, &r] { downstream(r); });
     }
@@ -174,35 +170,16 @@ basp_guard::basp_guard(const std::string& host, uint16_t port, uint16_t inner_po
   impl_->inner = inner_port;
   impl_->max_payload = max_payload;
   impl_->log = std::move(log);
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr)
-    throw std::runtime_error(fmt::format("cannot listen on {}:{}: unknown host", host, port));
-  sockaddr_in a = *reinterpret_cast<sockaddr_in*>(found->ai_addr);
-  ::freeaddrinfo(found);
-  a.sin_port = htons(port);
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 64) != 0) {
-    auto why = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error(fmt::format("cannot listen on {}:{}: {}", host, port, why));
-  }
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  impl_->listener = fd;
-  impl_->port = ntohs(a.sin_port);
+  impl_->listener = net::listen_on(host, port, {/*backlog=*/64, /*reuse_address=*/true});
+  impl_->port = net::local_port(impl_->listener.get());
   impl_->acceptor = std::thread([i = impl_.get()] { i->accept_loop(); });
 }
 
 basp_guard::~basp_guard() {
   impl_->stopping = true;
-  ::shutdown(impl_->listener, SHUT_RDWR);  // wakes accept()
+  ::shutdown(impl_->listener.get(), SHUT_RDWR);  // wakes accept()
   impl_->acceptor.join();
-  ::close(impl_->listener);
+  impl_->listener.reset();
   impl_->reap(true);
 }
 

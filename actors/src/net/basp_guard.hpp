@@ -22,7 +22,7 @@ class basp_guard {
   using log_fn = std::function<void(const std::string&)>;
 
   /// Listens on host:port (SO_REUSEADDR) and relays to 127.0.0.1:`inner_port`. Throws
-  /// std::runtime_error naming the address when it cannot listen.
+  /// net::socket_error (a std::runtime_error) naming the address when it cannot listen.
   basp_guard(const std::string& host, uint16_t port, uint16_t inner_port, uint64_t max_payload, log_fn log);
   /// Stops accepting, closes every relayed connection and joins the threads.
   ~basp_guard();

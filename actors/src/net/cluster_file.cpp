@@ -1,8 +1,6 @@
 // CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
 #include <actortrain/actors/net/cluster_file.hpp>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include <actortrain/actors/net/sockets.hpp>
 
 #include <array>
 #include <cctype>
@@ -192,11 +190,6 @@ json parse_json(const reader& r, const std::string& text) {
 // Hostnames as DNS spells them; anything else (spaces, '_', '/', a URL) is a typo.
 constexpr const char* hostname_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-";
 
-bool is_ipv6(const std::string& host) {
-  in6_addr a{};
-  return inet_pton(AF_INET6, host.c_str(), &a) == 1;
-}
-
 // Parses "host:port" or "[ipv6]:port" into `out`; returns the problem in words, "" if none.
 std::string parse_address(const std::string& text, task_address& out) {
   std::string host, port;
@@ -205,7 +198,7 @@ std::string parse_address(const std::string& text, task_address& out) {
     if (close == std::string::npos) return "an IPv6 host needs its closing ']', as in [::1]:7000";
     host = text.substr(1, close - 1);
     if (host.empty()) return "the host is empty";
-    if (!is_ipv6(host)) return fmt::format("'{}' is not an IPv6 address", host);
+    if (!net::is_ipv6_literal(host)) return fmt::format("'{}' is not an IPv6 address", host);
     if (close + 1 >= text.size() || text[close + 1] != ':') return "expected ':' and a port after ']', as in [::1]:7000";
     port = text.substr(close + 2);
   } else {
@@ -457,16 +450,7 @@ std::string task_address::text() const {
   return fmt::format("{}:{}", host, port);
 }
 
-bool task_address::loopback() const {
-  std::string lower = host;
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower == "localhost") return true;
-  unsigned char v4[4];
-  if (inet_pton(AF_INET, host.c_str(), v4) == 1) return v4[0] == 127;
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
-  return false;
-}
+bool task_address::loopback() const { return net::is_loopback_host(host); }
 
 consistency_mode cluster_def::effective_consistency() const {
   if (consistency) return *consistency;

@@ -81,7 +81,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   caf::actor shard;
   std::chrono::milliseconds timeout;
   log_fn log;
-  int listener = -1;
+  net::unique_fd listener;
   uint16_t port = 0;
   std::string token = fresh_token();
   std::atomic<bool> stopping{false};
@@ -110,12 +110,10 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   // The reader thread of one accepted connection: the token, then frames until the end.
   void serve(connection& c) {
     detail::name_this_thread("at.dp.serve");
-    int fd = c.link->fd;
-    set_timeout(fd, SO_RCVTIMEO, timeout);
-    set_timeout(fd, SO_SNDTIMEO, timeout);
-    no_delay(fd);
+    int fd = c.link->fd.get();
     hello h;
-    auto e = read_exactly(fd, &h, sizeof h);
+    auto e = tune(fd, timeout, timeout);
+    if (e.empty()) e = read_exactly(fd, &h, sizeof h);
     if (!e.empty() || h.magic != hello_magic || (h.version != protocol_version && h.version != protocol_shm) ||
         !same_token(h.token, token)) {
       refuse(!e.empty() ? "no greeting (" + e + ")" : "a wrong greeting or token");
@@ -139,12 +137,13 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         ++shared;
       }
     }
-    if (::send(fd, &ok, 1, MSG_NOSIGNAL) != 1) {
+    std::vector<iovec> answer{{&ok, 1}};
+    if (!write_all(fd, answer).empty()) {
       c.link->shutdown();
       c.done = true;
       return;
     }
-    set_timeout(fd, SO_RCVTIMEO, std::chrono::milliseconds(0));  // idle between frames is fine
+    tune(fd, std::chrono::milliseconds(0), timeout);  // idle between frames is fine
     ++open;
     auto sink = std::make_shared<reply_sink>();
     auto companion = sys.spawn<caf::actor_companion, caf::hidden>();
@@ -196,20 +195,19 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   void accept_loop() {
     detail::name_this_thread("at.dp.accept");
     for (;;) {
-      int fd = ::accept(listener, nullptr, nullptr);
-      if (stopping) {
-        if (fd >= 0) ::close(fd);
+      net::unique_fd fd;
+      try {
+        fd = net::accept_from(listener.get());
+      } catch (const net::socket_error& e) {
+        // ~server shuts the listener down to end this wait: no failure then.
+        if (!stopping) say(log, std::string("data plane: ") + e.what());
         return;
       }
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        say(log, "data plane: accept failed: " + errno_text());
-        return;
-      }
+      if (stopping) return;
       reap();
       std::lock_guard<std::mutex> g{mtx};
       auto& c = connections.emplace_back();
-      c.link = std::make_shared<socket_link>(fd);
+      c.link = std::make_shared<socket_link>(std::move(fd));
       c.reader = std::thread([this, &c] { serve(c); });
     }
   }
@@ -217,26 +215,20 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
 
 server::server(caf::actor_system& sys, caf::actor shard, std::chrono::milliseconds request_timeout, log_fn log)
     : impl_(std::make_shared<impl>(sys, std::move(shard), request_timeout, std::move(log))) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("data plane: no socket: " + errno_text());
-  auto a = loopback(0);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 64) != 0) {
-    auto text = errno_text();
-    ::close(fd);
-    throw std::runtime_error("data plane: cannot listen on 127.0.0.1: " + text);
+  try {
+    impl_->listener = net::listen_on("127.0.0.1", 0);
+    impl_->port = net::local_port(impl_->listener.get());
+  } catch (const net::socket_error& e) {
+    throw std::runtime_error(std::string("data plane: ") + e.what());
   }
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  impl_->listener = fd;
-  impl_->port = ntohs(a.sin_port);
   impl_->acceptor = std::thread([i = impl_.get()] { i->accept_loop(); });
 }
 
 server::~server() {
   impl_->stopping = true;
-  ::shutdown(impl_->listener, SHUT_RDWR);  // wakes accept()
+  ::shutdown(impl_->listener.get(), SHUT_RDWR);  // wakes accept()
   impl_->acceptor.join();
-  ::close(impl_->listener);
+  impl_->listener.reset();
   std::lock_guard<std::mutex> g{impl_->mtx};
   for (auto& c : impl_->connections) c.link->shutdown();
   for (auto& c : impl_->connections)

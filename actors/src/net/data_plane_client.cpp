@@ -89,24 +89,20 @@ struct stand_in_core {
   }
 };
 
-// Connects and greets, offering a shared-memory region when `shared_memory`; -1 and
-// `why` on failure. `region` is the region when the server mapped it.
-int connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, bool shared_memory,
-                      std::shared_ptr<shared_region>& region, std::string& why) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    why = "no socket: " + errno_text();
-    return -1;
+// Connects (within `timeout`) and greets, offering a shared-memory region when
+// `shared_memory`; no socket and `why` on failure. `region` is the region when the
+// server mapped it.
+net::unique_fd connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, bool shared_memory,
+                                 std::shared_ptr<shared_region>& region, std::string& why) {
+  net::unique_fd fd;
+  try {
+    fd = net::connect_to("127.0.0.1", at.port, timeout);
+  } catch (const net::socket_error& e) {
+    why = e.reason();  // the caller names the address
+    return {};
   }
-  set_timeout(fd, SO_RCVTIMEO, timeout);
-  set_timeout(fd, SO_SNDTIMEO, timeout);
-  no_delay(fd);
-  auto a = loopback(at.port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    why = errno_text();
-    ::close(fd);
-    return -1;
-  }
+  why = tune(fd.get(), timeout, timeout);
+  if (!why.empty()) return {};
   hello h;
   std::memcpy(h.token, at.token.data(), std::min(at.token.size(), token_chars));
   shm_offer offer;
@@ -123,8 +119,8 @@ int connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, boo
   std::vector<iovec> greeting{{&h, sizeof h}};
   if (region) greeting.push_back({&offer, sizeof offer});
   char ok = 0;
-  auto sent = write_all(fd, greeting);
-  auto answer = sent.empty() ? read_exactly(fd, &ok, 1) : std::string{};
+  auto sent = write_all(fd.get(), greeting);
+  auto answer = sent.empty() ? read_exactly(fd.get(), &ok, 1) : std::string{};
   if (region) ::shm_unlink(name.c_str());  // mapped by both, or by none: the name is done
   if (!sent.empty()) {
     why = "cannot greet: " + sent;
@@ -133,12 +129,11 @@ int connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, boo
                                             : "no answer to the greeting (" + answer + ")";
   } else {
     if (ok != 2) region.reset();
-    set_timeout(fd, SO_RCVTIMEO, std::chrono::milliseconds(0));
+    tune(fd.get(), std::chrono::milliseconds(0), timeout);  // replies may take their time
     return fd;
   }
   region.reset();
-  ::close(fd);
-  return -1;
+  return {};
 }
 
 struct stand_in_state {
@@ -153,15 +148,15 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
   auto where = fmt::format("127.0.0.1:{}", at.port);
   std::string why;
   std::shared_ptr<shared_region> region;
-  int fd = connect_and_greet(at, timeout, shared_memory, region, why);
-  if (fd < 0) {
+  auto fd = connect_and_greet(at, timeout, shared_memory, region, why);
+  if (!fd) {
     say(log, fmt::format("data plane: cannot connect to {} ({}); the ps shard is reached over BASP", where, why));
     self->quit(make_error(error_code::shard_lost, "data plane to " + where + ": " + why));
     return {};
   }
   auto core = std::make_shared<stand_in_core>();
   self->state.core = core;
-  core->link = std::make_shared<socket_link>(fd);
+  core->link = std::make_shared<socket_link>(std::move(fd));
   core->link->region = std::move(region);
   core->link->out_ring = 0;
   core->routes = routes;

@@ -3,6 +3,40 @@
 
 namespace actortrain::data_plane::wire {
 
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+}  // namespace
+
+std::string read_exactly(int fd, void* p, size_t n) {
+  try {
+    return net::read_exact(fd, p, n) ? std::string{} : std::string("eof");
+  } catch (const net::socket_error& e) {
+    return e.what();
+  }
+}
+
+std::string write_all(int fd, std::vector<iovec>& iov) {
+  try {
+    net::write_exact(fd, iov);
+    return {};
+  } catch (const net::socket_error& e) {
+    return e.what();
+  }
+}
+
+std::string tune(int fd, std::chrono::milliseconds receive_timeout, std::chrono::milliseconds send_timeout) {
+  try {
+    net::set_no_delay(fd);
+    net::set_receive_timeout(fd, receive_timeout);
+    net::set_send_timeout(fd, send_timeout);
+    return {};
+  } catch (const net::socket_error& e) {
+    return e.what();
+  }
+}
+
 // Maps `bytes` of the shared-memory object `fd` as a region (closing `fd`), every page
 // faulted in now, not mid-frame; null when mmap fails (errno says why).
 std::shared_ptr<shared_region> map_shared(int fd, uint64_t bytes) {
@@ -80,7 +114,7 @@ bool same_token(const char* a, const std::string& b) {
 // Reads one frame: "" when `out` holds it, "eof" at a clean end between frames, else
 // what was wrong with it (the connection is then unusable).
 std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
-  int fd = link.fd;
+  int fd = link.fd.get();
   frame_header h;
   if (auto e = read_exactly(fd, &h, sizeof h); !e.empty()) return e;
   if (h.magic != frame_magic) return fmt::format("not a data-plane frame (magic {:#010x})", h.magic);

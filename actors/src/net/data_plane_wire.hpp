@@ -8,14 +8,12 @@
 
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/core/messages.hpp>
+#include <actortrain/actors/net/sockets.hpp>
 
 #include <caf/actor_companion.hpp>
 #include <caf/binary_serializer.hpp>
 #include <caf/scoped_execution_unit.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -37,7 +35,6 @@
 
 #include <fmt/format.h>
 
-#include "socket_io.hpp"
 #include "../core/thread_name.hpp"
 
 
@@ -73,12 +70,17 @@ struct hello {
 };
 static_assert(sizeof(hello) == 40, "hello layout");
 
-using detail::errno_text;
-using detail::loopback;
-using detail::no_delay;
-using detail::read_exactly;
-using detail::set_timeout;
-using detail::write_all;
+// The socket helpers (net/sockets.hpp) in the wire's way of reporting: "" when done,
+// else what went wrong, as text for the log and the requester's error.
+
+// Reads exactly `n` bytes; "eof" when the peer closed before the first one.
+std::string read_exactly(int fd, void* p, size_t n);
+
+// Writes every byte of `iov` (partial writes continue where they stopped).
+std::string write_all(int fd, std::vector<iovec>& iov);
+
+// TCP_NODELAY and the receive and send timeouts (0: none) of a connection.
+std::string tune(int fd, std::chrono::milliseconds receive_timeout, std::chrono::milliseconds send_timeout);
 
 // Version 2 of the greeting: the hello, then the name of a shared-memory region the
 // client made for the tensors of this connection. The server answers 2 when it mapped
@@ -144,7 +146,7 @@ struct side_scope {
 // One connection's socket, written by one thread at a time; closed when the last user
 // lets go (shutdown() before that wakes a blocked reader).
 struct socket_link {
-  int fd = -1;
+  net::unique_fd fd;
   std::mutex write_mtx;
   // The shared-memory region (null: floats inline), the ring this side writes and the
   // one it reads; the next free position of the first (under write_mtx) and the next
@@ -153,11 +155,8 @@ struct socket_link {
   int out_ring = 0;
   uint64_t out_next = 0, in_next = 0;
   std::atomic<uint64_t> frames_in_shm{0};
-  explicit socket_link(int f) : fd(f) {}
-  ~socket_link() {
-    if (fd >= 0) ::close(fd);
-  }
-  void shutdown() { ::shutdown(fd, SHUT_RDWR); }
+  explicit socket_link(net::unique_fd f) : fd(std::move(f)) {}
+  void shutdown() { ::shutdown(fd.get(), SHUT_RDWR); }
 
   // Sends `msg` as the frame of request `id`.
   std::string send(caf::actor_system& sys, uint64_t id, const caf::message& msg) {
@@ -197,12 +196,12 @@ struct socket_link {
       h.tensors |= in_shm_flag;
       iov.push_back({&at, sizeof at});
       if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
-      return write_all(fd, iov);
+      return write_all(fd.get(), iov);
     }
     if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
     for (auto& t : tensors)
       if (t->size() > 0) iov.push_back({const_cast<float*>(t->data()), static_cast<size_t>(t->size()) * sizeof(float)});
-    return write_all(fd, iov);
+    return write_all(fd.get(), iov);
   }
 
   // Finds `n` contiguous bytes in this side's ring (under write_mtx): false when the
