@@ -18,6 +18,7 @@
 #include <caf/binary_deserializer.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 namespace actortrain {
@@ -129,6 +130,50 @@ typename Inspector::result_type inspect(Inspector& f, raw_ids& x) {
                             [&] { return f.end_sequence(); });
   } else {
     return f(*x.v);
+  }
+}
+
+/// A std::optional member (which CAF 0.17 does not know) on the wire: a flag, then the
+/// value only when there is one. A reader fills a fresh value and puts it in place once
+/// the whole member was read, so a failed read leaves no half-read value behind.
+template <class T>
+struct optional_field {
+  std::optional<T>* v;
+};
+
+namespace detail {
+// The value part of an optional_field: read or written only when `present` (read
+// before it, in the same call) says so.
+template <class T>
+struct optional_payload {
+  const bool& present;
+  T& value;
+  template <class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, optional_payload& x) {
+    return x.present ? f(x.value) : f();
+  }
+};
+}  // namespace detail
+
+template <class Inspector, class T>
+typename Inspector::result_type inspect(Inspector& f, optional_field<T>& x) {
+  if constexpr (Inspector::writes_state) {
+    bool present = false;
+    T loaded{};
+    detail::optional_payload<T> payload{present, loaded};
+    auto put = [&]() -> caf::error {
+      if (present)
+        *x.v = std::move(loaded);
+      else
+        x.v->reset();
+      return caf::none;
+    };
+    return f(present, payload, caf::meta::load_callback(put));
+  } else {
+    bool present = x.v->has_value();
+    T none{};
+    detail::optional_payload<T> payload{present, present ? **x.v : none};
+    return f(present, payload);
   }
 }
 
