@@ -11,6 +11,7 @@
 #include <actortrain/model/optim/sgd.hpp>
 
 #include "../../actors/src/ps/shard_store.hpp"
+#include "partition_state.hpp"
 
 #include <limits>
 #include <optional>
@@ -25,8 +26,8 @@ init_request two_partitions(uint64_t coordinator_epoch = 1, uint64_t recovery_ep
   init_request req;
   req.f.coordinator_epoch = coordinator_epoch;
   req.f.recovery_epoch = recovery_epoch;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
-  req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0, {}, {}, {}, 0});
+  req.partitions.push_back(testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3)));
+  req.partitions.push_back(testing::start_state(partition_key{1, 0}, "emb/embeddings", true, matrix::Zero(5, 2)));
   return req;
 }
 
@@ -303,8 +304,9 @@ BOOST_AUTO_TEST_CASE(a_step_the_restored_state_holds_is_recorded_as_applied_twic
   init_request req;
   req.f.coordinator_epoch = 1;
   req.f.recovery_epoch = 1;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {},
-                                          0, saved.data(), {}, {}, 0});
+  auto kernel = testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3));
+  kernel.ledger = saved.data();
+  req.partitions.push_back(std::move(kernel));
   BOOST_REQUIRE(init(req));
   auto f = epochs(1);
   f.recovery_epoch = 1;
@@ -424,7 +426,7 @@ BOOST_AUTO_TEST_CASE(a_shared_snapshot_is_rewritten_only_while_the_state_is_unch
   ps_files out;
   BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, fs, out));
   BOOST_REQUIRE(out.partitions.size() == 2u);
-  BOOST_TEST(out.partitions[0].name == "dense/kernel");
+  BOOST_TEST(out.partitions[0].header.name == "dense/kernel");
   ps_files again;
   BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, fs, again));  // a retry: same state
   BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
@@ -524,7 +526,7 @@ BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, s
   init_request req;
   req.f.coordinator_epoch = 1;
   req.f.recovery_epoch = 1;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
+  req.partitions.push_back(testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3)));
   BOOST_REQUIRE(init(req));
   BOOST_TEST(stats().held == 0u);
   BOOST_TEST(!round(round_of({0}, 4)));  // the old epochs' manifest

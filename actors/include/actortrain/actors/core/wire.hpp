@@ -212,9 +212,15 @@ typename Inspector::result_type inspect(Inspector& f, partition_key& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, partition_init& x) {
-  return f(caf::meta::type_name("partition_init"), x.key, x.name, x.row_begin, x.sparse, x.value, x.slot_names,
-           x.slots, x.iterations, x.ledger, x.kept, x.kept_slots, x.kept_iterations);
+typename Inspector::result_type inspect(Inspector& f, partition_state::kept_state& x) {
+  return f(caf::meta::type_name("kept_state"), x.value, x.slots, x.iterations);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_state& x) {
+  optional_field<partition_state::kept_state> kept{&x.kept};
+  return f(caf::meta::type_name("partition_state"), x.key, x.name, x.row_begin, x.row_end, x.sparse, x.version,
+           x.iterations, x.value, x.slot_names, x.slots, x.ledger, kept);
 }
 
 template <class Inspector>
@@ -305,12 +311,6 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, partition_snapshot& x) {
-  return f(caf::meta::type_name("partition_snapshot"), x.key, x.name, x.row_begin, x.version, x.iterations, x.value,
-           x.slot_names, x.slots, x.ledger);
-}
-
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
   return f(caf::meta::type_name("ps_snapshot"), x.shard, x.partitions);
 }
@@ -326,9 +326,8 @@ typename Inspector::result_type inspect(Inspector& f, file_entry& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, partition_files& x) {
-  return f(caf::meta::type_name("partition_files"), x.key, x.name, x.row_begin, x.row_end, x.iterations, x.values,
-           x.slot_names, x.slots, x.ledger);
+typename Inspector::result_type inspect(Inspector& f, written_partition& x) {
+  return f(caf::meta::type_name("written_partition"), x.header, x.values, x.slots);
 }
 
 template <class Inspector>
