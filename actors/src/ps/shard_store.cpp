@@ -230,6 +230,9 @@ failure shard_store::init(init_request& req) {
   auto invalid = [](std::string what) { return failure{error_code::invalid_request, std::move(what)}; };
   for (auto& p : req.partitions) {
     if (!p.value.value) return invalid(fmt::format("init: partition of {} without values", p.name));
+    if (p.row_end != p.row_begin + p.value.rows())
+      return invalid(fmt::format("init: partition of {} names rows [{}, {}) for {} rows of values", p.name, p.row_begin,
+                                 p.row_end, p.value.rows()));
     if (p.slots.size() != p.slot_names.size())
       return invalid(
         fmt::format("init: partition of {}: {} slots, {} slot names", p.name, p.slots.size(), p.slot_names.size()));
@@ -254,6 +257,7 @@ failure shard_store::init(init_request& req) {
     q.row_begin = p.row_begin;
     q.sparse = p.sparse;
     q.value = std::make_shared<model::matrix>(p.value.take());
+    q.version = p.version;
     q.slots = opt_->make_slots(static_cast<size_t>(q.value->size()));
     for (size_t k = 0; k < p.slots.size(); ++k) {
       auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());

@@ -51,7 +51,9 @@ struct partition_state {
   int64_t row_begin = 0;  ///< the partition holds rows [row_begin, row_end) of the variable
   int64_t row_end = 0;
   bool sparse = false;    ///< embedding rows: pulled by id
-  uint64_t version = 0;  ///< updates applied to the partition so far (an init starts at 0)
+  /// Updates applied to the partition so far. An init takes it as the count to go on
+  /// from; a restore from a checkpoint (which does not record it) starts from 0.
+  uint64_t version = 0;
   int64_t iterations = 0;  ///< the optimizer's apply count on this block
   tensor value;            ///< rows x the variable's columns
   /// The optimizer's slots by name (optimizer::slot_names() order, each shaped like
