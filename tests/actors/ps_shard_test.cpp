@@ -7,6 +7,8 @@
 #include <actortrain/actors/ps/ps_shard.hpp>
 #include <actortrain/model/optim/sgd.hpp>
 
+#include "partition_state.hpp"
+
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"
 
@@ -23,8 +25,8 @@ struct ps_fixture : testing::fixture {
     ps = spawn_ps_shard(sys, *model::make_sgd({1.0}), ps_shard_options{});
     init_request req;
     req.f.coordinator_epoch = 1;
-    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
-    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0, {}, {}, {}, 0});
+    req.partitions.push_back(testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3)));
+    req.partitions.push_back(testing::start_state(partition_key{1, 0}, "emb/embeddings", true, matrix::Zero(5, 2)));
     BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
   }
 
@@ -140,8 +142,8 @@ struct sync_fixture : ps_fixture {
     ps = spawn_ps_shard(sys, *model::make_sgd({1.0}), o);
     init_request req;
     req.f.coordinator_epoch = 1;
-    req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
-    req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0, {}, {}, {}, 0});
+    req.partitions.push_back(testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3)));
+    req.partitions.push_back(testing::start_state(partition_key{1, 0}, "emb/embeddings", true, matrix::Zero(5, 2)));
     BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
   }
 
@@ -171,7 +173,7 @@ BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, s
   init_request req;
   req.f.coordinator_epoch = 1;
   req.f.recovery_epoch = 1;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
+  req.partitions.push_back(testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3)));
   BOOST_REQUIRE(ask<caf::ok_atom>(init_atom::value, req));
   BOOST_TEST(stats().held == 0u);
   BOOST_TEST(!ask<round_reply>(round_atom::value, round_of({0}, 4)));  // the old epochs' manifest

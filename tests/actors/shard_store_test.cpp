@@ -1,8 +1,9 @@
 // The ps shard's decisions without an actor (actors/src/ps/shard_store.hpp): exactly-once
 // application per step id under the watermark and across runs, validation of a push as
 // a whole with errors naming variable and shapes, fences, versions and staleness,
-// copy-on-write pulls, the ledger, synchronous rounds, and the idempotency of the
-// coordinator's retried control requests (init, keep, restore, shared snapshots).
+// copy-on-write pulls, the ledger, synchronous rounds, the idempotency of the
+// coordinator's retried control requests (init, keep, restore, shared snapshots), and
+// the partition state an init takes: a snapshot's whole, with the kept state it carries.
 
 #include <boost/test/unit_test.hpp>
 
@@ -11,6 +12,7 @@
 #include <actortrain/model/optim/sgd.hpp>
 
 #include "../../actors/src/ps/shard_store.hpp"
+#include "partition_state.hpp"
 
 #include <limits>
 #include <optional>
@@ -25,8 +27,8 @@ init_request two_partitions(uint64_t coordinator_epoch = 1, uint64_t recovery_ep
   init_request req;
   req.f.coordinator_epoch = coordinator_epoch;
   req.f.recovery_epoch = recovery_epoch;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
-  req.partitions.push_back(partition_init{partition_key{1, 0}, "emb/embeddings", 0, true, tensor{matrix::Zero(5, 2)}, {}, {}, 0, {}, {}, {}, 0});
+  req.partitions.push_back(testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3)));
+  req.partitions.push_back(testing::start_state(partition_key{1, 0}, "emb/embeddings", true, matrix::Zero(5, 2)));
   return req;
 }
 
@@ -303,8 +305,9 @@ BOOST_AUTO_TEST_CASE(a_step_the_restored_state_holds_is_recorded_as_applied_twic
   init_request req;
   req.f.coordinator_epoch = 1;
   req.f.recovery_epoch = 1;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {},
-                                          0, saved.data(), {}, {}, 0});
+  auto kernel = testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3));
+  kernel.ledger = saved.data();
+  req.partitions.push_back(std::move(kernel));
   BOOST_REQUIRE(init(req));
   auto f = epochs(1);
   f.recovery_epoch = 1;
@@ -424,7 +427,7 @@ BOOST_AUTO_TEST_CASE(a_shared_snapshot_is_rewritten_only_while_the_state_is_unch
   ps_files out;
   BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, fs, out));
   BOOST_REQUIRE(out.partitions.size() == 2u);
-  BOOST_TEST(out.partitions[0].name == "dense/kernel");
+  BOOST_TEST(out.partitions[0].header.name == "dense/kernel");
   ps_files again;
   BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, fs, again));  // a retry: same state
   BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
@@ -448,6 +451,95 @@ BOOST_AUTO_TEST_CASE(a_snapshot_shares_the_values_and_carries_slots_and_ledger) 
   BOOST_TEST(k.ledger.segments[0].begin == 1u);
   BOOST_REQUIRE(push(push_of(2, matrix::Ones(2, 3))));
   BOOST_TEST(k.value.value->isApproxToConstant(-1.0f));  // the snapshot's version is kept
+}
+
+BOOST_AUTO_TEST_CASE(a_snapshot_is_a_state_another_store_takes_whole) {
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
+  BOOST_REQUIRE(push(push_of(2, matrix::Ones(2, 3))));
+  fence_request req;
+  req.f = epochs(1);
+  ps_snapshot snap;
+  BOOST_REQUIRE(!store.snapshot(req, snap));
+  BOOST_REQUIRE(snap.partitions.size() == 2u);
+  BOOST_TEST((snap.partitions[0].row_end == 2 && snap.partitions[1].row_end == 5));
+  BOOST_TEST((!snap.partitions[0].sparse && snap.partitions[1].sparse));
+  // The same type goes back in: values, version, apply count, ledger and sparseness.
+  shard_store other(*model::make_sgd({1.0}), shard_store::options{1, nullptr, 16, false});
+  init_request init;
+  init.f = epochs(1);
+  init.partitions = snap.partitions;
+  BOOST_REQUIRE(!other.init(init));
+  ps_snapshot back;
+  BOOST_REQUIRE(!other.snapshot(req, back));
+  BOOST_REQUIRE(back.partitions.size() == 2u);
+  auto& k = back.partitions[0];
+  BOOST_TEST(k.value.value->isApproxToConstant(-2.0f));
+  BOOST_TEST(k.version == 2u);  // goes on from the snapshot's count
+  BOOST_TEST(k.iterations == 2);
+  BOOST_REQUIRE(k.ledger.segments.size() == 1u);
+  BOOST_TEST((k.ledger.segments[0].begin == 1u && k.ledger.segments[0].end == 3u));
+  BOOST_TEST(back.partitions[1].sparse);
+  push_reply pr;
+  auto dense_on_sparse = push_of(3, matrix::Ones(5, 2));
+  dense_on_sparse.dense[0].key = partition_key{1, 0};
+  auto f = other.push(dense_on_sparse, pr);
+  BOOST_TEST(f.what.find("variable emb/embeddings is sparse") != std::string::npos, f.what);
+}
+
+BOOST_AUTO_TEST_CASE(an_init_whose_rows_disagree_with_its_values_is_refused) {
+  BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
+  auto req = two_partitions(1, 1);
+  req.partitions[1].row_begin = 2;  // rows [2, 5) named for 5 rows of values
+  BOOST_TEST(!init(req));
+  BOOST_TEST(text().find("invalid_request: init: partition of emb/embeddings names rows [2, 5) for 5 rows of values") !=
+               std::string::npos,
+             text());
+  BOOST_TEST(kernel().isApproxToConstant(-1.0f));  // nothing taken
+}
+
+BOOST_AUTO_TEST_CASE(an_init_carries_the_kept_state_a_restore_puts_back) {
+  // A store whose optimizer has a slot (momentum), restored to a state that holds a kept one.
+  shard_store s(*model::make_sgd({1.0, 0.5}), shard_store::options{});
+  init_request req;
+  req.f = epochs(1);
+  auto kernel = testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3));
+  kernel.slot_names = {"momentum"};
+  kernel.slots = {tensor{matrix::Zero(2, 3)}};
+  auto& kept = kernel.kept.emplace();
+  kept.value = tensor{matrix::Constant(2, 3, 5.0f)};
+  kept.slots = {tensor{matrix::Constant(2, 3, 0.25f)}};
+  kept.iterations = 7;
+  req.partitions.push_back(kernel);
+  auto take = [&s](init_request r) { return s.init(r); };  // a copy: the request stays whole
+  BOOST_REQUIRE(!take(req));
+  push_reply pr;
+  auto step = push_of(1, matrix::Ones(2, 3));
+  BOOST_REQUIRE(!s.push(step, pr));  // away from the kept state
+  fence_request r;
+  r.f = epochs(1);
+  r.id = 1;
+  BOOST_REQUIRE(!s.restore(r));
+  ps_snapshot snap;
+  BOOST_REQUIRE(!s.snapshot(r, snap));
+  auto& k = snap.partitions.at(0);
+  BOOST_TEST(k.value.value->isApproxToConstant(5.0f));
+  BOOST_REQUIRE(k.slots.size() == 1u);
+  BOOST_TEST(k.slots[0].value->isApproxToConstant(0.25f));
+  BOOST_TEST(k.iterations == 7);
+  // No kept state, or one not shaped like the values: the shard keeps none, and a
+  // restore is refused.
+  for (uint64_t epoch : {1, 2}) {
+    auto again = req;
+    again.f.recovery_epoch = epoch;
+    if (epoch == 1)
+      again.partitions[0].kept.reset();
+    else
+      again.partitions[0].kept->value = tensor{matrix::Constant(3, 2, 5.0f)};
+    BOOST_REQUIRE(!take(again));
+    r.f.recovery_epoch = epoch;
+    auto f = s.restore(r);
+    BOOST_TEST(f.what.find("ps shard 0 holds no kept state") != std::string::npos, f.what);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -524,7 +616,7 @@ BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, s
   init_request req;
   req.f.coordinator_epoch = 1;
   req.f.recovery_epoch = 1;
-  req.partitions.push_back(partition_init{partition_key{0, 0}, "dense/kernel", 0, false, tensor{matrix::Zero(2, 3)}, {}, {}, 0, {}, {}, {}, 0});
+  req.partitions.push_back(testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Zero(2, 3)));
   BOOST_REQUIRE(init(req));
   BOOST_TEST(stats().held == 0u);
   BOOST_TEST(!round(round_of({0}, 4)));  // the old epochs' manifest

@@ -11,6 +11,8 @@
 #include <actortrain/model/layers/dense.hpp>
 #include <actortrain/model/optim/sgd.hpp>
 
+#include "partition_state.hpp"
+
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"
 
@@ -40,8 +42,8 @@ struct flow_fixture : testing::fixture {
     init.f.coordinator_epoch = 1;
     auto values = net.initial_parameters(1);
     for (auto& vp : pl->variables())
-      init.partitions.push_back(partition_init{partition_key{vp.variable, 0}, vp.name, 0, false,
-                                               tensor{matrix(values[vp.variable])}, {}, {}, 0, {}, {}, {}, 0});
+      init.partitions.push_back(
+        testing::start_state(partition_key{vp.variable, 0}, vp.name, false, matrix(values[vp.variable])));
     auto rh = self->request(ps, std::chrono::seconds(10), init_atom::value, init);
     sched.run();
     rh.receive([](caf::ok_atom) {}, [](caf::error& e) { BOOST_FAIL(describe(e)); });

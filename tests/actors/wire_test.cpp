@@ -1,6 +1,7 @@
 // The wire format of the messages that carry tensors and row ids between processes:
-// a round trip keeps every value, and bytes off the wire that lie about their lengths
-// are refused with an error before anything is allocated (never a crash).
+// a round trip keeps every value (a partition's state with or without its optional kept
+// state too), and bytes off the wire that lie about their lengths are refused with an
+// error before anything is allocated (never a crash).
 
 #include <boost/test/unit_test.hpp>
 
@@ -48,7 +49,96 @@ at::sparse_slice sample_slice() {
   return s;
 }
 
+// A restored partition with every field set, the kept state included.
+at::partition_state sample_state() {
+  at::partition_state p;
+  p.key = at::partition_key{2, 1};
+  p.name = "emb/embeddings";
+  p.row_begin = 10;
+  p.row_end = 14;
+  p.sparse = true;
+  p.version = 9;
+  p.iterations = 4;
+  p.value = at::tensor{at::model::matrix::Random(4, 2)};
+  p.slot_names = {"m", "v"};
+  p.slots = {at::tensor{at::model::matrix::Random(4, 2)}, at::tensor{at::model::matrix::Random(4, 2)}};
+  p.ledger.segments = {at::ledger_segment{1, 0, 3, 7, 0xabcdef}};
+  p.ledger.violations = {at::ledger_violation{1, 0, 5, 42}};
+  auto& k = p.kept.emplace();
+  k.value = at::tensor{at::model::matrix::Random(4, 2)};
+  k.slots = {at::tensor{at::model::matrix::Random(4, 2)}};
+  k.iterations = 3;
+  return p;
+}
+
 }  // namespace
+
+BOOST_FIXTURE_TEST_CASE(partition_states_round_trip_with_their_kept_state_and_as_written_files, wire_fixture) {
+  auto p = sample_state();
+  at::init_request req;
+  req.partitions = {p};
+  at::init_request back;
+  BOOST_REQUIRE(!load(save(req), back));
+  BOOST_REQUIRE_EQUAL(back.partitions.size(), 1u);
+  auto& b = back.partitions[0];
+  BOOST_CHECK(b.key == p.key);
+  BOOST_CHECK_EQUAL(b.name, p.name);
+  BOOST_CHECK_EQUAL(b.row_begin, 10);
+  BOOST_CHECK_EQUAL(b.row_end, 14);
+  BOOST_CHECK(b.sparse);
+  BOOST_CHECK_EQUAL(b.version, 9u);
+  BOOST_CHECK_EQUAL(b.iterations, 4);
+  BOOST_REQUIRE(b.value.value);
+  BOOST_CHECK(*b.value.value == *p.value.value);
+  BOOST_CHECK(b.slot_names == p.slot_names);
+  BOOST_REQUIRE_EQUAL(b.slots.size(), 2u);
+  BOOST_CHECK(*b.slots[1].value == *p.slots[1].value);
+  BOOST_REQUIRE_EQUAL(b.ledger.segments.size(), 1u);
+  BOOST_CHECK_EQUAL(b.ledger.segments[0].checksum, 0xabcdefu);
+  BOOST_REQUIRE_EQUAL(b.ledger.violations.size(), 1u);
+  BOOST_CHECK_EQUAL(b.ledger.violations[0].digest, 42u);
+  BOOST_REQUIRE(b.kept);
+  BOOST_REQUIRE(b.kept->value.value);
+  BOOST_CHECK(*b.kept->value.value == *p.kept->value.value);
+  BOOST_REQUIRE_EQUAL(b.kept->slots.size(), 1u);
+  BOOST_CHECK(*b.kept->slots[0].value == *p.kept->slots[0].value);
+  BOOST_CHECK_EQUAL(b.kept->iterations, 3);
+
+  // Without a kept state it comes back without one, even into a state that held one.
+  auto plain = sample_state();
+  plain.kept.reset();
+  auto plain_back = sample_state();
+  BOOST_REQUIRE(!load(save(plain), plain_back));
+  BOOST_CHECK(!plain_back.kept);
+  BOOST_CHECK(*plain_back.value.value == *plain.value.value);
+
+  // A written partition: the state's fields without tensors, and the files.
+  at::ps_files files;
+  files.shard = 3;
+  at::written_partition w;
+  w.header = sample_state();
+  w.header.value = {};
+  w.header.slots.clear();
+  w.header.kept.reset();
+  w.values = at::file_entry{"emb-1.values", 32, 0xdeadbeef};
+  w.slots = {at::file_entry{"emb-1.m", 32, 1}, at::file_entry{"emb-1.v", 32, 2}};
+  files.partitions = {w};
+  at::ps_files files_back;
+  BOOST_REQUIRE(!load(save(files), files_back));
+  BOOST_CHECK_EQUAL(files_back.shard, 3u);
+  BOOST_REQUIRE_EQUAL(files_back.partitions.size(), 1u);
+  auto& wb = files_back.partitions[0];
+  BOOST_CHECK(wb.header.key == w.header.key);
+  BOOST_CHECK_EQUAL(wb.header.row_end, 14);
+  BOOST_CHECK(wb.header.slot_names == w.header.slot_names);
+  BOOST_CHECK(!wb.header.value.value);
+  BOOST_CHECK(!wb.header.kept);
+  BOOST_CHECK_EQUAL(wb.values.name, "emb-1.values");
+  BOOST_CHECK_EQUAL(wb.values.crc32, 0xdeadbeefu);
+  BOOST_REQUIRE_EQUAL(wb.slots.size(), 2u);
+  BOOST_CHECK_EQUAL(wb.slots[1].name, "emb-1.v");
+  BOOST_CHECK_EQUAL(wb.slots[1].crc32, 2u);
+}
 
 BOOST_FIXTURE_TEST_CASE(sparse_slices_and_row_pulls_round_trip, wire_fixture) {
   auto s = sample_slice();
@@ -109,6 +199,14 @@ BOOST_FIXTURE_TEST_CASE(truncated_messages_are_refused, wire_fixture) {
     std::vector<char> cut(buf.begin(), buf.begin() + static_cast<long>(keep));
     at::sparse_slice back;
     BOOST_CHECK_MESSAGE(load(cut, back), "a message cut to " << keep << " of " << buf.size() << " bytes was accepted");
+  }
+  // The same for a partition state, whose last field is the optional kept state: a cut
+  // before its flag, inside it or after the flag says there is one fails too.
+  auto state = save(sample_state());
+  for (size_t keep = 0; keep < state.size(); ++keep) {
+    std::vector<char> cut(state.begin(), state.begin() + static_cast<long>(keep));
+    at::partition_state back;
+    BOOST_CHECK_MESSAGE(load(cut, back), "a state cut to " << keep << " of " << state.size() << " bytes was accepted");
   }
 }
 

@@ -178,6 +178,12 @@ void replace_same_step(model::file_system& fs, const std::string& root, int64_t 
   if (fs.exists(model::join_path(dir, "manifest.json"))) model::remove_checkpoint(fs, root, dir);
 }
 
+// A partition's state in a shard's answer for a checkpoint: a snapshot answers with the
+// states themselves, a shared checkpoint with written partitions that head their files
+// with one.
+const partition_state& header_of(const partition_state& p) { return p; }
+const partition_state& header_of(const written_partition& p) { return p.header; }
+
 // The shards' answers for a checkpoint (ps_snapshot or ps_files), their partitions per
 // variable in row order: how the manifest lists them.
 template <class Reply>
@@ -185,20 +191,23 @@ auto partitions_by_variable(std::vector<Reply>& replies) {
   using part = typename decltype(Reply::partitions)::value_type;
   std::map<int32_t, std::vector<part*>> out;
   for (auto& r : replies)
-    for (auto& p : r.partitions) out[p.key.variable].push_back(&p);
+    for (auto& p : r.partitions) out[header_of(p).key.variable].push_back(&p);
   for (auto& [v, parts] : out)
-    std::sort(parts.begin(), parts.end(), [](const part* a, const part* b) { return a->row_begin < b->row_begin; });
+    std::sort(parts.begin(), parts.end(),
+              [](const part* a, const part* b) { return header_of(*a).row_begin < header_of(*b).row_begin; });
   return out;
 }
 
 // The partitions' ledgers as a checkpoint's manifest keeps them (its "extra"), by
 // variable name and row range, so that a restore into another placement finds them.
-template <class Part, class RowEnd>
-nlohmann::json ledgers_for_manifest(const coord_state& st, std::map<int32_t, std::vector<Part*>>& by_var, RowEnd row_end) {
+template <class Part>
+nlohmann::json ledgers_for_manifest(const coord_state& st, std::map<int32_t, std::vector<Part*>>& by_var) {
   auto out = nlohmann::json::array();
   for (auto& vp : st.opts.placement->variables())
-    for (auto* p : by_var[vp.variable])
-      out.push_back({{"variable", vp.name}, {"row_begin", p->row_begin}, {"row_end", row_end(*p)}, {"ledger", to_json(p->ledger)}});
+    for (auto* p : by_var[vp.variable]) {
+      const auto& h = header_of(*p);
+      out.push_back({{"variable", vp.name}, {"row_begin", h.row_begin}, {"row_end", h.row_end}, {"ledger", to_json(h.ledger)}});
+    }
   return out;
 }
 
@@ -251,19 +260,20 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
           for (auto& vp : st.opts.placement->variables()) {
             model::variable_record v{vp.name, vp.shape, {}};
             for (auto* p : by_var[vp.variable]) {
+              const auto& h = p->header;
               model::partition_record pr;
-              pr.row_begin = p->row_begin;
-              pr.row_end = p->row_end;
-              pr.iterations = p->iterations;
+              pr.row_begin = h.row_begin;
+              pr.row_end = h.row_end;
+              pr.iterations = h.iterations;
               pr.values = record(p->values);
-              for (size_t k = 0; k < p->slots.size() && k < p->slot_names.size(); ++k)
-                pr.slots[p->slot_names[k]] = record(p->slots[k]);
+              for (size_t k = 0; k < p->slots.size() && k < h.slot_names.size(); ++k)
+                pr.slots[h.slot_names[k]] = record(p->slots[k]);
               v.partitions.push_back(std::move(pr));
             }
             r.variables.push_back(std::move(v));
           }
           r.extra = save_run(st);
-          r.extra["ledgers"] = ledgers_for_manifest(st, by_var, [](const partition_files& p) { return p.row_end; });
+          r.extra["ledgers"] = ledgers_for_manifest(st, by_var);
           if (st.optimizer) {
             r.optimizer = st.optimizer->describe();
             r.hyperparams = st.optimizer->hyperparams();
@@ -322,7 +332,7 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
             for (auto* p : by_var[vp.variable]) {
               model::partition_data d;
               d.row_begin = p->row_begin;
-              d.row_end = p->row_begin + p->value.rows();
+              d.row_end = p->row_end;
               d.values = *p->value.value;
               d.iterations = p->iterations;
               for (size_t k = 0; k < p->slots.size(); ++k) d.slots[p->slot_names[k]] = *p->slots[k].value;
@@ -331,8 +341,7 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
             data.variables.push_back(std::move(v));
           }
           data.extra = save_run(st);
-          data.extra["ledgers"] = ledgers_for_manifest(
-            st, by_var, [](const partition_snapshot& p) { return p.row_begin + p.value.rows(); });
+          data.extra["ledgers"] = ledgers_for_manifest(st, by_var);
           if (st.optimizer) {
             data.optimizer = st.optimizer->describe();
             data.hyperparams = st.optimizer->hyperparams();

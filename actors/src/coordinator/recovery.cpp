@@ -58,23 +58,30 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
       for (auto& part : pl.partitions_on(p)) {
         const auto& vp = pl.variable(part.variable);
         auto& pd = data.variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
-        partition_init pi{partition_key{part.variable, part.index}, vp.name, part.row_begin, vp.sparse,
-                          tensor{std::move(pd.values)}, {}, {}, 0, {}, {}, {}, 0};
+        partition_state state;
+        state.key = partition_key{part.variable, part.index};
+        state.name = vp.name;
+        state.row_begin = part.row_begin;
+        state.row_end = part.row_end;
+        state.sparse = vp.sparse;
+        state.value = tensor{std::move(pd.values)};
         for (auto& [name, m] : pd.slots) {
-          pi.slot_names.push_back(name);
-          pi.slots.push_back(tensor{std::move(m)});
+          state.slot_names.push_back(name);
+          state.slots.push_back(tensor{std::move(m)});
         }
-        pi.iterations = pd.iterations;
-        pi.ledger = saved_ledger(data.extra, vp.name, part.row_begin);
+        state.iterations = pd.iterations;
+        state.ledger = saved_ledger(data.extra, vp.name, part.row_begin);
         if (kept) {
           auto& kd = kept->variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
-          pi.kept = tensor{std::move(kd.values)};
-          for (auto& name : pi.slot_names)
-            if (auto s = kd.slots.find(name); s != kd.slots.end()) pi.kept_slots.push_back(tensor{std::move(s->second)});
-          if (pi.kept_slots.size() != pi.slot_names.size()) pi.kept_slots.clear();
-          pi.kept_iterations = kd.iterations;
+          auto& k = state.kept.emplace();
+          k.value = tensor{std::move(kd.values)};
+          // The kept slots follow the partition's slot names: all of them, or none (fresh).
+          for (auto& name : state.slot_names)
+            if (auto s = kd.slots.find(name); s != kd.slots.end()) k.slots.push_back(tensor{std::move(s->second)});
+          if (k.slots.size() != state.slot_names.size()) k.slots.clear();
+          k.iterations = kd.iterations;
         }
-        req.partitions.push_back(std::move(pi));
+        req.partitions.push_back(std::move(state));
       }
     }
   } catch (const std::exception& e) {

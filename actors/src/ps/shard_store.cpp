@@ -230,6 +230,9 @@ failure shard_store::init(init_request& req) {
   auto invalid = [](std::string what) { return failure{error_code::invalid_request, std::move(what)}; };
   for (auto& p : req.partitions) {
     if (!p.value.value) return invalid(fmt::format("init: partition of {} without values", p.name));
+    if (p.row_end != p.row_begin + p.value.rows())
+      return invalid(fmt::format("init: partition of {} names rows [{}, {}) for {} rows of values", p.name, p.row_begin,
+                                 p.row_end, p.value.rows()));
     if (p.slots.size() != p.slot_names.size())
       return invalid(
         fmt::format("init: partition of {}: {} slots, {} slot names", p.name, p.slots.size(), p.slot_names.size()));
@@ -254,6 +257,7 @@ failure shard_store::init(init_request& req) {
     q.row_begin = p.row_begin;
     q.sparse = p.sparse;
     q.value = std::make_shared<model::matrix>(p.value.take());
+    q.version = p.version;
     q.slots = opt_->make_slots(static_cast<size_t>(q.value->size()));
     for (size_t k = 0; k < p.slots.size(); ++k) {
       auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
@@ -261,17 +265,18 @@ failure shard_store::init(init_request& req) {
       std::copy(m.data(), m.data() + m.size(), q.slots.slots[at].begin());
     }
     q.slots.iterations = p.iterations;
-    if (p.kept.value && p.kept.rows() == q.value->rows() && p.kept.cols() == q.value->cols()) {
+    if (p.kept && p.kept->value.value && p.kept->value.rows() == q.value->rows() &&
+        p.kept->value.cols() == q.value->cols()) {
       // The kept state of the restored run (a checkpoint of it): restore's target.
       auto kept_slots = opt_->make_slots(static_cast<size_t>(q.value->size()));
-      for (size_t k = 0; k < p.kept_slots.size() && k < p.slot_names.size(); ++k) {
+      for (size_t k = 0; k < p.kept->slots.size() && k < p.slot_names.size(); ++k) {
         auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
-        const auto& m = *p.kept_slots[k].value;
+        const auto& m = *p.kept->slots[k].value;
         if (at < kept_slots.slots.size() && m.size() == q.value->size())
           std::copy(m.data(), m.data() + m.size(), kept_slots.slots[at].begin());
       }
-      kept_slots.iterations = p.kept_iterations;
-      kept_.emplace(p.key, std::make_pair(*p.kept.value, std::move(kept_slots)));
+      kept_slots.iterations = p.kept->iterations;
+      kept_.emplace(p.key, std::make_pair(*p.kept->value.value, std::move(kept_slots)));
     }
     parts_.emplace(p.key, std::move(q));
   }
@@ -361,10 +366,12 @@ failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
   out.shard = index_;
   auto names = opt_->slot_names();
   for (auto& [k, p] : parts_) {
-    partition_snapshot s;
+    partition_state s;
     s.key = k;
     s.name = p.name;
     s.row_begin = p.row_begin;
+    s.row_end = p.row_begin + p.value->rows();
+    s.sparse = p.sparse;
     s.version = p.version;
     s.iterations = p.slots.iterations;
     s.value = tensor{std::shared_ptr<const model::matrix>(p.value)};
@@ -409,13 +416,22 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
         d.slots[names[i]] = std::move(m);
       }
       auto rec = model::write_partition_arrays(fs, t.dir, p.name, static_cast<size_t>(k.index), d);
-      partition_files f{k, p.name, rec.row_begin, rec.row_end, rec.iterations, entry(rec.values), {}, {},
-                        p.ledger.data()};
+      written_partition w;
+      auto& h = w.header;
+      h.key = k;
+      h.name = p.name;
+      h.row_begin = rec.row_begin;
+      h.row_end = rec.row_end;
+      h.sparse = p.sparse;
+      h.version = p.version;
+      h.iterations = rec.iterations;
+      h.ledger = p.ledger.data();
+      w.values = entry(rec.values);
       for (auto& [slot, file] : rec.slots) {
-        f.slot_names.push_back(slot);
-        f.slots.push_back(entry(file));
+        h.slot_names.push_back(slot);
+        w.slots.push_back(entry(file));
       }
-      out.partitions.push_back(std::move(f));
+      out.partitions.push_back(std::move(w));
     }
   } catch (const std::exception& e) {
     return failure{error_code::checkpoint_failed, fmt::format("ps shard {}: {}", index_, e.what())};

@@ -18,6 +18,7 @@
 #include <caf/binary_deserializer.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 namespace actortrain {
@@ -132,6 +133,50 @@ typename Inspector::result_type inspect(Inspector& f, raw_ids& x) {
   }
 }
 
+/// A std::optional member (which CAF 0.17 does not know) on the wire: a flag, then the
+/// value only when there is one. A reader fills a fresh value and puts it in place once
+/// the whole member was read, so a failed read leaves no half-read value behind.
+template <class T>
+struct optional_field {
+  std::optional<T>* v;
+};
+
+namespace detail {
+// The value part of an optional_field: read or written only when `present` (read
+// before it, in the same call) says so.
+template <class T>
+struct optional_payload {
+  const bool& present;
+  T& value;
+  template <class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, optional_payload& x) {
+    return x.present ? f(x.value) : f();
+  }
+};
+}  // namespace detail
+
+template <class Inspector, class T>
+typename Inspector::result_type inspect(Inspector& f, optional_field<T>& x) {
+  if constexpr (Inspector::writes_state) {
+    bool present = false;
+    T loaded{};
+    detail::optional_payload<T> payload{present, loaded};
+    auto put = [&]() -> caf::error {
+      if (present)
+        *x.v = std::move(loaded);
+      else
+        x.v->reset();
+      return caf::none;
+    };
+    return f(present, payload, caf::meta::load_callback(put));
+  } else {
+    bool present = x.v->has_value();
+    T none{};
+    detail::optional_payload<T> payload{present, present ? **x.v : none};
+    return f(present, payload);
+  }
+}
+
 // -- ledgers (ps/ledger.hpp) ---------------------------------------------------------
 
 template <class Inspector>
@@ -167,9 +212,15 @@ typename Inspector::result_type inspect(Inspector& f, partition_key& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, partition_init& x) {
-  return f(caf::meta::type_name("partition_init"), x.key, x.name, x.row_begin, x.sparse, x.value, x.slot_names,
-           x.slots, x.iterations, x.ledger, x.kept, x.kept_slots, x.kept_iterations);
+typename Inspector::result_type inspect(Inspector& f, partition_state::kept_state& x) {
+  return f(caf::meta::type_name("kept_state"), x.value, x.slots, x.iterations);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_state& x) {
+  optional_field<partition_state::kept_state> kept{&x.kept};
+  return f(caf::meta::type_name("partition_state"), x.key, x.name, x.row_begin, x.row_end, x.sparse, x.version,
+           x.iterations, x.value, x.slot_names, x.slots, x.ledger, kept);
 }
 
 template <class Inspector>
@@ -260,12 +311,6 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, partition_snapshot& x) {
-  return f(caf::meta::type_name("partition_snapshot"), x.key, x.name, x.row_begin, x.version, x.iterations, x.value,
-           x.slot_names, x.slots, x.ledger);
-}
-
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
   return f(caf::meta::type_name("ps_snapshot"), x.shard, x.partitions);
 }
@@ -281,9 +326,8 @@ typename Inspector::result_type inspect(Inspector& f, file_entry& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, partition_files& x) {
-  return f(caf::meta::type_name("partition_files"), x.key, x.name, x.row_begin, x.row_end, x.iterations, x.values,
-           x.slot_names, x.slots, x.ledger);
+typename Inspector::result_type inspect(Inspector& f, written_partition& x) {
+  return f(caf::meta::type_name("written_partition"), x.header, x.values, x.slots);
 }
 
 template <class Inspector>

@@ -11,6 +11,7 @@
 #include <actortrain/actors/ps/ledger.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,25 +41,38 @@ struct partition_key {
   }
 };
 
-/// What a ps shard holds of one partition, sent once at start (and on restore).
-struct partition_init {
+/// One partition's state: what a ps shard holds of it. The one type for every copy of
+/// it that travels: the coordinator sends it at start and on restore (init_request), a
+/// shard answers with it for a checkpoint (ps_snapshot), and its fields without the
+/// tensors head a partition written into a shared checkpoint (written_partition).
+struct partition_state {
   partition_key key;
-  std::string name;     ///< variable name, for error messages
-  int64_t row_begin = 0;
-  bool sparse = false;  ///< embedding rows: pulled by id
-  tensor value;
-  /// On restore: the optimizer's slots (optimizer::slot_names() order, each shaped like
-  /// `value`) and apply count; empty slots start fresh.
+  std::string name;       ///< the variable's, for error messages and checkpoints
+  int64_t row_begin = 0;  ///< the partition holds rows [row_begin, row_end) of the variable
+  int64_t row_end = 0;
+  bool sparse = false;    ///< embedding rows: pulled by id
+  /// Updates applied to the partition so far. An init takes it as the count to go on
+  /// from; a restore from a checkpoint (which does not record it) starts from 0.
+  uint64_t version = 0;
+  int64_t iterations = 0;  ///< the optimizer's apply count on this block
+  tensor value;            ///< rows x the variable's columns
+  /// The optimizer's slots by name (optimizer::slot_names() order, each shaped like
+  /// `value`); an init without them starts them fresh.
   std::vector<std::string> slot_names;
   std::vector<tensor> slots;
-  int64_t iterations = 0;
-  /// The partition's ledger in that state (empty at start).
-  ledger_data ledger;
-  /// The state kept at an epoch gate (keep_atom) that the restored run still holds
-  /// (null: none): its values, slots (slot_names' order) and apply count.
-  tensor kept;
-  std::vector<tensor> kept_slots;
-  int64_t kept_iterations = 0;
+  ledger_data ledger;  ///< the steps the state holds (empty at start)
+
+  /// What an epoch gate kept of the partition (keep_atom), for a later restore_atom. Not
+  /// a partition_state of its own: it is the same partition (key, rows and slot names),
+  /// only its tensors and apply count differ, and a type cannot hold an optional of itself.
+  struct kept_state {
+    tensor value;
+    std::vector<tensor> slots;  ///< in the partition's slot_names order; empty: fresh slots
+    int64_t iterations = 0;
+  };
+  /// Only an init reads it: the kept state the restored run still holds (none: nothing
+  /// kept). A snapshot leaves it empty.
+  std::optional<kept_state> kept;
 };
 
 /// A shard's whole state: its partitions at start, or a checkpoint's on restore. The
@@ -68,7 +82,7 @@ struct partition_init {
 /// lowest generation accepted) a freshly spawned shard must know.
 struct init_request {
   fence f;
-  std::vector<partition_init> partitions;
+  std::vector<partition_state> partitions;
   uint64_t run = 0;
   std::vector<uint64_t> watermark;
   std::vector<std::pair<uint32_t, uint64_t>> min_generations;
@@ -81,6 +95,9 @@ struct pull_request {
   std::vector<partition_key> partitions;
 };
 
+/// A partition's values at a version: what a pull answers (and, without the values, what
+/// ps_stats lists). Not a partition_state: a pull, on every step, carries only what a
+/// worker computes with, not the name, slots and ledger that travel at init and checkpoint.
 struct partition_value {
   partition_key key;
   uint64_t version = 0;  ///< updates applied to this partition so far
@@ -216,22 +233,10 @@ struct ps_stats {
   std::vector<std::pair<uint32_t, uint64_t>> min_generations;  ///< per worker, the lowest accepted
 };
 
-/// A partition's state for a checkpoint: values, optimizer slots (same shape), counters.
-struct partition_snapshot {
-  partition_key key;
-  std::string name;  ///< the variable's
-  int64_t row_begin = 0;
-  uint64_t version = 0;
-  int64_t iterations = 0;  ///< the optimizer's apply count on this block
-  tensor value;
-  std::vector<std::string> slot_names;
-  std::vector<tensor> slots;
-  ledger_data ledger;  ///< what the state holds
-};
-
+/// Every partition's state of one shard, for a checkpoint (kept left empty).
 struct ps_snapshot {
   uint32_t shard = 0;
-  std::vector<partition_snapshot> partitions;
+  std::vector<partition_state> partitions;
 };
 
 /// A shared checkpoint (the cluster file's checkpoint.shared): the shard writes its own
@@ -249,22 +254,19 @@ struct file_entry {
   uint32_t crc32 = 0;
 };
 
-/// One partition of a shared checkpoint as its shard wrote it.
-struct partition_files {
-  partition_key key;
-  std::string name;  ///< the variable's
-  int64_t row_begin = 0;
-  int64_t row_end = 0;
-  int64_t iterations = 0;
+/// One partition of a shared checkpoint as its shard wrote it: the partition's state
+/// without its tensors, and the files that hold them. A struct of its own rather than
+/// file entries on partition_state, so that each type says which it carries, tensors or
+/// files: no init or snapshot holds entries it must ignore, no written partition tensors.
+struct written_partition {
+  partition_state header;  ///< value, slots and kept empty; the ledger goes into the manifest
   file_entry values;
-  std::vector<std::string> slot_names;
-  std::vector<file_entry> slots;
-  ledger_data ledger;  ///< what the written state holds (goes into the manifest)
+  std::vector<file_entry> slots;  ///< in header.slot_names order
 };
 
 struct ps_files {
   uint32_t shard = 0;
-  std::vector<partition_files> partitions;
+  std::vector<written_partition> partitions;
 };
 
 }  // namespace actortrain
