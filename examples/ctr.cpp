@@ -14,6 +14,7 @@
 
 #include <actortrain/actors/all.hpp>
 #include <actortrain/actors/jobs/jobs.hpp>
+#include <actortrain/model/optim/make_optimizer.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -39,7 +40,12 @@ int main(int argc, char** argv) {
       .add("buckets", o.buckets, "rows of the hashed embedding table", range<int64_t>{1, int64_t{1} << 24})
       .add("dim", o.dim, "embedding width", range<int64_t>{1, 4096})
       .add("batch", o.batch, "examples per step (per worker)", range<int64_t>{1, int64_t{1} << 20})
-      .add("optimizer", o.optimizer, "the shards' optimizer: adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)")
+      .add_parsed("optimizer", o.optimizer,
+                  "the shards' optimizer: adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)",
+                  [&o](const std::string& v) {
+                    actortrain::model::make_optimizer(v);  // refused here, naming the flag
+                    o.optimizer = v;
+                  })
       .add_parsed("partitioner", "fixed_shards(2)", "how variables are split over the shards (\"none\": whole)",
                   [&](const std::string& v) { partitioner = actortrain::model::make_partitioner(v); })
       .add_parsed("consistency", "async", "async, bounded_staleness(s) or sync",

@@ -5,7 +5,7 @@
 // and every shard rolls back to the last coordinated checkpoint. The metrics file
 // records each failure and recovery (actortrain plot draws them on a time line).
 //
-//   build/examples/survive_faults --kill-worker-at 300 --kill-ps-at 1500 --checkpoint-dir ck \
+//   build/examples/survive_faults --kill-worker-at 300 --kill-ps-at 600 --checkpoint-dir ck \
 //       --metrics run.jsonl
 //   build/tools/actortrain plot run.jsonl --out figures
 
@@ -18,13 +18,16 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <stdexcept>
+
 using actortrain::cli::range;
 
 int main(int argc, char** argv) {
   return actortrain::cli::run_main("survive_faults", [&] {
     actortrain::jobs::fashion_mnist_options o;
     o.epochs = 2;
-    int64_t kill_worker_at = 300, kill_ps_at = 1500, checkpoint_every = 200;
+    int64_t kill_worker_at = 300, kill_ps_at = 600, checkpoint_every = 200;  // 2 epochs: 940 steps
     std::string checkpoint_dir, metrics;
     int verbose = 2;
     actortrain::cli::flags f{"survive_faults",
@@ -37,15 +40,20 @@ int main(int argc, char** argv) {
            "kill ps shard 0 when its Nth push arrives; it is respawned and every shard rolls back to the last "
            "checkpoint (0: never)",
            range<int64_t>{0, int64_t{1} << 40})
-      .add("checkpoint-dir", checkpoint_dir, "coordinated checkpoints here (needed with --kill-ps-at)")
+      .add("checkpoint-dir", checkpoint_dir,
+           "coordinated checkpoints here, an empty or new directory (default: a new one under /tmp)")
       .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints", range<int64_t>{1, 1 << 30})
       .add("metrics", metrics, "write JSON-lines metrics (failures and recoveries included) to this file")
       .add("data-dir", o.data_dir, "directory with the four Fashion-MNIST .gz files")
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch", range<int>{0, 2});
     if (!f.parse(argc, argv)) return 0;
     if (!f.positional().empty()) throw actortrain::cli::usage_error("unexpected argument '" + f.positional()[0] + "'");
-    if (kill_ps_at > 0 && checkpoint_dir.empty())
-      throw actortrain::cli::usage_error("--kill-ps-at needs --checkpoint-dir (the shards roll back to a checkpoint)");
+    if (kill_ps_at > 0 && checkpoint_dir.empty()) {  // the shards roll back to a checkpoint
+      char dir[] = "/tmp/survive_faults-XXXXXX";
+      if (!::mkdtemp(dir)) throw std::runtime_error("cannot create a checkpoint directory under /tmp");
+      checkpoint_dir = dir;
+      fmt::print("checkpoints under {}\n", checkpoint_dir);
+    }
 
     auto j = actortrain::jobs::fashion_mnist(o);
     j.spec.num_ps = 2;

@@ -87,6 +87,7 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_flag_and_the_allowed_values) {
   BOOST_TEST(message({"--epochs"}) == "--epochs needs a value");
   BOOST_TEST(message({"--epochs", "--quiet"}) == "--epochs needs a value");
   BOOST_TEST(message({"--quiet=maybe"}) == "--quiet: 'maybe' is not on/off");
+  BOOST_TEST(message({"--quiet="}) == "--quiet: '' is not on/off");
   BOOST_TEST(message({"--caf.scheduler.max-threads=2"}) == "unknown flag '--caf.scheduler.max-threads' (see --help)");
 }
 

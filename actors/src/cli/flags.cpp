@@ -247,6 +247,10 @@ bool flags::parse(const std::vector<std::string>& all) {
     else
       args.push_back(a);
   }
+  // A boolean given an empty value (--quiet=): CLI11 would take it for the bare flag.
+  for (auto& a : args)
+    for (auto& o : m.options)
+      if (o->is_bool && a == "--" + o->name + "=") bad(o->name, "", "is not on/off");
   // A flag that takes a value, written last or followed by another flag: CLI11 would
   // take the next flag for its value.
   for (size_t i = 0; i < args.size(); ++i) {

@@ -69,8 +69,7 @@ struct cluster_spec : exchange_options {
   /// variables). model::make_partitioner reads "none", "fixed_shards(n)",
   /// "min_size(bytes, max_shards)" and "max_size(bytes)" from a flag.
   std::shared_ptr<const model::partitioner> partitioner;
-  /// Consistency mode, how stale a gradient may be (see actortrain/actors/coordinator/coordinator.hpp):
-  /// How steps are ordered (core/consistency.hpp; consistency_mode::parse reads the
+  /// How steps are ordered, how stale a gradient may be (core/consistency.hpp; consistency_mode::parse reads the
   /// text forms below from a flag or a file):
   ///  - "async": a step is dispatched whenever a worker is free and applied on arrival
   ///    (TensorFlow's ParameterServerStrategy); staleness is unbounded.
@@ -200,7 +199,7 @@ class cluster {
  public:
   /// Spawns the cluster's actors in `sys`. Throws std::logic_error if configure() was not
   /// called on the system's config, std::invalid_argument for a bad spec (zero workers,
-  /// zero ps shards, an unknown partitioner or consistency mode, steps_per_execution < 1).
+  /// zero ps shards, steps_per_execution < 1, options a consistency mode does not allow).
   cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
           model::loss_ptr loss, std::vector<model::metric_ptr> metrics = {});
   /// The cluster job `j` describes (cluster/job.hpp): j.spec's shape and tuning, its

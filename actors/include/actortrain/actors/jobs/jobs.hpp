@@ -40,7 +40,9 @@ job linear(const linear_options& o = {});
 /// The main job: an MLP 784-256-128-10 on Fashion-MNIST with Adam, each input pipeline
 /// reading its own shard of the 60,000 training images, validated on the test set.
 /// `limit` > 0 trains on the first `limit` images and validates on the first limit/4.
-/// The data is read when the job's pipelines are first built (on the tasks that build them).
+/// The training images are read when the job's pipelines are first built (on the tasks
+/// that build them); the 10,000 test images (the validation data) when the job is built,
+/// on every task that builds it.
 struct fashion_mnist_options {
   int epochs = 10;
   int64_t batch = 128;
