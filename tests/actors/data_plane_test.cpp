@@ -84,6 +84,9 @@ bool same_bits(const at::model::matrix& a, const at::model::matrix& b) {
          std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(float)) == 0;
 }
 
+// The fake shards answer what a ps shard answers on the data plane and nothing more.
+at::ps_shard_actor as_ps(const caf::actor& a) { return caf::actor_cast<at::ps_shard_actor>(a); }
+
 struct plane_fixture {
   caf::actor_system_config cfg;
   std::optional<caf::actor_system> sys;
@@ -152,11 +155,11 @@ bool closed_by_peer(int fd) {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(pulls_pushes_and_row_pulls_keep_every_bit, plane_fixture) {
-  dp::server srv{*sys, shard, std::chrono::seconds(10)};
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10)};
   BOOST_REQUIRE_NE(srv.where().port, 0);
   BOOST_CHECK_EQUAL(srv.where().token.size(), 32u);
   auto routes = std::make_shared<at::shard_routes>();
-  auto plane = dp::open(*sys, srv.where(), shard, routes, std::chrono::seconds(5));
+  auto plane = dp::open(*sys, srv.where(), as_ps(shard), routes, std::chrono::seconds(5));
 
   at::pull_request pull;
   pull.partitions.push_back(at::partition_key{2, 1});
@@ -218,8 +221,8 @@ BOOST_FIXTURE_TEST_CASE(large_tensors_travel_in_shared_memory_lap_after_lap, pla
   auto big = pattern(1000, 300, 0.25f);
   auto big_shard = sys->spawn(fake_shard, big);
   for (bool shared : {true, false}) {
-    dp::server srv{*sys, big_shard, std::chrono::seconds(10)};
-    auto plane = dp::open(*sys, srv.where(), big_shard, nullptr, std::chrono::seconds(5), nullptr, shared);
+    dp::server srv{*sys, as_ps(big_shard), std::chrono::seconds(10)};
+    auto plane = dp::open(*sys, srv.where(), as_ps(big_shard), nullptr, std::chrono::seconds(5), nullptr, shared);
     at::pull_request pull;
     pull.partitions.push_back(at::partition_key{0, 0});
     for (int round = 0; round < 24; ++round) {
@@ -253,8 +256,8 @@ BOOST_FIXTURE_TEST_CASE(large_tensors_travel_in_shared_memory_lap_after_lap, pla
 }
 
 BOOST_FIXTURE_TEST_CASE(a_request_of_another_kind_sent_to_the_stand_in_is_refused, plane_fixture) {
-  dp::server srv{*sys, shard, std::chrono::seconds(10)};
-  auto plane = dp::open(*sys, srv.where(), shard, nullptr, std::chrono::seconds(5));
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10)};
+  auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5));
   auto r = ask<std::string>(plane, at::stats_atom::value);
   BOOST_REQUIRE(!r);
   BOOST_CHECK_NE(at::describe(r.error()).find("pulls and pushes only"), std::string::npos);
@@ -266,26 +269,26 @@ BOOST_FIXTURE_TEST_CASE(a_request_of_another_kind_sent_to_the_stand_in_is_refuse
 }
 
 BOOST_FIXTURE_TEST_CASE(a_wrong_token_is_refused_and_the_stand_in_ends, plane_fixture) {
-  dp::server srv{*sys, shard, std::chrono::seconds(10)};
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10)};
   auto bad = srv.where();
   bad.token[0] = bad.token[0] == 'a' ? 'b' : 'a';
   auto routes = std::make_shared<at::shard_routes>();
-  auto plane = dp::open(*sys, bad, shard, routes, std::chrono::seconds(5));
+  auto plane = dp::open(*sys, bad, as_ps(shard), routes, std::chrono::seconds(5));
   wait_down(plane);
   BOOST_CHECK_EQUAL(srv.refused(), 1u);
   BOOST_CHECK_EQUAL(srv.connections(), 0u);
   BOOST_CHECK(routes->to(shard) == shard);  // it never routed anything
   // Nothing listening there at all: the stand-in ends too.
   dp::endpoint nowhere{1, srv.where().token};
-  auto lost = dp::open(*sys, nowhere, shard, routes, std::chrono::seconds(5));
+  auto lost = dp::open(*sys, nowhere, as_ps(shard), routes, std::chrono::seconds(5));
   wait_down(lost);
 }
 
 BOOST_FIXTURE_TEST_CASE(open_requests_fail_at_once_when_the_connection_goes, plane_fixture) {
   auto routes = std::make_shared<at::shard_routes>();
   std::optional<dp::server> srv;
-  srv.emplace(*sys, shard, std::chrono::seconds(30));
-  auto plane = dp::open(*sys, srv->where(), shard, routes, std::chrono::seconds(5));
+  srv.emplace(*sys, as_ps(shard), std::chrono::seconds(30));
+  auto plane = dp::open(*sys, srv->where(), as_ps(shard), routes, std::chrono::seconds(5));
   at::pull_request first;
   first.partitions.push_back(at::partition_key{0, 0});
   BOOST_REQUIRE(ask<at::pull_reply>(plane, at::pull_atom::value, first));
@@ -304,9 +307,9 @@ BOOST_FIXTURE_TEST_CASE(open_requests_fail_at_once_when_the_connection_goes, pla
 }
 
 BOOST_FIXTURE_TEST_CASE(malformed_frames_close_only_their_connection, plane_fixture) {
-  dp::server srv{*sys, shard, std::chrono::seconds(10)};
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10)};
   auto where = srv.where();
-  auto plane = dp::open(*sys, where, shard, nullptr, std::chrono::seconds(5));
+  auto plane = dp::open(*sys, where, as_ps(shard), nullptr, std::chrono::seconds(5));
   at::pull_request pull;
   pull.partitions.push_back(at::partition_key{0, 0});
   BOOST_REQUIRE(ask<at::pull_reply>(plane, at::pull_atom::value, pull));

@@ -85,7 +85,7 @@ struct flow_fixture : testing::fixture {
     t.f.coordinator_epoch = 1;
     t.f.worker = 0;
     t.f.worker_generation = 1;
-    t.source = caf::actor_cast<caf::actor>(shard);
+    t.source = shard;
     t.steps.push_back(step_id{1, 0, position});
     return t;
   }

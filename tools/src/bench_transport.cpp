@@ -425,7 +425,7 @@ int serve_or_throw(const transport_options& o, int report_fd) {
   if (!basp) throw std::runtime_error(fmt::format("{}publish on 127.0.0.1: {}", tls ? "TLS " : "", describe(basp.error())));
   // Plaintext only, as in a cluster: the tensor data plane beside BASP.
   std::optional<data_plane::server> plane;
-  if (!tls) plane.emplace(sys, ps.a, std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout));
+  if (!tls) plane.emplace(sys, caf::actor_cast<ps_shard_actor>(ps.a), std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout));
   auto listener = net::listen_on(host, 0, {/*backlog=*/1});
   report_ports(report_fd, net::local_port(listener.get()), *basp, plane ? plane->where() : data_plane::endpoint{});
   auto conn = net::accept_within(listener.get(), idle_bound);
@@ -754,7 +754,7 @@ class basp_client {
     });
     if (!o.error.empty()) throw std::runtime_error(fmt::format("connecting to {}:{}: {}", host, port, o.error));
     connect_ms_ = o.ms;
-    if (plane) via_ = data_plane::open(sys, *plane, *handle, nullptr, std::chrono::seconds(5), nullptr, shared_memory);
+    if (plane) via_ = data_plane::open(sys, *plane, caf::actor_cast<ps_shard_actor>(*handle), nullptr, std::chrono::seconds(5), nullptr, shared_memory);
     runner_ = sys.spawn(round_runner, *handle, via_);
   }
 

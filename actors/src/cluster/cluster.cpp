@@ -43,7 +43,7 @@ std::future<uint64_t> detail::ask_to_join(caf::actor_system& sys, coordinator_ac
       promise->set_exception(
         std::make_exception_ptr(std::runtime_error(fmt::format("worker {} cannot join: {}", id, describe(e)))));
     },
-    join_atom::value, caf::actor_cast<caf::actor>(w), id);
+    join_atom::value, w, id);
   return fut;
 }
 
@@ -146,7 +146,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   if (parts && !parts->ps.empty()) {
     if (static_cast<int>(parts->ps.size()) != d.spec.num_ps)
       throw std::invalid_argument(fmt::format("cluster: {} ps shards given for num_ps = {}", parts->ps.size(), d.spec.num_ps));
-    for (auto& p : parts->ps) d.ps.push_back(caf::actor_cast<ps_shard_actor>(p));
+    d.ps = parts->ps;
     d.remote_ps_lost = parts->ps_lost;
     d.owns_ps = false;
   } else {

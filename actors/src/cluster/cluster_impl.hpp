@@ -89,7 +89,7 @@ struct cluster::impl {
   uint64_t next_run = 1;
   uint64_t active = 0;
   std::future<caf::expected<run_summary>> result;
-  std::vector<caf::actor> run_shards;
+  std::vector<dataset_shard_actor> run_shards;
   dataset::dataset_fn run_fn;   // the run's, for rebuilding a lost dataset shard
   dataset::dataset_fn eval_fn;  // its validation pipelines' (null: none)
   model::fit_options opts;
@@ -135,16 +135,16 @@ struct cluster::impl {
 
   int num_pipelines() const { return cluster_internals::num_pipelines(spec); }
 
-  caf::actor spawn_shard(const dataset::dataset_fn& fn, int i) {
+  dataset_shard_actor spawn_shard(const dataset::dataset_fn& fn, int i) {
     auto o = cluster_internals::pipeline_options(spec, i);
     o.plant = plant;
-    auto a = caf::actor_cast<caf::actor>(spawn_dataset_shard(sys, fn, std::move(o)));
+    auto a = spawn_dataset_shard(sys, fn, std::move(o));
     named(a, actor_role::dataset, static_cast<uint32_t>(i));
     return a;
   }
 
-  std::vector<caf::actor> spawn_shards(const dataset::dataset_fn& fn) {
-    std::vector<caf::actor> out;
+  std::vector<dataset_shard_actor> spawn_shards(const dataset::dataset_fn& fn) {
+    std::vector<dataset_shard_actor> out;
     int n = num_pipelines();
     for (int i = 0; i < n; ++i) out.push_back(spawn_shard(fn, i));
     return out;
@@ -185,8 +185,7 @@ struct cluster::impl {
     ps[index] = p;
     request_from_outside<caf::ok_atom>(
       sys, coordinator, timeout(), [](caf::ok_atom&) {},
-      [p](caf::error&) { caf::anon_send_exit(p, caf::exit_reason::user_shutdown); }, replace_atom::value, index,
-      caf::actor_cast<caf::actor>(p));
+      [p](caf::error&) { caf::anon_send_exit(p, caf::exit_reason::user_shutdown); }, replace_atom::value, index, p);
   }
 
   // Tells the fault policy (if any) what a spawned actor is.
@@ -207,7 +206,8 @@ struct cluster::impl {
     return w;
   }
 
-  void stop(std::vector<caf::actor>& actors) {
+  template <class Handle>
+  void stop(std::vector<Handle>& actors) {
     for (auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     actors.clear();
   }

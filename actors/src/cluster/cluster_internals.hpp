@@ -3,6 +3,7 @@
 // with their apply logs (cluster_spec::apply_log). Not installed.
 
 #include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/actors/coordinator/coordinator.hpp>
 #include <actortrain/actors/data/dataset_shard.hpp>
 #include <actortrain/actors/cluster/events.hpp>
 #include <actortrain/actors/core/messages.hpp>
@@ -20,7 +21,7 @@ namespace actortrain {
 /// A cluster whose ps shards or workers live in other processes (the node runtime).
 struct cluster::parts {
   /// The ps shards by index (spec.num_ps of them); empty: spawn them here.
-  std::vector<caf::actor> ps;
+  std::vector<ps_shard_actor> ps;
   /// Workers spawned here, ids 0..n-1; the others (up to spec.num_workers) join through
   /// the coordinator's join. -1: all of them.
   int local_workers = -1;
@@ -50,9 +51,9 @@ struct cluster_internals {
                                            model::loss_ptr loss,
                                            std::vector<std::shared_ptr<const model::metric>> metrics,
                                            std::shared_ptr<const model::placement> placement);
-  static caf::actor coordinator(cluster& c);
+  static coordinator_actor coordinator(cluster& c);
   /// The ps shards by index, as the coordinator knows them.
-  static std::vector<caf::actor> ps(cluster& c);
+  static std::vector<ps_shard_actor> ps(cluster& c);
   static std::shared_ptr<const model::placement> placement(cluster& c);
   /// Each ps shard's stats, by index (run the test scheduler before get()).
   static std::future<std::vector<ps_stats>> shard_stats(cluster& c);

@@ -71,8 +71,7 @@ std::future<model::matrix> cluster::predict_async(const dataset::dataset& data) 
   o.detached = !d.spec.simulated;
   eval_spec spec;
   spec.outputs = true;
-  spec.pipelines.push_back(caf::actor_cast<caf::actor>(
-    spawn_dataset_shard(d.sys, [data](const dataset::input_context&) { return data; }, o)));
+  spec.pipelines.push_back(spawn_dataset_shard(d.sys, [data](const dataset::input_context&) { return data; }, o));
   auto width = d.structure.output_width();
   return ask_evaluation<model::matrix>(d.sys, d.coordinator, d.call_timeout(), std::move(spec),
                                        [width](eval_summary& r) {
@@ -377,13 +376,9 @@ std::unique_ptr<cluster> cluster_internals::make(caf::actor_system& sys, cluster
     new cluster(sys, std::move(spec), std::move(structure), opt, std::move(loss), std::move(metrics), &p));
 }
 
-caf::actor cluster_internals::coordinator(cluster& c) { return caf::actor_cast<caf::actor>(c.impl_->coordinator); }
+coordinator_actor cluster_internals::coordinator(cluster& c) { return c.impl_->coordinator; }
 
-std::vector<caf::actor> cluster_internals::ps(cluster& c) {
-  std::vector<caf::actor> out;
-  for (auto& p : c.impl_->ps) out.push_back(caf::actor_cast<caf::actor>(p));
-  return out;
-}
+std::vector<ps_shard_actor> cluster_internals::ps(cluster& c) { return c.impl_->ps; }
 
 std::shared_ptr<const model::placement> cluster_internals::placement(cluster& c) { return c.impl_->placement; }
 

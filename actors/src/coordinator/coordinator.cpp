@@ -280,13 +280,13 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
     // -- dispatch: speculation (dispatch.cpp) ------------------------------------------------
     [self](slow_atom, uint64_t id) { on_slow(self, id); },
     // -- membership: workers and dataset shards (membership.cpp) -----------------------------
-    [self](join_atom, caf::actor handle, uint32_t id) -> caf::result<uint64_t> { return on_join(self, handle, id); },
+    [self](join_atom, worker_actor handle, uint32_t id) -> caf::result<uint64_t> { return on_join(self, handle, id); },
     [self](outage_atom, uint64_t id) { on_outage(self, id); },
-    [self](source_atom, uint32_t p, caf::actor shard, bool eval) -> caf::result<caf::ok_atom> {
+    [self](source_atom, uint32_t p, dataset_shard_actor shard, bool eval) -> caf::result<caf::ok_atom> {
       return on_source(self, p, shard, eval);
     },
     // -- recovery: a lost ps shard (recovery.cpp) --------------------------------------------
-    [self](replace_atom, uint32_t index, caf::actor shard) -> caf::result<caf::ok_atom> {
+    [self](replace_atom, uint32_t index, ps_shard_actor shard) -> caf::result<caf::ok_atom> {
       return on_replace(self, index, shard);
     },
     [self](recover_atom, uint64_t id) { on_recover_deadline(self, id); },

@@ -287,8 +287,7 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
   auto id = t.id;
   st.work.sent(wid, std::move(t));
   if (!eval) task.watermark = watermark(st);  // with this task in flight: it is not applied yet
-  task.ps.reserve(st.opts.ps.size());
-  for (auto& p : st.opts.ps) task.ps.push_back(caf::actor_cast<caf::actor>(p));
+  task.ps = st.opts.ps;
   // A task may run steps_per_execution steps: give it that many timeouts.
   auto timeout = st.opts.timeout * std::max<int64_t>(1, static_cast<int64_t>(task.steps.size()));
   st.opts.seam->request(self, w.handle, timeout, step_atom::value, std::move(task))

@@ -6,7 +6,7 @@
 
 namespace actortrain::coord {
 
-void start_eval(self_ptr self, const std::vector<caf::actor>& shards) {
+void start_eval(self_ptr self, const std::vector<dataset_shard_actor>& shards) {
   auto& st = self->state;
   st.ph = phase::evaluating;
   st.eval_acc.reset(st.opts.metrics);

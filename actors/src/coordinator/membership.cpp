@@ -95,7 +95,7 @@ void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason) {
 }
 
 // A rebuilt dataset shard for pipeline p.
-caf::result<caf::ok_atom> on_source(self_ptr self, uint32_t p, caf::actor shard, bool eval) {
+caf::result<caf::ok_atom> on_source(self_ptr self, uint32_t p, dataset_shard_actor shard, bool eval) {
   auto& st = self->state;
   if (p >= (eval ? st.spec.eval_pipelines.size() : st.pipes.size()))
     return make_error(error_code::invalid_request,
@@ -129,27 +129,26 @@ void on_outage(self_ptr self, uint64_t id) {
 }
 
 // A worker joins (or comes back): its generation.
-caf::result<uint64_t> on_join(self_ptr self, caf::actor handle, uint32_t id) {
+caf::result<uint64_t> on_join(self_ptr self, worker_actor handle, uint32_t id) {
   auto& st = self->state;
-  auto typed = caf::actor_cast<worker_actor>(handle);
   if (id < st.workers.size()) {
     auto& w = st.workers[id];
     if (w.alive) return make_error(error_code::invalid_request, fmt::format("worker {} is already a member", id));
-    w.handle = typed;
+    w.handle = handle;
     w.alive = true;
     w.outstanding = 0;
     w.isolating = 0;
     ++w.generation;
   } else if (id == st.workers.size()) {
     worker_slot w;
-    w.handle = typed;
+    w.handle = handle;
     w.id = id;
     st.workers.push_back(w);
   } else {
     return make_error(error_code::invalid_request,
                       fmt::format("worker id {} leaves a gap (next is {})", id, st.workers.size()));
   }
-  self->monitor(typed);
+  self->monitor(handle);
   ++st.outages;  // a pending outage check finds a member
   event e;
   e.kind = event_kind::worker_joined;

@@ -533,13 +533,13 @@ void begin_run(self_ptr self) {
 }  // namespace
 
 // A replacement for lost ps shard `index`.
-caf::result<caf::ok_atom> on_replace(self_ptr self, uint32_t index, caf::actor shard) {
+caf::result<caf::ok_atom> on_replace(self_ptr self, uint32_t index, ps_shard_actor shard) {
   auto& st = self->state;
   if (index >= st.opts.ps.size())
     return make_error(error_code::invalid_request, fmt::format("no ps shard {} (there are {})", index, st.opts.ps.size()));
   if (!st.lost_ps.count(index))
     return make_error(error_code::invalid_request, fmt::format("ps shard {} is not lost", index));
-  st.opts.ps[index] = caf::actor_cast<ps_shard_actor>(shard);
+  st.opts.ps[index] = shard;
   self->monitor(shard);
   st.lost_ps.erase(index);
   if (!st.lost_ps.empty()) return caf::ok_atom::value;  // another one is still missing

@@ -42,7 +42,7 @@ struct worker_slot {
 };
 
 struct pipeline_slot {
-  caf::actor shard;
+  dataset_shard_actor shard;
   uint64_t next = 0;         // next position to dispatch
   uint64_t epoch_begin = 0;  // first position of the current epoch
   uint64_t end = UINT64_MAX; // first position known to be past the data
@@ -274,16 +274,16 @@ void on_slow(self_ptr self, uint64_t id);
 // membership.cpp: workers joining, lost and fenced out, outages, rebuilt dataset shards
 bool alive_workers(const coord_state& st);
 void on_worker_down(self_ptr self, uint32_t wid, const caf::error& reason);
-caf::result<caf::ok_atom> on_source(self_ptr self, uint32_t p, caf::actor shard, bool eval);
+caf::result<caf::ok_atom> on_source(self_ptr self, uint32_t p, dataset_shard_actor shard, bool eval);
 void on_outage(self_ptr self, uint64_t id);
-caf::result<uint64_t> on_join(self_ptr self, caf::actor handle, uint32_t id);
+caf::result<uint64_t> on_join(self_ptr self, worker_actor handle, uint32_t id);
 
 // status.cpp: the status report
 void note_for_status(coord_state& st, const event& e);
 caf::result<status_report> on_report(self_ptr self);
 
 // epochs.cpp: epochs, evaluation, the epoch gate
-void start_eval(self_ptr self, const std::vector<caf::actor>& shards);
+void start_eval(self_ptr self, const std::vector<dataset_shard_actor>& shards);
 void begin_epoch(self_ptr self);
 void end_epoch(self_ptr self);
 void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_response_promise<caf::ok_atom>> rp);
@@ -312,7 +312,7 @@ void recover(self_ptr self);
 void on_ps_down(self_ptr self, uint32_t index, const caf::error& reason);
 void start_run(self_ptr self);
 std::function<void(caf::error&)> restore_failed(self_ptr self, size_t i, uint64_t attempt, std::string what);
-caf::result<caf::ok_atom> on_replace(self_ptr self, uint32_t index, caf::actor shard);
+caf::result<caf::ok_atom> on_replace(self_ptr self, uint32_t index, ps_shard_actor shard);
 void on_recover_deadline(self_ptr self, uint64_t id);
 
 }  // namespace actortrain::coord

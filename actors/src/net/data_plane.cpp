@@ -78,7 +78,7 @@ bool data_plane_request(const caf::message& msg) {
 
 struct server::impl : std::enable_shared_from_this<server::impl> {
   caf::actor_system& sys;
-  caf::actor shard;
+  ps_shard_actor shard;
   std::chrono::milliseconds timeout;
   log_fn log;
   net::unique_fd listener;
@@ -99,7 +99,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::mutex mtx;
   std::list<connection> connections;
 
-  impl(caf::actor_system& s, caf::actor sh, std::chrono::milliseconds t, log_fn l)
+  impl(caf::actor_system& s, ps_shard_actor sh, std::chrono::milliseconds t, log_fn l)
       : sys(s), shard(std::move(sh)), timeout(t), log(std::move(l)) {}
 
   void refuse(const std::string& why) {
@@ -213,7 +213,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   }
 };
 
-server::server(caf::actor_system& sys, caf::actor shard, std::chrono::milliseconds request_timeout, log_fn log)
+server::server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, log_fn log)
     : impl_(std::make_shared<impl>(sys, std::move(shard), request_timeout, std::move(log))) {
   try {
     impl_->listener = net::listen_on("127.0.0.1", 0);

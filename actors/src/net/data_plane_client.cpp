@@ -141,7 +141,7 @@ struct stand_in_state {
   caf::actor entry;  // the companion requests are routed to (it holds the core)
 };
 
-caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, caf::actor shard,
+caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, ps_shard_actor shard,
                        std::shared_ptr<shard_routes> routes, std::chrono::milliseconds timeout, log_fn log,
                        bool shared_memory) {
   detail::name_this_thread("at.dp.standin");
@@ -225,7 +225,7 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, c
 
 }  // namespace
 
-caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<shard_routes> routes,
+caf::actor open(caf::actor_system& sys, const endpoint& at, ps_shard_actor shard, std::shared_ptr<shard_routes> routes,
                 std::chrono::milliseconds timeout, log_fn log, bool shared_memory) {
   return sys.spawn<caf::detached>(stand_in, at, std::move(shard), std::move(routes), timeout, std::move(log),
                                   shared_memory);

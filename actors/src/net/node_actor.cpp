@@ -22,7 +22,7 @@ struct node_state : node_init {
   std::vector<std::pair<uint32_t, caf::response_promise>> shard_waiters;
   // The coordinator's task: admissions in worker-id order (the coordinator's join wants
   // ids without gaps), held until the coordinator exists.
-  caf::actor coordinator;
+  coordinator_actor coordinator;
   uint32_t next_id = 0;
   std::map<uint32_t, pending_join> waiting;
   std::map<uint32_t, caf::actor> worker_nodes;
@@ -38,7 +38,7 @@ struct node_state : node_init {
   uint64_t watch_epoch = 0;
 };
 
-using node_ptr = caf::stateful_actor<node_state>*;
+using node_ptr = node_actor::stateful_pointer<node_state>;
 
 void answer_shard_waiters(node_ptr self) {
   auto& st = self->state;
@@ -89,7 +89,7 @@ void admit_in_order(node_ptr self) {
 }
 
 
-caf::behavior node_actor(node_ptr self, node_init init) {
+node_actor::behavior_type node_behavior(node_ptr self, node_init init) {
   auto& st = self->state;
   static_cast<node_init&>(st) = std::move(init);
   self->set_down_handler([self](caf::down_msg& dm) {
@@ -148,7 +148,7 @@ caf::behavior node_actor(node_ptr self, node_init init) {
       if (index < nodes.size()) nodes[index] = std::move(ps_node);
     },
     // The coordinator's task: the coordinator exists; `local` workers are its own.
-    [self](host_atom, caf::actor coordinator, uint32_t local, std::vector<caf::actor> ps_nodes) {
+    [self](host_atom, coordinator_actor coordinator, uint32_t local, std::vector<caf::actor> ps_nodes) {
       auto& st = self->state;
       st.coordinator = std::move(coordinator);
       st.next_id = local;
@@ -225,7 +225,7 @@ caf::behavior node_actor(node_ptr self, node_init init) {
           });
       return rp;
     },
-    [self](stop_atom) {
+    [self](stop_atom) -> caf::result<caf::ok_atom> {
       self->state.box->update([](node_box& b) { b.stopped = true; });
       return caf::ok_atom::value;
     },
@@ -269,6 +269,6 @@ caf::behavior node_actor(node_ptr self, node_init init) {
 
 }  // namespace
 
-caf::actor spawn_node_actor(caf::actor_system& sys, node_init init) { return sys.spawn(node_actor, std::move(init)); }
+node_actor spawn_node_actor(caf::actor_system& sys, node_init init) { return sys.spawn(node_behavior, std::move(init)); }
 
 }  // namespace actortrain::detail

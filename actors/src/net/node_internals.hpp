@@ -4,6 +4,7 @@
 // context and the roles a task plays (roles.cpp), and small helpers. process.cpp runs a
 // task; node_cli.cpp is its command line.
 
+#include <actortrain/actors/coordinator/coordinator.hpp>
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/core/messages.hpp>
 #include <actortrain/actors/net/data_plane.hpp>
@@ -97,8 +98,40 @@ struct node_init {
 };
 
 /// The node actor of this process (one per process, published at the task's address):
-/// registrations, ps handles, the status report, the end of the job.
-caf::actor spawn_node_actor(caf::actor_system& sys, node_init init);
+/// registrations, ps handles, the status report, the end of the job. Other tasks' nodes
+/// travel as caf::actor: a CAF 0.17 interface cannot name itself (an alias of
+/// caf::typed_actor cannot appear in its own signatures), so a node handle that came
+/// from another process is checked when its messages arrive.
+using node_actor = caf::typed_actor<
+  // The coordinator's task: the live status, from the coordinator.
+  caf::replies_to<report_atom>::with<status_report>,
+  // Any task: ps shard `index` held here (answered once this process holds it).
+  caf::replies_to<ps_handle_atom, uint32_t>::with<shard_contact>,
+  // This process's own runner: the shards it holds (final: no more will come).
+  caf::reacts_to<caf::put_atom, std::map<uint32_t, shard_contact>>,
+  // The coordinator's task: ps task `index` came back as a new process (its node).
+  caf::reacts_to<caf::put_atom, uint32_t, caf::actor>,
+  // The coordinator's task: the coordinator exists; so many workers are its own; the ps
+  // tasks' nodes.
+  caf::reacts_to<host_atom, coordinator_actor, uint32_t, std::vector<caf::actor>>,
+  // The coordinator's task: a worker task asks to be admitted: its generation.
+  caf::replies_to<register_atom, node_registration>::with<uint64_t>,
+  // Sent to itself: a ps task's lost coordinator did not come back in time.
+  caf::reacts_to<retry_atom, uint64_t, std::string>,
+  // Other tasks: the coordinator's node, whose loss ends this task.
+  caf::reacts_to<watch_atom, caf::actor, std::string>,
+  // The coordinator's task: an evaluator's node, told when the job ends.
+  caf::reacts_to<done_atom, caf::actor>,
+  // A worker task: its replica, which pulls the final parameters when the job ends.
+  caf::reacts_to<replica_atom, worker_actor>,
+  // Worker and evaluator tasks: the end of the job.
+  caf::replies_to<done_atom, job_outcome>::with<caf::ok_atom>,
+  // ps tasks: the end of the job.
+  caf::replies_to<stop_atom>::with<caf::ok_atom>,
+  // This process's own runner, on the coordinator's task: tell every other task.
+  caf::replies_to<finish_atom, job_outcome>::with<caf::ok_atom>>;
+
+node_actor spawn_node_actor(caf::actor_system& sys, node_init init);
 
 [[noreturn]] inline void fail(const std::string& text) { throw std::runtime_error(text); }
 
@@ -118,10 +151,12 @@ struct node_context {
   const node_options& opts;
   const job& j;
   caf::actor_system& sys;
-  caf::actor node;
+  node_actor node;
   std::shared_ptr<node_box> box;
   std::ostream& out;
   std::shared_ptr<detail::defect_switch> plant;  // test-only (node_options::plant)
+  /// This process's node as other tasks hold it (node_actor: peers travel erased).
+  caf::actor node_as_peer() const { return caf::actor_cast<caf::actor>(node); }
   caf::timespan timeout() const { return span(opts.cluster.request_timeout); }
   caf::timespan connect_budget() const { return span(opts.cluster.connect_timeout); }
 };

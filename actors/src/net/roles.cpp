@@ -32,8 +32,8 @@ namespace {
 // A ps task was lost: once its process is back at the same address (within `budget`),
 // hands the new shard to the coordinator, which rolls every shard back to the last
 // checkpoint. Runs in its own actor; the application thread does not wait.
-void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t index, caf::actor coordinator,
-                             caf::actor own_node, std::chrono::milliseconds budget, caf::timespan timeout,
+void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t index, coordinator_actor coordinator,
+                             node_actor own_node, std::chrono::milliseconds budget, caf::timespan timeout,
                              std::ostream* log, std::string prefix) {
   auto deadline = std::chrono::steady_clock::now() + budget;
   sys.spawn([=](caf::event_based_actor* self) {
@@ -51,7 +51,7 @@ void replace_shard_when_back(caf::actor_system& sys, task_address addr, uint32_t
         .then(
           [=](caf::ok_atom) {
             self->send(own_node, caf::put_atom::value, index, node);
-            caf::anon_send(node, watch_atom::value, own_node, std::string("the coordinator"));
+            caf::anon_send(node, watch_atom::value, caf::actor_cast<caf::actor>(own_node), std::string("the coordinator"));
             say(fmt::format("ps shard {} is back at {}", index, addr.text()));
             self->quit();
           },
@@ -70,7 +70,7 @@ data_plane::log_fn log_to(node_context& cx) { return log_lines(cx.out, cx.opts.l
 // A shard of this process as ps_handle answers it: with a data plane unless the cluster
 // runs TLS (tensors then stay inside caf::openssl) or it was turned off. The server
 // lives in `planes`, which the caller destroys before the shard stops.
-shard_contact serve_shard(node_context& cx, caf::actor shard,
+shard_contact serve_shard(node_context& cx, ps_shard_actor shard,
                           std::vector<std::unique_ptr<data_plane::server>>& planes) {
   shard_contact c;
   c.shard = shard;
@@ -185,7 +185,7 @@ node_result host_coordinator(node_context& cx) {
       task_id t{task_type::ps, static_cast<int>(i)};
       auto got = must(fetch_shard(cx.sys, def.ps[i], static_cast<uint32_t>(i), def.connect_timeout, cx.timeout()),
                       "asking " + task_at(def, t) + " for its ps shard");
-      caf::anon_send(got.node, watch_atom::value, cx.node, task_at(def, cx.opts.task));
+      caf::anon_send(got.node, watch_atom::value, cx.node_as_peer(), task_at(def, cx.opts.task));
       ps_nodes.push_back(got.node);
       parts.ps.push_back(got.contact.shard);
     }
@@ -197,7 +197,7 @@ node_result host_coordinator(node_context& cx) {
   // A lost ps task comes back as a new process at its address (restarted by hand or by
   // `actortrain launch --restart-failed`); the coordinator pauses until then, at most
   // request_timeout (then the run fails naming the shard).
-  auto coordinator = std::make_shared<caf::actor>();
+  auto coordinator = std::make_shared<coordinator_actor>();
   parts.ps_lost = [&cx, &def, coordinator](uint32_t i) {
     if (i >= def.ps.size()) return;
     replace_shard_when_back(cx.sys, def.ps[i], i, *coordinator, cx.node, def.request_timeout, cx.timeout(), &cx.out,
@@ -281,7 +281,7 @@ node_result play_worker(node_context& cx) {
                "asking " + task_at(def, t) + " for ps shard " + std::to_string(i))
             .contact;
     }
-    ps.push_back(caf::actor_cast<ps_shard_actor>(c.shard));
+    ps.push_back(c.shard);
     contacts.push_back(std::move(c));
   }
   // The replica and its pipelines exactly as the chief's cluster would build them.
@@ -308,7 +308,7 @@ node_result play_worker(node_context& cx) {
   for (int p = 0; p < cluster_internals::num_pipelines(spec); ++p) {
     auto po = cluster_internals::pipeline_options(spec, p);
     po.plant = cx.plant;
-    o.sources.push_back(caf::actor_cast<caf::actor>(spawn_dataset_shard(cx.sys, cx.j.train, std::move(po))));
+    o.sources.push_back(spawn_dataset_shard(cx.sys, cx.j.train, std::move(po)));
   }
   auto local_sources = o.sources;
   // Each replica builds its dataset when it starts (the job's dataset_fn): have that done,
@@ -368,8 +368,8 @@ node_result play_worker(node_context& cx) {
   node_registration reg;
   reg.worker = static_cast<uint32_t>(me.index);
   reg.fingerprint = job_fingerprint(cx.j, def);
-  reg.replica = caf::actor_cast<caf::actor>(w);
-  reg.node = cx.node;
+  reg.replica = w;
+  reg.node = cx.node_as_peer();
   reg.task = task_at(def, me);
   // The coordinator admits workers in id order: wait as long as the others may take.
   auto admitted = ask<uint64_t>(cx.sys, host, cx.timeout() + cx.connect_budget(), register_atom::value, reg);
@@ -404,13 +404,13 @@ node_result play_ps(node_context& cx) {
   auto shard = spawn_ps_shard(cx.sys, *cx.j.optimizer, o);
   std::vector<std::unique_ptr<data_plane::server>> planes;
   caf::anon_send(cx.node, caf::put_atom::value,
-                 std::map<uint32_t, shard_contact>{{o.index, serve_shard(cx, caf::actor_cast<caf::actor>(shard), planes)}});
+                 std::map<uint32_t, shard_contact>{{o.index, serve_shard(cx, shard, planes)}});
   cx.box->wait([](node_box& b) { return b.stopped; }, std::nullopt);
   // The shard's own count of the requests that reached it on the data plane.
   for (auto& p : planes) log_to(cx)(fmt::format("data plane: {} request(s) served", p->requests()));
   // What this shard applied, from its own ledger (also when the job ended badly).
   node_result r;
-  auto ledgers = ask<ps_ledgers>(cx.sys, caf::actor_cast<caf::actor>(shard), cx.timeout(), ledger_atom::value);
+  auto ledgers = ask<ps_ledgers>(cx.sys, shard, cx.timeout(), ledger_atom::value);
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   if (ledgers) {
     if (!cx.opts.ledger_out.empty()) write_ledgers(ledgers->partitions, cx.opts.ledger_out);
@@ -433,7 +433,7 @@ node_result play_evaluator(node_context& cx) {
   auto host_task = def.coordinator_task();
   auto host = must(dial(cx.sys, def.address(host_task), def.connect_timeout), to_string(host_task));
   caf::anon_send(cx.node, watch_atom::value, host, task_at(def, host_task));
-  caf::anon_send(host, done_atom::value, cx.node);
+  caf::anon_send(host, done_atom::value, cx.node_as_peer());
   model::trainer t{cx.j.structure, cx.j.optimizer->clone(), cx.j.loss, cx.j.spec.seed};
   for (auto& m : fresh_metrics(cx.j)) t.add_metric(std::move(m));
   auto& fs = model::posix_file_system();

@@ -78,7 +78,7 @@ struct worker_state {
     // The pass it belongs to: a position past an epoch's end is the next epoch's first
     // under the same step id, so a batch asked for one must not serve the other.
     uint64_t epoch = 0, epoch_begin = 0;
-    caf::actor source;
+    dataset_shard_actor source;
     batch_reply reply;
   };
   prefetch_slot prefetch;

@@ -433,7 +433,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
       st.newest.recovery_epoch = task.f.recovery_epoch;
       // The shards as the coordinator knows them (a lost one is respawned elsewhere).
       if (task.ps.size() == st.opts.ps.size())
-        for (size_t i = 0; i < task.ps.size(); ++i) st.opts.ps[i] = caf::actor_cast<ps_shard_actor>(task.ps[i]);
+        st.opts.ps = task.ps;
       watch_remote_shards(self);
       // Sent before the coordinator learned of a lost shard: its requests would never
       // be answered (only time out).

@@ -118,17 +118,17 @@ using coordinator_actor = caf::typed_actor<
   // New optimizer hyperparameters for every ps shard (under the coordinator's fence);
   // ok once every shard took them, else the first shard's error.
   caf::replies_to<hyper_atom, hyperparams_request>::with<caf::ok_atom>,
-  caf::replies_to<join_atom, caf::actor, uint32_t>::with<uint64_t>,  // a worker joins: its generation
+  caf::replies_to<join_atom, worker_actor, uint32_t>::with<uint64_t>,  // a worker joins: its generation
   // Sent to itself when every worker is lost: the run fails unless one joined since.
   caf::reacts_to<outage_atom, uint64_t>,
   // A new dataset shard for a pipeline whose shard was lost (dataset_lost event); with
   // true, for a validation pipeline of the run.
-  caf::replies_to<source_atom, uint32_t, caf::actor, bool>::with<caf::ok_atom>,
+  caf::replies_to<source_atom, uint32_t, dataset_shard_actor, bool>::with<caf::ok_atom>,
   // Sent to itself when a task has run speculate_after x the median: maybe re-run it.
   caf::reacts_to<slow_atom, uint64_t>,
   // A respawned ps shard for index `i` after a ps_lost event; once every lost shard is
   // replaced, all shards roll back to the last committed checkpoint.
-  caf::replies_to<replace_atom, uint32_t, caf::actor>::with<caf::ok_atom>,
+  caf::replies_to<replace_atom, uint32_t, ps_shard_actor>::with<caf::ok_atom>,
   // Sent to itself: checkpoint_interval has passed (the id is the tick's).
   caf::reacts_to<ckpt_atom, uint64_t>,
   // A checkpoint of the run into another directory (keeping its newest `keep`), at the

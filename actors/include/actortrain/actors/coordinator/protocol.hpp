@@ -5,7 +5,7 @@
 #include <actortrain/actors/core/step_id.hpp>
 #include <actortrain/actors/core/tensor.hpp>
 
-#include <caf/actor.hpp>
+#include <actortrain/actors/data/handle.hpp>
 
 #include <cstdint>
 #include <string>
@@ -17,8 +17,8 @@ namespace actortrain {
 /// One fit call: train on `pipelines` (dataset shards, one per input pipeline) for
 /// `epochs`; evaluate on `eval_pipelines` after every epoch when there are any.
 struct run_spec {
-  std::vector<caf::actor> pipelines;
-  std::vector<caf::actor> eval_pipelines;
+  std::vector<dataset_shard_actor> pipelines;
+  std::vector<dataset_shard_actor> eval_pipelines;
   int32_t epochs = 1;
   int64_t steps_per_epoch = 0;  ///< 0: an epoch ends with the data of every pipeline
   bool visitation_log = false;  ///< return a visit per applied step in run_summary
@@ -61,7 +61,7 @@ struct run_summary {
 /// Evaluate once over `pipelines` (every batch once); with `outputs` (predict), collect
 /// the model's outputs instead of loss and metrics.
 struct eval_spec {
-  std::vector<caf::actor> pipelines;
+  std::vector<dataset_shard_actor> pipelines;
   bool outputs = false;
 };
 

@@ -21,10 +21,13 @@
 // stand-in, worker/shard_routes.hpp); the fault policy sees the receiver, and the seam
 // decides nothing about routes.
 //
-// Requests through the seam are untyped at the call site (the destination may be the
-// relay or the black hole instead of the real receiver), so the reply handlers are
-// matched at run time; a reply of an unexpected type reaches the error handler as
-// sec::unexpected_response.
+// Types. A request or send through the seam to a typed handle (ps_shard_actor,
+// dataset_shard_actor, worker_actor, coordinator_actor) is checked when it is compiled:
+// the receiver's interface must take the message, and the reply handler given to
+// `then` must take what that interface answers. The message itself still travels
+// untyped (it may go to the relay, the black hole or a data-plane stand-in instead of
+// the receiver), so a handle erased to caf::actor is checked only at run time: a reply
+// of an unexpected type reaches the error handler as sec::unexpected_response.
 
 #include <actortrain/actors/core/messages.hpp>
 
@@ -34,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 namespace actortrain {
 
@@ -68,6 +72,21 @@ struct message_info {
 };
 
 namespace detail {
+// What `Handle` answers to (Xs...): a type_list of the reply's types, or caf::message
+// for an untyped handle.
+template <class Handle, class... Xs>
+struct reply_of {
+  using answer = caf::response_type<typename Handle::signatures, std::decay_t<Xs>...>;
+  static_assert(answer::valid, "the receiver's interface takes no such message");
+  using type = typename answer::type;
+};
+
+// Whether a reply handler F takes the reply `List`.
+template <class F, class List>
+struct takes_reply : std::true_type {};  // caf::message: matched at run time
+template <class F, class... Out>
+struct takes_reply<F, caf::detail::type_list<Out...>> : std::bool_constant<std::is_invocable_v<F, Out&...>> {};
+
 template <class T>
 void note_steps(message_info&, const T&) {}
 inline void note_steps(message_info& m, const step_task& t) {
@@ -84,6 +103,23 @@ class fault_policy {
   virtual void on_spawn(const caf::actor_addr&, actor_role, uint32_t /*index*/) {}
 };
 
+/// A request's response handle whose reply handler is checked against `Reply`, what the
+/// receiver's interface answers (send_seam::request).
+template <class Reply, class Response>
+class checked_response {
+ public:
+  explicit checked_response(Response r) : r_(std::move(r)) {}
+  template <class OnReply, class OnError>
+  void then(OnReply on_reply, OnError on_error) {
+    static_assert(detail::takes_reply<OnReply, Reply>::value,
+                  "the reply handler does not take what the receiver's interface answers");
+    r_.then(std::move(on_reply), std::move(on_error));
+  }
+
+ private:
+  Response r_;
+};
+
 using relay_atom = caf::atom_constant<caf::atom("relay")>;
 using fire_atom = caf::atom_constant<caf::atom("fire")>;
 
@@ -95,8 +131,8 @@ class send_seam {
   send_seam(const send_seam&) = delete;
   send_seam& operator=(const send_seam&) = delete;
 
-  /// A request from `self` to `dest` with a finite `timeout`; returns CAF's response
-  /// handle (call .then(on_reply, on_error) on it).
+  /// A request from `self` to `dest` with a finite `timeout`; call
+  /// .then(on_reply, on_error) on what it returns.
   template <class Self, class Handle, class Atom, class... Ts>
   auto request(Self* self, const Handle& dest, caf::timespan timeout, Atom a, Ts&&... xs) {
     return request(self, dest, caf::actor{}, timeout, a, std::forward<Ts>(xs)...);
@@ -106,38 +142,16 @@ class send_seam {
   /// for `dest`); faults are decided for, and a duplicate or a kill goes to, `dest`.
   template <class Self, class Handle, class Atom, class... Ts>
   auto request(Self* self, const Handle& dest, const caf::actor& via, caf::timespan timeout, Atom a, Ts&&... xs) {
-    auto receiver = caf::actor_cast<caf::actor>(dest);
-    auto target = via ? via : receiver;
-    if (!policy_) return self->request(target, timeout, a, std::forward<Ts>(xs)...);
-    message_info info{self->address(), receiver.address(), Atom::value, true, {}};
-    (detail::note_steps(info, xs), ...);
-    auto d = fate(self, info);
-    switch (d.what) {
-      case delivery::kind::drop:
-        return self->request(black_hole_, timeout, a, std::forward<Ts>(xs)...);
-      case delivery::kind::crash:
-        // CAF keeps a quitting actor until its awaited responses are settled: this one
-        // fails at once, so the actor ends now (its error handlers run on the way out).
-        return self->request(black_hole_, caf::timespan{0}, a, std::forward<Ts>(xs)...);
-      case delivery::kind::duplicate:
-        caf::anon_send(receiver, a, xs...);  // the copy's reply goes nowhere
-        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
-      case delivery::kind::delay:
-        return self->request(relay_, timeout, relay_atom::value, target,
-                             caf::make_message(a, std::forward<Ts>(xs)...), d.delay, timeout);
-      case delivery::kind::kill_receiver:
-        caf::anon_send_exit(receiver, caf::exit_reason::kill);
-        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
-      case delivery::kind::deliver:
-      case delivery::kind::crash_after:
-      default:
-        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
-    }
+    using reply = typename detail::reply_of<Handle, Atom, Ts...>::type;
+    auto r = carry(self, dest, via, timeout, a, std::forward<Ts>(xs)...);
+    return checked_response<reply, decltype(r)>{std::move(r)};
   }
 
   /// A one-way message from `self` to `dest`.
   template <class Self, class Handle, class Atom, class... Ts>
   void send(Self* self, const Handle& dest, Atom a, Ts&&... xs) {
+    static_assert(caf::response_type<typename Handle::signatures, Atom, std::decay_t<Ts>...>::valid,
+                  "the receiver's interface takes no such message");
     auto target = caf::actor_cast<caf::actor>(dest);
     if (!policy_) {
       self->send(target, a, std::forward<Ts>(xs)...);
@@ -171,6 +185,40 @@ class send_seam {
   bool has_policy() const { return policy_ != nullptr; }
 
  private:
+  // The request as it travels: untyped, to the receiver, `via`, the relay or the black
+  // hole as the fault policy decides.
+  template <class Self, class Handle, class Atom, class... Ts>
+  auto carry(Self* self, const Handle& dest, const caf::actor& via, caf::timespan timeout, Atom a, Ts&&... xs) {
+    auto receiver = caf::actor_cast<caf::actor>(dest);
+    auto target = via ? via : receiver;
+    if (!policy_) return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+    message_info info{self->address(), receiver.address(), Atom::value, true, {}};
+    (detail::note_steps(info, xs), ...);
+    auto d = fate(self, info);
+    switch (d.what) {
+      case delivery::kind::drop:
+        return self->request(black_hole_, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::crash:
+        // CAF keeps a quitting actor until its awaited responses are settled: this one
+        // fails at once, so the actor ends now (its error handlers run on the way out).
+        return self->request(black_hole_, caf::timespan{0}, a, std::forward<Ts>(xs)...);
+      case delivery::kind::duplicate:
+        caf::anon_send(receiver, a, xs...);  // the copy's reply goes nowhere
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::delay:
+        return self->request(relay_, timeout, relay_atom::value, target,
+                             caf::make_message(a, std::forward<Ts>(xs)...), d.delay, timeout);
+      case delivery::kind::kill_receiver:
+        caf::anon_send_exit(receiver, caf::exit_reason::kill);
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+      case delivery::kind::deliver:
+      case delivery::kind::crash_after:
+      default:
+        return self->request(target, timeout, a, std::forward<Ts>(xs)...);
+    }
+  }
+
+
   // The policy's decision, after the seam's own: a crashed sender loses everything, and a
   // doomed one (crash_after) crashes now. A crash stops `self` once its handler returns.
   template <class Self>

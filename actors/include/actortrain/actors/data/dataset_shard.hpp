@@ -16,17 +16,13 @@
 // scheduler); the simulator spawns it on the test coordinator.
 
 #include <actortrain/actors/core/messages.hpp>
+#include <actortrain/actors/data/handle.hpp>
 #include <actortrain/dataset/input_context.hpp>
 
 #include <caf/all.hpp>
 
 namespace actortrain {
 
-using fill_atom = caf::atom_constant<caf::atom("fill")>;
-
-using dataset_shard_actor = caf::typed_actor<
-  caf::replies_to<batch_atom, batch_request>::with<batch_reply>,
-  caf::reacts_to<fill_atom>>;  // internal: prepare the next batches
 
 namespace detail {
 struct defect_switch;

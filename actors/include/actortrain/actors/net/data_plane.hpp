@@ -54,6 +54,8 @@
 //
 // Includes only CAF's forward declarations.
 
+#include <actortrain/actors/ps/handle.hpp>
+
 #include <caf/fwd.hpp>
 
 #include <chrono>
@@ -83,7 +85,7 @@ class server {
   /// Listens on 127.0.0.1 at a port the kernel picks, with a fresh random token, for
   /// `shard`; `request_timeout` bounds the greeting and each write. Throws
   /// std::runtime_error when it cannot listen.
-  server(caf::actor_system& sys, caf::actor shard, std::chrono::milliseconds request_timeout, log_fn log = nullptr);
+  server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, log_fn log = nullptr);
   /// Stops accepting, closes every connection and joins its threads.
   ~server();
   server(const server&) = delete;
@@ -110,7 +112,7 @@ class server {
 /// in its mailbox; if it cannot connect it logs why and ends (they bounce as from any
 /// dead actor). Send it an exit to close it. `shared_memory`: offer the region (above);
 /// false keeps every float on the TCP stream.
-caf::actor open(caf::actor_system& sys, const endpoint& at, caf::actor shard, std::shared_ptr<shard_routes> routes,
+caf::actor open(caf::actor_system& sys, const endpoint& at, ps_shard_actor shard, std::shared_ptr<shard_routes> routes,
                 std::chrono::milliseconds timeout, log_fn log = nullptr, bool shared_memory = true);
 
 }  // namespace actortrain::data_plane

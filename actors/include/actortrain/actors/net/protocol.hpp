@@ -4,6 +4,9 @@
 
 #include <actortrain/actors/coordinator/protocol.hpp>
 
+#include <actortrain/actors/ps/handle.hpp>
+#include <actortrain/actors/worker/handle.hpp>
+
 #include <caf/actor.hpp>
 
 #include <cstdint>
@@ -17,7 +20,7 @@ namespace actortrain {
 struct node_registration {
   uint32_t worker = 0;  ///< the task's index: the worker id
   std::vector<std::pair<std::string, std::string>> fingerprint;
-  caf::actor replica;  ///< the worker actor
+  worker_actor replica;
   caf::actor node;     ///< the task's node actor (told when the job ends)
   std::string task;    ///< "worker:1 at 127.0.0.1:7004", for messages
 };
@@ -26,7 +29,7 @@ struct node_registration {
 /// process serves one, the shard's data plane (data_plane.hpp; port 0 = none: TLS mode,
 /// or turned off), where a client presents `data_token`.
 struct shard_contact {
-  caf::actor shard;
+  ps_shard_actor shard;
   uint16_t data_port = 0;
   std::string data_token;
 };

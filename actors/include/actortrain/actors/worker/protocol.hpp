@@ -5,7 +5,8 @@
 #include <actortrain/actors/core/step_id.hpp>
 #include <actortrain/actors/core/tensor.hpp>
 
-#include <caf/actor.hpp>
+#include <actortrain/actors/data/handle.hpp>
+#include <actortrain/actors/ps/handle.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -16,7 +17,7 @@ namespace actortrain {
 /// dataset shard that serves them.
 struct step_task {
   fence f;
-  caf::actor source;           ///< the dataset shard serving these steps' batches
+  dataset_shard_actor source;  ///< the dataset shard serving these steps' batches
   std::vector<step_id> steps;  ///< consecutive positions of one pipeline, one epoch
   uint64_t epoch = 0;
   uint64_t epoch_begin = 0;    ///< position where that epoch starts
@@ -27,7 +28,7 @@ struct step_task {
   std::vector<uint64_t> watermark;
   /// The ps shards by index as the coordinator knows them (a lost shard is respawned
   /// under a new handle); the worker pulls from and pushes to these from this task on.
-  std::vector<caf::actor> ps;
+  std::vector<ps_shard_actor> ps;
 };
 
 /// Microseconds spent per phase of a step.

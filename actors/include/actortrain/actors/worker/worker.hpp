@@ -48,6 +48,7 @@
 
 #include <actortrain/actors/data/dataset_shard.hpp>
 #include <actortrain/actors/core/messages.hpp>
+#include <actortrain/actors/worker/handle.hpp>
 #include <actortrain/actors/ps/ps_shard.hpp>
 #include <actortrain/actors/core/send_seam.hpp>
 #include <actortrain/actors/worker/exchange_options.hpp>
@@ -65,12 +66,6 @@
 
 namespace actortrain {
 
-using worker_actor = caf::typed_actor<
-  caf::replies_to<step_atom, step_task>::with<task_result>,
-  // The digest (model::parameters_digest) of every variable as the ps shards hold it now,
-  // pulled on the worker's own path to them (the data plane where there is one): a
-  // task's own evidence of the values a run ended with.
-  caf::replies_to<pull_atom>::with<uint64_t>>;
 
 /// What a worker needs to know; shared, immutable parts by shared_ptr.
 struct worker_options : exchange_options {
@@ -91,7 +86,7 @@ struct worker_options : exchange_options {
   /// of the coordinator's, which serve the same batches, since a batch is a function of
   /// its position): training steps take their batches here instead of from the task's
   /// source, so batches never cross the network. Empty: always the task's.
-  std::vector<caf::actor> sources;
+  std::vector<dataset_shard_actor> sources;
   bool detached = true;
   /// Test-only: a defect planted to show the simulator's checks catch it (null: none).
   std::shared_ptr<detail::defect_switch> plant;
