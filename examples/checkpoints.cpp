@@ -17,6 +17,9 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <system_error>
+
 using actortrain::cli::range;
 
 int main(int argc, char** argv) {
@@ -40,6 +43,11 @@ int main(int argc, char** argv) {
     if (!f.parse(argc, argv)) return 0;
     if (!f.positional().empty()) throw actortrain::cli::usage_error("unexpected argument '" + f.positional()[0] + "'");
     if (checkpoint_dir.empty()) throw actortrain::cli::usage_error("--checkpoint-dir DIR is required");
+    std::error_code ec;
+    if (!resume && std::filesystem::is_directory(checkpoint_dir, ec) && !std::filesystem::is_empty(checkpoint_dir, ec))
+      throw actortrain::cli::usage_error("--checkpoint-dir " + checkpoint_dir +
+                                         " is not empty: add --resume to continue the run it holds, or give an "
+                                         "empty or new directory");
 
     auto j = actortrain::jobs::fashion_mnist(o);
     j.spec.num_ps = 2;

@@ -32,6 +32,13 @@ newest=$(cd "$root" && ls -d ckpt-* | sort | tail -1)
 count=$(cd "$root" && ls -d ckpt-* | wc -l)
 newest_step=$((10#${newest#ckpt-}))
 
+# The same command again would start a second run over the first one's checkpoints: it
+# is refused before training, naming --resume.
+status=0
+"$EXAMPLE" --epochs 1 --checkpoint-dir "$root" --verbose 0 --data-dir "$data_dir" >"$tmp/out" 2>"$tmp/err" || status=$?
+expect_status 2 "the example re-run on its own checkpoints"
+expect_err "add --resume" "the example re-run on its own checkpoints"
+
 # The root: the newest in full, every committed one listed.
 inspect "$root"
 expect_status 0 "inspect ROOT"
