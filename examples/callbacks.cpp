@@ -3,8 +3,7 @@
 // with the best epoch's variables, a learning-rate schedule, a checkpoint of the best
 // epoch, and a CSV log of every epoch. The job is the registered fashion_mnist.
 //
-//   build/examples/callbacks --epochs 6 --early-stopping 2 --lr-schedule cosine \
-//       --best-checkpoint best --csv-log log.csv
+//   build/examples/callbacks --epochs 6 --early-stopping 2 --lr-schedule cosine --best-checkpoint best --csv-log log.csv
 //   build/tools/actortrain inspect best            # what the best checkpoint holds
 
 #include <actortrain/actors/all.hpp>

@@ -5,8 +5,7 @@
 // and every shard rolls back to the last coordinated checkpoint. The metrics file
 // records each failure and recovery (actortrain plot draws them on a time line).
 //
-//   build/examples/survive_faults --kill-worker-at 300 --kill-ps-at 600 --checkpoint-dir ck \
-//       --metrics run.jsonl
+//   build/examples/survive_faults --kill-worker-at 300 --kill-ps-at 600 --checkpoint-dir ck --metrics run.jsonl
 //   build/tools/actortrain plot run.jsonl --out figures
 
 #include <actortrain/actors/all.hpp>

@@ -17,7 +17,9 @@
 #include <actortrain/actors/net/process.hpp>
 
 int main(int argc, char** argv) {
-  auto j = actortrain::jobs::fashion_mnist({/*epochs=*/5});
+  actortrain::jobs::fashion_mnist_options o;
+  o.epochs = 5;
+  auto j = actortrain::jobs::fashion_mnist(o);
   j.fit.verbose = 2;
   return actortrain::run_node(argc, argv, j);
 }
