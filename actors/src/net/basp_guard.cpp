@@ -1,15 +1,21 @@
-// The BASP guard (basp_guard.hpp): an acceptor, and two relay threads per connection.
+// The BASP guard (basp_guard.hpp): one thread, epoll, a relay per connection.
 #include "basp_guard.hpp"
 
-#include <actortrain/actors/net/sockets.hpp>
+#include "basp_check.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
-#include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -22,169 +28,320 @@ namespace actortrain::detail {
 
 namespace {
 
-// The node's own port is on this machine: a connection there is made or refused at
-// once, unless the node stopped taking them (its accept queue full); then the client's
-// connection is closed instead of holding the acceptor.
-constexpr auto inner_connect_bound = std::chrono::seconds(10);
+using clock_type = std::chrono::steady_clock;
+
+constexpr uint64_t listener_key = ~uint64_t{0};
+constexpr uint64_t wake_key = ~uint64_t{0} - 1;
+// Work done for one connection, or accepts, per wake-up: the others get their turn.
+constexpr int rounds_per_turn = 16;
+
+std::string peer_name(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
+    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
+    port = ntohs(in->sin6_port);
+  }
+  return fmt::format("{}:{}", host, port);
+}
+
+bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+
+// One direction of a relay: bytes read from `from` wait in `buf` until `to` took them.
+struct lane {
+  std::vector<char> buf;
+  size_t off = 0, len = 0;
+  bool pending() const { return off < len; }
+};
 
 }  // namespace
 
 struct basp_guard::impl {
-  struct relay {
-    net::unique_fd client, node;
-    std::thread up, down;
-    std::atomic<int> ended{0};
+  struct conn {
+    uint64_t id = 0;
+    net::unique_fd peer, node;
+    std::string who;
+    basp_check check;
+    lane up, down;  // peer -> node (checked), node -> peer
+    bool pending = true;
+    clock_type::time_point deadline;
+    uint32_t peer_mask = 0, node_mask = 0;
+    explicit conn(basp_check::limits l) : check(l) {}
   };
 
-  uint16_t inner = 0;
-  uint64_t max_payload = 0;
+  limits lim;
+  hand_over_fn hand_over;
   log_fn log;
-  net::unique_fd listener;
+  net::unique_fd listener, epoll, wake, reserve;
   uint16_t port = 0;
   std::atomic<bool> stopping{false};
-  std::atomic<size_t> refused{0};
-  std::thread acceptor;
-  std::mutex mtx;
-  std::list<relay> relays;
+  std::thread thread;
+  std::map<uint64_t, conn> conns;
+  uint64_t next_id = 1;
+  size_t pending_count = 0;
+  mutable std::mutex count_mtx;
+  counts n;
+  clock_type::time_point last_busy_log{};
+  size_t busy_since_log = 0;
 
   void say(const std::string& s) {
     if (log) log(s);
   }
 
-  static void close_both(relay& r) {
-    ::shutdown(r.client.get(), SHUT_RDWR);
-    ::shutdown(r.node.get(), SHUT_RDWR);
+  void add(int fd, uint64_t key, uint32_t mask) {
+    epoll_event ev{};
+    ev.events = mask;
+    ev.data.u64 = key;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+      throw net::socket_error("BASP guard: epoll", std::strerror(errno), errno);
   }
 
-  // Client to node: forwards whole chunks once every header in them is within bounds.
-  void upstream(relay& r) {
-    name_this_thread("at.basp.guard");
-    std::vector<char> buf(64 * 1024);
-    char header[header_size];
-    size_t have = 0;         // header bytes collected
-    uint64_t payload = 0;    // payload bytes still to pass
-    try {
-      for (size_t len; (len = net::read_some(r.client.get(), buf.data(), buf.size())) > 0;) {
-        bool bad = false;
-        for (size_t i = 0; i < len && !bad;) {
-          if (payload > 0) {
-            auto take = std::min<uint64_t>(payload, len - i);
-            payload -= take;
-            i += static_cast<size_t>(take);
-            continue;
-          }
-          auto take = std::min(header_size - have, len - i);
-          std::memcpy(header + have, buf.data() + i, take);
-          have += take;
-          i += take;
-          if (have < header_size) continue;
-          have = 0;
-          uint32_t announced;
-          std::memcpy(&announced, header + payload_len_offset, sizeof announced);
-          payload = ntohl(announced);
-          if (payload > max_payload) {
-            ++refused;
-            say(fmt::format("closed a BASP connection whose header announced {} bytes (at most {} here)", payload,
-                            max_payload));
-            bad = true;
-          }
+  void set_mask(int fd, uint64_t key, uint32_t& current, uint32_t mask) {
+    if (mask == current) return;
+    epoll_event ev{};
+    ev.events = mask;
+    ev.data.u64 = key;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_MOD, fd, &ev) != 0)
+      throw net::socket_error("BASP guard: epoll", std::strerror(errno), errno);
+    current = mask;
+  }
+
+  void bump(size_t counts::*field, long delta = 1) {
+    std::lock_guard<std::mutex> g{count_mtx};
+    n.*field = static_cast<size_t>(static_cast<long>(n.*field) + delta);
+  }
+
+  // A connection turned away before anything was made for it: logged at most once a
+  // second (a flood must not become a flood of log lines).
+  void turned_away(const std::string& who, const std::string& why) {
+    bump(&counts::refused_busy);
+    ++busy_since_log;
+    auto now = clock_type::now();
+    if (now - last_busy_log < std::chrono::seconds(1)) return;
+    say(fmt::format("BASP guard: closed {} connection(s) at once, the last from {}: {}", busy_since_log, who, why));
+    busy_since_log = 0;
+    last_busy_log = now;
+  }
+
+  void close(uint64_t id) {
+    auto i = conns.find(id);
+    if (i == conns.end()) return;
+    if (i->second.pending) --pending_count;
+    conns.erase(i);  // closes both ends: CAF sees its end close and drops the connection
+    bump(&counts::open, -1);
+  }
+
+  // Moves what `l` holds to `to`, then reads more from `from` (checked with `check` when
+  // given), for a bounded number of rounds. False when the connection must close (`why`
+  // says why when it is worth a log line).
+  bool pump(int from, int to, lane& l, basp_check* check, std::string& why) {
+    for (int round = 0; round < rounds_per_turn; ++round) {
+      if (l.pending()) {
+        auto sent = ::send(to, l.buf.data() + l.off, l.len - l.off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent < 0) {
+          if (errno == EINTR) continue;
+          if (would_block(errno)) return true;
+          return false;
         }
-        if (bad) break;
-        net::write_exact(r.node.get(), buf.data(), len);
+        l.off += static_cast<size_t>(sent);
+        continue;
       }
-    } catch (const net::socket_error&) {
-      // Either side went away: the relay ends.
-    }
-    close_both(r);
-    ++r.ended;
-  }
-
-  // Node to client: every byte as it comes.
-  void downstream(relay& r) {
-    name_this_thread("at.basp.guard");
-    std::vector<char> buf(64 * 1024);
-    try {
-      for (size_t len; (len = net::read_some(r.node.get(), buf.data(), buf.size())) > 0;)
-        net::write_exact(r.client.get(), buf.data(), len);
-    } catch (const net::socket_error&) {
-      // Either side went away: the relay ends.
-    }
-    close_both(r);
-    ++r.ended;
-  }
-
-  // Joins and closes the relays whose two threads ended.
-  void reap(bool all) {
-    std::lock_guard<std::mutex> g{mtx};
-    for (auto i = relays.begin(); i != relays.end();) {
-      if (all) close_both(*i);
-      if (all || i->ended == 2) {
-        if (i->up.joinable()) i->up.join();
-        if (i->down.joinable()) i->down.join();
-        i = relays.erase(i);  // closes both sockets
-      } else {
-        ++i;
+      auto got = ::recv(from, l.buf.data(), l.buf.size(), MSG_DONTWAIT);
+      if (got == 0) return false;
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        if (would_block(errno)) return true;
+        return false;
       }
+      if (check && !check->feed(l.buf.data(), static_cast<size_t>(got))) {
+        why = check->why();
+        return false;
+      }
+      l.off = 0;
+      l.len = static_cast<size_t>(got);
     }
+    return true;
   }
 
-  void accept_loop() {
-    name_this_thread("at.basp.accept");
-    for (;;) {
-      net::unique_fd fd;
-      try {
-        fd = net::accept_from(listener.get());
-      } catch (const net::socket_error& e) {
-        // ~basp_guard shuts the listener down to end this wait: no failure then.
-        if (!stopping) say(fmt::format("BASP guard: {}", e.what()));
+  void service(conn& c, bool side_node, uint32_t events) {
+    if (events & (EPOLLERR | EPOLLHUP)) {
+      close(c.id);  // either side gone: the connection ends
+      return;
+    }
+    (void)side_node;
+    std::string why;
+    bool ok = pump(c.peer.get(), c.node.get(), c.up, &c.check, why) &&
+              pump(c.node.get(), c.peer.get(), c.down, nullptr, why);
+    if (!ok) {
+      if (!why.empty()) {
+        bump(&counts::refused_header);
+        say(fmt::format("BASP guard: closed the connection from {}: {}", c.who, why));
+      }
+      close(c.id);
+      return;
+    }
+    if (c.pending && c.check.past_handshake()) {
+      c.pending = false;
+      --pending_count;
+    }
+    set_mask(c.peer.get(), c.id << 1, c.peer_mask,
+             (c.up.pending() ? 0u : uint32_t{EPOLLIN}) | (c.down.pending() ? uint32_t{EPOLLOUT} : 0u));
+    set_mask(c.node.get(), (c.id << 1) | 1, c.node_mask,
+             (c.down.pending() ? 0u : uint32_t{EPOLLIN}) | (c.up.pending() ? uint32_t{EPOLLOUT} : 0u));
+  }
+
+  // Out of descriptors: take the waiting connection with the spare one and close it, so
+  // the listener does not stay readable for a connection nobody can take.
+  void shed_one() {
+    reserve.reset();
+    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    reserve.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  }
+
+  void accept_some() {
+    for (int round = 0; round < rounds_per_turn; ++round) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof addr;
+      int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        auto e = errno;
+        if (e == EINTR || e == ECONNABORTED) continue;
+        if (would_block(e)) return;
+        if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+          shed_one();
+          turned_away("?", fmt::format("cannot accept: {}", std::strerror(e)));
+          continue;
+        }
+        say(fmt::format("BASP guard: accept failed: {}", std::strerror(e)));
         return;
       }
-      if (stopping) return;
-      reap(false);
-      net::unique_fd to;
-      try {
-        to = net::connect_to("127.0.0.1", inner, inner_connect_bound);
-      } catch (const net::socket_error& e) {
-        say(fmt::format("BASP guard: cannot reach the node's own port {}: {}", inner, e.reason()));
+      net::unique_fd peer{fd};
+      bump(&counts::accepted);
+      auto who = peer_name(addr);
+      if (pending_count >= lim.max_pending) {
+        turned_away(who, fmt::format("{} connections are still before their handshake", pending_count));
         continue;
       }
-      try {
-        net::set_no_delay(to.get());
-        net::set_no_delay(fd.get());
-      } catch (const net::socket_error& e) {
-        say(fmt::format("BASP guard: {}", e.what()));
+      if (conns.size() >= lim.max_connections) {
+        turned_away(who, fmt::format("{} connections are open", conns.size()));
         continue;
       }
-      std::lock_guard<std::mutex> g{mtx};
-      auto& r = relays.emplace_back();
-      r.client = std::move(fd);
-      r.node = std::move(to);
-      r.up = std::thread([this, &r] { upstream(r); });
-      r.down = std::thread([this, &r] { downstream(r); });
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        turned_away(who, fmt::format("no socket pair: {}", std::strerror(errno)));
+        if (errno == EMFILE || errno == ENFILE) shed_one();
+        continue;
+      }
+      net::unique_fd mine{pair[0]}, theirs{pair[1]};
+      int one = 1;
+      ::setsockopt(peer.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      ::fcntl(mine.get(), F_SETFL, ::fcntl(mine.get(), F_GETFL) | O_NONBLOCK);
+      auto id = next_id++;
+      try {
+        auto [it, fresh] = conns.emplace(id, conn{basp_check::limits{lim.max_payload, uint64_t{64} << 10}});
+        auto& c = it->second;
+        c.id = id;
+        c.who = who;
+        c.up.buf.resize(lim.buffer_size);
+        c.down.buf.resize(lim.buffer_size);
+        c.deadline = clock_type::now() + lim.handshake_deadline;
+        c.peer = std::move(peer);
+        c.node = std::move(mine);
+        ++pending_count;
+        bump(&counts::open);
+        c.peer_mask = EPOLLIN;
+        c.node_mask = EPOLLIN;
+        add(c.peer.get(), id << 1, c.peer_mask);
+        add(c.node.get(), (id << 1) | 1, c.node_mask);
+        hand_over(std::move(theirs));
+      } catch (const std::exception& e) {
+        say(fmt::format("BASP guard: closed the connection from {}: {}", who, e.what()));
+        close(id);
+      }
+    }
+  }
+
+  void expire() {
+    auto now = clock_type::now();
+    std::vector<uint64_t> late;
+    for (auto& [id, c] : conns)
+      if (c.pending && c.deadline <= now) late.push_back(id);
+    for (auto id : late) {
+      bump(&counts::timed_out);
+      say(fmt::format("BASP guard: closed the connection from {}: no BASP handshake within {} ms", conns.at(id).who,
+                      lim.handshake_deadline.count()));
+      close(id);
+    }
+  }
+
+  void run() {
+    name_this_thread("at.basp.guard");
+    std::vector<epoll_event> events(64);
+    while (!stopping) {
+      int k = ::epoll_wait(epoll.get(), events.data(), static_cast<int>(events.size()), 250);
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        say(fmt::format("BASP guard: epoll_wait failed: {}", std::strerror(errno)));
+        return;
+      }
+      for (int e = 0; e < k && !stopping; ++e) {
+        auto key = events[static_cast<size_t>(e)].data.u64;
+        if (key == wake_key) break;
+        if (key == listener_key) {
+          accept_some();
+          continue;
+        }
+        auto i = conns.find(key >> 1);
+        if (i == conns.end()) continue;  // closed earlier in this batch
+        try {
+          service(i->second, key & 1, events[static_cast<size_t>(e)].events);
+        } catch (const std::exception& x) {
+          say(fmt::format("BASP guard: closed the connection from {}: {}", i->second.who, x.what()));
+          close(key >> 1);
+        }
+      }
+      expire();
     }
   }
 };
 
-basp_guard::basp_guard(const std::string& host, uint16_t port, uint16_t inner_port, uint64_t max_payload, log_fn log)
-    : impl_(std::make_shared<impl>()) {
-  impl_->inner = inner_port;
-  impl_->max_payload = max_payload;
-  impl_->log = std::move(log);
-  impl_->listener = net::listen_on(host, port, {/*backlog=*/64, /*reuse_address=*/true});
-  impl_->port = net::local_port(impl_->listener.get());
-  impl_->acceptor = std::thread([i = impl_.get()] { i->accept_loop(); });
+basp_guard::basp_guard(const std::string& host, uint16_t port, limits l, hand_over_fn hand_over, log_fn log)
+    : impl_(std::make_unique<impl>()) {
+  auto& m = *impl_;
+  m.lim = l;
+  m.hand_over = std::move(hand_over);
+  m.log = std::move(log);
+  m.listener = net::listen_on(host, port, {/*backlog=*/64, /*reuse_address=*/true});
+  m.port = net::local_port(m.listener.get());
+  ::fcntl(m.listener.get(), F_SETFL, ::fcntl(m.listener.get(), F_GETFL) | O_NONBLOCK);
+  m.epoll.reset(::epoll_create1(EPOLL_CLOEXEC));
+  m.wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  m.reserve.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!m.epoll || !m.wake) throw net::socket_error("BASP guard", std::strerror(errno), errno);
+  m.add(m.listener.get(), listener_key, EPOLLIN);
+  m.add(m.wake.get(), wake_key, EPOLLIN);
+  m.thread = std::thread([i = impl_.get()] { i->run(); });
 }
 
 basp_guard::~basp_guard() {
   impl_->stopping = true;
-  ::shutdown(impl_->listener.get(), SHUT_RDWR);  // wakes accept()
-  impl_->acceptor.join();
-  impl_->listener.reset();
-  impl_->reap(true);
+  uint64_t one = 1;
+  [[maybe_unused]] auto w = ::write(impl_->wake.get(), &one, sizeof one);
+  impl_->thread.join();
+  impl_->conns.clear();
 }
 
 uint16_t basp_guard::port() const { return impl_->port; }
 
-size_t basp_guard::refused() const { return impl_->refused; }
+basp_guard::counts basp_guard::count() const {
+  std::lock_guard<std::mutex> g{impl_->count_mtx};
+  return impl_->n;
+}
 
 }  // namespace actortrain::detail

@@ -1,15 +1,32 @@
 #pragma once
-// A guard in front of a plain-BASP port. CAF 0.17.6's BASP broker reads a 32-byte header
-// and resizes its read buffer to the payload length it announces (up to 4 GiB) before
-// any handshake, so any local process could make a node reserve gigabytes. The node
-// publishes its actor on a loopback port of the kernel's choosing; the guard listens at
-// the task's address and relays every connection to it, reading the client's stream
-// header by header: a header announcing more than `max_payload` bytes closes that
-// connection (and is logged), without ever buffering a payload. Replies pass unread.
-// TLS nodes need no guard: caf::openssl authenticates before BASP reads a byte.
+// The guard of a plain-BASP node: the only socket the node listens on. CAF 0.17.6's BASP
+// broker reads a 32-byte header and reserves the payload length it announces (up to 4
+// GiB) before any handshake, so nothing from the network may reach it unread. The guard
+// listens at the task's address; for each connection it makes a Unix socket pair, hands
+// one end to CAF's BASP broker (hand_over: the broker serves it as if it had accepted
+// it; no TCP port of CAF's own exists) and relays between the peer and the other end,
+// reading the peer's stream header by header (basp_check.hpp) before a byte of it goes
+// on. Replies pass unread.
 //
-// Threads: an acceptor, and two relays per connection (a node has a few). No CAF.
+// Per node, not per connection:
+//  - at most `max_pending` connections may be still before the end of their client
+//    handshake, and each must get there within `handshake_deadline`; a connection over
+//    the cap is closed at once, before anything is made for it;
+//  - at most `max_connections` are relayed at once;
+//  - buffers are fixed (two of `buffer_size` per connection): what a peer can make the
+//    guard hold is bounded by these numbers.
+// Every failure on the guard's thread closes the one connection it concerns and is
+// logged with the peer's address; running out of descriptors (EMFILE) refuses new
+// connections until some close, and never ends the guard.
+//
+// TLS nodes are not behind this guard: caf::openssl authenticates the peer's certificate
+// before BASP reads a byte.
+//
+// Threads: one, with epoll; no CAF.
 
+#include <actortrain/actors/net/sockets.hpp>
+
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,27 +37,42 @@ namespace actortrain::detail {
 class basp_guard {
  public:
   using log_fn = std::function<void(const std::string&)>;
+  /// Gives one end of a connection's socket pair to CAF's BASP broker (called on the
+  /// guard's thread; must not block).
+  using hand_over_fn = std::function<void(net::unique_fd)>;
 
-  /// Listens on host:port (SO_REUSEADDR) and relays to 127.0.0.1:`inner_port`. Throws
-  /// net::socket_error (a std::runtime_error) naming the address when it cannot listen.
-  basp_guard(const std::string& host, uint16_t port, uint16_t inner_port, uint64_t max_payload, log_fn log);
-  /// Stops accepting, closes every relayed connection and joins the threads.
+  struct limits {
+    uint64_t max_payload = uint64_t{64} << 20;  ///< per BASP message after the handshake
+    size_t max_pending = 16;
+    size_t max_connections = 256;
+    std::chrono::milliseconds handshake_deadline{10000};
+    size_t buffer_size = 64 * 1024;
+  };
+
+  /// Counters since the start.
+  struct counts {
+    size_t accepted = 0;
+    size_t refused_header = 0;   ///< closed for a header out of bounds
+    size_t refused_busy = 0;     ///< closed at once: over a cap, or out of descriptors
+    size_t timed_out = 0;        ///< no handshake within the deadline
+    size_t open = 0;             ///< relayed now
+  };
+
+  /// Listens on host:port (SO_REUSEADDR). Throws net::socket_error (a std::runtime_error)
+  /// naming the address when it cannot listen.
+  basp_guard(const std::string& host, uint16_t port, limits l, hand_over_fn hand_over, log_fn log);
+  /// Stops accepting, closes every relayed connection and joins the thread.
   ~basp_guard();
   basp_guard(const basp_guard&) = delete;
   basp_guard& operator=(const basp_guard&) = delete;
 
   /// The port it listens on (the given one, or the kernel's pick for 0).
   uint16_t port() const;
-  /// Connections closed for an oversized header, since the start.
-  size_t refused() const;
-
-  /// The byte offset and size of the payload length in a BASP 0.17 header (network order).
-  static constexpr size_t header_size = 32;
-  static constexpr size_t payload_len_offset = 4;
+  counts count() const;
 
  private:
   struct impl;
-  std::shared_ptr<impl> impl_;
+  std::unique_ptr<impl> impl_;
 };
 
 }  // namespace actortrain::detail

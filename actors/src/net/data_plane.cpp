@@ -89,6 +89,8 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::atomic<size_t> refused{0};
   std::atomic<size_t> shared{0};
   std::atomic<size_t> served{0};
+  std::atomic<size_t> greeting{0};  // connections still before their greeting
+  server::limits lim;
   std::thread acceptor;
 
   struct connection {
@@ -107,13 +109,34 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     say(log, "data plane: closed a connection: " + why);
   }
 
-  // The reader thread of one accepted connection: the token, then frames until the end.
+  // The reader thread of one accepted connection: what went wrong is a closed connection
+  // and a log line, never the process.
   void serve(connection& c) {
     detail::name_this_thread("at.dp.serve");
+    bool greeted = false;
+    try {
+      serve_frames(c, greeted);
+    } catch (const std::exception& x) {
+      refuse(std::string("a failure on the connection: ") + x.what());
+      c.link->shutdown();
+    }
+    if (!greeted) --greeting;
+    c.done = true;
+  }
+
+  // The token, then frames until the end.
+  void serve_frames(connection& c, bool& greeted) {
     int fd = c.link->fd.get();
+    c.link->max_frame_bytes = lim.max_frame_bytes;
     hello h;
     auto e = tune(fd, timeout, timeout);
-    if (e.empty()) e = read_exactly(fd, &h, sizeof h);
+    if (e.empty()) {
+      try {
+        if (!net::read_exact_within(fd, &h, sizeof h, std::min(timeout, lim.greeting_deadline))) e = "eof";
+      } catch (const net::socket_error& x) {
+        e = x.what();
+      }
+    }
     if (!e.empty() || h.magic != hello_magic || (h.version != protocol_version && h.version != protocol_shm) ||
         !same_token(h.token, token)) {
       refuse(!e.empty() ? "no greeting (" + e + ")" : "a wrong greeting or token");
@@ -144,6 +167,8 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       return;
     }
     tune(fd, std::chrono::milliseconds(0), timeout);  // idle between frames is fine
+    --greeting;
+    greeted = true;
     ++open;
     auto sink = std::make_shared<reply_sink>();
     auto companion = sys.spawn<caf::actor_companion, caf::hidden>();
@@ -206,15 +231,33 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       if (stopping) return;
       reap();
       std::lock_guard<std::mutex> g{mtx};
+      if (greeting >= lim.max_greeting || connections.size() >= lim.max_connections) {
+        refuse(fmt::format("{} connection(s) wait for their greeting, {} are open: no more now", greeting.load(),
+                           connections.size()));
+        continue;  // closed here, before any thread
+      }
       auto& c = connections.emplace_back();
       c.link = std::make_shared<socket_link>(std::move(fd));
-      c.reader = std::thread([this, &c] { serve(c); });
+      ++greeting;
+      try {
+        c.reader = std::thread([this, &c] { serve(c); });
+      } catch (const std::system_error& x) {
+        --greeting;
+        refuse(std::string("no thread for a connection: ") + x.what());
+        c.link->shutdown();
+        c.done = true;
+      }
     }
   }
 };
 
 server::server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, log_fn log)
+    : server(sys, std::move(shard), request_timeout, limits{}, std::move(log)) {}
+
+server::server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, limits l,
+               log_fn log)
     : impl_(std::make_shared<impl>(sys, std::move(shard), request_timeout, std::move(log))) {
+  impl_->lim = l;
   try {
     impl_->listener = net::listen_on("127.0.0.1", 0);
     impl_->port = net::local_port(impl_->listener.get());

@@ -1,6 +1,8 @@
 // The data plane's wire: shared-memory regions, tokens, receiving a frame (data_plane_wire.hpp).
 #include "data_plane_wire.hpp"
 
+#include <algorithm>
+
 namespace actortrain::data_plane::wire {
 
 namespace {
@@ -122,7 +124,8 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   h.tensors &= ~in_shm_flag;
   if (in_shm && !link.region) return "a frame in shared memory on a connection without it";
   if (h.tensors > max_tensors) return fmt::format("a frame announced {} tensors (at most {})", h.tensors, max_tensors);
-  if (h.meta_bytes > max_meta_bytes) return fmt::format("a frame announced {} bytes of message", h.meta_bytes);
+  auto bound = std::min(max_meta_bytes, link.max_frame_bytes);
+  if (h.meta_bytes > bound) return fmt::format("a frame announced {} bytes of message (at most {} here)", h.meta_bytes, bound);
   std::vector<shape_entry> shapes(h.tensors);
   if (h.tensors > 0)
     if (auto e = read_exactly(fd, shapes.data(), shapes.size() * sizeof(shape_entry)); !e.empty())
@@ -131,6 +134,10 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
     if (s.rows > max_wire_floats || s.cols > max_wire_floats || (s.cols != 0 && s.rows > max_wire_floats / s.cols) ||
         (s.rows == 0 && s.cols == 0))
       return fmt::format("a frame announced a {} x {} tensor", s.rows, s.cols);
+  uint64_t tensor_bytes = 0;
+  for (auto& s : shapes) tensor_bytes += s.rows * s.cols * sizeof(float);  // each bounded above
+  if (tensor_bytes > link.max_frame_bytes)
+    return fmt::format("a frame announced {} bytes of tensors (at most {} here)", tensor_bytes, link.max_frame_bytes);
   uint64_t at = 0, payload = 0;
   const char* src = nullptr;
   if (in_shm) {
@@ -144,10 +151,16 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
                          link.in_next);
     src = link.region->ring_data(1 - link.out_ring) + at % size;
   }
-  std::vector<char> meta(static_cast<size_t>(h.meta_bytes));
-  if (!meta.empty())
-    if (auto e = read_exactly(fd, meta.data(), meta.size()); !e.empty())
+  // The message grows as its bytes arrive (1 MiB at a time): a header alone reserves
+  // nothing.
+  std::vector<char> meta;
+  for (uint64_t got = 0; got < h.meta_bytes;) {
+    auto step = std::min<uint64_t>(h.meta_bytes - got, uint64_t{1} << 20);
+    meta.resize(static_cast<size_t>(got + step));
+    if (auto e = read_exactly(fd, meta.data() + got, static_cast<size_t>(step)); !e.empty())
       return e == "eof" ? "the peer closed the connection inside a frame" : e;
+    got += step;
+  }
   side_scope side;
   side.channel.in.reserve(shapes.size());
   if (in_shm) std::atomic_thread_fence(std::memory_order_acquire);

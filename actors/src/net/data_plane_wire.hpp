@@ -155,6 +155,9 @@ struct socket_link {
   int out_ring = 0;
   uint64_t out_next = 0, in_next = 0;
   std::atomic<uint64_t> frames_in_shm{0};
+  // The most bytes a frame read here may announce, message and tensors each (the job's
+  // largest legitimate message; the protocol's own bound when nobody said).
+  uint64_t max_frame_bytes = max_meta_bytes;
   explicit socket_link(net::unique_fd f) : fd(std::move(f)) {}
   void shutdown() { ::shutdown(fd.get(), SHUT_RDWR); }
 

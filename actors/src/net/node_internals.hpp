@@ -133,6 +133,12 @@ using node_actor = caf::typed_actor<
 
 node_actor spawn_node_actor(caf::actor_system& sys, node_init init);
 
+/// The largest message a task of job `j` can legitimately send (BASP payload, or a data-
+/// plane frame's message bytes and tensors): every variable with two optimizer slots (a
+/// checkpoint partition shipped to the chief), twice, and room for validation batches and
+/// the rest; at least 64 MiB (process.cpp).
+uint64_t max_message_bytes(const job& j);
+
 [[noreturn]] inline void fail(const std::string& text) { throw std::runtime_error(text); }
 
 template <class T>

@@ -23,6 +23,7 @@
 
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/io/basp_broker.hpp>
 #include <caf/openssl/all.hpp>
 
 #include <condition_variable>
@@ -191,13 +192,36 @@ void detail::forget_registry(caf::actor_system& sys) {
   }
 }
 
-// The largest payload a BASP message of this job may announce: every variable with two
-// optimizer slots (a checkpoint partition shipped to the chief), twice, and room for
-// validation batches and the rest; at least 64 MiB.
-uint64_t max_basp_payload(const job& j) {
+uint64_t detail::max_message_bytes(const job& j) {
   uint64_t floats = 0;
   for (auto& v : j.structure.variables()) floats += static_cast<uint64_t>(v.shape.size());
   return std::max<uint64_t>(uint64_t{64} << 20, floats * sizeof(float) * 3 * 2 + (uint64_t{16} << 20));
+}
+
+// What the BASP guard allows a node of this job (basp_guard.hpp): messages up to the
+// job's largest, and for connections not yet past their handshake, a few per task of the
+// cluster (each task dials each other at most once or twice at a time).
+detail::basp_guard::limits guard_limits(const job& j, const cluster_def& def) {
+  detail::basp_guard::limits l;
+  l.max_payload = max_message_bytes(j);
+  auto tasks = def.chief.size() + def.ps.size() + def.worker.size() + def.evaluator.size();
+  l.max_pending = std::max<size_t>(16, 2 * tasks);
+  l.max_connections = std::max<size_t>(64, 8 * tasks);
+  l.handshake_deadline = def.connect_timeout;
+  return l;
+}
+
+// Gives one end of a guarded connection to CAF's BASP broker, which serves it as a
+// connection it accepted at `port` itself (the guard's thread calls this).
+detail::basp_guard::hand_over_fn hand_to_basp(caf::actor_system& sys, const node_actor& node, uint16_t port) {
+  // Looked up (made) here, once, on the application thread before any connection.
+  auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  auto whom = caf::actor_cast<caf::strong_actor_ptr>(node);
+  return [&sys, basp, whom, port](net::unique_fd fd) {
+    auto scribe = sys.middleman().backend().new_scribe(fd.get());
+    fd.release();  // the scribe owns it now
+    caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port, whom, std::set<std::string>{});
+  };
 }
 
 node_result run_task(const node_options& opts, const job& j) {
@@ -243,19 +267,18 @@ node_result run_task(const node_options& opts, const job& j) {
     // the registry stays empty for 100 ms (at most 2 s).
     forget_registry(sys);
   };
-  // Plain BASP sits behind a guard (basp_guard.hpp): the node listens on a loopback port
-  // of the kernel's, the guard at the task's address. It must outlive every connection,
-  // so it ends after stop_all.
+  // Plain BASP sits behind a guard (basp_guard.hpp): the guard is the only listener, and
+  // hands each connection to CAF's BASP broker as one end of a Unix socket pair. It must
+  // outlive every connection, so it ends after stop_all.
   std::unique_ptr<detail::basp_guard> guard;
   try {
     if (def.tls.enabled()) {
       auto port = caf::openssl::publish(node, addr.port, addr.host.c_str(), /*reuse=*/true);
       if (!port) fail(fmt::format("{}: cannot listen on {}: {}", to_string(me), addr.text(), describe(port.error())));
     } else {
-      auto inner = sys.middleman().publish(node, 0, "127.0.0.1", /*reuse_addr=*/true);
-      if (!inner) fail(fmt::format("{}: cannot listen on 127.0.0.1: {}", to_string(me), describe(inner.error())));
       try {
-        guard = std::make_unique<detail::basp_guard>(addr.host, addr.port, *inner, max_basp_payload(j),
+        guard = std::make_unique<detail::basp_guard>(addr.host, addr.port, guard_limits(j, def),
+                                                     hand_to_basp(sys, node, addr.port),
                                                      log_lines(out, opts.log_prefix + to_string(me) + ": "));
       } catch (const std::runtime_error& e) {
         fail(fmt::format("{}: {}", to_string(me), e.what()));

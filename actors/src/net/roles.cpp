@@ -75,7 +75,12 @@ shard_contact serve_shard(node_context& cx, ps_shard_actor shard,
   shard_contact c;
   c.shard = shard;
   if (cx.opts.cluster.tls.enabled() || !cx.opts.data_plane) return c;
-  planes.push_back(std::make_unique<data_plane::server>(cx.sys, std::move(shard), cx.opts.cluster.request_timeout,
+  data_plane::server::limits l;
+  l.max_frame_bytes = max_message_bytes(cx.j);
+  auto tasks = cx.opts.cluster.worker.size() + cx.opts.cluster.evaluator.size() + cx.opts.cluster.chief.size();
+  l.max_greeting = std::max<size_t>(16, 2 * tasks);
+  l.max_connections = std::max<size_t>(64, 8 * tasks);
+  planes.push_back(std::make_unique<data_plane::server>(cx.sys, std::move(shard), cx.opts.cluster.request_timeout, l,
                                                         log_to(cx)));
   auto at = planes.back()->where();
   c.data_port = at.port;

@@ -220,6 +220,38 @@ bool read_exact(int fd, void* data, size_t n) {
   return true;
 }
 
+bool read_exact_within(int fd, void* data, size_t n, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  auto* p = static_cast<char*>(data);
+  size_t got = 0;
+  while (got < n) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      throw socket_error({}, fmt::format("timed out reading ({} of {} bytes arrived within {} ms)", got, n, bound.count()),
+                         ETIMEDOUT);
+    pollfd pfd{fd, POLLIN, 0};
+    auto ready = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      fail("poll", errno);
+    }
+    if (ready == 0) continue;  // the deadline is checked above
+    auto r = ::recv(fd, p + got, n - got, MSG_DONTWAIT);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) {
+      if (got == 0) return false;
+      throw socket_error({}, fmt::format("the peer closed the connection after {} of {} bytes", got, n), 0);
+    }
+    int e = errno;
+    if (e == EINTR || e == EAGAIN || e == EWOULDBLOCK) continue;
+    fail("recv", e);
+  }
+  return true;
+}
+
 size_t read_some(int fd, void* data, size_t n) {
   for (;;) {
     auto r = ::recv(fd, data, n, 0);

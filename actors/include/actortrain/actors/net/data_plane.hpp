@@ -23,9 +23,18 @@
 // Frames. {magic, tensor count, request id, meta length} (24 bytes), then rows and cols
 // of each tensor (16 bytes each), [the ring position, when the count's top bit says the
 // floats are in shared memory], then the CAF serialization of the message, then the
-// floats (unless in the ring), little-endian. The reader checks every announced length against fixed bounds
-// (max_wire_floats per tensor, 2^16 tensors, 1 GiB of meta) before allocating and closes
-// the connection on the first malformed frame; replies carry the request's id.
+// floats (unless in the ring), little-endian. The reader checks every announced length
+// before allocating: against fixed bounds (max_wire_floats per tensor, 2^16 tensors, 1
+// GiB of meta) and, on the server, against the job's largest message (`limits`), for the
+// message bytes and the tensors' together; the message bytes are read into a buffer that
+// grows as they arrive. It closes the connection on the first malformed frame; replies
+// carry the request's id.
+//
+// Connections (server). The greeting must come within `greeting_deadline`; at most
+// `max_greeting` connections may wait for theirs and `max_connections` be open, and one
+// over either cap is closed in the accept loop, before a thread exists for it. A failure
+// on a connection's threads (a thread that cannot start, an allocation that fails)
+// closes that connection with a log line, never the process.
 //
 // Who talks. The ps side's `server` listens on 127.0.0.1 at a kernel-picked port for one
 // shard; a client presents a random per-process token (issued over BASP in the
@@ -85,7 +94,15 @@ class server {
   /// Listens on 127.0.0.1 at a port the kernel picks, with a fresh random token, for
   /// `shard`; `request_timeout` bounds the greeting and each write. Throws
   /// std::runtime_error when it cannot listen.
+  struct limits {
+    uint64_t max_frame_bytes = uint64_t{1} << 30;  ///< message bytes, and tensor bytes, per frame
+    size_t max_greeting = 16;
+    size_t max_connections = 64;
+    std::chrono::milliseconds greeting_deadline{3000};
+  };
   server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, log_fn log = nullptr);
+  server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, limits l,
+         log_fn log = nullptr);
   /// Stops accepting, closes every connection and joins its threads.
   ~server();
   server(const server&) = delete;

@@ -107,6 +107,9 @@ void set_send_timeout(int fd, std::chrono::milliseconds timeout);
 /// bytes, the receive timeout and the system's errors throw.
 bool read_exact(int fd, void* data, size_t n);
 
+/// read_exact, but all `n` bytes within `bound` in total (a timeout per read would let
+/// a peer that trickles bytes hold on for longer): ETIMEDOUT when they do not come.
+bool read_exact_within(int fd, void* data, size_t n, std::chrono::milliseconds bound);
 /// Reads what has arrived, at most `n` bytes, waiting for at least one; 0 when the peer
 /// closed the connection.
 size_t read_some(int fd, void* data, size_t n);

@@ -1,0 +1,56 @@
+#pragma once
+// CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
+// What the BASP guard (basp_guard.hpp) reads of a client's byte stream before any of it
+// reaches CAF: the stream is cut into BASP 0.17 headers (32 bytes) and the payloads they
+// announce, and each header is checked before its payload is let through:
+//  - the first message is the client's handshake (operation 1; CAF 0.17 sends it again
+//    once the server's arrived), and a handshake's payload is small (it names a node and
+//    the application: `max_handshake_payload`);
+//  - every later one is an operation a client sends (1 to 6) with a payload of at most
+//    `max_payload`, the largest message this job can legitimately send;
+//  - CAF's own BASP broker would reserve whatever a header announces (up to 4 GiB)
+//    before reading it, and aborts on 0xFFFFFFFF.
+// A refusal is final: the connection is closed, nothing more is read.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace actortrain::detail {
+
+class basp_check {
+ public:
+  static constexpr size_t header_size = 32;
+  static constexpr size_t payload_len_offset = 4;  // a big-endian uint32
+
+  struct limits {
+    uint64_t max_payload = uint64_t{64} << 20;
+    uint64_t max_handshake_payload = uint64_t{64} << 10;
+  };
+
+  explicit basp_check(limits l) : limits_(l) {}
+
+  /// Reads `n` more bytes of the client's stream. True while every header so far is
+  /// within bounds; false once one is not (then why() says which and why, and every
+  /// later call is false too).
+  bool feed(const char* data, size_t n);
+
+  /// The client's handshake, header and payload, has gone through.
+  bool past_handshake() const { return messages_ > 1 || (messages_ == 1 && payload_left_ == 0); }
+  /// Why the stream was refused ("" while it is not).
+  const std::string& why() const { return why_; }
+  /// Whole headers read so far.
+  uint64_t headers() const { return messages_; }
+
+ private:
+  bool check_header();
+
+  limits limits_;
+  unsigned char header_[header_size] = {};
+  size_t have_ = 0;            // bytes of the current header collected
+  uint64_t payload_left_ = 0;  // payload bytes of the current message still to pass
+  uint64_t messages_ = 0;      // headers read whole
+  std::string why_;
+};
+
+}  // namespace actortrain::detail
