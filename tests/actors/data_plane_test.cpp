@@ -15,10 +15,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <future>
 #include <optional>
 
@@ -354,4 +359,130 @@ BOOST_FIXTURE_TEST_CASE(malformed_frames_close_only_their_connection, plane_fixt
   BOOST_REQUIRE_MESSAGE(again, why(again));
   BOOST_CHECK(same_bits(*again->values[0].value.value, value));
   caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// The process's peak resident memory (VmHWM), in kB.
+long peak_kb() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atol(line + 6);
+  if (f) std::fclose(f);
+  return kb;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_member_announcing_more_than_the_job_sends_reserves_nothing, plane_fixture) {
+  dp::server::limits l;
+  l.max_frame_bytes = 1 << 20;  // this job's largest message
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), l};
+  auto where = srv.where();
+  auto before = peak_kb();
+  struct header {
+    uint32_t magic, tensors;
+    uint64_t id, meta;
+  };
+  auto attack = [&](const header& h, std::vector<uint64_t> extra) {
+    int fd = connect_to(where.port);
+    greet(fd, where.token);
+    char ok = 0;
+    BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
+    std::vector<char> b(sizeof h + extra.size() * 8);
+    std::memcpy(b.data(), &h, sizeof h);
+    if (!extra.empty()) std::memcpy(b.data() + sizeof h, extra.data(), extra.size() * 8);
+    ::send(fd, b.data(), b.size(), MSG_NOSIGNAL);
+    BOOST_CHECK(closed_by_peer(fd));
+    ::close(fd);
+  };
+  constexpr uint32_t magic = 0x46445441;
+  for (int i = 0; i < 4; ++i) {
+    attack({magic, 0, 1, 0x3fffffff}, {});                 // 1 GiB of message
+    attack({magic, 1, 1, 0}, {uint64_t{1} << 14, 1 << 14});  // a 1 GiB tensor
+  }
+  BOOST_CHECK_EQUAL(srv.refused(), 8u);
+  auto after = peak_kb();
+  BOOST_TEST_MESSAGE("peak resident " << before << " kB before, " << after << " kB after");
+  BOOST_CHECK_LT(after - before, 64 * 1024);  // not one of those gigabytes was reserved
+}
+
+BOOST_FIXTURE_TEST_CASE(a_greeting_must_come_whole_within_its_deadline, plane_fixture) {
+  dp::server::limits l;
+  l.greeting_deadline = std::chrono::milliseconds(500);
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), l};
+  int fd = connect_to(srv.where().port);
+  // A byte at a time, slower than the deadline allows in total (each byte well within
+  // it: a per-read timeout would wait forever).
+  auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 8; ++i) {
+    ::send(fd, "A", 1, MSG_NOSIGNAL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_CHECK(closed_by_peer(fd));
+  ::close(fd);
+  BOOST_CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  BOOST_CHECK_EQUAL(srv.refused(), 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(connections_over_the_greeting_cap_are_closed_before_a_thread_exists, plane_fixture) {
+  dp::server::limits l;
+  l.max_greeting = 3;
+  l.greeting_deadline = std::chrono::seconds(30);
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(30), l};
+  auto port = srv.where().port;
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(connect_to(port));
+  int extra = connect_to(port);
+  BOOST_CHECK(closed_by_peer(extra));  // at once: the three hold every slot
+  ::close(extra);
+  for (int fd : idle) ::close(fd);
+  // The slots come back as the three go: a member gets in.
+  auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5));
+  at::pull_request pull;
+  pull.partitions.push_back(at::partition_key{0, 0});
+  auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+  BOOST_REQUIRE_MESSAGE(got, why(got));
+  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+}
+
+BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10)};
+  auto where = srv.where();
+  // A region as a client would make it, but without the seals: it could be shrunk under
+  // the server's copies.
+  int mem = ::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  BOOST_REQUIRE(mem >= 0);
+  BOOST_REQUIRE(::ftruncate(mem, 4096 + 2 * (8 << 20)) == 0);
+  uint64_t head[2] = {0x4d48535444544100ull, 8 << 20};
+  BOOST_REQUIRE(::pwrite(mem, head, sizeof head, 0) == sizeof head);
+  int fd = connect_to(where.port);
+  char hello[40] = {};
+  uint32_t magic = 0x48445441, version = 2;
+  std::memcpy(hello, &magic, 4);
+  std::memcpy(hello + 4, &version, 4);
+  std::memcpy(hello + 8, where.token.data(), 32);
+  char offer[64] = {};
+  auto name = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(mem);
+  std::memcpy(offer, name.data(), name.size());
+  BOOST_REQUIRE(::send(fd, hello, sizeof hello, MSG_NOSIGNAL) == 40);
+  BOOST_REQUIRE(::send(fd, offer, sizeof offer, MSG_NOSIGNAL) == 64);
+  char ok = 0;
+  BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
+  BOOST_CHECK_EQUAL(int{ok}, 1);  // greeted, floats inline
+  BOOST_CHECK_EQUAL(srv.shared_memory_connections(), 0u);
+  // Sealed as the client seals it, the same region is taken.
+  BOOST_REQUIRE(::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+  int fd2 = connect_to(where.port);
+  BOOST_REQUIRE(::send(fd2, hello, sizeof hello, MSG_NOSIGNAL) == 40);
+  BOOST_REQUIRE(::send(fd2, offer, sizeof offer, MSG_NOSIGNAL) == 64);
+  BOOST_REQUIRE_EQUAL(::recv(fd2, &ok, 1, MSG_WAITALL), 1);
+  BOOST_CHECK_EQUAL(int{ok}, 2);
+  BOOST_CHECK_EQUAL(srv.shared_memory_connections(), 1u);
+  BOOST_CHECK(::ftruncate(mem, 4096) != 0);  // and nobody can shrink it now
+  ::close(fd);
+  ::close(fd2);
+  ::close(mem);
 }

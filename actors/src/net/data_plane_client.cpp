@@ -106,12 +106,12 @@ net::unique_fd connect_and_greet(const endpoint& at, std::chrono::milliseconds t
   hello h;
   std::memcpy(h.token, at.token.data(), std::min(at.token.size(), token_chars));
   shm_offer offer;
-  std::string name;
+  net::unique_fd memfd;  // open until the server has opened it
   if (shared_memory) {
-    name = "/actortrain-dp-" + fresh_token();
     std::string no_shm;
-    region = make_region(name, no_shm);  // without one (no /dev/shm), the floats go inline
+    region = make_region(memfd, no_shm);  // without one, the floats go inline
     if (region) {
+      auto name = offer_name(memfd);
       h.version = protocol_shm;
       std::memcpy(offer.name, name.data(), std::min(name.size(), shm_name_chars - 1));
     }
@@ -121,7 +121,7 @@ net::unique_fd connect_and_greet(const endpoint& at, std::chrono::milliseconds t
   char ok = 0;
   auto sent = write_all(fd.get(), greeting);
   auto answer = sent.empty() ? read_exactly(fd.get(), &ok, 1) : std::string{};
-  if (region) ::shm_unlink(name.c_str());  // mapped by both, or by none: the name is done
+  memfd.reset();  // mapped by both, or by none
   if (!sent.empty()) {
     why = "cannot greet: " + sent;
   } else if (!answer.empty() || (ok != 1 && ok != 2)) {
@@ -169,7 +169,12 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, p
     detail::name_this_thread("at.dp.read");
     for (;;) {
       frame f;
-      auto err = receive(*sys, *core->link, f);
+      std::string err;
+      try {
+        err = receive(*sys, *core->link, f);
+      } catch (const std::exception& x) {  // an allocation that failed: this connection ends, not the process
+        err = std::string("a failure reading a frame: ") + x.what();
+      }
       if (!err.empty()) {
         if (auto me = caf::actor_cast<caf::actor>(me_addr))
           caf::anon_send(me, closed_atom::value, err == "eof" ? std::string("the ps side closed it") : err);

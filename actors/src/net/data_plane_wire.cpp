@@ -2,6 +2,7 @@
 #include "data_plane_wire.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace actortrain::data_plane::wire {
 
@@ -54,22 +55,31 @@ std::shared_ptr<shared_region> map_shared(int fd, uint64_t bytes) {
   return r;
 }
 
-// Makes and maps a fresh region; null (and `why`) when the system has no /dev/shm.
-std::shared_ptr<shared_region> make_region(const std::string& name, std::string& why) {
-  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) {
+// Makes and maps a fresh region in a sealed memfd: it can be neither shrunk nor grown by
+// anyone, so the server's copies out of it can never fault (a shrunk mapping would be a
+// SIGBUS). Null (and `why`) when the system cannot make one; `fd` keeps the memfd open
+// until the server has opened it (offer_name says where).
+std::shared_ptr<shared_region> make_region(net::unique_fd& fd, std::string& why) {
+  fd.reset(::memfd_create("actortrain-dp", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) {
     why = errno_text();
     return nullptr;
   }
   constexpr uint64_t bytes = region_header + 2 * ring_bytes;
-  // Allocated now, not on first touch: a /dev/shm too small for it (a container's 64 MiB)
-  // says so here, and the connection keeps its floats on TCP, instead of a SIGBUS later.
-  int err = ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (err != 0) ::close(fd);
-  auto r = err == 0 ? map_shared(fd, bytes) : nullptr;
+  // Allocated now, not on first touch: memory too small for it says so here, and the
+  // connection keeps its floats on TCP, instead of a SIGBUS later.
+  int err = ::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ? errno
+                                                                   : ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
+  if (err == 0 && ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) err = errno;
+  if (err != 0) {
+    why = std::strerror(err);
+    fd.reset();
+    return nullptr;
+  }
+  auto r = map_shared(::dup(fd.get()), bytes);
   if (!r) {
-    why = err != 0 ? std::strerror(err) : errno_text();
-    ::shm_unlink(name.c_str());
+    why = errno_text();
+    fd.reset();
     return nullptr;
   }
   auto* h = static_cast<uint64_t*>(r->base);
@@ -80,14 +90,24 @@ std::shared_ptr<shared_region> make_region(const std::string& name, std::string&
   return r;
 }
 
-// Maps the region a client named; null when it is not one of ours (wrong size or magic).
+std::string offer_name(const net::unique_fd& fd) { return fmt::format("/proc/{}/fd/{}", ::getpid(), fd.get()); }
+
+// Maps the region a client named; null when it is not one of ours: not a client's memfd
+// by its /proc path, not sealed against shrinking and growing (and against new seals),
+// or of the wrong size or magic. The floats then travel inline.
 std::shared_ptr<shared_region> map_region(const shm_offer& offer) {
   std::string name(offer.name, strnlen(offer.name, shm_name_chars));
-  if (name.rfind("/actortrain-dp-", 0) != 0 || name.find('/', 1) != std::string::npos) return nullptr;
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  unsigned pid = 0, number = 0;
+  int used = 0;
+  if (std::sscanf(name.c_str(), "/proc/%u/fd/%u%n", &pid, &number, &used) != 2 || static_cast<size_t>(used) != name.size())
+    return nullptr;
+  int fd = ::open(name.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return nullptr;
+  constexpr int needed = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  int seals = ::fcntl(fd, F_GET_SEALS);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != region_header + 2 * ring_bytes) {
+  if (seals < 0 || (seals & needed) != needed || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) != region_header + 2 * ring_bytes) {
     ::close(fd);
     return nullptr;
   }

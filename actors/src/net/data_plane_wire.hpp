@@ -82,10 +82,11 @@ std::string write_all(int fd, std::vector<iovec>& iov);
 // TCP_NODELAY and the receive and send timeouts (0: none) of a connection.
 std::string tune(int fd, std::chrono::milliseconds receive_timeout, std::chrono::milliseconds send_timeout);
 
-// Version 2 of the greeting: the hello, then the name of a shared-memory region the
-// client made for the tensors of this connection. The server answers 2 when it mapped
-// it, 1 when it did not (frames then carry their floats inline); the client unlinks the
-// name either way, so a killed process leaves nothing behind in /dev/shm.
+// Version 2 of the greeting: the hello, then where the server finds the shared-memory
+// region the client made for the tensors of this connection: a sealed memfd, by its
+// /proc/PID/fd/N path. The server answers 2 when it mapped it, 1 when it did not (frames
+// then carry their floats inline); the client closes the memfd either way, so the region
+// lives exactly as long as the two mappings and leaves no name behind.
 constexpr uint32_t protocol_shm = 2;
 constexpr size_t shm_name_chars = 64;
 struct shm_offer {
@@ -123,10 +124,12 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "positions shared betw
 // faulted in now, not mid-frame; null when mmap fails (errno says why).
 std::shared_ptr<shared_region> map_shared(int fd, uint64_t bytes);
 
-// Makes and maps a fresh region; null (and `why`) when the system has no /dev/shm.
-std::shared_ptr<shared_region> make_region(const std::string& name, std::string& why);
+// Makes and maps a fresh region (data_plane_wire.cpp says how it is sealed).
+std::shared_ptr<shared_region> make_region(net::unique_fd& fd, std::string& why);
+// Where the server opens the memfd `fd` of this process.
+std::string offer_name(const net::unique_fd& fd);
 
-// Maps the region a client named; null when it is not one of ours (wrong size or magic).
+// Maps the region a client named; null when it is not one of ours (data_plane_wire.cpp).
 std::shared_ptr<shared_region> map_region(const shm_offer& offer);
 
 std::string fresh_token();

@@ -12,13 +12,15 @@
 // receiver gets. The kernel's copies are the only ones.
 //
 // Shared memory. Both ends are on one host (the server listens on loopback only), so a
-// client also offers a shared-memory region (shm_open, 2 rings of 8 MiB, one per
-// direction) in its greeting. When the server maps it, a frame of 512 KiB of floats or
+// client also offers a shared-memory region (a memfd of 2 rings of 8 MiB, one per
+// direction, sealed against shrinking and growing: a client cannot turn the server's
+// copies into a SIGBUS; the server maps only a sealed one) in its greeting. When the server maps it, a frame of 512 KiB of floats or
 // more carries them in the sender's ring instead of the stream: one memcpy in, one out,
 // no socket buffers; the frame (still on TCP, in order) says where, and the reader
 // checks that place against the ring before copying and then releases it. A full ring
-// sends the frame inline. The name is unlinked as soon as the greeting is answered, so
-// a killed process leaves no file behind; a peer only ever reads floats from it.
+// sends the frame inline. The client closes the memfd as soon as the greeting is
+// answered, so a killed process leaves nothing behind; a peer only ever reads floats
+// from it.
 //
 // Frames. {magic, tensor count, request id, meta length} (24 bytes), then rows and cols
 // of each tensor (16 bytes each), [the ring position, when the count's top bit says the
