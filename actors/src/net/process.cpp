@@ -4,6 +4,8 @@
 #include <actortrain/actors/net/process.hpp>
 
 #include "basp_guard.hpp"
+
+#include <sys/resource.h>
 #include "node_internals.hpp"
 #include "dial.hpp"
 #include "../core/ask.hpp"
@@ -201,7 +203,7 @@ uint64_t detail::max_message_bytes(const job& j) {
 // What the BASP guard allows a node of this job (basp_guard.hpp): messages up to the
 // job's largest, and for connections not yet past their handshake, a few per task of the
 // cluster (each task dials each other at most once or twice at a time).
-detail::basp_guard::limits guard_limits(const job& j, const cluster_def& def) {
+static detail::basp_guard::limits guard_limits(const job& j, const cluster_def& def) {
   detail::basp_guard::limits l;
   l.max_payload = max_message_bytes(j);
   auto tasks = def.chief.size() + def.ps.size() + def.worker.size() + def.evaluator.size();
@@ -213,7 +215,7 @@ detail::basp_guard::limits guard_limits(const job& j, const cluster_def& def) {
 
 // Gives one end of a guarded connection to CAF's BASP broker, which serves it as a
 // connection it accepted at `port` itself (the guard's thread calls this).
-detail::basp_guard::hand_over_fn hand_to_basp(caf::actor_system& sys, const node_actor& node, uint16_t port) {
+static detail::basp_guard::hand_over_fn hand_to_basp(caf::actor_system& sys, const node_actor& node, uint16_t port) {
   // Looked up (made) here, once, on the application thread before any connection.
   auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   auto whom = caf::actor_cast<caf::strong_actor_ptr>(node);
@@ -224,8 +226,19 @@ detail::basp_guard::hand_over_fn hand_to_basp(caf::actor_system& sys, const node
   };
 }
 
+// Descriptors: the soft limit (often 1,024) up to the hard one, so that a flood of
+// connections meets the guard's caps, not EMFILE in CAF's own accept loop (a TLS node's).
+static void raise_descriptor_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
 node_result run_task(const node_options& opts, const job& j) {
   check_job(j, "run_node");
+  raise_descriptor_limit();
   auto& def = opts.cluster;
   const auto& me = opts.task;
   const auto& addr = def.address(me);  // throws for a task that is not in the cluster
