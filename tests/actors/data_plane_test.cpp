@@ -439,7 +439,12 @@ BOOST_FIXTURE_TEST_CASE(connections_over_the_greeting_cap_are_closed_before_a_th
   BOOST_CHECK(closed_by_peer(extra));  // at once: the three hold every slot
   ::close(extra);
   for (int fd : idle) ::close(fd);
-  // The slots come back as the three go: a member gets in.
+  // The slots come back as the three go (each is refused for its missing greeting, after
+  // its slot is free): a member then gets in.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (srv.refused() < 4 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  BOOST_REQUIRE_EQUAL(srv.refused(), 4u);
   auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5));
   at::pull_request pull;
   pull.partitions.push_back(at::partition_key{0, 0});

@@ -109,18 +109,26 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     say(log, "data plane: closed a connection: " + why);
   }
 
+  // A connection's greeting slot is given back once, before its refusal is counted (a
+  // client that sees the refusal finds the slot free).
+  void end_greeting(bool& greeted) {
+    if (!greeted) --greeting;
+    greeted = true;
+  }
+
   // The reader thread of one accepted connection: what went wrong is a closed connection
   // and a log line, never the process.
   void serve(connection& c) {
     detail::name_this_thread("at.dp.serve");
-    bool greeted = false;
+    bool greeted = false;  // its greeting slot given back
     try {
       serve_frames(c, greeted);
     } catch (const std::exception& x) {
+      end_greeting(greeted);
       refuse(std::string("a failure on the connection: ") + x.what());
       c.link->shutdown();
     }
-    if (!greeted) --greeting;
+    end_greeting(greeted);
     c.done = true;
   }
 
@@ -139,6 +147,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     }
     if (!e.empty() || h.magic != hello_magic || (h.version != protocol_version && h.version != protocol_shm) ||
         !same_token(h.token, token)) {
+      end_greeting(greeted);
       refuse(!e.empty() ? "no greeting (" + e + ")" : "a wrong greeting or token");
       c.link->shutdown();
       c.done = true;
@@ -148,6 +157,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     if (h.version == protocol_shm) {
       shm_offer offer;
       if (auto oe = read_exactly(fd, &offer, sizeof offer); !oe.empty()) {
+        end_greeting(greeted);
         refuse("a greeting without its shared-memory offer (" + oe + ")");
         c.link->shutdown();
         c.done = true;
@@ -167,8 +177,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       return;
     }
     tune(fd, std::chrono::milliseconds(0), timeout);  // idle between frames is fine
-    --greeting;
-    greeted = true;
+    end_greeting(greeted);
     ++open;
     auto sink = std::make_shared<reply_sink>();
     auto companion = sys.spawn<caf::actor_companion, caf::hidden>();
