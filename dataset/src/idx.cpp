@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <limits>
 
 namespace actortrain::dataset {
 namespace {
@@ -116,8 +117,16 @@ idx_array read_idx(const std::string& path) {
     throw file_error(path, "truncated gzip stream (the end-of-stream marker and checksum are "
                            "missing although the IDX data is complete)");
   const auto rows = static_cast<Eigen::Index>(out.dims[0]);
-  Eigen::Index cols = 1;
-  for (size_t d = 1; d < ndims; ++d) cols *= static_cast<Eigen::Index>(out.dims[d]);
+  // With no rows the length says nothing of the columns: bound them before multiplying
+  // (an overflow found by fuzzing).
+  unsigned __int128 wide_cols = 1;
+  for (size_t d = 1; d < ndims; ++d) {
+    wide_cols *= static_cast<uint64_t>(out.dims[d]);
+    if (wide_cols > static_cast<unsigned __int128>(std::numeric_limits<int32_t>::max()))
+      throw file_error(path, fmt::format("dimensions {}: more values per element than this reader takes (at most {})",
+                                         dims_text, std::numeric_limits<int32_t>::max()));
+  }
+  const auto cols = static_cast<Eigen::Index>(wide_cols);
   out.data.resize(rows, cols);
   const unsigned char* p = bytes.data() + header;
   float* dst = out.data.data();

@@ -482,3 +482,13 @@ BOOST_AUTO_TEST_CASE(check_tls_files_reads_every_file) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Found by tools/fuzz (cluster_file): a number too large for any JSON type escaped as
+// nlohmann's out_of_range, not as a cluster_file_error naming the source.
+BOOST_AUTO_TEST_CASE(a_number_too_large_for_json_is_a_refusal_naming_the_source) {
+  auto msg = refusal("77777777777E77777777777777s");
+  BOOST_TEST(msg.find("cluster.json") != std::string::npos, msg);
+  BOOST_TEST(msg.find("not valid JSON") != std::string::npos, msg);
+  msg = refusal(R"({"cluster": {"worker": ["127.0.0.1:7000"]}, "timeouts": {"connect_ms": 1e999}})");
+  BOOST_TEST(!msg.empty(), msg);
+}

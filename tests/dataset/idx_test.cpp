@@ -166,3 +166,13 @@ BOOST_AUTO_TEST_CASE(missing_file_is_an_error_naming_it) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Found by tools/fuzz (idx): with no rows, the length says nothing of the columns, and
+// their product overflowed (4 dimensions 0 x 2^33+... ).
+BOOST_AUTO_TEST_CASE(absurd_columns_with_no_rows_are_refused) {
+  temp_dir dir;
+  std::vector<unsigned char> bytes = {0, 0, 8, 4, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 2};
+  write_file(dir.file("wide.idx"), bytes);
+  auto msg = error_of([&] { read_idx(dir.file("wide.idx")); });
+  BOOST_TEST(mentions(msg, "more values per element than this reader takes"), msg);
+}

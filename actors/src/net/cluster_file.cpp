@@ -181,6 +181,8 @@ json parse_json(const reader& r, const std::string& text) {
     });
   } catch (const json::parse_error& e) {
     r.fail_source(fmt::format("not valid JSON: {} (byte {})", e.what(), e.byte));
+  } catch (const json::exception& e) {  // a number too large for any type (found by fuzzing)
+    r.fail_source(fmt::format("not valid JSON: {}", e.what()));
   }
   if (!duplicates.first().empty())
     r.fail(duplicates.first(), "duplicate key: JSON keeps only the last one, so the earlier value would be lost");
