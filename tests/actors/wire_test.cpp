@@ -5,6 +5,9 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
+#include <limits>
+
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/core/messages.hpp>
 
@@ -280,4 +283,52 @@ BOOST_FIXTURE_TEST_CASE(hostile_lengths_in_other_message_types_are_refused, wire
   at::gate_decision gback;
   BOOST_CHECK(load(fg, gback));
   BOOST_CHECK(gback.hyperparams.size() < 1000);
+}
+
+namespace {
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+}  // namespace
+
+// Found by fuzzing (tools/fuzzers/messages.cpp): CAF 0.17 writes a double through
+// pack754, which never returns for +-infinity, so a diverged loss hung its sender. Every
+// floating value of a message now travels as its bits: infinities and NaN payloads round
+// trip exactly (before the fix this test never ended: ctest's timeout failed it).
+BOOST_FIXTURE_TEST_CASE(infinities_and_nans_round_trip_bit_for_bit, wire_fixture) {
+  const double inf = std::numeric_limits<double>::infinity();
+  double nan_payload;
+  uint64_t bits = 0x7ff8000000abcdefull;
+  std::memcpy(&nan_payload, &bits, sizeof bits);
+  at::step_result r;
+  r.loss = inf;
+  r.metric_states = {{-inf, nan_payload}, {0.25, -0.0}};
+  auto buf = save(r);
+  at::step_result back;
+  BOOST_REQUIRE(!load(buf, back));
+  BOOST_TEST(same_bits(back.loss, inf));
+  BOOST_REQUIRE(back.metric_states.size() == 2u);
+  BOOST_TEST(same_bits(back.metric_states[0][0], -inf));
+  BOOST_TEST(same_bits(back.metric_states[0][1], nan_payload));
+  BOOST_TEST(same_bits(back.metric_states[1][1], -0.0));
+
+  at::gate_decision d;
+  d.hyperparams = {{"learning_rate", inf}, {"beta_1", 0.9}};
+  at::gate_decision dback;
+  BOOST_REQUIRE(!load(save(d), dback));
+  BOOST_TEST(dback.hyperparams.size() == 2u);
+  BOOST_TEST(dback.hyperparams[0].first == "learning_rate");
+  BOOST_TEST(same_bits(dback.hyperparams[0].second, inf));
+
+  at::status_report s;
+  s.uptime = inf;
+  s.recent = {{-inf, "a failure"}};
+  at::status_report sback;
+  BOOST_REQUIRE(!load(save(s), sback));
+  BOOST_TEST(same_bits(sback.uptime, inf));
+  BOOST_REQUIRE(sback.recent.size() == 1u);
+  BOOST_TEST(sback.recent[0].second == "a failure");
+  // A sequence announcing more elements than the message holds is refused at once.
+  auto cut = save(r);
+  cut.resize(cut.size() - 20);
+  at::step_result broken;
+  BOOST_TEST(static_cast<bool>(load(cut, broken)));
 }

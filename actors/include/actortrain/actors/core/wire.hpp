@@ -18,8 +18,10 @@
 #include <caf/binary_deserializer.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 namespace actortrain {
 
@@ -97,6 +99,69 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
     auto r = x.rows(), c = x.cols();
     return f(caf::meta::type_name("tensor"), r, c);
   }
+}
+
+/// Floating-point values of a message (doubles, alone or in vectors and pairs) on the wire
+/// as their IEEE-754 bits. CAF 0.17's binary format writes a double through pack754,
+/// which never returns for +-infinity (it halves the value until it is below 2) and loses
+/// NaN payloads: a diverged loss would hang the thread that sends it. Found by fuzzing
+/// (tools/fuzzers/messages.cpp).
+template <class T>
+struct exact_ref {
+  T* x;
+};
+template <class T>
+exact_ref<T> exact(T& x) {
+  return {&x};
+}
+
+namespace detail {
+
+template <class Inspector>
+caf::error exact_io(Inspector& f, double& x) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  if (auto err = f(bits)) return err;
+  if constexpr (std::is_same<Inspector, caf::deserializer>::value) std::memcpy(&x, &bits, sizeof bits);
+  return caf::none;
+}
+
+template <class Inspector>
+caf::error exact_io(Inspector& f, std::string& x) {
+  return f(x);
+}
+
+template <class Inspector, class A, class B>
+caf::error exact_io(Inspector& f, std::pair<A, B>& x) {
+  if (auto err = exact_io(f, x.first)) return err;
+  return exact_io(f, x.second);
+}
+
+template <class Inspector, class T>
+caf::error exact_io(Inspector& f, std::vector<T>& x) {
+  size_t n = x.size();
+  if (auto err = f.begin_sequence(n)) return err;
+  if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
+    // Every element takes at least one byte: an announced count the message cannot hold
+    // is refused before anything is allocated.
+    if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&f))
+      if (bin->remaining() < n) return caf::make_error(caf::sec::end_of_stream, "a sequence longer than the message");
+    x.clear();
+    x.resize(n);
+  }
+  for (auto& e : x)
+    if (auto err = exact_io(f, e)) return err;
+  return f.end_sequence();
+}
+
+}  // namespace detail
+
+template <class Inspector, class T>
+typename Inspector::result_type inspect(Inspector& f, exact_ref<T>& x) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value || std::is_same<Inspector, caf::deserializer>::value)
+    return detail::exact_io(f, *x.x);
+  else
+    return f(*x.x);
 }
 
 /// Row ids (a vector<int64_t> of a message) on the wire as one block of raw
@@ -301,7 +366,7 @@ typename Inspector::result_type inspect(Inspector& f, round_reply& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hyperparams_request& x) {
-  return f(caf::meta::type_name("hyperparams_request"), x.f, x.values, x.id);
+  return f(caf::meta::type_name("hyperparams_request"), x.f, exact(x.values), x.id);
 }
 
 template <class Inspector>
@@ -372,8 +437,8 @@ typename Inspector::result_type inspect(Inspector& f, phase_timings& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  return f(caf::meta::type_name("step_result"), x.step, x.worker, x.generation, x.end_of_data, x.loss,
-           x.example_count, x.metric_states, x.max_staleness, x.timings, x.outputs, x.digest);
+  return f(caf::meta::type_name("step_result"), x.step, x.worker, x.generation, x.end_of_data, exact(x.loss),
+           x.example_count, exact(x.metric_states), x.max_staleness, x.timings, x.outputs, x.digest);
 }
 
 template <class Inspector>
@@ -386,12 +451,12 @@ typename Inspector::result_type inspect(Inspector& f, task_result& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
   return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch,
-           x.visitation_log, x.resume_from, x.epoch_gate, x.hyperparams);
+           x.visitation_log, x.resume_from, x.epoch_gate, exact(x.hyperparams));
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gate_decision& x) {
-  return f(caf::meta::type_name("gate_decision"), x.gate, x.stop, x.keep, x.restore_at_end, x.hyperparams);
+  return f(caf::meta::type_name("gate_decision"), x.gate, x.stop, x.keep, x.restore_at_end, exact(x.hyperparams));
 }
 
 template <class Inspector>
@@ -401,7 +466,7 @@ typename Inspector::result_type inspect(Inspector& f, visit& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
-  return f(caf::meta::type_name("run_summary"), x.run, x.keys, x.values, x.steps, x.ran_out, x.visits, x.stopped_epoch,
+  return f(caf::meta::type_name("run_summary"), x.run, x.keys, exact(x.values), x.steps, x.ran_out, x.visits, x.stopped_epoch,
            x.restored_epoch);
 }
 
@@ -412,13 +477,13 @@ typename Inspector::result_type inspect(Inspector& f, eval_spec& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_summary& x) {
-  return f(caf::meta::type_name("eval_summary"), x.keys, x.values, x.outputs);
+  return f(caf::meta::type_name("eval_summary"), x.keys, exact(x.values), x.outputs);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
-  return f(caf::meta::type_name("worker_report"), x.id, x.generation, x.alive, x.busy, x.steps, x.steps_per_second,
-           x.mean_staleness);
+  return f(caf::meta::type_name("worker_report"), x.id, x.generation, x.alive, x.busy, x.steps, exact(x.steps_per_second),
+           exact(x.mean_staleness));
 }
 
 template <class Inspector>
@@ -433,8 +498,8 @@ typename Inspector::result_type inspect(Inspector& f, shard_report& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, status_report& x) {
-  return f(caf::meta::type_name("status_report"), x.run, x.training, x.epoch, x.steps_applied, x.uptime, x.workers,
-           x.shards, x.checkpoint_step, x.checkpoint_dir, x.checkpoint_age, x.recent);
+  return f(caf::meta::type_name("status_report"), x.run, x.training, x.epoch, x.steps_applied, exact(x.uptime), x.workers,
+           x.shards, x.checkpoint_step, x.checkpoint_dir, exact(x.checkpoint_age), exact(x.recent));
 }
 
 // -- processes (net/protocol.hpp) ----------------------------------------------------
