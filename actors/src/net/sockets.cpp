@@ -196,26 +196,41 @@ void set_receive_timeout(int fd, milliseconds timeout) { set_timeout(fd, SO_RCVT
 
 void set_send_timeout(int fd, milliseconds timeout) { set_timeout(fd, SO_SNDTIMEO, timeout, "SO_SNDTIMEO"); }
 
+namespace {
+
+// What one recv() of an exact read came to.
+enum class step { progress, again, closed };
+
+// Reads into p[got..n) with `flags`, advancing `got`. A close after some bytes, and the
+// system's errors other than EINTR and EAGAIN, throw; `closed` means before any byte.
+step recv_some(int fd, char* p, size_t& got, size_t n, int flags) {
+  auto r = ::recv(fd, p + got, n - got, flags);
+  if (r > 0) {
+    got += static_cast<size_t>(r);
+    return step::progress;
+  }
+  if (r == 0) {
+    if (got == 0) return step::closed;
+    throw socket_error({}, fmt::format("the peer closed the connection after {} of {} bytes", got, n), 0);
+  }
+  int e = errno;
+  if (e == EINTR) return step::progress;
+  if (e == EAGAIN || e == EWOULDBLOCK) return step::again;
+  fail("recv", e);
+}
+
+}  // namespace
+
 // MSG_WAITALL: one system call for the whole read unless a signal, the timeout or the
 // peer's close ends it early; the loop covers those.
 bool read_exact(int fd, void* data, size_t n) {
   auto* p = static_cast<char*>(data);
   size_t got = 0;
   while (got < n) {
-    auto r = ::recv(fd, p + got, n - got, MSG_WAITALL);
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0) {
-      if (got == 0) return false;
-      throw socket_error({}, fmt::format("the peer closed the connection after {} of {} bytes", got, n), 0);
-    }
-    int e = errno;
-    if (e == EINTR) continue;
-    if (e == EAGAIN || e == EWOULDBLOCK)
-      throw socket_error({}, fmt::format("timed out reading ({} of {} bytes arrived)", got, n), e);
-    fail("recv", e);
+    auto s = recv_some(fd, p, got, n, MSG_WAITALL);
+    if (s == step::closed) return false;
+    if (s == step::again)
+      throw socket_error({}, fmt::format("timed out reading ({} of {} bytes arrived)", got, n), EAGAIN);
   }
   return true;
 }
@@ -235,19 +250,7 @@ bool read_exact_within(int fd, void* data, size_t n, std::chrono::milliseconds b
       if (errno == EINTR) continue;
       fail("poll", errno);
     }
-    if (ready == 0) continue;  // the deadline is checked above
-    auto r = ::recv(fd, p + got, n - got, MSG_DONTWAIT);
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0) {
-      if (got == 0) return false;
-      throw socket_error({}, fmt::format("the peer closed the connection after {} of {} bytes", got, n), 0);
-    }
-    int e = errno;
-    if (e == EINTR || e == EAGAIN || e == EWOULDBLOCK) continue;
-    fail("recv", e);
+    if (ready > 0 && recv_some(fd, p, got, n, MSG_DONTWAIT) == step::closed) return false;
   }
   return true;
 }
