@@ -19,6 +19,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   caf::message m;
   caf::binary_deserializer source{*sys, reinterpret_cast<const char*>(data), size};
-  if (auto err = source(m)) return 0;  // refused: fine
+  try {
+    if (auto err = source(m)) return 0;  // refused: fine
+  } catch (const std::runtime_error& e) {
+    // Known, in CAF 0.17.6 itself: a caf::config_value element with an unknown variant
+    // index throws "invalid type found" out of the deserializer (input in
+    // tools/fuzzers/known/caf_config_value); through BASP that exception would end the
+    // node. Open in issue 18 (a peer must prove membership before BASP reads its bytes).
+    if (std::string(e.what()) != "invalid type found") throw;
+  }
   return 0;
 }
