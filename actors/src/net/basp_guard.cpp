@@ -3,10 +3,7 @@
 
 #include "basp_check.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -34,21 +31,6 @@ constexpr uint64_t listener_key = ~uint64_t{0};
 constexpr uint64_t wake_key = ~uint64_t{0} - 1;
 // Work done for one connection, or accepts, per wake-up: the others get their turn.
 constexpr int rounds_per_turn = 16;
-
-std::string peer_name(const sockaddr_storage& a) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (a.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<const sockaddr_in*>(&a);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
-    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-    port = ntohs(in->sin6_port);
-  }
-  return fmt::format("{}:{}", host, port);
-}
 
 bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 
@@ -168,12 +150,11 @@ struct basp_guard::impl {
     return true;
   }
 
-  void service(conn& c, bool side_node, uint32_t events) {
+  void service(conn& c, uint32_t events) {
     if (events & (EPOLLERR | EPOLLHUP)) {
       close(c.id);  // either side gone: the connection ends
       return;
     }
-    (void)side_node;
     std::string why;
     bool ok = pump(c.peer.get(), c.node.get(), c.up, &c.check, why) &&
               pump(c.node.get(), c.peer.get(), c.down, nullptr, why);
@@ -206,9 +187,7 @@ struct basp_guard::impl {
 
   void accept_some() {
     for (int round = 0; round < rounds_per_turn; ++round) {
-      sockaddr_storage addr{};
-      socklen_t len = sizeof addr;
-      int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         auto e = errno;
         if (e == EINTR || e == ECONNABORTED) continue;
@@ -223,7 +202,7 @@ struct basp_guard::impl {
       }
       net::unique_fd peer{fd};
       bump(&counts::accepted);
-      auto who = peer_name(addr);
+      auto who = net::peer_text(peer.get());
       if (pending_count >= lim.max_pending) {
         turned_away(who, fmt::format("{} connections are still before their handshake", pending_count));
         continue;
@@ -239,11 +218,10 @@ struct basp_guard::impl {
         continue;
       }
       net::unique_fd mine{pair[0]}, theirs{pair[1]};
-      int one = 1;
-      ::setsockopt(peer.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       ::fcntl(mine.get(), F_SETFL, ::fcntl(mine.get(), F_GETFL) | O_NONBLOCK);
       auto id = next_id++;
       try {
+        net::set_no_delay(peer.get());
         auto [it, fresh] = conns.emplace(id, conn{basp_check::limits{lim.max_payload, uint64_t{64} << 10}});
         auto& c = it->second;
         c.id = id;
@@ -300,7 +278,7 @@ struct basp_guard::impl {
         auto i = conns.find(key >> 1);
         if (i == conns.end()) continue;  // closed earlier in this batch
         try {
-          service(i->second, key & 1, events[static_cast<size_t>(e)].events);
+          service(i->second, events[static_cast<size_t>(e)].events);
         } catch (const std::exception& x) {
           say(fmt::format("BASP guard: closed the connection from {}: {}", i->second.who, x.what()));
           close(key >> 1);

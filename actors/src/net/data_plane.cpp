@@ -132,7 +132,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     c.done = true;
   }
 
-  // The token, then frames until the end.
+  // The token, then frames until the end (serve() marks the connection done).
   void serve_frames(connection& c, bool& greeted) {
     int fd = c.link->fd.get();
     c.link->max_frame_bytes = lim.max_frame_bytes;
@@ -150,7 +150,6 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       end_greeting(greeted);
       refuse(!e.empty() ? "no greeting (" + e + ")" : "a wrong greeting or token");
       c.link->shutdown();
-      c.done = true;
       return;
     }
     char ok = 1;
@@ -160,7 +159,6 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         end_greeting(greeted);
         refuse("a greeting without its shared-memory offer (" + oe + ")");
         c.link->shutdown();
-        c.done = true;
         return;
       }
       if (auto region = map_region(offer)) {
@@ -173,7 +171,6 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     std::vector<iovec> answer{{&ok, 1}};
     if (!write_all(fd, answer).empty()) {
       c.link->shutdown();
-      c.done = true;
       return;
     }
     tune(fd, std::chrono::milliseconds(0), timeout);  // idle between frames is fine
@@ -210,7 +207,6 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     writer.join();
     caf::scoped_execution_unit here{&sys};
     comp->cleanup(caf::make_error(caf::exit_reason::user_shutdown), &here);  // no handler left
-    c.done = true;
   }
 
   // Joins the readers of connections that ended.

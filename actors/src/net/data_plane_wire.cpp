@@ -158,11 +158,10 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   for (auto& s : shapes) tensor_bytes += s.rows * s.cols * sizeof(float);  // each bounded above
   if (tensor_bytes > link.max_frame_bytes)
     return fmt::format("a frame announced {} bytes of tensors (at most {} here)", tensor_bytes, link.max_frame_bytes);
-  uint64_t at = 0, payload = 0;
+  uint64_t at = 0, payload = tensor_bytes;
   const char* src = nullptr;
   if (in_shm) {
     if (auto e = read_exactly(fd, &at, sizeof at); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
-    for (auto& s : shapes) payload += s.rows * s.cols * sizeof(float);  // each bounded above
     auto size = link.region->ring;
     // Only where the writer may have put it: at or after what this side released,
     // within one ring, not wrapping.
@@ -171,11 +170,11 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
                          link.in_next);
     src = link.region->ring_data(1 - link.out_ring) + at % size;
   }
-  // The message grows as its bytes arrive (1 MiB at a time): a header alone reserves
-  // nothing.
+  // The message grows as its bytes arrive (1 MiB first, then doubling, so the copies of
+  // growing stay linear): a header alone reserves nothing.
   std::vector<char> meta;
   for (uint64_t got = 0; got < h.meta_bytes;) {
-    auto step = std::min<uint64_t>(h.meta_bytes - got, uint64_t{1} << 20);
+    auto step = std::min<uint64_t>(h.meta_bytes - got, std::max<uint64_t>(got, uint64_t{1} << 20));
     meta.resize(static_cast<size_t>(got + step));
     if (auto e = read_exactly(fd, meta.data() + got, static_cast<size_t>(step)); !e.empty())
       return e == "eof" ? "the peer closed the connection inside a frame" : e;

@@ -139,6 +139,16 @@ node_actor spawn_node_actor(caf::actor_system& sys, node_init init);
 /// the rest; at least 64 MiB (process.cpp).
 uint64_t max_message_bytes(const job& j);
 
+/// How many connections a listener of a node takes (the BASP guard, a ps's data plane),
+/// given how many tasks may dial it: at most `pending` before they prove themselves
+/// (handshake, greeting), at most `open` in all.
+struct connection_caps {
+  size_t pending, open;
+};
+inline connection_caps caps_for(size_t dialers) {
+  return {std::max<size_t>(16, 2 * dialers), std::max<size_t>(64, 8 * dialers)};
+}
+
 [[noreturn]] inline void fail(const std::string& text) { throw std::runtime_error(text); }
 
 template <class T>

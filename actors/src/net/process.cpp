@@ -206,9 +206,9 @@ uint64_t detail::max_message_bytes(const job& j) {
 static detail::basp_guard::limits guard_limits(const job& j, const cluster_def& def) {
   detail::basp_guard::limits l;
   l.max_payload = max_message_bytes(j);
-  auto tasks = def.chief.size() + def.ps.size() + def.worker.size() + def.evaluator.size();
-  l.max_pending = std::max<size_t>(16, 2 * tasks);
-  l.max_connections = std::max<size_t>(64, 8 * tasks);
+  auto caps = caps_for(def.chief.size() + def.ps.size() + def.worker.size() + def.evaluator.size());
+  l.max_pending = caps.pending;
+  l.max_connections = caps.open;
   l.handshake_deadline = def.connect_timeout;
   return l;
 }

@@ -77,9 +77,10 @@ shard_contact serve_shard(node_context& cx, ps_shard_actor shard,
   if (cx.opts.cluster.tls.enabled() || !cx.opts.data_plane) return c;
   data_plane::server::limits l;
   l.max_frame_bytes = max_message_bytes(cx.j);
-  auto tasks = cx.opts.cluster.worker.size() + cx.opts.cluster.evaluator.size() + cx.opts.cluster.chief.size();
-  l.max_greeting = std::max<size_t>(16, 2 * tasks);
-  l.max_connections = std::max<size_t>(64, 8 * tasks);
+  // Who dials a ps's data plane: the worker tasks, and the chief and evaluator with replicas.
+  auto caps = caps_for(cx.opts.cluster.worker.size() + cx.opts.cluster.evaluator.size() + cx.opts.cluster.chief.size());
+  l.max_greeting = caps.pending;
+  l.max_connections = caps.open;
   planes.push_back(std::make_unique<data_plane::server>(cx.sys, std::move(shard), cx.opts.cluster.request_timeout, l,
                                                         log_to(cx)));
   auto at = planes.back()->where();

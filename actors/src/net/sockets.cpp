@@ -80,16 +80,18 @@ unique_fd new_socket(const std::string& context, int flags = 0) {
   return fd;
 }
 
-// Where `fd` is bound, for messages: "127.0.0.1:7001".
-std::string local_text(int fd) {
+// An end of `fd` (getsockname or getpeername), for messages: "127.0.0.1:7001".
+std::string end_text(int fd, int (*get)(int, sockaddr*, socklen_t*)) {
   sockaddr_in a{};
   socklen_t len = sizeof a;
   char text[INET_ADDRSTRLEN] = {};
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET ||
+  if (get(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET ||
       ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text) == nullptr)
     return fmt::format("socket {}", fd);
   return fmt::format("{}:{}", text, ntohs(a.sin_port));
 }
+
+std::string local_text(int fd) { return end_text(fd, ::getsockname); }
 
 // What is left of a deadline, as poll() takes it: whole milliseconds rounded up (a wait
 // never ends just before its deadline), 0 once it passed.
@@ -133,6 +135,8 @@ unique_fd listen_on(const std::string& host, uint16_t port, const listen_options
     fail(context, errno);
   return fd;
 }
+
+std::string peer_text(int fd) { return end_text(fd, ::getpeername); }
 
 uint16_t local_port(int fd) {
   sockaddr_in a{};

@@ -76,6 +76,9 @@ unique_fd listen_on(const std::string& host, uint16_t port, const listen_options
 
 /// The local port `fd` is bound to.
 uint16_t local_port(int fd);
+/// Who is at the other end of the connection `fd`, for messages: "127.0.0.1:41234"
+/// ("socket N" when the system cannot say).
+std::string peer_text(int fd);
 
 /// True when a socket could be bound to host:port now (the socket is closed at once:
 /// the port may be taken again before its user binds it). Throws only when no socket
