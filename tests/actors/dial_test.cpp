@@ -3,7 +3,9 @@
 // address (CAF 0.17 never fails a request to a dead peer: before the fix, a worker that
 // asked a ps task killed at start waited out its whole request timeout while the chief
 // gave up on its registration, cluster_kill_ps_early_test in CI); the shard's own refusal
-// ends the fetch at once; an address where nothing listens is named with its budget.
+// ends the fetch at once; an address where nothing listens is named with its budget. A
+// handshake cut once (the peer died while it answered) is dialed again, and a peer that
+// cuts every handshake (TLS on its side only) is refused after a few, not at its budget.
 
 #include <boost/test/unit_test.hpp>
 
@@ -14,6 +16,11 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
+
+#include <actortrain/actors/net/sockets.hpp>
+
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -141,4 +148,61 @@ BOOST_AUTO_TEST_CASE(an_address_where_nothing_listens_is_named_with_its_budget) 
   BOOST_REQUIRE(!r);
   auto text = at::describe(r.error());
   BOOST_TEST(text.find("cannot reach 127.0.0.1:" + std::to_string(port) + " within 600 ms") != std::string::npos, text);
+}
+
+// A raw listener that accepts `cuts` connections and closes each at once, as a peer that
+// dies during the handshake does (or a TLS node, to a plain BASP hello).
+namespace {
+struct cutter {
+  at::net::unique_fd listener = at::net::listen_on("127.0.0.1", 0);
+  uint16_t port = at::net::local_port(listener.get());
+  int accepted = 0;
+  void cut(int cuts) {
+    for (; cuts > 0; --cuts) {
+      at::net::unique_fd c{::accept(listener.get(), nullptr, nullptr)};
+      BOOST_REQUIRE(c);
+      ++accepted;
+    }
+  }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_handshake_cut_once_is_dialed_again) {
+  net_system asker, ps;
+  cutter peer;
+  auto fetched = std::async(std::launch::async, [&] {
+    return at::fetch_shard(*asker.sys, loopback(peer.port), 0, std::chrono::milliseconds(20000),
+                           std::chrono::duration_cast<caf::timespan>(10s));
+  });
+  peer.cut(1);
+  auto port = peer.port;
+  peer.listener.reset();  // the dying process's port closes; its new one publishes there
+  at::shard_contact c{{}, 4242, "token"};
+  auto node = ps.spawn(ps_node, c, nullptr, nullptr);
+  BOOST_REQUIRE_EQUAL(publish(*ps.sys, node, port), port);
+  BOOST_REQUIRE(fetched.wait_for(15s) == std::future_status::ready);
+  auto r = fetched.get();
+  if (!r) BOOST_FAIL("fetch failed after one cut handshake: " << at::describe(r.error()));
+  BOOST_TEST(r->contact.data_port == 4242);
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_that_cuts_every_handshake_is_refused_long_before_the_budget) {
+  net_system asker;
+  cutter peer;
+  auto started = std::chrono::steady_clock::now();
+  auto fetched = std::async(std::launch::async, [&] {
+    return at::fetch_shard(*asker.sys, loopback(peer.port), 0, std::chrono::milliseconds(30000),
+                           std::chrono::duration_cast<caf::timespan>(10s));
+  });
+  // Accepts until the dialer gives up; each accepted connection is cut at once.
+  while (fetched.wait_for(0s) != std::future_status::ready) {
+    pollfd p{peer.listener.get(), POLLIN, 0};
+    if (::poll(&p, 1, 50) == 1) peer.cut(1);
+    BOOST_REQUIRE(std::chrono::steady_clock::now() - started < 25s);
+  }
+  auto r = fetched.get();
+  BOOST_REQUIRE(!r);
+  auto text = at::describe(r.error());
+  BOOST_TEST(text.find("the peer refused the handshake") != std::string::npos, text);
+  BOOST_TEST(peer.accepted == 3);
 }

@@ -20,6 +20,17 @@ using retry_atom = caf::atom_constant<caf::atom("retry")>;
 
 constexpr auto retry_pause = std::chrono::milliseconds(200);
 
+// Handshakes a peer cuts in a row before dial_from takes it as a refusal. One cut is
+// not enough: a peer killed (or restarting) while it answers cuts the handshake too,
+// and then its port refuses connections or a new process answers on the next attempt.
+// A peer of another CA or of the other TLS setting cuts every one.
+constexpr int refusals_before_final = 3;
+
+caf::error refused_handshake() {
+  return make_error(error_code::invalid_request,
+                    "the peer refused the handshake (a certificate of another CA, or TLS on one side only)");
+}
+
 }  // namespace
 
 // Every attempt has its own timeout, so a peer that accepts but never answers costs one
@@ -30,8 +41,9 @@ void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::ste
   auto& sys = self->system();
   auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   auto last = std::make_shared<caf::error>(make_error(error_code::timeout, "no attempt"));
+  auto cuts = std::make_shared<int>(0);  // handshakes cut in a row
   auto attempt = std::make_shared<std::function<void()>>();
-  *attempt = [self, mm, addr, deadline, done, last, refusal_final] {
+  *attempt = [self, mm, addr, deadline, done, last, cuts, refusal_final] {
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= decltype(left)::zero()) {
       done(std::move(*last));
@@ -49,17 +61,21 @@ void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::ste
           }
           done(caf::actor_cast<caf::actor>(std::move(p)));
         },
-        [last, retry, done, refusal_final](caf::error& e) {
+        [last, cuts, retry, done, refusal_final](caf::error& e) {
           // A peer that refuses the TLS handshake (another CA, or no TLS at all) will not
-          // change its mind: no point in trying again. Redialing a task that is coming
-          // back (refusal_final = false), CAF 0.17 was seen to close one handshake of a
-          // restarted ps process: try on until the deadline.
-          if (e == caf::sec::disconnect_during_handshake && refusal_final) {
-            done(make_error(error_code::invalid_request,
-                            "the peer refused the handshake (a certificate of another CA, or TLS on one side only)"));
-            return;
+          // change its mind: after a few cuts in a row, no point in trying again.
+          // Redialing a task that is coming back (refusal_final = false), CAF 0.17 was
+          // seen to close handshakes of a restarted ps process: try on until the deadline.
+          if (e == caf::sec::disconnect_during_handshake) {
+            *last = refused_handshake();
+            if (refusal_final && ++*cuts >= refusals_before_final) {
+              done(std::move(*last));
+              return;
+            }
+          } else {
+            *cuts = 0;
+            *last = std::move(e);
           }
-          *last = std::move(e);
           retry();
         });
   };
