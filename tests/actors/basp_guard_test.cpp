@@ -1,6 +1,7 @@
-// The BASP stream check and the guard in front of a plain-BASP node, without CAF: the
-// guard's hand-over gives its end of each connection to a stand-in for CAF's broker
-// that records and echoes what reaches it. Everything listens on 127.0.0.1.
+// The BASP stream check, the job's membership proof and the guard in front of a
+// plain-BASP node, without CAF: the guard's hand-over gives its end of each connection
+// to a stand-in for CAF's broker that records and echoes what reaches it. Everything
+// listens on 127.0.0.1.
 
 #include <boost/test/unit_test.hpp>
 
@@ -9,12 +10,17 @@
 
 #include <actortrain/actors/net/sockets.hpp>
 
+#include <actortrain/actors/net/cluster_file.hpp>
+
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -279,6 +285,187 @@ BOOST_AUTO_TEST_CASE(a_thousand_connections_at_once_leave_the_guard_serving) {
   char hello[5];
   BOOST_REQUIRE(at::net::read_exact(member.get(), hello, 5));
   BOOST_TEST(std::string(hello, 5) == "HELLO");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Membership before memory (job_auth.hpp): with the job's key, a connection proves the
+// job's secret before anything of it reaches the broker.
+namespace auth = at::detail::auth;
+
+namespace {
+
+at::detail::job_key key_of(char c) {
+  at::detail::job_key k{};
+  k.fill(static_cast<unsigned char>(c));
+  return k;
+}
+
+basp_guard::limits keyed_limits(char c = 'k') {
+  auto l = test_limits();
+  l.key = key_of(c);
+  return l;
+}
+
+std::string scratch_dir() {
+  char tmpl[] = "/tmp/actortrain-secret-test.XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+void write_file(const std::string& path, const std::string& bytes, mode_t mode) {
+  at::net::unique_fd fd{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, mode)};
+  BOOST_REQUIRE(fd);
+  BOOST_REQUIRE(::write(fd.get(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  ::fchmod(fd.get(), mode);
+}
+
+std::string refusal_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(job_membership_suite)
+
+BOOST_AUTO_TEST_CASE(the_exchange_admits_the_key_and_refuses_any_other) {
+  auth::server srv{key_of('a')};
+  auth::client member{key_of('a')};
+  auth::proof p{};
+  BOOST_TEST(srv.admit(member.respond(srv.greeting()), p));
+  BOOST_CHECK_NO_THROW(member.check(p));
+
+  auth::client stranger{key_of('b')};
+  auth::proof refusal{};
+  BOOST_TEST(!srv.admit(stranger.respond(srv.greeting()), refusal));
+  BOOST_TEST((refusal == auth::proof{}));  // zeros: the stranger learns only that it failed
+  BOOST_TEST(refusal_of([&] { stranger.check(refusal); }).find("refused this job's secret") != std::string::npos);
+
+  // A server of another job cannot prove the key to a member.
+  auth::server other{key_of('b')};
+  auth::client asker{key_of('a')};
+  auth::proof fake{};
+  BOOST_TEST(!other.admit(asker.respond(other.greeting()), fake));
+  auth::proof forged{};
+  forged.fill(7);
+  BOOST_TEST(refusal_of([&] { asker.check(forged); }).find("does not know this job's secret") != std::string::npos);
+
+  // An answer recorded on one connection is useless on another (a fresh nonce).
+  auth::server first{key_of('a')}, second{key_of('a')};
+  auth::client c{key_of('a')};
+  auto recorded = c.respond(first.greeting());
+  BOOST_TEST(!second.admit(recorded, p));
+  BOOST_TEST(first.admit(recorded, p));
+
+  // Bytes that are not a job's greeting (a TLS server's, an HTTP server's).
+  auth::hello junk{};
+  std::memcpy(junk.data(), "HTTP/1.1", 8);
+  BOOST_TEST(refusal_of([&] { auth::client{key_of('a')}.respond(junk); }).find("not a plain ActorTrain node") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_secret_file_is_read_only_when_only_its_user_can_read_it) {
+  auto dir = scratch_dir();
+  auto good = dir + "/good", loose = dir + "/loose", shorty = dir + "/short";
+  write_file(good, std::string(32, 's'), 0600);
+  write_file(loose, std::string(32, 's'), 0644);
+  write_file(shorty, "tiny", 0600);
+  BOOST_TEST((at::detail::read_job_secret(good) == at::detail::read_job_secret(good)));
+  auto text = refusal_of([&] { at::detail::read_job_secret(loose); });
+  BOOST_TEST(text.find("secret " + loose + ": mode 0644") != std::string::npos, text);
+  BOOST_TEST(text.find("chmod 600") != std::string::npos, text);
+  text = refusal_of([&] { at::detail::read_job_secret(shorty); });
+  BOOST_TEST(text.find("holds 4 bytes") != std::string::npos, text);
+  text = refusal_of([&] { at::detail::read_job_secret(dir + "/none"); });
+  BOOST_TEST(text.find("cannot open: No such file") != std::string::npos, text);
+  text = refusal_of([&] { at::detail::read_job_secret(dir); });
+  BOOST_TEST(text.find("not a regular file") != std::string::npos, text);
+
+  // write_job_secret: mode 0600, a key of its own, never over an existing file.
+  auto made = dir + "/made";
+  at::write_job_secret(made);
+  struct stat st{};
+  BOOST_REQUIRE(::stat(made.c_str(), &st) == 0);
+  BOOST_TEST((st.st_mode & 0777) == 0600u);
+  BOOST_TEST((at::detail::read_job_secret(made) != at::detail::read_job_secret(good)));
+  text = refusal_of([&] { at::write_job_secret(made); });
+  BOOST_TEST(text.find("cannot create the job's secret " + made) != std::string::npos, text);
+  for (auto f : {good, loose, shorty, made}) ::unlink(f.c_str());
+  ::rmdir(dir.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_stranger_never_reaches_the_broker) {
+  guarded g{keyed_limits()};
+  // A BASP client (or anything else) that does not answer the greeting right.
+  auto fd = g.dial();
+  auth::hello h{};
+  BOOST_REQUIRE(at::net::read_exact(fd.get(), h.data(), h.size()));
+  BOOST_TEST(std::string(reinterpret_cast<const char*>(h.data()), 6) == "ATJOB1");
+  auto junk = message(1, 32);  // 64 bytes: a whole answer's worth
+  at::net::write_exact(fd.get(), junk.data(), junk.size());
+  auth::proof p{};
+  p.fill(1);
+  BOOST_REQUIRE(at::net::read_exact(fd.get(), p.data(), p.size()));
+  BOOST_TEST((p == auth::proof{}));
+  BOOST_TEST(closed_by_peer(fd.get()));
+  // One that says too little is closed at the deadline (2 s here).
+  auto quiet = g.dial();
+  auto hs = header(1, 0xFFFFFFF0);
+  at::net::write_exact(quiet.get(), hs.data(), hs.size());
+  BOOST_TEST(closed_by_peer(quiet.get()));
+  BOOST_TEST(g.broker.handed == 0u);
+  BOOST_TEST(g.broker.bytes == 0u);
+  BOOST_TEST(g.guard->count().refused_auth == 1u);
+  BOOST_TEST(g.guard->count().timed_out == 1u);
+  BOOST_TEST(g.logged("a wrong answer to the job's greeting"));
+}
+
+BOOST_AUTO_TEST_CASE(a_member_proves_the_secret_and_its_stream_reaches_the_broker) {
+  guarded g{keyed_limits()};
+  auto fd = auth::dial_member("127.0.0.1", g.guard->port(), key_of('k'), 5000ms);
+  at::net::set_receive_timeout(fd.get(), 5s);
+  char hello[5];
+  BOOST_REQUIRE(at::net::read_exact(fd.get(), hello, 5));
+  BOOST_TEST(std::string(hello, 5) == "HELLO");
+  auto s = message(1, 60) + message(2, 3000);
+  at::net::write_exact(fd.get(), s.data(), s.size());
+  std::string back(s.size(), '\0');
+  BOOST_REQUIRE(at::net::read_exact(fd.get(), back.data(), back.size()));
+  BOOST_TEST(back == s);
+  BOOST_TEST(g.guard->count().proven == 1u);
+  // A member's stream is still checked: an oversized header closes it.
+  auto bad = header(2, 0xFFFFFFF0);
+  at::net::write_exact(fd.get(), bad.data(), bad.size());
+  BOOST_TEST(closed_by_peer(fd.get()));
+  BOOST_TEST(g.guard->count().refused_header == 1u);
+  // Another job's key is refused, and the dial says so (final: not worth a retry).
+  auto text = refusal_of([&] { auth::dial_member("127.0.0.1", g.guard->port(), key_of('x'), 5000ms); });
+  BOOST_TEST(text.find("the peer refused this job's secret") != std::string::npos, text);
+  BOOST_TEST(g.broker.handed == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(members_get_in_while_strangers_hold_every_unproven_slot) {
+  guarded g{keyed_limits()};  // 4 unproven at most, 8 connections in all
+  std::vector<at::net::unique_fd> idle;
+  for (int i = 0; i < 100; ++i) idle.push_back(g.dial());  // they never answer
+  // Each member takes the place of the oldest stranger, at once (not after the deadline).
+  for (int m = 0; m < 3; ++m) {
+    auto started = std::chrono::steady_clock::now();
+    auto fd = auth::dial_member("127.0.0.1", g.guard->port(), key_of('k'), 1500ms);
+    BOOST_TEST((std::chrono::steady_clock::now() - started < 1500ms));
+    at::net::set_receive_timeout(fd.get(), 5s);
+    char hello[5];
+    BOOST_REQUIRE(at::net::read_exact(fd.get(), hello, 5));
+    for (int i = 0; i < 10; ++i) idle.push_back(g.dial());  // the flood goes on between members
+  }
+  BOOST_TEST(g.broker.handed == 3u);
+  BOOST_TEST(g.guard->count().evicted >= 100u);
+  BOOST_TEST(g.guard->count().open <= 8u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

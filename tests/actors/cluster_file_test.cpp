@@ -242,7 +242,7 @@ BOOST_AUTO_TEST_CASE(a_key_given_twice_is_refused_with_its_path) {
 
 BOOST_AUTO_TEST_CASE(unknown_keys_are_refused_at_every_level) {
   CHECK_REFUSED(with_cluster(R"("clusters": {})"),
-                "cluster.json: clusters: unknown key 'clusters' (cluster, task, tls, checkpoint, timeouts, consistency)");
+                "cluster.json: clusters: unknown key 'clusters' (cluster, task, tls, secret, checkpoint, timeouts, consistency)");
   CHECK_REFUSED(cluster_only(R"("worker": ["127.0.0.1:7000"], "workers": ["127.0.0.1:7001"])"),
                 "cluster.json: cluster.workers: unknown task type 'workers' (chief, worker, ps, evaluator)");
   CHECK_REFUSED(with_cluster(R"("task": {"type": "ps", "index": 0, "task_index": 0})"),
@@ -437,6 +437,19 @@ BOOST_AUTO_TEST_CASE(read_cluster_file_names_the_path) {
   const auto missing = dir.path() + "/missing.json";
   BOOST_TEST(error_of([&] { read_cluster_file(missing); }) == missing + ": cannot read: No such file or directory");
   BOOST_TEST(error_of([&] { read_cluster_file(dir.path()); }) == dir.path() + ": cannot read: Is a directory");
+}
+
+BOOST_AUTO_TEST_CASE(a_relative_secret_is_the_cluster_files_neighbour) {
+  temp_dir dir;
+  const auto rel = dir.write("rel.json", R"({"cluster": {"worker": ["127.0.0.1:7000"]}, "secret": "job.secret"})");
+  BOOST_TEST(read_cluster_file(rel).secret_file == dir.path() + "/job.secret");
+  const auto abs = dir.write("abs.json", R"({"cluster": {"worker": ["127.0.0.1:7000"]}, "secret": "/etc/at/job.secret"})");
+  BOOST_TEST(read_cluster_file(abs).secret_file == "/etc/at/job.secret");
+  // TF_CONFIG has no directory: its path stays as given (the working directory's).
+  BOOST_TEST(parse_cluster_def(R"({"cluster": {"worker": ["127.0.0.1:7000"]}, "secret": "s"})", "TF_CONFIG").secret_file ==
+             "s");
+  CHECK_REFUSED(with_cluster(R"("secret": "")"), "cluster.json: secret: expected a file path, got an empty string");
+  CHECK_REFUSED(with_cluster(R"("secret": 7)"), "cluster.json: secret:");
 }
 
 BOOST_AUTO_TEST_CASE(parse_task_reads_type_colon_index) {

@@ -8,7 +8,9 @@
 #include <actortrain/actors/net/process.hpp>
 #include <actortrain/model/all.hpp>
 
+#include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <fstream>
 
 namespace at = actortrain;
@@ -80,11 +82,31 @@ BOOST_AUTO_TEST_CASE(node_flags_parse_and_refuse) {
   }
 }
 
+// A job's secret for the plain clusters below, removed at the end of the test.
+struct secret_file {
+  std::string path = std::string("/tmp/actortrain-node-test-secret-") + std::to_string(::getpid());
+  secret_file() {
+    std::remove(path.c_str());
+    at::write_job_secret(path);
+  }
+  ~secret_file() { std::remove(path.c_str()); }
+};
+
 BOOST_AUTO_TEST_CASE(tf_config_resolves_cluster_and_task) {
   ::setenv("TF_CONFIG", R"({"cluster": {"worker": ["localhost:1", "localhost:2"]}, "task": {"type": "worker", "index": 1}})",
            1);
   at::node_flags f;
+  // A plain cluster needs the job's secret (TF_CONFIG verbatim: --secret names it).
+  try {
+    at::resolve_node(f);
+    BOOST_ERROR("a plain cluster without a secret was accepted");
+  } catch (const at::cluster_file_error& e) {
+    BOOST_TEST(std::string(e.what()).find("a cluster without TLS needs the job's secret") != std::string::npos, e.what());
+  }
+  secret_file secret;
+  f.secret = secret.path;
   auto o = at::resolve_node(f);
+  BOOST_TEST(o.cluster.secret_file == secret.path);
   BOOST_CHECK(o.task == (at::task_id{at::task_type::worker, 1}));
   BOOST_CHECK(o.cluster.worker_only());
   f.task = "worker:0";  // --task wins over TF_CONFIG's
@@ -122,6 +144,8 @@ BOOST_AUTO_TEST_CASE(a_shared_checkpoint_directory_is_taken) {
   at::node_flags f;
   f.cluster_file = path;
   f.task = "chief:0";
+  secret_file secret;
+  f.secret = secret.path;
   auto o = at::resolve_node(f);
   BOOST_CHECK(o.cluster.checkpoint_shared);
   BOOST_CHECK_EQUAL(o.cluster.checkpoint_dir, "/tmp/x");

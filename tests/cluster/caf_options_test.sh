@@ -9,7 +9,7 @@
 read -r P0 P1 <<<"$(free_ports 2 | tr '\n' ' ')"
 cluster="{\"cluster\": {\"worker\": [\"localhost:$P0\", \"localhost:$P1\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}"
 for bad in --caf.scheduler.bogus=1 --caf.scheduler.max-threads=many; do
-  TF_CONFIG="$cluster" timeout 30 "$AT" node --example linear "$bad" >"$WORK/out" 2>&1
+  TF_CONFIG="$cluster" timeout 30 "$AT" node --example linear --secret "$SECRET" "$bad" >"$WORK/out" 2>&1
   rc=$?
   cat "$WORK/out"
   [ $rc -eq 2 ] || fail "$bad: exit $rc, not 2"
@@ -23,7 +23,7 @@ done
 threads_with() {
   read -r Q0 Q1 <<<"$(free_ports 2 | tr '\n' ' ')"
   local c="{\"cluster\": {\"worker\": [\"localhost:$Q0\", \"localhost:$Q1\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}"
-  TF_CONFIG="$c" timeout 60 "$AT" node --example linear --threads 3 "--caf.scheduler.max-threads=$1" \
+  TF_CONFIG="$c" timeout 60 "$AT" node --example linear --secret "$SECRET" --threads 3 "--caf.scheduler.max-threads=$1" \
     >"$WORK/node$1" 2>&1 &
   local t=$! pid="" i
   for i in $(seq 300); do  # at most 30 s for the node to listen

@@ -11,7 +11,7 @@ M="$WORK/m.jsonl"
 cat >"$WORK/c.json" <<JSON
 {"cluster": {"chief": ["127.0.0.1:$PC"], "ps": ["127.0.0.1:$P0", "127.0.0.1:$P1"],
              "worker": ["127.0.0.1:$W0", "127.0.0.1:$W1"]},
- "checkpoint": {"dir": "$WORK/ck", "every_steps": 500},
+ "secret": "$SECRET", "checkpoint": {"dir": "$WORK/ck", "every_steps": 500},
  "timeouts": {"connect_ms": 20000}}
 JSON
 node() { timeout 120 "$AT" node --example linear --cluster "$WORK/c.json" --task "$@" -- --epochs 2 --examples 40000 --metrics "$M" --verbose 2; }
@@ -57,7 +57,7 @@ final_digests "$WORK/w1" "$WORK/ck" worker:1
 read -r QC Q0 QW <<<"$(free_ports 3 | tr '\n' ' ')"
 cat >"$WORK/o.json" <<JSON
 {"cluster": {"chief": ["127.0.0.1:$QC"], "ps": ["127.0.0.1:$Q0"], "worker": ["127.0.0.1:$QW"]},
- "timeouts": {"connect_ms": 20000, "request_ms": 3000}}
+ "secret": "$SECRET", "timeouts": {"connect_ms": 20000, "request_ms": 3000}}
 JSON
 rm -f "$WORK/o.jsonl"
 onode() { timeout 60 "$AT" node --example linear --cluster "$WORK/o.json" --task "$@" -- --epochs 5 --examples 40000 --metrics "$WORK/o.jsonl"; }

@@ -8,6 +8,11 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# The job's secret for the cluster files a test writes by hand (plain clusters need one;
+# `actortrain launch` makes its own).
+SECRET="$WORK/secret"
+(umask 077; head -c 32 /dev/urandom >"$SECRET")
+
 # N distinct free ports on 127.0.0.1, one per line.
 free_ports() {
   # Below the kernel's ephemeral range, as `actortrain launch` picks them: a port there

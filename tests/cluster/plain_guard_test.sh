@@ -2,10 +2,13 @@
 # Plain BASP behind the node's guard (actors/src/net/basp_guard.hpp): while a cluster of
 # processes trains (chief, 2 ps, 2 workers), every TCP socket each node process listens
 # on — found in /proc, not taken from the cluster file — gets a BASP header announcing a
-# 4 GiB payload, an HTTP request, random bytes and 200 KB of 0xff. The 4 GiB header's
-# connection is closed wherever it lands (logged by the guard); every node lives on with
-# its memory small (without the guard that header made CAF reserve 4.7 GB, 2.1 GB of it
-# resident); and the job still applies exactly every one of its steps.
+# 4 GiB payload, an HTTP request, random bytes and 200 KB of 0xff from a stranger (who
+# does not know the job's secret): each is closed at the job's greeting, before CAF sees
+# a byte (logged by the guard). A member (who proves the secret, as a compromised task
+# of the job could) then sends the 4 GiB header to every guard: it is closed at the
+# header (logged). Every node lives on with its memory small (without the guard that
+# header made CAF reserve 4.7 GB, 2.1 GB of it resident); and the job still applies
+# exactly every one of its steps.
 . "$(dirname "$0")/lib.sh"
 M="$WORK/m.jsonl"
 export EXAMPLE_ARGS="--epochs 2 --examples 200000"
@@ -20,8 +23,30 @@ done
 # Every TCP socket each node process listens on (from /proc, not from what the nodes
 # advertise) gets the hostile bytes; a BASP header announcing 4 GiB must close its
 # connection wherever it lands (CAF's own BASP port would reserve it and wait).
-python3 - $PIDS <<'PY'
-import os, socket, struct, sys, time
+python3 - "$WORK/run/secret" $PIDS <<'PY'
+import hashlib, hmac, os, socket, struct, sys, time
+
+key = hashlib.sha256(open(sys.argv[1], "rb").read()).digest()
+
+def recv_exact(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            return b
+        b += c
+    return b
+
+def closed_within(s, seconds):
+    s.settimeout(seconds)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
 
 def listening_ports(pid):
     inodes = set()
@@ -44,18 +69,20 @@ def listening_ports(pid):
                 ports.add(int(f[1].split(":")[1], 16))
     return sorted(ports)
 
-# A BASP client handshake announcing 4 GiB, and 8 bytes more: a data-plane port reads a
-# whole greeting's worth (40 bytes) at once and refuses it without waiting.
-handshake_4g = struct.pack(">BBBBIQQQ", 1, 0, 0, 0, 0xFFFFFFF0, 0, 0, 0) + b"\0" * 8
-attacked = 0
-for arg in sys.argv[1:]:
+# A BASP client handshake announcing 4 GiB (32 bytes), padded to 64: a guard reads a
+# whole answer's worth (64 bytes) and a data-plane port a greeting's (40), and each
+# refuses it without waiting.
+handshake_4g = struct.pack(">BBBBIQQQ", 1, 0, 0, 0, 0xFFFFFFF0, 0, 0, 0)
+stranger_4g = handshake_4g + b"\0" * 32
+attacked = members = 0
+for arg in sys.argv[2:]:
     task, pid = arg.split("=")
     ports = listening_ports(pid)
     if not ports:
         sys.exit(f"{task} (pid {pid}) listens on no TCP socket")
     print(f"{task} (pid {pid}) listens on {ports}")
     for port in ports:
-        for k, payload in enumerate((handshake_4g, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", os.urandom(65536),
+        for k, payload in enumerate((stranger_4g, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", os.urandom(65536),
                                      b"\xff" * 200000)):
             s = socket.create_connection(("127.0.0.1", port))
             try:
@@ -66,21 +93,33 @@ for arg in sys.argv[1:]:
                 time.sleep(0.1)
                 s.close()
                 continue
-            s.settimeout(5)
-            closed = False
-            try:
-                while s.recv(65536):
-                    pass
-                closed = True
-            except (ConnectionResetError, BrokenPipeError):
-                closed = True
-            except socket.timeout:
-                pass
+            closed = closed_within(s, 5)
             s.close()
             if not closed:
                 sys.exit(f"{task} port {port}: the 4 GiB header did not close its connection")
             attacked += 1
-print(f"attacked {attacked} listening sockets")
+        # A member: a guard greets first ("ATJOB1"); a data-plane port waits for its client.
+        s = socket.create_connection(("127.0.0.1", port))
+        s.settimeout(1)
+        try:
+            hello = recv_exact(s, 40)
+        except socket.timeout:
+            hello = b""
+        if hello[:6] == b"ATJOB1":
+            ns, nc = hello[8:], os.urandom(32)
+            s.settimeout(5)
+            s.sendall(nc + hmac.new(key, b"client" + ns + nc, hashlib.sha256).digest())
+            proof = recv_exact(s, 32)
+            if proof != hmac.new(key, b"server" + nc + ns, hashlib.sha256).digest():
+                sys.exit(f"{task} port {port}: the guard did not prove the job's secret to a member")
+            s.sendall(handshake_4g)
+            if not closed_within(s, 5):
+                sys.exit(f"{task} port {port}: a member's 4 GiB header did not close its connection")
+            members += 1
+        s.close()
+print(f"attacked {attacked} listening sockets as a stranger, {members} guards as a member")
+if members != len(sys.argv) - 2:
+    sys.exit(f"{members} guards greeted a member, not one per node")
 PY
 [ $? -eq 0 ] || fail "a hostile connection was not closed, or a node stopped accepting"
 for kv in $PIDS; do
@@ -95,7 +134,9 @@ cat "$WORK/out" | grep -v "epoch\|steps -" | tail -20
 [ $rc -eq 0 ] || fail "launch exited with $rc"
 for t in chief:0 ps:0 ps:1 worker:0 worker:1; do
   grep -qF "a BASP header announced 4294967280 bytes" <(grep -F "[$t] $t: BASP guard: closed the connection from 127.0.0.1:" "$WORK/out") ||
-    fail "$t did not log the 4 GiB header"
+    fail "$t did not log the member's 4 GiB header"
+  grep -qF "a wrong answer to the job's greeting" <(grep -F "[$t] $t: BASP guard: closed " "$WORK/out") ||
+    fail "$t did not log a stranger's wrong answer"
 done
 grep -qF "[chief:0] chief:0 done: 20000 steps" "$WORK/out" || fail "not exactly 20000 steps"
 [ "$(grep -c '"event":"step"' "$M")" -eq 20000 ] || fail "the metrics do not hold 20000 applied steps"

@@ -6,7 +6,7 @@
 read -r P0 P1 <<<"$(free_ports 2 | tr '\n' ' ')"
 cat >"$WORK/c.json" <<JSON
 {"cluster": {"worker": ["127.0.0.1:$P0", "127.0.0.1:$P1"]},
- "timeouts": {"connect_ms": 4000, "heartbeat_ms": 200, "connection_ms": 2000}}
+ "secret": "$SECRET", "timeouts": {"connect_ms": 4000, "heartbeat_ms": 200, "connection_ms": 2000}}
 JSON
 
 # 1. Another job: worker 1 builds a model with 6 inputs, worker 0 one with 5.

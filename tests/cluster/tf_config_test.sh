@@ -6,10 +6,10 @@
 read -r P0 P1 <<<"$(free_ports 2 | tr '\n' ' ')"
 cluster="{\"cluster\": {\"worker\": [\"localhost:$P0\", \"localhost:$P1\"]}"
 TF_CONFIG="$cluster, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
-  timeout 120 "$AT" node --example linear -- --epochs 3 >"$WORK/w0" 2>&1 &
+  timeout 120 "$AT" node --example linear --secret "$SECRET" -- --epochs 3 >"$WORK/w0" 2>&1 &
 a=$!
 TF_CONFIG="$cluster, \"task\": {\"type\": \"worker\", \"index\": 1}}" \
-  timeout 120 "$AT" node --example linear -- --epochs 3 >"$WORK/w1" 2>&1 &
+  timeout 120 "$AT" node --example linear --secret "$SECRET" -- --epochs 3 >"$WORK/w1" 2>&1 &
 b=$!
 wait $a; ra=$?
 wait $b; rb=$?

@@ -16,7 +16,7 @@ cat >"$WORK/tls.json" <<JSON
  "tls": {"certificate": "$WORK/certs/node.pem", "key": "$WORK/certs/node.key", "ca": "$WORK/certs/ca.pem"}}
 JSON
 M="$WORK/m.jsonl"
-node() { timeout 120 "$AT" node --example linear --cluster "$@" -- --epochs 2 --examples 100000 --metrics "$M" --verbose 2; }
+node() { timeout 120 "$AT" node --example linear --cluster "$@" -- --epochs 2 --examples 200000 --metrics "$M" --verbose 2; }
 node "$WORK/tls.json" --task ps:0 >"$WORK/ps" 2>&1 & p=$!
 node "$WORK/tls.json" --task worker:0 >"$WORK/w0" 2>&1 & a=$!
 node "$WORK/tls.json" --task worker:1 >"$WORK/w1" 2>&1 & b=$!
@@ -34,10 +34,10 @@ timeout 60 "$AT" node --example linear --cluster "$WORK/foreign.json" --task wor
 [ $? -eq 1 ] || fail "a node of another CA was not refused"
 grep -q "cannot reach 127.0.0.1:$PC within 3000 ms: invalid_request: the peer refused the handshake" "$WORK/foreign" ||
   fail "foreign CA: $(cat "$WORK/foreign")"
-echo "{$probe}" >"$WORK/plain.json"
+echo "{$probe, \"secret\": \"$SECRET\"}" >"$WORK/plain.json"
 timeout 60 "$AT" node --example linear --cluster "$WORK/plain.json" --task worker:2 >"$WORK/plain" 2>&1
 [ $? -eq 1 ] || fail "a plain-BASP node was not refused"
-grep -q "cannot reach 127.0.0.1:$PC within 3000 ms: invalid_request: the peer refused the handshake" "$WORK/plain" ||
+grep -q "cannot reach 127.0.0.1:$PC within 3000 ms: .*no job greeting within .* (a TLS node, or not an ActorTrain node?)" "$WORK/plain" ||
   fail "plain: $(cat "$WORK/plain")"
 
 # Hostile bytes at the chief's and the ps task's ports.
@@ -63,7 +63,7 @@ wait $b; rb=$?
 wait $p; rp=$?
 for f in chief w0 w1 ps; do echo "== $f"; grep -v "^epoch\|^checkpoint" "$WORK/$f" | tail -4; done
 [ $rc -eq 0 ] && [ $ra -eq 0 ] && [ $rb -eq 0 ] && [ $rp -eq 0 ] || fail "exit statuses $rc $ra $rb $rp"
-grep -qF "chief:0 done: 10000 steps" "$WORK/chief" || fail "the TLS run did not end at 10000 steps"
+grep -qF "chief:0 done: 20000 steps" "$WORK/chief" || fail "the TLS run did not end at 20000 steps"
 # Tensors stay inside TLS: no plaintext data plane is served or used.
 ! grep -q "data plane" "$WORK/w0" "$WORK/w1" || fail "a worker used the plaintext data plane under TLS"
 grep "^epoch" "$WORK/chief" >"$WORK/h"

@@ -297,9 +297,16 @@ int launch_command(int argc, char** argv, int first) {
   for (auto& [type, list] : addrs)
     if (!list.empty()) body += fmt::format("{}\"{}\": [{}]", body.empty() ? "" : ", ", type, fmt::join(list, ", "));
   auto file = dir + "/cluster.json";
+  // The job's secret (mode 0600), which the tasks prove they know before a node lets
+  // CAF read a byte of theirs; a new one per launch (a directory reused by a second
+  // launch gets a new secret: the old job's tasks cannot join the new one).
+  const std::string secret = dir + "/secret";
+  if (::unlink(secret.c_str()) != 0 && errno != ENOENT)
+    throw std::runtime_error(fmt::format("cannot replace {}: {}", secret, std::strerror(errno)));
+  write_job_secret(secret);
   {
     std::ofstream out(file);
-    out << "{\"cluster\": {" << body << "}";
+    out << "{\"cluster\": {" << body << "}, \"secret\": \"secret\"";
     if (!consistency.empty()) out << ", \"consistency\": \"" << consistency << "\"";
     std::vector<std::string> timeouts;
     if (heartbeat_ms > 0) timeouts.push_back(fmt::format("\"heartbeat_ms\": {}", heartbeat_ms));

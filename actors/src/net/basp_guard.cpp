@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -50,9 +51,17 @@ struct basp_guard::impl {
     std::string who;
     basp_check check;
     lane up, down;  // peer -> node (checked), node -> peer
-    bool pending = true;
+    bool pending = true;  // proven (or no proof asked), before the end of its BASP handshake
     clock_type::time_point deadline;
     uint32_t peer_mask = 0, node_mask = 0;
+    // Before the proof (with the job's key): the exchange of job_auth.hpp.
+    bool proven = true;
+    bool admitted = false;  // the answer was right: relay once `out` went
+    std::unique_ptr<auth::server> srv;
+    auth::answer answer{};
+    size_t answer_got = 0;
+    std::array<unsigned char, auth::hello_size> out{};
+    size_t out_off = 0, out_len = 0;
     explicit conn(basp_check::limits l) : check(l) {}
   };
 
@@ -66,6 +75,7 @@ struct basp_guard::impl {
   std::map<uint64_t, conn> conns;
   uint64_t next_id = 1;
   size_t pending_count = 0;
+  std::set<uint64_t> unproven;  // oldest first
   mutable std::mutex count_mtx;
   counts n;
   clock_type::time_point last_busy_log{};
@@ -98,14 +108,14 @@ struct basp_guard::impl {
     n.*field = static_cast<size_t>(static_cast<long>(n.*field) + delta);
   }
 
-  // A connection turned away before anything was made for it: logged at most once a
-  // second (a flood must not become a flood of log lines).
-  void turned_away(const std::string& who, const std::string& why) {
-    bump(&counts::refused_busy);
+  // A connection turned away before anything was made for it (or that failed the job's
+  // proof): logged at most once a second (a flood must not become a flood of log lines).
+  void turned_away(const std::string& who, const std::string& why, size_t counts::*field = &counts::refused_busy) {
+    bump(field);
     ++busy_since_log;
     auto now = clock_type::now();
     if (now - last_busy_log < std::chrono::seconds(1)) return;
-    say(fmt::format("BASP guard: closed {} connection(s) at once, the last from {}: {}", busy_since_log, who, why));
+    say(fmt::format("BASP guard: closed {} connection(s), the last from {}: {}", busy_since_log, who, why));
     busy_since_log = 0;
     last_busy_log = now;
   }
@@ -114,6 +124,7 @@ struct basp_guard::impl {
     auto i = conns.find(id);
     if (i == conns.end()) return;
     if (i->second.pending) --pending_count;
+    unproven.erase(id);
     conns.erase(i);  // closes both ends: CAF sees its end close and drops the connection
     bump(&counts::open, -1);
   }
@@ -150,9 +161,98 @@ struct basp_guard::impl {
     return true;
   }
 
+  // Sends what `out` holds; false when the peer is gone.
+  bool flush_out(conn& c) {
+    while (c.out_off < c.out_len) {
+      auto sent = ::send(c.peer.get(), c.out.data() + c.out_off, c.out_len - c.out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        return would_block(errno);
+      }
+      c.out_off += static_cast<size_t>(sent);
+    }
+    return true;
+  }
+
+  // A connection that owes the job's answer (job_auth.hpp). Nothing of it reaches CAF
+  // until the answer is right and the proof went out.
+  void prove(conn& c) {
+    if (!flush_out(c)) {
+      close(c.id);
+      return;
+    }
+    if (c.out_off == c.out_len && c.answer_got == c.answer.size()) {
+      if (!c.admitted) {
+        turned_away(c.who, "a wrong answer to the job's greeting (not a member of this job)", &counts::refused_auth);
+        close(c.id);
+        return;
+      }
+      start_relay(c);
+      return;
+    }
+    while (c.answer_got < c.answer.size()) {
+      auto got = ::recv(c.peer.get(), c.answer.data() + c.answer_got, c.answer.size() - c.answer_got, MSG_DONTWAIT);
+      if (got == 0) {
+        close(c.id);
+        return;
+      }
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        if (would_block(errno)) break;
+        close(c.id);
+        return;
+      }
+      c.answer_got += static_cast<size_t>(got);
+      if (c.answer_got == c.answer.size()) {
+        auth::proof p{};
+        c.admitted = c.srv->admit(c.answer, p);
+        std::copy(p.begin(), p.end(), c.out.begin());
+        c.out_off = 0;
+        c.out_len = p.size();
+        prove(c);  // sends it, then relays or closes
+        return;
+      }
+    }
+    set_mask(c.peer.get(), c.id << 1, c.peer_mask,
+             c.out_off < c.out_len ? uint32_t{EPOLLOUT} : uint32_t{EPOLLIN});
+  }
+
+  // Makes the connection's socket pair and hands one end to CAF's broker.
+  void start_relay(conn& c) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      auto e = errno;
+      turned_away(c.who, fmt::format("no socket pair: {}", std::strerror(e)));
+      if (e == EMFILE || e == ENFILE) shed_one();
+      close(c.id);
+      return;
+    }
+    net::unique_fd mine{pair[0]}, theirs{pair[1]};
+    ::fcntl(mine.get(), F_SETFL, ::fcntl(mine.get(), F_GETFL) | O_NONBLOCK);
+    if (!c.proven) {
+      c.proven = true;
+      c.srv.reset();
+      unproven.erase(c.id);
+      bump(&counts::proven);
+    }
+    c.pending = true;
+    ++pending_count;
+    c.up.buf.resize(lim.buffer_size);
+    c.down.buf.resize(lim.buffer_size);
+    c.node = std::move(mine);
+    c.node_mask = EPOLLIN;
+    add(c.node.get(), (c.id << 1) | 1, c.node_mask);
+    set_mask(c.peer.get(), c.id << 1, c.peer_mask, EPOLLIN);
+    hand_over(std::move(theirs));
+  }
+
   void service(conn& c, uint32_t events) {
     if (events & (EPOLLERR | EPOLLHUP)) {
       close(c.id);  // either side gone: the connection ends
+      return;
+    }
+    if (!c.proven) {
+      prove(c);
       return;
     }
     std::string why;
@@ -203,22 +303,23 @@ struct basp_guard::impl {
       net::unique_fd peer{fd};
       bump(&counts::accepted);
       auto who = net::peer_text(peer.get());
-      if (pending_count >= lim.max_pending) {
-        turned_away(who, fmt::format("{} connections are still before their handshake", pending_count));
-        continue;
-      }
       if (conns.size() >= lim.max_connections) {
         turned_away(who, fmt::format("{} connections are open", conns.size()));
         continue;
       }
-      int pair[2];
-      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-        turned_away(who, fmt::format("no socket pair: {}", std::strerror(errno)));
-        if (errno == EMFILE || errno == ENFILE) shed_one();
+      if (lim.key) {
+        // Unproven connections: the newest takes the oldest's place.
+        if (unproven.size() >= lim.max_pending) {
+          auto oldest = *unproven.begin();
+          turned_away(conns.at(oldest).who,
+                      fmt::format("{} connections had not proved the job's secret: the oldest made room", unproven.size()),
+                      &counts::evicted);
+          close(oldest);
+        }
+      } else if (pending_count >= lim.max_pending) {
+        turned_away(who, fmt::format("{} connections are still before their handshake", pending_count));
         continue;
       }
-      net::unique_fd mine{pair[0]}, theirs{pair[1]};
-      ::fcntl(mine.get(), F_SETFL, ::fcntl(mine.get(), F_GETFL) | O_NONBLOCK);
       auto id = next_id++;
       try {
         net::set_no_delay(peer.get());
@@ -226,18 +327,24 @@ struct basp_guard::impl {
         auto& c = it->second;
         c.id = id;
         c.who = who;
-        c.up.buf.resize(lim.buffer_size);
-        c.down.buf.resize(lim.buffer_size);
         c.deadline = clock_type::now() + lim.handshake_deadline;
         c.peer = std::move(peer);
-        c.node = std::move(mine);
-        ++pending_count;
         bump(&counts::open);
         c.peer_mask = EPOLLIN;
-        c.node_mask = EPOLLIN;
         add(c.peer.get(), id << 1, c.peer_mask);
-        add(c.node.get(), (id << 1) | 1, c.node_mask);
-        hand_over(std::move(theirs));
+        if (lim.key) {
+          c.proven = false;
+          c.pending = false;
+          unproven.insert(id);
+          c.srv = std::make_unique<auth::server>(*lim.key);
+          const auto& h = c.srv->greeting();
+          std::copy(h.begin(), h.end(), c.out.begin());
+          c.out_len = h.size();
+          prove(c);
+        } else {
+          c.pending = false;
+          start_relay(c);
+        }
       } catch (const std::exception& e) {
         say(fmt::format("BASP guard: closed the connection from {}: {}", who, e.what()));
         close(id);
@@ -249,11 +356,17 @@ struct basp_guard::impl {
     auto now = clock_type::now();
     std::vector<uint64_t> late;
     for (auto& [id, c] : conns)
-      if (c.pending && c.deadline <= now) late.push_back(id);
+      if ((c.pending || !c.proven) && c.deadline <= now) late.push_back(id);
     for (auto id : late) {
-      bump(&counts::timed_out);
-      say(fmt::format("BASP guard: closed the connection from {}: no BASP handshake within {} ms", conns.at(id).who,
-                      lim.handshake_deadline.count()));
+      auto& c = conns.at(id);
+      if (c.proven) {
+        bump(&counts::timed_out);
+        say(fmt::format("BASP guard: closed the connection from {}: no BASP handshake within {} ms", c.who,
+                        lim.handshake_deadline.count()));
+      } else {
+        turned_away(c.who, fmt::format("no answer to the job's greeting within {} ms", lim.handshake_deadline.count()),
+                    &counts::timed_out);
+      }
       close(id);
     }
   }

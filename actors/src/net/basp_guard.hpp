@@ -8,6 +8,13 @@
 // reading the peer's stream header by header (basp_check.hpp) before a byte of it goes
 // on. Replies pass unread.
 //
+// With the job's key (plain clusters always have one), a connection first proves the
+// job's secret (job_auth.hpp): until it has, it holds no buffer, no socket pair and
+// nothing of CAF's; a wrong answer closes it. At most `max_pending` connections may be
+// unproven at once; a new one then takes the place of the oldest (a member proves itself
+// in one round trip, so a flood of idle connections cannot keep members out), and the
+// ones proven are bounded by `max_connections` alone.
+//
 // Per node, not per connection:
 //  - at most `max_pending` connections may be still before the end of their client
 //    handshake, and each must get there within `handshake_deadline`; a connection over
@@ -24,12 +31,15 @@
 //
 // Threads: one, with epoll; no CAF.
 
+#include "job_auth.hpp"
+
 #include <actortrain/actors/net/sockets.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace actortrain::detail {
@@ -47,6 +57,8 @@ class basp_guard {
     size_t max_connections = 256;
     std::chrono::milliseconds handshake_deadline{10000};
     size_t buffer_size = 64 * 1024;
+    /// The job's key: connections prove it before anything else (none: no proof asked).
+    std::optional<job_key> key;
   };
 
   /// Counters since the start.
@@ -55,6 +67,9 @@ class basp_guard {
     size_t refused_header = 0;   ///< closed for a header out of bounds
     size_t refused_busy = 0;     ///< closed at once: over a cap, or out of descriptors
     size_t timed_out = 0;        ///< no handshake within the deadline
+    size_t refused_auth = 0;     ///< a wrong answer to the job's greeting
+    size_t evicted = 0;          ///< unproven, closed to make room for a newer one
+    size_t proven = 0;           ///< proved the job's secret
     size_t open = 0;             ///< relayed now
   };
 

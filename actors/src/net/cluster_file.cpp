@@ -486,7 +486,7 @@ cluster_def parse_cluster_def(const std::string& text, const std::string& source
   const reader r{source};
   const json doc = parse_json(r, text);
   r.expect(doc, doc.is_object(), "top level", "a JSON object");
-  r.only_keys(doc, "", {"cluster", "task", "tls", "checkpoint", "timeouts", "consistency"});
+  r.only_keys(doc, "", {"cluster", "task", "tls", "secret", "checkpoint", "timeouts", "consistency"});
 
   cluster_def def;
   auto cluster = doc.find("cluster");
@@ -495,6 +495,10 @@ cluster_def parse_cluster_def(const std::string& text, const std::string& source
   read_cluster(r, *cluster, def);
   if (auto it = doc.find("task"); it != doc.end()) def.task = read_task(r, *it, def);
   if (auto it = doc.find("tls"); it != doc.end()) def.tls = read_tls(r, *it);
+  if (auto it = doc.find("secret"); it != doc.end()) {
+    def.secret_file = r.string(*it, "secret");
+    if (def.secret_file.empty()) r.fail("secret", "expected a file path, got an empty string");
+  }
   if (auto it = doc.find("checkpoint"); it != doc.end()) read_checkpoint(r, *it, def);
   if (auto it = doc.find("timeouts"); it != doc.end()) read_timeouts(r, *it, def);
   if (auto it = doc.find("consistency"); it != doc.end()) def.consistency = read_consistency(r, *it);
@@ -512,7 +516,13 @@ cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from
   std::string text;
   if (int err = read_whole_file(path, text); err != 0)
     throw cluster_file_error(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
-  return parse_cluster_def(text, path, tls_from_flags);
+  auto def = parse_cluster_def(text, path, tls_from_flags);
+  // A relative secret path is the cluster file's neighbour, wherever the task starts.
+  if (!def.secret_file.empty() && def.secret_file[0] != '/') {
+    auto slash = path.rfind('/');
+    if (slash != std::string::npos) def.secret_file = path.substr(0, slash + 1) + def.secret_file;
+  }
+  return def;
 }
 
 void check_tls_files(const tls_files& tls, const std::string& source) {

@@ -1,9 +1,13 @@
 // Dialing a task of the cluster and asking a ps task for its shard (see dial.hpp).
 #include "dial.hpp"
 
+#include "job_auth.hpp"
+
 #include <actortrain/actors/core/errors.hpp>
 
+#include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/io/network/multiplexer.hpp>
 #include <caf/io/middleman_actor.hpp>
 #include <caf/openssl/all.hpp>
 
@@ -11,6 +15,8 @@
 
 #include <future>
 #include <memory>
+#include <optional>
+#include <set>
 
 namespace actortrain {
 
@@ -31,19 +37,52 @@ caf::error refused_handshake() {
                     "the peer refused the handshake (a certificate of another CA, or TLS on one side only)");
 }
 
+// One attempt of a plain dial with the job's key, in a detached actor of its own (it
+// blocks for at most `bound`): the membership proof on our own socket (job_auth.hpp),
+// then the socket goes to the BASP broker, which answers the requester as CAF's own
+// connect would. A peer that refuses the proof (or is not a plain ActorTrain node) is
+// an invalid_request: final; the network's failures are worth another attempt.
+caf::behavior member_dialer(caf::event_based_actor* self, detail::job_key key) {
+  using reply = caf::result<caf::node_id, caf::strong_actor_ptr, std::set<std::string>>;
+  return {
+    [self, key](caf::connect_atom, const std::string& host, uint16_t port, caf::timespan bound) -> reply {
+      self->quit();
+      auto ms = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(bound));
+      net::unique_fd fd;
+      try {
+        fd = detail::auth::dial_member(host, port, key, ms);
+      } catch (const detail::auth::refused& e) {
+        return make_error(error_code::invalid_request, e.what());
+      } catch (const std::exception& e) {
+        return make_error(error_code::timeout, e.what());
+      }
+      auto& mm = self->system().middleman();
+      auto basp = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+      auto scribe = mm.backend().new_scribe(fd.get());
+      fd.release();  // the scribe owns it now
+      self->delegate(basp, caf::connect_atom::value, std::move(scribe), port);
+      return caf::delegated<caf::node_id, caf::strong_actor_ptr, std::set<std::string>>{};
+    },
+  };
+}
+
 }  // namespace
 
 // Every attempt has its own timeout, so a peer that accepts but never answers costs one
 // attempt, not a hang.
 void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::steady_clock::time_point deadline,
                std::function<void(caf::expected<caf::actor>)> done, bool refusal_final) {
-  // With TLS the openssl manager's middleman makes the connection (handshake first).
+  // With TLS the openssl manager's middleman makes the connection (handshake first);
+  // plain, with the job's key, a member dialer of our own (it proves the job's secret).
   auto& sys = self->system();
+  auto key_hex = caf::get_or(sys.config(), job_key_option, std::string{});
+  std::optional<detail::job_key> key;
+  if (!sys.has_openssl_manager() && !key_hex.empty()) key = detail::key_from_hex(key_hex);
   auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   auto last = std::make_shared<caf::error>(make_error(error_code::timeout, "no attempt"));
   auto cuts = std::make_shared<int>(0);  // handshakes cut in a row
   auto attempt = std::make_shared<std::function<void()>>();
-  *attempt = [self, mm, addr, deadline, done, last, cuts, refusal_final] {
+  *attempt = [self, mm, key, addr, deadline, done, last, cuts, refusal_final] {
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= decltype(left)::zero()) {
       done(std::move(*last));
@@ -51,7 +90,10 @@ void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::ste
     }
     auto retry = [self] { self->delayed_send(self, retry_pause, retry_atom::value); };
     auto t = std::min<caf::timespan>(std::chrono::duration_cast<caf::timespan>(left), std::chrono::seconds(3));
-    self->request(mm, t, caf::connect_atom::value, addr.host, addr.port)
+    auto sent = key ? self->request(self->spawn<caf::detached>(member_dialer, *key), t + std::chrono::seconds(2),
+                                    caf::connect_atom::value, addr.host, addr.port, t)
+                    : self->request(caf::actor_cast<caf::actor>(mm), t, caf::connect_atom::value, addr.host, addr.port);
+    sent
       .then(
         [done, last, retry](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
           if (!p) {
@@ -66,6 +108,10 @@ void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::ste
           // change its mind: after a few cuts in a row, no point in trying again.
           // Redialing a task that is coming back (refusal_final = false), CAF 0.17 was
           // seen to close handshakes of a restarted ps process: try on until the deadline.
+          if (code_of(e) == error_code::invalid_request) {  // the member dialer's refusal
+            done(std::move(e));
+            return;
+          }
           if (e == caf::sec::disconnect_during_handshake) {
             *last = refused_handshake();
             if (refusal_final && ++*cuts >= refusals_before_final) {

@@ -20,6 +20,12 @@
 
 namespace actortrain {
 
+/// The actor system option that holds a plain job's key (64 hex digits; configure_for
+/// sets it from the cluster's secret file). With it, a plain dial proves the job's secret
+/// on its own socket before BASP (job_auth.hpp); without it (tests of CAF's own
+/// transport), CAF connects as usual.
+constexpr const char* job_key_option = "actortrain.job-key";
+
 /// Connects `self` to the node actor of the task at `addr`, retrying every 200 ms until
 /// `deadline` (each attempt with its own timeout of at most 3 s), then calls `done` in
 /// `self`'s context. A TLS handshake the peer refuses ends the dial at once when

@@ -34,6 +34,9 @@ cli::flags node_flags_parser(const std::string& program, node_flags& f) {
     .add("tls-cert", f.tls_cert, "mutual TLS through caf::openssl: this node's certificate (PEM)")
     .add("tls-key", f.tls_key, "its key")
     .add("tls-ca", f.tls_ca, "the cluster's CA (tools/make-certs makes all three); needed off loopback")
+    .add("secret", f.secret,
+         "without TLS: the job's secret, a file of mode 0600 every task of the job reads (actortrain launch makes "
+         "one; by hand: (umask 077; head -c 32 /dev/urandom > FILE)), overriding the definition's \"secret\"")
     .pass_caf_options(f.caf_options)
     .footer(
       "CAF's own options go through as --caf.NAME=VALUE and win over the cluster's settings, e.g.\n"
@@ -41,6 +44,7 @@ cli::flags node_flags_parser(const std::string& program, node_flags& f) {
       "TF_CONFIG, as TensorFlow's ParameterServerStrategy reads it:\n"
       "  {\"cluster\": {\"chief\": [\"host0:2222\"], \"worker\": [\"host1:2222\"], \"ps\": [\"host2:2222\"]},\n"
       "   \"task\": {\"type\": \"worker\", \"index\": 0}}\n"
+      "Without TLS, every task names the same secret file (--secret, or the definition's \"secret\").\n"
       "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.");
   return p;
 }
@@ -108,6 +112,7 @@ node_options resolve_node(const node_flags& flags) {
   } else {
     throw cluster_file_error("no cluster: give --cluster FILE or set TF_CONFIG");
   }
+  if (!flags.secret.empty()) o.cluster.secret_file = flags.secret;
   bool any_tls = !flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tls_ca.empty();
   if (o.cluster.tls.enabled()) check_tls_files(o.cluster.tls, any_tls ? std::string("--tls flags") : source);
   if (!flags.task.empty())

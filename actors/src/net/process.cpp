@@ -156,6 +156,15 @@ void detail::configure_for(caf::actor_system_config& cfg, const cluster_def& def
     cfg.set("openssl.certificate", def.tls.certificate);
     cfg.set("openssl.key", def.tls.key);
     cfg.set("openssl.cafile", def.tls.ca);
+  } else {
+    // Plain BASP: members prove the job's secret before CAF reads a byte of theirs
+    // (job_auth.hpp); the key rides in the system's config, where dial() finds it.
+    if (def.secret_file.empty())
+      throw cluster_file_error(
+        "secret: a cluster without TLS needs the job's secret, a file of mode 0600 named by the cluster file's "
+        "\"secret\" (actortrain launch makes one; by hand: (umask 077; head -c 32 /dev/urandom > job.secret)). "
+        "Without it any local process could join the job");
+    caf::put(cfg.content, job_key_option, key_to_hex(read_job_secret(def.secret_file)));  // not an option of CAF
   }
   cfg.set("scheduler.max-threads", std::max(1, threads));
   cfg.set("middleman.heartbeat-interval", span(def.heartbeat_interval));
@@ -210,6 +219,7 @@ static detail::basp_guard::limits guard_limits(const job& j, const cluster_def& 
   l.max_pending = caps.pending;
   l.max_connections = caps.open;
   l.handshake_deadline = def.connect_timeout;
+  l.key = read_job_secret(def.secret_file);
   return l;
 }
 

@@ -86,6 +86,10 @@ struct cluster_def {
   /// The task this process plays, when the source names one.
   std::optional<task_id> task;
   tls_files tls;
+  /// Without TLS: the job's secret, a file of mode 0600 whose bytes members prove they
+  /// know before a node lets CAF read a byte of theirs (`actortrain launch` makes one).
+  /// Relative to the cluster file's directory (TF_CONFIG: to the working directory).
+  std::string secret_file;
   /// Checkpoints of the job ("" = none). Unless `shared` (a directory every task sees),
   /// the ps tasks ship their partitions to the chief, which writes them there.
   std::string checkpoint_dir;
@@ -121,13 +125,20 @@ struct cluster_def {
 /// unknown keys and task types, a cluster without workers, more than one chief or
 /// evaluator, malformed addresses, ports outside 1..65535, an address used twice, a
 /// task index out of range, partial TLS settings (some of certificate, key, ca), any
-/// address off loopback without TLS, negative or zero timeouts.
+/// address off loopback without TLS, negative or zero timeouts, an empty secret path.
+/// The secret file itself is read when a node starts (a plain node without one is
+/// refused then, naming what to do).
 ///
 /// `tls_from_flags` holds --tls-cert/--tls-key/--tls-ca: when set (all three; some of
 /// them is refused) it replaces the source's tls section and, like it, allows addresses
 /// off loopback. TF_CONFIG has no tls section, so flags are its only way to TLS.
 cluster_def parse_cluster_def(const std::string& text, const std::string& source,
                               const tls_files& tls_from_flags = {});
+
+/// Writes a new job secret (32 random bytes) to `path`, created with mode 0600, for a
+/// cluster file's "secret". Refused when the file exists (a job's secret is never
+/// replaced under running tasks). Throws std::runtime_error naming the path.
+void write_job_secret(const std::string& path);
 
 /// Reads and parses the cluster file at `path` (errors name the path).
 cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from_flags = {});

@@ -40,7 +40,9 @@
 // fails naming the address; heartbeats run on both ends of every connection (a hung peer
 // is dropped after connection_timeout); requests outstanding to a lost peer are failed
 // by the caller on its down message. Plain mode listens on loopback only
-// (cluster_file.hpp refuses other addresses without TLS); with TLS (a tls section or
+// (cluster_file.hpp refuses other addresses without TLS), and every connection first
+// proves the job's secret (a file of mode 0600, the cluster's "secret" or --secret)
+// before CAF reads a byte of it; with TLS (a tls section or
 // --tls-cert/--tls-key/--tls-ca) every connection authenticates both ends with
 // certificates of the cluster's CA (caf::openssl), and a refused handshake is final.
 // This header does not include CAF.
@@ -126,6 +128,7 @@ struct node_flags {
   std::string cluster_file;  ///< "" = TF_CONFIG
   std::string task;          ///< "" = the cluster definition's "task"
   std::string tls_cert, tls_key, tls_ca;
+  std::string secret;  ///< "" = the cluster definition's "secret"
   int threads = 2;
   bool resume = false;
   bool no_data_plane = false;
@@ -135,7 +138,7 @@ struct node_flags {
 };
 
 /// Parses run_node's flags from argv[first..] (cli/flags.hpp): --cluster FILE, --task
-/// TYPE:INDEX, --tls-cert/--tls-key/--tls-ca FILE, --threads N, --resume,
+/// TYPE:INDEX, --tls-cert/--tls-key/--tls-ca FILE, --secret FILE, --threads N, --resume,
 /// --no-data-plane, --ledger FILE, --caf.NAME=VALUE, --help (printed to stdout). Throws
 /// cli::usage_error naming the flag for an unknown flag, a missing or bad value.
 node_flags parse_node_flags(int argc, char** argv, int first = 1);
