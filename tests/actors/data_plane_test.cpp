@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <future>
 #include <optional>
@@ -407,6 +408,68 @@ BOOST_FIXTURE_TEST_CASE(a_member_announcing_more_than_the_job_sends_reserves_not
   auto after = peak_kb();
   BOOST_TEST_MESSAGE("peak resident " << before << " kB before, " << after << " kB after");
   BOOST_CHECK_LT(after - before, 64 * 1024);  // not one of those gigabytes was reserved
+}
+
+// The node's budget for frames being read: members that announce big frames and stall
+// hold at most the budget between them, and each gives its share back at its frame
+// deadline (the request timeout), so a member's frame is served after.
+BOOST_FIXTURE_TEST_CASE(stalled_frames_hold_at_most_the_nodes_budget_and_give_it_back, plane_fixture) {
+  dp::server::limits l;
+  l.max_frame_bytes = 1 << 20;
+  l.max_bytes_in_flight = (1 << 20) + (1 << 19);  // one whole frame and a half
+  std::mutex mtx;
+  std::vector<std::string> lines;
+  dp::server srv{*sys, as_ps(shard), std::chrono::milliseconds(600), l, [&](const std::string& line) {
+                   std::lock_guard<std::mutex> g{mtx};
+                   lines.push_back(line);
+                 }};
+  auto logged = [&](const std::string& part) {
+    std::lock_guard<std::mutex> g{mtx};
+    for (auto& x : lines)
+      if (x.find(part) != std::string::npos) return true;
+    return false;
+  };
+  auto where = srv.where();
+  struct header {
+    uint32_t magic, tensors;
+    uint64_t id, meta;
+  };
+  // A frame announcing one 256 x 1024 tensor (1 MiB), whose floats never come.
+  auto stall = [&] {
+    int fd = connect_to(where.port);
+    greet(fd, where.token);
+    char ok = 0;
+    BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
+    header h{0x46445441, 1, 1, 0};
+    uint64_t shape[2] = {256, 1024};
+    std::vector<char> b(sizeof h + sizeof shape);
+    std::memcpy(b.data(), &h, sizeof h);
+    std::memcpy(b.data() + sizeof h, shape, sizeof shape);
+    BOOST_REQUIRE(::send(fd, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size()));
+    return fd;
+  };
+  // Three such frames: the first takes 1 MiB of the budget, the other two wait (half a
+  // MiB is left). When the first's deadline (the request timeout) ends it, one of the
+  // two takes its share, and the other's wait ends first: refused for the budget.
+  auto started = std::chrono::steady_clock::now();
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) fds.push_back(stall());
+  for (int fd : fds) {
+    BOOST_CHECK(closed_by_peer(fd));
+    ::close(fd);
+  }
+  BOOST_CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  BOOST_CHECK_EQUAL(srv.refused(), 3u);
+  for (auto& x : lines) BOOST_TEST_MESSAGE(x);
+  BOOST_CHECK(logged("a frame of 1048576 bytes waited 600 ms for the node's data-plane budget"));
+  BOOST_CHECK(logged("the rest of a frame of 1048576 bytes did not come within 600 ms"));
+  // The budget is whole again: a member's pull is served.
+  auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5));
+  at::pull_request pull;
+  pull.partitions.push_back(at::partition_key{0, 0});
+  auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+  BOOST_REQUIRE_MESSAGE(got, why(got));
+  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_greeting_must_come_whole_within_its_deadline, plane_fixture) {

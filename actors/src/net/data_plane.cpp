@@ -91,6 +91,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::atomic<size_t> served{0};
   std::atomic<size_t> greeting{0};  // connections still before their greeting
   server::limits lim;
+  std::shared_ptr<wire::byte_budget> budget;
   std::thread acceptor;
 
   struct connection {
@@ -136,6 +137,8 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   void serve_frames(connection& c, bool& greeted) {
     int fd = c.link->fd.get();
     c.link->max_frame_bytes = lim.max_frame_bytes;
+    c.link->budget = budget;
+    c.link->budget_wait = timeout;
     hello h;
     auto e = tune(fd, timeout, timeout);
     if (e.empty()) {
@@ -263,6 +266,8 @@ server::server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::millis
                log_fn log)
     : impl_(std::make_shared<impl>(sys, std::move(shard), request_timeout, std::move(log))) {
   impl_->lim = l;
+  impl_->budget = std::make_shared<wire::byte_budget>(l.max_bytes_in_flight != 0 ? l.max_bytes_in_flight
+                                                                                   : 8 * l.max_frame_bytes);
   try {
     impl_->listener = net::listen_on("127.0.0.1", 0);
     impl_->port = net::local_port(impl_->listener.get());

@@ -159,6 +159,7 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, p
   core->link = std::make_shared<socket_link>(std::move(fd));
   core->link->region = std::move(region);
   core->link->out_ring = 0;
+  if (at.max_frame_bytes != 0) core->link->max_frame_bytes = at.max_frame_bytes;
   core->routes = routes;
   core->shard = shard.address();
   core->self = caf::actor_cast<caf::strong_actor_ptr>(self);

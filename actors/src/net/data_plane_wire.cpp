@@ -158,10 +158,43 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   for (auto& s : shapes) tensor_bytes += s.rows * s.cols * sizeof(float);  // each bounded above
   if (tensor_bytes > link.max_frame_bytes)
     return fmt::format("a frame announced {} bytes of tensors (at most {} here)", tensor_bytes, link.max_frame_bytes);
+  // The node's budget for frames being read, taken before anything is allocated and
+  // given back when this frame is read (its tensors then belong to a request).
+  struct hold {
+    byte_budget* b = nullptr;
+    uint64_t n = 0;
+    ~hold() {
+      if (b) b->give(n);
+    }
+  } held;
+  if (link.budget) {
+    auto n = h.meta_bytes + tensor_bytes;
+    if (!link.budget->take(n, link.budget_wait))
+      return fmt::format("a frame of {} bytes waited {} ms for the node's data-plane budget ({} bytes for frames being "
+                         "read, {} free)",
+                         n, link.budget_wait.count(), link.budget->total(), link.budget->left());
+    held.b = link.budget.get();  // (not an assignment from a temporary: its destructor would give it back)
+    held.n = n;
+  }
+  // With the budget taken, the rest of the frame must come within the same bound: a
+  // member that stalls mid-frame gives its share back instead of holding it for ever.
+  const auto frame_until = std::chrono::steady_clock::now() + link.budget_wait;
+  auto body = [&](void* p, size_t n) -> std::string {
+    if (!link.budget) return read_exactly(fd, p, n);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(frame_until - std::chrono::steady_clock::now());
+    try {
+      if (left.count() > 0 && net::read_exact_within(fd, p, n, left)) return {};
+      if (left.count() > 0) return "eof";
+    } catch (const net::socket_error& e) {
+      if (e.code() != ETIMEDOUT) return e.what();
+    }
+    return fmt::format("the rest of a frame of {} bytes did not come within {} ms", h.meta_bytes + tensor_bytes,
+                       link.budget_wait.count());
+  };
   uint64_t at = 0, payload = tensor_bytes;
   const char* src = nullptr;
   if (in_shm) {
-    if (auto e = read_exactly(fd, &at, sizeof at); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
+    if (auto e = body(&at, sizeof at); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
     auto size = link.region->ring;
     // Only where the writer may have put it: at or after what this side released,
     // within one ring, not wrapping.
@@ -176,7 +209,7 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   for (uint64_t got = 0; got < h.meta_bytes;) {
     auto step = std::min<uint64_t>(h.meta_bytes - got, std::max<uint64_t>(got, uint64_t{1} << 20));
     meta.resize(static_cast<size_t>(got + step));
-    if (auto e = read_exactly(fd, meta.data() + got, static_cast<size_t>(step)); !e.empty())
+    if (auto e = body(meta.data() + got, static_cast<size_t>(step)); !e.empty())
       return e == "eof" ? "the peer closed the connection inside a frame" : e;
     got += step;
   }
@@ -190,7 +223,7 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
       if (n > 0) std::memcpy(m->data(), src, n);
       src += n;
     } else if (n > 0) {
-      if (auto e = read_exactly(fd, m->data(), n); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
+      if (auto e = body(m->data(), n); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
     }
     side.channel.in.push_back(std::move(m));
   }

@@ -146,6 +146,41 @@ struct side_scope {
   side_scope& operator=(const side_scope&) = delete;
 };
 
+// What the frames being read on all of a server's connections may hold at once: a
+// frame takes its bytes (message and tensors) before anything is allocated for it and
+// gives them back once it is read, so members that announce big frames and then stall
+// make the node hold at most this much, however many connections they open.
+class byte_budget {
+ public:
+  explicit byte_budget(uint64_t bytes) : left_(bytes), total_(bytes) {}
+  /// Takes `n` bytes, waiting up to `wait` for other frames to give theirs back; false
+  /// when they did not (or `n` is more than the whole budget).
+  bool take(uint64_t n, std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> g{mtx_};
+    if (n > total_) return false;
+    if (!freed_.wait_for(g, wait, [&] { return left_ >= n; })) return false;
+    left_ -= n;
+    return true;
+  }
+  void give(uint64_t n) {
+    {
+      std::lock_guard<std::mutex> g{mtx_};
+      left_ += n;
+    }
+    freed_.notify_all();
+  }
+  uint64_t total() const { return total_; }
+  uint64_t left() const {
+    std::lock_guard<std::mutex> g{mtx_};
+    return left_;
+  }
+
+ private:
+  mutable std::mutex mtx_;
+  std::condition_variable freed_;
+  uint64_t left_, total_;
+};
+
 // One connection's socket, written by one thread at a time; closed when the last user
 // lets go (shutdown() before that wakes a blocked reader).
 struct socket_link {
@@ -161,6 +196,10 @@ struct socket_link {
   // The most bytes a frame read here may announce, message and tensors each (the job's
   // largest legitimate message; the protocol's own bound when nobody said).
   uint64_t max_frame_bytes = max_meta_bytes;
+  // The server's budget for frames being read (null: none, a client's link), and how
+  // long a frame may wait for it.
+  std::shared_ptr<byte_budget> budget;
+  std::chrono::milliseconds budget_wait{10000};
   explicit socket_link(net::unique_fd f) : fd(std::move(f)) {}
   void shutdown() { ::shutdown(fd.get(), SHUT_RDWR); }
 

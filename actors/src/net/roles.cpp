@@ -92,12 +92,14 @@ shard_contact serve_shard(node_context& cx, ps_shard_actor shard,
 // The stand-in carrying this worker's tensors to and from shard `index` (null when the
 // shard's process serves no data plane).
 caf::actor open_plane(caf::actor_system& sys, const shard_contact& c, const std::shared_ptr<shard_routes>& routes,
-                      std::chrono::milliseconds budget, const data_plane::log_fn& log, size_t index) {
+                      std::chrono::milliseconds budget, const data_plane::log_fn& log, size_t index,
+                      uint64_t max_frame) {
   if (c.data_port == 0) return {};
   auto say = [log, index](const std::string& line) {
     if (log) log(fmt::format("ps shard {}: {}", index, line));
   };
-  return data_plane::open(sys, data_plane::endpoint{c.data_port, c.data_token}, c.shard, routes, budget, say);
+  return data_plane::open(sys, data_plane::endpoint{c.data_port, c.data_token, max_frame}, c.shard, routes, budget,
+                          say);
 }
 
 std::vector<model::metric_ptr> fresh_metrics(const job& j) {
@@ -305,9 +307,10 @@ node_result play_worker(node_context& cx) {
   o.routes = routes;
   auto log = log_to(cx);
   auto connect_budget = std::min(def.connect_timeout, std::chrono::milliseconds(5000));
+  const uint64_t max_frame = max_message_bytes(cx.j);  // what a reply may announce
   std::vector<caf::actor> planes;
   for (size_t i = 0; i < contacts.size(); ++i)
-    if (auto p = open_plane(cx.sys, contacts[i], routes, connect_budget, log, i)) planes.push_back(p);
+    if (auto p = open_plane(cx.sys, contacts[i], routes, connect_budget, log, i, max_frame)) planes.push_back(p);
   // Replicas of the training pipelines, so batches are made here (TensorFlow's per-worker
   // datasets) instead of crossing the network from the chief; with pipeline affinity
   // this worker reads its own pipeline in order.
@@ -332,7 +335,7 @@ node_result play_worker(node_context& cx) {
   if (!shards_on_coordinator(def)) {
     auto addrs = def.ps;
     auto budget = def.request_timeout;
-    redialer = cx.sys.spawn([ps, addrs, budget, routes, log, connect_budget](caf::event_based_actor* self) -> caf::behavior {
+    redialer = cx.sys.spawn([ps, addrs, budget, routes, log, connect_budget, max_frame](caf::event_based_actor* self) -> caf::behavior {
       auto index_of = std::make_shared<std::map<caf::actor_addr, size_t>>();
       // The data planes opened to shards that came back end with the redialer.
       auto opened = std::make_shared<std::vector<caf::actor>>();
@@ -362,10 +365,10 @@ node_result play_worker(node_context& cx) {
       });
       return {
         // Watch the shard that came back too.
-        [self, index_of, opened, routes, log, connect_budget](watch_atom, shard_contact& c, uint64_t k) {
+        [self, index_of, opened, routes, log, connect_budget, max_frame](watch_atom, shard_contact& c, uint64_t k) {
           (*index_of)[c.shard.address()] = static_cast<size_t>(k);
           self->monitor(c.shard);
-          if (auto p = open_plane(self->system(), c, routes, connect_budget, log, static_cast<size_t>(k)))
+          if (auto p = open_plane(self->system(), c, routes, connect_budget, log, static_cast<size_t>(k), max_frame))
             opened->push_back(p);
         },
       };

@@ -88,6 +88,9 @@ using log_fn = std::function<void(const std::string&)>;
 struct endpoint {
   uint16_t port = 0;   ///< 0 = no data plane
   std::string token;   ///< 32 hex digits
+  /// (client side) the most bytes a reply frame may announce, message and tensors each:
+  /// the job's largest message (0: the protocol's own bound).
+  uint64_t max_frame_bytes = 0;
 };
 
 /// Serves one ps shard's data plane until destroyed.
@@ -101,6 +104,9 @@ class server {
     size_t max_greeting = 16;
     size_t max_connections = 64;
     std::chrono::milliseconds greeting_deadline{3000};
+    /// What the frames being read on all connections may hold at once (0: four whole
+    /// frames, 8 × max_frame_bytes); a frame waits up to the request timeout for its share.
+    uint64_t max_bytes_in_flight = 0;
   };
   server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, log_fn log = nullptr);
   server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, limits l,
