@@ -8,6 +8,12 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# Under a sanitizer (tools/test --sanitize) every process is slower: `timeout N` runs
+# tools/sanitizers/bin/timeout, which gives N x ACTORTRAIN_TIME_SCALE seconds, and the
+# waits below scale their budgets alike. Nothing a test checks changes.
+SCALE=${ACTORTRAIN_TIME_SCALE:-1}
+[ "$SCALE" = 1 ] || PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tools/sanitizers/bin" && pwd):$PATH"
+
 # The job's secret for the cluster files a test writes by hand (plain clusters need one;
 # `actortrain launch` makes its own).
 SECRET="$WORK/secret"
@@ -48,7 +54,7 @@ epochs() { grep -E '^(\[[a-z]+:[0-9]+\] )?epoch [0-9]+/' "$1" | sed -E 's/^\[[a-
 # fails the test when it does not. Faults are injected at a step count, not at a time.
 wait_steps() {
   local i n
-  for i in $(seq 1 $(( $3 * 10 ))); do
+  for i in $(seq 1 $(( $3 * 10 * SCALE ))); do
     n=$(grep -c '"event":"step"' "$1" 2>/dev/null); n=${n:-0}
     [ "$n" -ge "$2" ] && return 0
     sleep 0.1
@@ -59,7 +65,7 @@ wait_steps() {
 # Waits until file $1 holds a line matching $2 (at most $3 s).
 wait_line() {
   local i
-  for i in $(seq 1 $(( $3 * 10 ))); do
+  for i in $(seq 1 $(( $3 * 10 * SCALE ))); do
     grep -qE "$2" "$1" 2>/dev/null && return 0
     sleep 0.1
   done

@@ -12,6 +12,11 @@ if [[ ! -e $data_dir/train-images-idx3-ubyte.gz ]]; then
   exit 77
 fi
 
+# Under a sanitizer (tools/test --sanitize) `timeout N` gives N x ACTORTRAIN_TIME_SCALE
+# seconds (tools/sanitizers/bin/timeout).
+[ "${ACTORTRAIN_TIME_SCALE:-1}" = 1 ] ||
+  PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tools/sanitizers/bin" && pwd):$PATH"
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
