@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace actortrain::tools {
 
@@ -98,6 +99,7 @@ int status_command(int argc, char** argv, int first) {
     .add("tls-cert", nf.tls_cert, "TLS as the tasks have it: a certificate of the cluster's CA")
     .add("tls-key", nf.tls_key, "its key")
     .add("tls-ca", nf.tls_ca, "the cluster's CA")
+    .add("secret", nf.secret, "without TLS: the job's secret file, overriding the cluster's \"secret\" (with TF_CONFIG)")
     .footer("Exit status: 0 printed, 1 the coordinator could not be reached or did not answer, 2 bad\n"
             "flags or cluster definition.");
   if (!f.parse(argc, argv, first)) return 0;
@@ -229,7 +231,7 @@ bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 
 int launch_command(int argc, char** argv, int first) {
   int ps = 1, workers = 2, max_restarts = 3;
   bool restart_failed = false, evaluator = false, no_data_plane = false, checkpoint_shared = false;
-  std::string example, consistency, dir, checkpoint_dir;
+  std::string example, consistency, dir, checkpoint_dir, tls_cert, tls_key, tls_ca;
   int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0;
   flags f{"actortrain launch",
           "Starts a whole cluster of processes on 127.0.0.1 running example --example: a chief\n"
@@ -259,6 +261,10 @@ int launch_command(int argc, char** argv, int first) {
     .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)", range<int64_t>{0, 3600000})
     .add("restart-failed", restart_failed, "restart a worker or ps task that crashes (a worker rejoins under a new "
          "generation; a ps task is restored from the last checkpoint)")
+    .add("tls-cert", tls_cert, "mutual TLS between the tasks (caf::openssl): a certificate of the cluster's CA "
+         "(tools/make-certs makes all three); without TLS the tasks prove the job's secret, --dir/secret")
+    .add("tls-key", tls_key, "its key")
+    .add("tls-ca", tls_ca, "the cluster's CA")
     .add("no-data-plane", no_data_plane, "move tensors over BASP, not the tensor data plane (worker-ps connections "
          "of their own)")
     .add("max-restarts", max_restarts, "restarts per task with --restart-failed", range<int>{0, 1000})
@@ -307,6 +313,15 @@ int launch_command(int argc, char** argv, int first) {
   {
     std::ofstream out(file);
     out << "{\"cluster\": {" << body << "}, \"secret\": \"secret\"";
+    if (!tls_cert.empty() || !tls_key.empty() || !tls_ca.empty()) {
+      auto absolute = [](const std::string& path) {
+        if (path.empty() || path[0] == '/') return path;
+        char cwd[4096];
+        return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
+      };
+      out << ", \"tls\": " << nlohmann::json{{"certificate", absolute(tls_cert)}, {"key", absolute(tls_key)},
+                                            {"ca", absolute(tls_ca)}}.dump();
+    }
     if (!consistency.empty()) out << ", \"consistency\": \"" << consistency << "\"";
     std::vector<std::string> timeouts;
     if (heartbeat_ms > 0) timeouts.push_back(fmt::format("\"heartbeat_ms\": {}", heartbeat_ms));
@@ -320,7 +335,8 @@ int launch_command(int argc, char** argv, int first) {
   }
   // Checked as a task will read it (a bad --consistency is refused here).
   try {
-    (void)read_cluster_file(file);
+    auto def = read_cluster_file(file);
+    if (def.tls.enabled()) check_tls_files(def.tls, "--tls-cert/--tls-key/--tls-ca");
   } catch (const std::exception& e) {
     throw usage_error(e.what());
   }
