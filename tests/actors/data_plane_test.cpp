@@ -116,6 +116,16 @@ struct plane_fixture {
     return out;
   }
 
+  // A member connects to `srv` and its pull is served.
+  void member_pulls(dp::server& srv) {
+    auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5));
+    at::pull_request pull;
+    pull.partitions.push_back(at::partition_key{0, 0});
+    auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+    BOOST_REQUIRE_MESSAGE(got, why(got));
+    caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+  }
+
   // Waits (bounded) until `a` is down.
   void wait_down(const caf::actor& a) {
     caf::scoped_actor self{*sys};
@@ -464,12 +474,7 @@ BOOST_FIXTURE_TEST_CASE(stalled_frames_hold_at_most_the_nodes_budget_and_give_it
   BOOST_CHECK(logged("a frame of 1048576 bytes waited 600 ms for the node's data-plane budget"));
   BOOST_CHECK(logged("the rest of a frame of 1048576 bytes did not come within 600 ms"));
   // The budget is whole again: a member's pull is served.
-  auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5));
-  at::pull_request pull;
-  pull.partitions.push_back(at::partition_key{0, 0});
-  auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
-  BOOST_REQUIRE_MESSAGE(got, why(got));
-  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+  member_pulls(srv);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_greeting_must_come_whole_within_its_deadline, plane_fixture) {
@@ -508,12 +513,7 @@ BOOST_FIXTURE_TEST_CASE(connections_over_the_greeting_cap_are_closed_before_a_th
   while (srv.refused() < 4 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   BOOST_REQUIRE_EQUAL(srv.refused(), 4u);
-  auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5));
-  at::pull_request pull;
-  pull.partitions.push_back(at::partition_key{0, 0});
-  auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
-  BOOST_REQUIRE_MESSAGE(got, why(got));
-  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+  member_pulls(srv);
 }
 
 BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {

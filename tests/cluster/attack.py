@@ -6,19 +6,18 @@ attack.py SECRET|- TASK=PID...
 SECRET is the plain job's secret file ("-" for a TLS job: then there is no member
 here, and no guard greets). Exits 1 naming the first attack that was not refused.
 """
-import hashlib
-import hmac
 import os
 import resource
-import select
 import socket
 import struct
 import sys
 import threading
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import all_closed, basp_header, greets, job_key, listening_ports, member  # noqa: E402
 
 secret_path, tasks = sys.argv[1], [a.split("=") for a in sys.argv[2:]]
-key = hashlib.sha256(open(secret_path, "rb").read()).digest() if secret_path != "-" else None
+key = job_key(secret_path) if secret_path != "-" else None
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -29,81 +28,6 @@ class Refusal(Exception):
 
 def fail(text):
     raise Refusal(text)
-
-
-def listening_ports(pid):
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if f[3] == "0A" and f[9] in inodes:
-                ports.add(int(f[1].split(":")[1], 16))
-    return sorted(ports)
-
-
-def recv_exact(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c:
-            break
-        b += c
-    return b
-
-
-def all_closed(socks, seconds):
-    """True when the node closed every one of `socks` within `seconds`."""
-    until, open_ = time.time() + seconds, list(socks)
-    while open_ and time.time() < until:
-        ready, _, _ = select.select(open_, [], [], 0.2)
-        for s in ready:
-            try:
-                if not s.recv(65536):
-                    open_.remove(s)
-            except OSError:
-                open_.remove(s)
-    return not open_
-
-
-def greets(port):
-    """A plain node's guard greets first ("ATJOB1"); a data plane or TLS port waits."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.settimeout(1)
-    try:
-        hello = recv_exact(s, 40)
-    except socket.timeout:
-        hello = b""
-    s.close()
-    return hello[:6] == b"ATJOB1"
-
-
-def member(port):
-    """A connection that proved the job's secret to a guard (and the guard to it)."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.settimeout(10)
-    hello = recv_exact(s, 40)
-    ns, nc = hello[8:], os.urandom(32)
-    s.sendall(nc + hmac.new(key, b"client" + ns + nc, hashlib.sha256).digest())
-    proof = recv_exact(s, 32)
-    if proof != hmac.new(key, b"server" + nc + ns, hashlib.sha256).digest():
-        fail(f"port {port}: the guard did not prove the job's secret to a member")
-    return s
-
-
-def basp_header(payload):
-    return struct.pack(">BBBBIQQQ", 1, 0, 0, 0, payload, 0, 0, 0)
 
 
 def pad64(b):
@@ -144,7 +68,7 @@ def attack(task, pid):
             s.close()
         if port in guards:
             for size in (256 << 20, 0xFFFFFFF0):
-                s = member(port)
+                s = member(port, key)
                 s.sendall(basp_header(size))
                 if not all_closed([s], 10):
                     fail(f"{task} port {port}: a member's BASP header announcing {size} bytes was let through")
@@ -158,7 +82,7 @@ def attack(task, pid):
         except OSError:
             pass  # the accept queue is full for a moment: the flood goes on
     if key:
-        s = member(basp_port)  # proves the secret while the flood holds its slots
+        s = member(basp_port, key)  # proves the secret while the flood holds its slots
         s.close()
     print(f"{task}: {len(flood)} connections held open at port {basp_port}"
           + (", a member got in meanwhile" if key else ""), flush=True)
@@ -173,7 +97,7 @@ failures = []
 def run(task, pid):
     try:
         attack(task, pid)
-    except (Refusal, OSError) as e:
+    except (Refusal, RuntimeError, OSError) as e:
         failures.append(f"{task}: {e}")
 
 

@@ -23,56 +23,16 @@ done
 # Every TCP socket each node process listens on (from /proc, not from what the nodes
 # advertise) gets the hostile bytes; a BASP header announcing 4 GiB must close its
 # connection wherever it lands (CAF's own BASP port would reserve it and wait).
-python3 - "$WORK/run/secret" $PIDS <<'PY'
-import hashlib, hmac, os, socket, struct, sys, time
+PYTHONPATH="$(dirname "$0")" python3 - "$WORK/run/secret" $PIDS <<'PY'
+import os, socket, sys, time
+from peers import all_closed, basp_header, greets, job_key, listening_ports, member
 
-key = hashlib.sha256(open(sys.argv[1], "rb").read()).digest()
-
-def recv_exact(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c:
-            return b
-        b += c
-    return b
-
-def closed_within(s, seconds):
-    s.settimeout(seconds)
-    try:
-        while s.recv(65536):
-            pass
-        return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except socket.timeout:
-        return False
-
-def listening_ports(pid):
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if f[3] == "0A" and f[9] in inodes:
-                ports.add(int(f[1].split(":")[1], 16))
-    return sorted(ports)
+key = job_key(sys.argv[1])
 
 # A BASP client handshake announcing 4 GiB (32 bytes), padded to 64: a guard reads a
 # whole answer's worth (64 bytes) and a data-plane port a greeting's (40), and each
 # refuses it without waiting.
-handshake_4g = struct.pack(">BBBBIQQQ", 1, 0, 0, 0, 0xFFFFFFF0, 0, 0, 0)
+handshake_4g = basp_header(0xFFFFFFF0)
 stranger_4g = handshake_4g + b"\0" * 32
 attacked = members = 0
 for arg in sys.argv[2:]:
@@ -93,30 +53,19 @@ for arg in sys.argv[2:]:
                 time.sleep(0.1)
                 s.close()
                 continue
-            closed = closed_within(s, 5)
+            closed = all_closed([s], 5)
             s.close()
             if not closed:
                 sys.exit(f"{task} port {port}: the 4 GiB header did not close its connection")
             attacked += 1
         # A member: a guard greets first ("ATJOB1"); a data-plane port waits for its client.
-        s = socket.create_connection(("127.0.0.1", port))
-        s.settimeout(1)
-        try:
-            hello = recv_exact(s, 40)
-        except socket.timeout:
-            hello = b""
-        if hello[:6] == b"ATJOB1":
-            ns, nc = hello[8:], os.urandom(32)
-            s.settimeout(5)
-            s.sendall(nc + hmac.new(key, b"client" + ns + nc, hashlib.sha256).digest())
-            proof = recv_exact(s, 32)
-            if proof != hmac.new(key, b"server" + nc + ns, hashlib.sha256).digest():
-                sys.exit(f"{task} port {port}: the guard did not prove the job's secret to a member")
+        if greets(port):
+            s = member(port, key)
             s.sendall(handshake_4g)
-            if not closed_within(s, 5):
+            if not all_closed([s], 5):
                 sys.exit(f"{task} port {port}: a member's 4 GiB header did not close its connection")
+            s.close()
             members += 1
-        s.close()
 print(f"attacked {attacked} listening sockets as a stranger, {members} guards as a member")
 if members != len(sys.argv) - 2:
     sys.exit(f"{members} guards greeted a member, not one per node")
