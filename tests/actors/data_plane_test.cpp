@@ -6,6 +6,9 @@
 // closing that connection only.
 
 #include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <sys/wait.h>
+#include <sys/resource.h>
 
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/net/data_plane.hpp>
@@ -118,7 +121,8 @@ struct plane_fixture {
 
   // A member connects to `srv` and its pull is served.
   void member_pulls(dp::server& srv) {
-    auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5));
+    auto plane = dp::open(*sys, srv.where(), as_ps(shard), nullptr, std::chrono::seconds(5),
+                          [](const std::string& line) { BOOST_TEST_MESSAGE("member: " << line); });
     at::pull_request pull;
     pull.partitions.push_back(at::partition_key{0, 0});
     auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
@@ -475,6 +479,62 @@ BOOST_FIXTURE_TEST_CASE(stalled_frames_hold_at_most_the_nodes_budget_and_give_it
   BOOST_CHECK(logged("the rest of a frame of 1048576 bytes did not come within 600 ms"));
   // The budget is whole again: a member's pull is served.
   member_pulls(srv);
+}
+
+// Out of descriptors (EMFILE) in the accept loop: the waiting connections are closed
+// and the loop goes on; once descriptors are free again a member is served. (Before, the
+// accept loop ended at the first EMFILE and the shard's data plane took no one again.)
+BOOST_FIXTURE_TEST_CASE(running_out_of_descriptors_does_not_end_the_accept_loop, plane_fixture) {
+  std::mutex mtx;
+  std::vector<std::string> lines;
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), dp::server::limits{}, [&](const std::string& line) {
+                   std::lock_guard<std::mutex> g{mtx};
+                   lines.push_back(line);
+                 }};
+  auto port = srv.where().port;
+  rlimit before{};
+  BOOST_REQUIRE(::getrlimit(RLIMIT_NOFILE, &before) == 0);
+  // The clients are a child process, with descriptors of its own.
+  int go[2];
+  BOOST_REQUIRE(::pipe(go) == 0);
+  pid_t child = ::fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(1);
+    std::vector<int> held;
+    for (int i = 0; i < 20; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(port);
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) held.push_back(fd);
+    }
+    ::sleep(2);
+    ::_exit(0);
+  }
+  // This process: room for a handful of descriptors more, then the flood.
+  size_t open_now = 0;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/fd")) open_now += e.path().empty() ? 0 : 1;
+  rlimit tight = before;
+  tight.rlim_cur = open_now + 2;
+  BOOST_REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  BOOST_REQUIRE(::write(go[1], "x", 1) == 1);
+  int status = 0;
+  BOOST_REQUIRE(::waitpid(child, &status, 0) == child);
+  BOOST_REQUIRE(::setrlimit(RLIMIT_NOFILE, &before) == 0);
+  ::close(go[0]);
+  ::close(go[1]);
+  BOOST_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  {
+    std::lock_guard<std::mutex> g{mtx};
+    bool shed = false;
+    for (auto& x : lines) shed = shed || x.find("closed") != std::string::npos && x.find("Too many open files") != std::string::npos;
+    for (auto& x : lines) BOOST_TEST_MESSAGE(x);
+    BOOST_CHECK_MESSAGE(shed, "no connection was shed for EMFILE");
+  }
+  member_pulls(srv);  // the accept loop is still there
 }
 
 BOOST_FIXTURE_TEST_CASE(a_greeting_must_come_whole_within_its_deadline, plane_fixture) {

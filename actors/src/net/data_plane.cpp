@@ -2,6 +2,11 @@
 // token and puts their requests into the shard's mailbox (data_plane.hpp).
 #include "data_plane_wire.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 namespace actortrain::data_plane {
 
 namespace {
@@ -92,6 +97,9 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::atomic<size_t> greeting{0};  // connections still before their greeting
   server::limits lim;
   std::shared_ptr<wire::byte_budget> budget;
+  net::unique_fd reserve{::open("/dev/null", O_RDONLY | O_CLOEXEC)};  // given up to shed a connection at EMFILE
+  size_t shed_since_log = 0;
+  std::chrono::steady_clock::time_point last_shed_log{};
   std::thread acceptor;
 
   struct connection {
@@ -212,6 +220,31 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     comp->cleanup(caf::make_error(caf::exit_reason::user_shutdown), &here);  // no handler left
   }
 
+  // Out of descriptors: takes the connection waiting in the queue with the spare
+  // descriptor and closes it, so that the accept loop goes on instead of spinning on it
+  // or ending (logged at most once a second).
+  void shed_one(const std::string& why) {
+    pollfd waiting{listener.get(), POLLIN, 0};
+    if (::poll(&waiting, 1, 0) == 1) {  // never wait here: the next one may be a member
+      reserve.reset();
+      int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      reserve.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (fd < 0) return;
+      ::close(fd);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the accept thread: descriptors may come back
+      return;
+    }
+    ++refused;
+    ++shed_since_log;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_shed_log >= std::chrono::seconds(1)) {
+      say(log, fmt::format("data plane: closed {} connection(s) at once: {}", shed_since_log, why));
+      shed_since_log = 0;
+      last_shed_log = now;
+    }
+  }
+
   // Joins the readers of connections that ended.
   void reap() {
     std::lock_guard<std::mutex> g{mtx};
@@ -233,7 +266,13 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         fd = net::accept_from(listener.get());
       } catch (const net::socket_error& e) {
         // ~server shuts the listener down to end this wait: no failure then.
-        if (!stopping) say(log, std::string("data plane: ") + e.what());
+        if (stopping) return;
+        auto c = e.code();
+        if (c == EMFILE || c == ENFILE || c == ENOBUFS || c == ENOMEM) {
+          shed_one(e.what());  // out of descriptors: the waiting connection is closed, not the listener
+          continue;
+        }
+        say(log, std::string("data plane: ") + e.what());
         return;
       }
       if (stopping) return;
