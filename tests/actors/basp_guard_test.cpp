@@ -1,18 +1,20 @@
-// The BASP stream check, the job's membership proof and the guard in front of a
-// plain-BASP node, without CAF: the guard's hand-over gives its end of each connection
-// to a stand-in for CAF's broker that records and echoes what reaches it. Everything
-// listens on 127.0.0.1.
+// The BASP stream check, the job's membership proof (the job's secret, or TLS), and the
+// guard in front of a node and behind its dials, without CAF: the guard's hand-over gives
+// its end of each connection to a stand-in for CAF's broker that records and echoes what
+// reaches it. Everything listens on 127.0.0.1.
 
 #include <boost/test/unit_test.hpp>
 
 #include "../../actors/src/net/basp_check.hpp"
 #include "../../actors/src/net/basp_guard.hpp"
+#include "../../actors/src/net/tls.hpp"
 
 #include <actortrain/actors/net/sockets.hpp>
 
 #include <actortrain/actors/net/cluster_file.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +119,28 @@ BOOST_AUTO_TEST_CASE(http_and_random_bytes_are_refused_at_their_first_header) {
   BOOST_TEST(!d.feed(ff.data(), ff.size()));
 }
 
+BOOST_AUTO_TEST_CASE(a_servers_stream_begins_with_its_handshake_and_is_held_to_the_same_bounds) {
+  auto l = small();
+  l.server_stream = true;
+  {
+    basp_check c{l};
+    auto s = message(0, 100) + message(2, 1000) + message(4, 0) + message(6, 0) + message(0, 10);
+    BOOST_TEST(c.feed(s.data(), s.size()));
+    BOOST_TEST(c.headers() == 5u);
+  }
+  {
+    basp_check c{l};  // a client's handshake is no server's
+    auto s = message(1, 10);
+    BOOST_TEST(!c.feed(s.data(), s.size()));
+    BOOST_TEST(c.why().find("where a server's handshake (0) was due") != std::string::npos, c.why());
+  }
+  for (auto [op, len] : {std::pair<uint8_t, uint32_t>{2, 1001}, {0, 101}, {7, 0}, {2, 0xFFFFFFFF}}) {
+    basp_check c{l};
+    auto s = message(0, 10) + header(op, len);
+    BOOST_TEST(!c.feed(s.data(), s.size()), "operation " << int(op) << ", " << len << " bytes");
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
@@ -128,6 +153,7 @@ struct fake_broker {
   std::atomic<size_t> handed{0};
   std::atomic<size_t> bytes{0};
   std::atomic<bool> stop{false};
+  std::string greeting = "HELLO";  // what it writes first (CAF's BASP server: its handshake)
 
   at::detail::basp_guard::hand_over_fn hand_over() {
     return [this](at::net::unique_fd fd) {
@@ -136,7 +162,7 @@ struct fake_broker {
       threads.emplace_back([this, f = std::move(fd)]() mutable {
         at::net::set_receive_timeout(f.get(), 100ms);
         try {
-          at::net::write_exact(f.get(), "HELLO", 5);
+          at::net::write_exact(f.get(), greeting.data(), greeting.size());
           char buf[4096];
           while (!stop) {
             size_t got = 0;
@@ -166,7 +192,8 @@ struct guarded {
   std::vector<std::string> lines;
   std::mutex mtx;
   std::unique_ptr<basp_guard> guard;
-  explicit guarded(basp_guard::limits l) {
+  explicit guarded(basp_guard::limits l, std::string greeting = "HELLO") {
+    broker.greeting = std::move(greeting);
     guard = std::make_unique<basp_guard>("127.0.0.1", 0, l, broker.hand_over(), [this](const std::string& s) {
       std::lock_guard<std::mutex> g{mtx};
       lines.push_back(s);
@@ -466,6 +493,212 @@ BOOST_AUTO_TEST_CASE(members_get_in_while_strangers_hold_every_unproven_slot) {
   BOOST_TEST(g.broker.handed == 3u);
   BOOST_TEST(g.guard->count().evicted >= 100u);
   BOOST_TEST(g.guard->count().open <= 8u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Mutual TLS run by the guard itself (tls.hpp): the handshake is the proof of membership
+// (a certificate of the job's CA), the guard relays the plaintext and checks it as in
+// plain mode; and the guard without a listener relays the connections a node dials.
+namespace tls = at::detail::tls;
+
+namespace {
+
+// A CA and one node certificate, made by tools/make-certs in a directory of their own.
+tls::files certificates(const std::string& name) {
+  auto dir = scratch_dir() + "/" + name;
+  auto cmd = std::string(ACTORTRAIN_SOURCE_DIR) + "/tools/make-certs " + dir + " node >/dev/null";
+  BOOST_REQUIRE_EQUAL(std::system(cmd.c_str()), 0);
+  return {dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"};
+}
+
+const tls::files& ca_a() {
+  static auto f = certificates("a");
+  return f;
+}
+const tls::files& ca_b() {
+  static auto f = certificates("b");
+  return f;
+}
+
+basp_guard::limits tls_limits() {
+  auto l = test_limits();
+  l.tls = tls::context_for(ca_a());
+  return l;
+}
+
+using clock_type = std::chrono::steady_clock;
+
+void wait_on(const tls::connection& c, tls::status st) {
+  pollfd p{c.fd.get(), static_cast<short>(st == tls::status::want_write ? POLLOUT : POLLIN), 0};
+  ::poll(&p, 1, 100);
+}
+
+void tls_write(tls::connection& c, const std::string& s) {
+  auto until = clock_type::now() + 5s;
+  for (size_t off = 0; off < s.size();) {
+    BOOST_REQUIRE(clock_type::now() < until);
+    size_t put = 0;
+    auto st = c.tls->write(s.data() + off, s.size() - off, put);
+    if (st == tls::status::ok)
+      off += put;
+    else if (st == tls::status::want_read || st == tls::status::want_write)
+      wait_on(c, st);
+    else
+      BOOST_FAIL("TLS write: " << c.tls->why());
+  }
+}
+
+// Up to `n` bytes: fewer when the peer closes (or fails) first, or 5 s pass.
+std::string tls_read(tls::connection& c, size_t n) {
+  std::string out(n, '\0');
+  size_t have = 0;
+  auto until = clock_type::now() + 5s;
+  while (have < n && clock_type::now() < until) {
+    size_t got = 0;
+    auto st = c.tls->read(out.data() + have, n - have, got);
+    if (st == tls::status::ok)
+      have += got;
+    else if (st == tls::status::want_read || st == tls::status::want_write)
+      wait_on(c, st);
+    else
+      break;
+  }
+  out.resize(have);
+  return out;
+}
+
+// Whether the peer ends the session within 5 s (reading whatever comes before).
+bool tls_closed_by_peer(tls::connection& c) {
+  auto until = clock_type::now() + 5s;
+  while (clock_type::now() < until) {
+    char buf[4096];
+    size_t got = 0;
+    auto st = c.tls->read(buf, sizeof buf, got);
+    if (st == tls::status::closed || st == tls::status::failed) return true;
+    if (st != tls::status::ok) wait_on(c, st);
+  }
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(tls_guard_suite)
+
+BOOST_AUTO_TEST_CASE(a_member_with_the_jobs_certificate_reaches_the_broker_and_strangers_never_do) {
+  guarded g{tls_limits()};
+  auto c = tls::dial("127.0.0.1", g.guard->port(), *tls::context_for(ca_a()), 5000ms);
+  BOOST_TEST(tls_read(c, 5) == "HELLO");
+  auto s = message(1, 60) + message(2, 300000);
+  tls_write(c, s);
+  BOOST_TEST(tls_read(c, s.size()) == s);
+  BOOST_TEST(g.guard->count().proven == 1u);
+  BOOST_TEST(g.broker.bytes == s.size());
+  // A certificate of another CA: refused at the handshake, final.
+  auto text = refusal_of([&] { tls::dial("127.0.0.1", g.guard->port(), *tls::context_for(ca_b()), 5000ms); });
+  BOOST_TEST(text.find("the TLS handshake failed") != std::string::npos, text);
+  // Plaintext BASP (a 4 GiB handshake), and a plain job's dialer: neither reaches the broker.
+  auto raw = g.dial();
+  auto hs = header(1, 0xFFFFFFF0);
+  at::net::write_exact(raw.get(), hs.data(), hs.size());
+  BOOST_TEST(closed_by_peer(raw.get()));
+  text = refusal_of([&] { auth::dial_member("127.0.0.1", g.guard->port(), key_of('k'), 1000ms); });
+  BOOST_TEST(text.find("no job greeting") != std::string::npos, text);
+  BOOST_TEST(g.broker.handed == 1u);
+  BOOST_TEST(g.guard->count().refused_auth >= 2u);
+  BOOST_TEST(g.logged("TLS handshake"));
+}
+
+BOOST_AUTO_TEST_CASE(a_members_oversized_header_inside_tls_closes_it_before_the_broker_sees_it) {
+  guarded g{tls_limits()};
+  auto c = tls::dial("127.0.0.1", g.guard->port(), *tls::context_for(ca_a()), 5000ms);
+  BOOST_TEST(tls_read(c, 5) == "HELLO");
+  tls_write(c, message(1, 10) + header(2, 0xFFFFFFF0));
+  BOOST_TEST(tls_closed_by_peer(c));
+  BOOST_TEST(g.guard->count().refused_header == 1u);
+  BOOST_TEST(g.broker.bytes <= message(1, 10).size());
+  BOOST_TEST(g.logged("announced 4294967280 bytes"));
+  BOOST_TEST(g.logged("CN=node"));  // the log names the peer's certificate
+}
+
+BOOST_AUTO_TEST_CASE(strangers_that_never_finish_a_handshake_hold_no_slot_a_member_needs) {
+  guarded g{tls_limits()};  // 4 unproven at most, 2 s to finish the handshake
+  std::vector<at::net::unique_fd> idle;
+  for (int i = 0; i < 100; ++i) idle.push_back(g.dial());  // they never say hello
+  for (int m = 0; m < 3; ++m) {
+    auto started = clock_type::now();
+    auto c = tls::dial("127.0.0.1", g.guard->port(), *tls::context_for(ca_a()), 1500ms);
+    BOOST_TEST((clock_type::now() - started < 1500ms));
+    BOOST_TEST(tls_read(c, 5) == "HELLO");
+    for (int i = 0; i < 10; ++i) idle.push_back(g.dial());
+  }
+  BOOST_TEST(g.broker.handed == 3u);
+  BOOST_TEST(g.guard->count().evicted >= 100u);
+  // The last ones are closed at the deadline.
+  BOOST_TEST(closed_by_peer(idle.back().get()));
+  BOOST_TEST(g.guard->count().timed_out >= 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_dialed_servers_stream_is_checked_before_the_node_reads_it) {
+  basp_guard relay{[](const std::string&) {}};
+  std::vector<std::string> lines;
+  std::mutex mtx;
+  basp_guard logged_relay{[&](const std::string& s) {
+    std::lock_guard<std::mutex> g{mtx};
+    lines.push_back(s);
+  }};
+  auto listener = at::net::listen_on("127.0.0.1", 0);
+  auto good = message(0, 50) + message(2, 100);
+  std::string up;
+  std::thread server([&] {
+    auto s = at::net::accept_within(listener.get(), 5s);
+    at::net::set_receive_timeout(s.get(), 5s);
+    at::net::write_exact(s.get(), good.data(), good.size());
+    up.resize(7);
+    if (!at::net::read_exact(s.get(), up.data(), up.size())) up.clear();
+    auto bad = header(2, 0xFFFFFFF0) + std::string(100, 'x');
+    at::net::write_exact(s.get(), bad.data(), bad.size());
+    closed_by_peer(s.get());
+  });
+  auto node = logged_relay.adopt(at::net::connect_to("127.0.0.1", at::net::local_port(listener.get()), 5s), nullptr,
+                                 "the test's server", basp_check::limits{1000, 100});
+  at::net::set_receive_timeout(node.get(), 5s);
+  std::string got(good.size(), '\0');
+  BOOST_REQUIRE(at::net::read_exact(node.get(), got.data(), got.size()));
+  BOOST_TEST(got == good);
+  at::net::write_exact(node.get(), "UPWARDS", 7);
+  BOOST_TEST(closed_by_peer(node.get()));  // nothing of the bad header came through
+  server.join();
+  BOOST_TEST(up == "UPWARDS");
+  BOOST_TEST(logged_relay.count().refused_header == 1u);
+  std::lock_guard<std::mutex> g{mtx};
+  BOOST_REQUIRE(!lines.empty());
+  BOOST_TEST(lines.back().find("closed the connection to the test's server: a BASP header announced 4294967280") !=
+               std::string::npos,
+             lines.back());
+}
+
+BOOST_AUTO_TEST_CASE(a_dialed_tls_connection_is_relayed_in_plaintext_both_ways) {
+  // The server: a TLS guard whose broker greets as a BASP server does (its handshake).
+  auto greeting = message(0, 40);
+  guarded g{tls_limits(), greeting};
+  basp_guard relay{[](const std::string&) {}};
+  auto c = tls::dial("127.0.0.1", g.guard->port(), *tls::context_for(ca_a()), 5000ms);
+  // The greeting may already wait decrypted in the session: the relay must not wait for
+  // the socket to say so.
+  auto node = relay.adopt(std::move(c.fd), std::move(c.tls), "127.0.0.1", basp_check::limits{1 << 20, 100});
+  at::net::set_receive_timeout(node.get(), 5s);
+  std::string got(greeting.size(), '\0');
+  BOOST_REQUIRE(at::net::read_exact(node.get(), got.data(), got.size()));
+  BOOST_TEST(got == greeting);
+  // A client's messages (the server's guard checks them), echoed by the broker and then
+  // checked as a server's: both ways through two relays and TLS.
+  auto s = message(1, 60) + message(2, 200000) + message(6, 0);
+  at::net::write_exact(node.get(), s.data(), s.size());
+  std::string back(s.size(), '\0');
+  BOOST_REQUIRE(at::net::read_exact(node.get(), back.data(), back.size()));
+  BOOST_TEST(back == s);
+  BOOST_TEST(relay.count().open == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

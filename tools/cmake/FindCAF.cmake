@@ -1,10 +1,10 @@
 # FindCAF: the C++ Actor Framework 0.17 as Debian's libcaf-dev ships it (no CMake config,
-# no pkg-config). Defines the imported targets CAF::core, CAF::io and CAF::openssl.
+# no pkg-config). Defines the imported targets CAF::core and CAF::io (ActorTrain runs its
+# own TLS: caf::openssl is not used).
 # io code must link both caf_io and caf_core; the targets chain that.
 find_path(CAF_INCLUDE_DIR caf/all.hpp)
 find_library(CAF_CORE_LIBRARY caf_core)
 find_library(CAF_IO_LIBRARY caf_io)
-find_library(CAF_OPENSSL_LIBRARY caf_openssl)
 
 if(CAF_INCLUDE_DIR AND EXISTS "${CAF_INCLUDE_DIR}/caf/config.hpp")
   file(STRINGS "${CAF_INCLUDE_DIR}/caf/config.hpp" _caf_version_line
@@ -19,7 +19,7 @@ endif()
 
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(CAF
-  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY
+  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY
   VERSION_VAR CAF_VERSION)
 
 if(CAF_FOUND AND NOT TARGET CAF::core)
@@ -30,8 +30,5 @@ if(CAF_FOUND AND NOT TARGET CAF::core)
   add_library(CAF::io UNKNOWN IMPORTED)
   set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
     INTERFACE_LINK_LIBRARIES CAF::core)
-  add_library(CAF::openssl UNKNOWN IMPORTED)
-  set_target_properties(CAF::openssl PROPERTIES IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
-    INTERFACE_LINK_LIBRARIES CAF::io)
 endif()
-mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY)
+mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY)

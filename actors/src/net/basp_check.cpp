@@ -10,9 +10,10 @@ namespace actortrain::detail {
 
 namespace {
 
+constexpr unsigned char server_handshake = 0x00;
 constexpr unsigned char client_handshake = 0x01;
 constexpr unsigned char first_client_op = 0x01;  // client_handshake (CAF 0.17 sends it twice)
-constexpr unsigned char last_client_op = 0x06;   // heartbeat
+constexpr unsigned char last_op = 0x06;          // heartbeat (either side)
 
 }  // namespace
 
@@ -42,15 +43,18 @@ bool basp_check::check_header() {
                  (uint64_t{header_[payload_len_offset + 2]} << 8) | uint64_t{header_[payload_len_offset + 3]};
   auto first = messages_ == 0;
   ++messages_;
-  if (first && op != client_handshake) {
-    why_ = fmt::format("the first BASP header is operation {} where a client's handshake (1) was due", op);
+  auto server = limits_.server_stream;
+  auto side = server ? "server" : "client";
+  auto handshake = server ? server_handshake : client_handshake;
+  if (first && op != handshake) {
+    why_ = fmt::format("the first BASP header is operation {} where a {}'s handshake ({}) was due", op, side, handshake);
     return false;
   }
-  if (!first && (op < first_client_op || op > last_client_op)) {
-    why_ = fmt::format("BASP header {} has operation {}, which no client sends", messages_, op);
+  if (!first && (op < (server ? server_handshake : first_client_op) || op > last_op)) {
+    why_ = fmt::format("BASP header {} has operation {}, which no {} sends", messages_, op, side);
     return false;
   }
-  auto bound = op == client_handshake ? limits_.max_handshake_payload : limits_.max_payload;
+  auto bound = op == handshake ? limits_.max_handshake_payload : limits_.max_payload;
   if (len > bound) {
     why_ = fmt::format("a BASP header announced {} bytes (at most {} here)", len, bound);
     return false;

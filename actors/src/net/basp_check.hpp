@@ -1,7 +1,7 @@
 #pragma once
 // CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
-// What the BASP guard (basp_guard.hpp) reads of a client's byte stream before any of it
-// reaches CAF: the stream is cut into BASP 0.17 headers (32 bytes) and the payloads they
+// What the BASP guard (basp_guard.hpp) reads of a peer's byte stream before any of it
+// reaches CAF (a client's, or with server_stream a server's that our node dialed): the stream is cut into BASP 0.17 headers (32 bytes) and the payloads they
 // announce, and each header is checked before its payload is let through:
 //  - the first message is the client's handshake (operation 1; CAF 0.17 sends it again
 //    once the server's arrived), and a handshake's payload is small (it names a node and
@@ -26,6 +26,9 @@ class basp_check {
   struct limits {
     uint64_t max_payload = uint64_t{64} << 20;
     uint64_t max_handshake_payload = uint64_t{64} << 10;
+    /// The stream of a server our node dialed: the first message is the server's
+    /// handshake (operation 0), and every later one an operation of 0 to 6.
+    bool server_stream = false;
   };
 
   explicit basp_check(limits l) : limits_(l) {}

@@ -1,5 +1,5 @@
 #pragma once
-// The guard of a plain-BASP node: the only socket the node listens on. CAF 0.17.6's BASP
+// The guard of a node: the only socket the node listens on. CAF 0.17.6's BASP
 // broker reads a 32-byte header and reserves the payload length it announces (up to 4
 // GiB) before any handshake, so nothing from the network may reach it unread. The guard
 // listens at the task's address; for each connection it makes a Unix socket pair, hands
@@ -26,12 +26,21 @@
 // logged with the peer's address; running out of descriptors (EMFILE) refuses new
 // connections until some close, and never ends the guard.
 //
-// TLS nodes are not behind this guard: caf::openssl authenticates the peer's certificate
-// before BASP reads a byte.
+// With TLS (limits::tls) the guard is the TLS server: the handshake is the proof (a
+// certificate chained to the job's CA; the same caps, eviction and deadline as the
+// job's exchange), and the guard relays the plaintext, checked as above. Decrypted bytes
+// that wait in a session are relayed without waiting for the socket.
+//
+// Outbound: adopt() relays a connection the node dialed (its membership proved by the
+// dialer): the server's stream is checked as a server's (basp_check::limits::
+// server_stream), and with TLS the guard is the client from then on. A guard made
+// without a listener does only this (dial.cpp keeps one per process).
 //
 // Threads: one, with epoll; no CAF.
 
+#include "basp_check.hpp"
 #include "job_auth.hpp"
+#include "tls.hpp"
 
 #include <actortrain/actors/net/sockets.hpp>
 
@@ -59,6 +68,9 @@ class basp_guard {
     size_t buffer_size = 64 * 1024;
     /// The job's key: connections prove it before anything else (none: no proof asked).
     std::optional<job_key> key;
+    /// TLS: connections prove membership by the handshake (a certificate chained to the
+    /// job's CA), and the guard relays the plaintext; instead of `key`.
+    std::shared_ptr<const tls::context> tls;
   };
 
   /// Counters since the start.
@@ -76,6 +88,8 @@ class basp_guard {
   /// Listens on host:port (SO_REUSEADDR). Throws net::socket_error (a std::runtime_error)
   /// naming the address when it cannot listen.
   basp_guard(const std::string& host, uint16_t port, limits l, hand_over_fn hand_over, log_fn log);
+  /// A guard with no listener, relaying only what is adopted.
+  explicit basp_guard(log_fn log);
   /// Stops accepting, closes every relayed connection and joins the thread.
   ~basp_guard();
   basp_guard(const basp_guard&) = delete;
@@ -85,7 +99,16 @@ class basp_guard {
   uint16_t port() const;
   counts count() const;
 
+  /// Relays a connection our node made (thread-safe): `peer` is connected to a member
+  /// (proven: through `session`'s handshake, or the job's exchange in plain mode), and
+  /// the answer is the end to give CAF's BASP broker as the connection. What the peer
+  /// sends is read as a BASP server's stream and checked with `check` before CAF gets a
+  /// byte; with a session, the guard is the TLS client from here on.
+  net::unique_fd adopt(net::unique_fd peer, std::unique_ptr<tls::session> session, const std::string& who,
+                       basp_check::limits check);
+
  private:
+  void start();
   struct impl;
   std::unique_ptr<impl> impl_;
 };

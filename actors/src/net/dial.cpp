@@ -1,7 +1,9 @@
 // Dialing a task of the cluster and asking a ps task for its shard (see dial.hpp).
 #include "dial.hpp"
 
+#include "basp_guard.hpp"
 #include "job_auth.hpp"
+#include "tls.hpp"
 
 #include <actortrain/actors/core/errors.hpp>
 
@@ -9,11 +11,11 @@
 #include <caf/io/middleman.hpp>
 #include <caf/io/network/multiplexer.hpp>
 #include <caf/io/middleman_actor.hpp>
-#include <caf/openssl/all.hpp>
 
 #include <fmt/format.h>
 
 #include <future>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <set>
@@ -34,36 +36,91 @@ constexpr int refusals_before_final = 3;
 
 caf::error refused_handshake() {
   return make_error(error_code::invalid_request,
-                    "the peer refused the handshake (a certificate of another CA, or TLS on one side only)");
+                    "the peer cut the BASP handshake (a task restarting, or a node that is not of this job)");
 }
 
-// One attempt of a plain dial with the job's key, in a detached actor of its own (it
-// blocks for at most `bound`): the membership proof on our own socket (job_auth.hpp),
-// then the socket goes to the BASP broker, which answers the requester as CAF's own
-// connect would. A peer that refuses the proof (or is not a plain ActorTrain node) is
-// an invalid_request: final; the network's failures are worth another attempt.
-caf::behavior member_dialer(caf::event_based_actor* self, detail::job_key key) {
+// How this process proves membership when it dials: the job's key (plain), or the TLS
+// files; and what the servers it dials may announce.
+struct membership {
+  std::optional<detail::job_key> key;
+  std::optional<detail::tls::files> tls;
+  uint64_t max_payload = uint64_t{64} << 20;
+};
+
+// The outbound guard of this process: relays every connection a dial made (the server's
+// BASP stream checked, TLS ended here), for every actor system of the process.
+detail::basp_guard& outbound_guard() {
+  static detail::basp_guard guard{[](const std::string& line) { std::cerr << "actortrain: " << line << '\n'; }};
+  return guard;
+}
+
+// One attempt of a dial that proves membership, in a detached actor of its own (it
+// blocks for at most `bound`): the job's exchange (job_auth.hpp) or the TLS handshake
+// (tls.hpp) on our own socket, then the outbound guard relays the socket and its other
+// end goes to the BASP broker, which answers the requester as CAF's own connect would.
+// A peer that refuses the proof (or is not a node of this job) is an invalid_request:
+// final; the network's failures are worth another attempt.
+caf::behavior member_dialer(caf::event_based_actor* self, membership m) {
   using reply = caf::result<caf::node_id, caf::strong_actor_ptr, std::set<std::string>>;
   return {
-    [self, key](caf::connect_atom, const std::string& host, uint16_t port, caf::timespan bound) -> reply {
+    [self, m](caf::connect_atom, const std::string& host, uint16_t port, caf::timespan bound) -> reply {
       self->quit();
       auto ms = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(bound));
       net::unique_fd fd;
+      std::unique_ptr<detail::tls::session> session;
+      std::shared_ptr<const detail::tls::context> ctx;
       try {
-        fd = detail::auth::dial_member(host, port, key, ms);
+        if (m.tls) ctx = detail::tls::context_for(*m.tls);
+      } catch (const std::exception& e) {
+        return make_error(error_code::invalid_request, e.what());
+      }
+      try {
+        if (ctx) {
+          auto c = detail::tls::dial(host, port, *ctx, ms);
+          fd = std::move(c.fd);
+          session = std::move(c.tls);
+        } else {
+          fd = detail::auth::dial_member(host, port, *m.key, ms);
+        }
       } catch (const detail::auth::refused& e) {
         return make_error(error_code::invalid_request, e.what());
+      } catch (const detail::tls::refused& e) {
+        return make_error(error_code::invalid_request, e.what());
+      } catch (const std::exception& e) {
+        return make_error(error_code::timeout, e.what());
+      }
+      net::unique_fd ours;
+      try {
+        ours = outbound_guard().adopt(std::move(fd), std::move(session), fmt::format("{}:{}", host, port),
+                                      detail::basp_check::limits{m.max_payload});
       } catch (const std::exception& e) {
         return make_error(error_code::timeout, e.what());
       }
       auto& mm = self->system().middleman();
       auto basp = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-      auto scribe = mm.backend().new_scribe(fd.get());
-      fd.release();  // the scribe owns it now
+      auto scribe = mm.backend().new_scribe(ours.get());
+      ours.release();  // the scribe owns it now
       self->delegate(basp, caf::connect_atom::value, std::move(scribe), port);
       return caf::delegated<caf::node_id, caf::strong_actor_ptr, std::set<std::string>>{};
     },
   };
+}
+
+// What the system's config says about membership (configure_for put it there).
+std::optional<membership> membership_of(const caf::actor_system& sys) {
+  membership m;
+  auto key_hex = caf::get_or(sys.config(), job_key_option, std::string{});
+  auto cert = caf::get_or(sys.config(), tls_certificate_option, std::string{});
+  if (!cert.empty())
+    m.tls = detail::tls::files{cert, caf::get_or(sys.config(), tls_key_option, std::string{}),
+                               caf::get_or(sys.config(), tls_ca_option, std::string{})};
+  else if (!key_hex.empty())
+    m.key = detail::key_from_hex(key_hex);
+  else
+    return std::nullopt;
+  auto max = caf::get_or(sys.config(), max_message_option, int64_t{0});
+  if (max > 0) m.max_payload = static_cast<uint64_t>(max);
+  return m;
 }
 
 }  // namespace
@@ -72,17 +129,15 @@ caf::behavior member_dialer(caf::event_based_actor* self, detail::job_key key) {
 // attempt, not a hang.
 void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::steady_clock::time_point deadline,
                std::function<void(caf::expected<caf::actor>)> done, bool refusal_final) {
-  // With TLS the openssl manager's middleman makes the connection (handshake first);
-  // plain, with the job's key, a member dialer of our own (it proves the job's secret).
+  // With the job's key or TLS, a member dialer of our own (it proves membership);
+  // without either (tests of CAF's own transport), CAF's middleman.
   auto& sys = self->system();
-  auto key_hex = caf::get_or(sys.config(), job_key_option, std::string{});
-  std::optional<detail::job_key> key;
-  if (!sys.has_openssl_manager() && !key_hex.empty()) key = detail::key_from_hex(key_hex);
-  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  auto member = membership_of(sys);
+  auto mm = sys.middleman().actor_handle();
   auto last = std::make_shared<caf::error>(make_error(error_code::timeout, "no attempt"));
   auto cuts = std::make_shared<int>(0);  // handshakes cut in a row
   auto attempt = std::make_shared<std::function<void()>>();
-  *attempt = [self, mm, key, addr, deadline, done, last, cuts, refusal_final] {
+  *attempt = [self, mm, member, addr, deadline, done, last, cuts, refusal_final] {
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= decltype(left)::zero()) {
       done(std::move(*last));
@@ -90,7 +145,7 @@ void dial_from(caf::event_based_actor* self, task_address addr, std::chrono::ste
     }
     auto retry = [self] { self->delayed_send(self, retry_pause, retry_atom::value); };
     auto t = std::min<caf::timespan>(std::chrono::duration_cast<caf::timespan>(left), std::chrono::seconds(3));
-    auto sent = key ? self->request(self->spawn<caf::detached>(member_dialer, *key), t + std::chrono::seconds(2),
+    auto sent = member ? self->request(self->spawn<caf::detached>(member_dialer, *member), t + std::chrono::seconds(2),
                                     caf::connect_atom::value, addr.host, addr.port, t)
                     : self->request(caf::actor_cast<caf::actor>(mm), t, caf::connect_atom::value, addr.host, addr.port);
     sent

@@ -26,9 +26,24 @@ namespace actortrain {
 /// transport), CAF connects as usual.
 constexpr const char* job_key_option = "actortrain.job-key";
 
+/// The actor system options that hold a TLS job's files (configure_for sets them from the
+/// cluster's "tls" section): with them, a dial runs the TLS client itself (tls.hpp) and
+/// relays the plaintext to BASP.
+constexpr const char* tls_certificate_option = "actortrain.tls-certificate";
+constexpr const char* tls_key_option = "actortrain.tls-key";
+constexpr const char* tls_ca_option = "actortrain.tls-ca";
+
+/// The largest BASP message a server this process dials may announce (run_task sets it
+/// from the job; 64 MiB without it). Larger headers close the connection before CAF
+/// reads them.
+constexpr const char* max_message_option = "actortrain.max-message";
+
 /// Connects `self` to the node actor of the task at `addr`, retrying every 200 ms until
 /// `deadline` (each attempt with its own timeout of at most 3 s), then calls `done` in
-/// `self`'s context. A TLS handshake the peer refuses ends the dial at once when
+/// `self`'s context. With the job's key or TLS files in the system's config, each attempt
+/// proves membership on its own socket first and the connection is relayed by this
+/// process's outbound guard (basp_guard.hpp: the server's BASP stream checked, TLS ended
+/// there). A handshake the peer refuses ends the dial at once when
 /// `refusal_final` (a peer with another CA will not change its mind); redialing a task
 /// that is coming back, CAF 0.17 was seen to close one handshake of the restarted
 /// process, hence `refusal_final = false` there.

@@ -2,6 +2,7 @@
 // published behind the BASP guard, the role it plays, and a clean shutdown
 // (process.hpp; node_internals.hpp has what the node's files share).
 #include <actortrain/actors/net/process.hpp>
+#include <actortrain/actors/net/transport.hpp>
 
 #include "basp_guard.hpp"
 
@@ -26,11 +27,10 @@
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
 #include <caf/io/basp_broker.hpp>
-#include <caf/openssl/all.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
-#include <dlfcn.h>
 #include <future>
 #include <cerrno>
 #include <cstdio>
@@ -50,36 +50,6 @@
 #ifndef ACTORTRAIN_VERSION
 #define ACTORTRAIN_VERSION "unknown"
 #endif
-
-// A work-around for caf::openssl 0.17.6, which leaves OpenSSL's per-thread error queue
-// filled after a failed handshake (a peer with a foreign certificate, a plain client).
-// All TLS sessions of a process run on the multiplexer thread, so the next session to
-// read there without data (SSL_read < 0, which is "want read" on a healthy one) gets the
-// stale entry from SSL_get_error and is closed as broken: one refused peer cut a chief's
-// healthy connection to its ps tasks. This definition takes the place of OpenSSL's for
-// libcaf_openssl (an executable's symbols come first), asks the real one, and, for calls
-// from libcaf_openssl only (other OpenSSL users in the process keep their error details),
-// empties the queue once an error has been reported as fatal: it belonged to that session.
-// tests/cluster/tls_test.sh fails without it.
-extern "C" {
-struct ssl_st;
-__attribute__((noinline)) int SSL_get_error(const ssl_st* s, int ret) {
-  using get_error_fn = int (*)(const ssl_st*, int);
-  using clear_fn = void (*)();
-  static auto real = reinterpret_cast<get_error_fn>(::dlsym(RTLD_NEXT, "SSL_get_error"));
-  static auto clear = reinterpret_cast<clear_fn>(::dlsym(RTLD_DEFAULT, "ERR_clear_error"));
-  if (!real) return 1;  // SSL_ERROR_SSL: no OpenSSL, no session
-  int r = real(s, ret);
-  constexpr int ssl_error_ssl = 1, ssl_error_syscall = 5;
-  if ((r == ssl_error_ssl || r == ssl_error_syscall) && clear) {
-    Dl_info caller{};
-    if (::dladdr(__builtin_return_address(0), &caller) && caller.dli_fname &&
-        std::strstr(caller.dli_fname, "libcaf_openssl"))
-      clear();
-  }
-  return r;
-}
-}
 
 namespace actortrain {
 
@@ -148,14 +118,18 @@ void detail::configure_for(caf::actor_system_config& cfg, const cluster_def& def
   co.load_middleman = true;
   configure(cfg, co);
   if (def.tls.enabled()) {
-    // Mutual authentication: any openssl.* key makes caf::openssl require a peer
-    // certificate chained to the CA. The files were checked before (caf::openssl hangs
-    // on a bad path).
+    // Mutual TLS, ours (tls.hpp): the guard is the server of every connection, the dialer
+    // the client; CAF's BASP sees the plaintext. The files ride in the system's config,
+    // where dial() finds them; their PEM is read now, so that a bad file fails here.
     check_tls_files(def.tls, "tls");
-    cfg.load<caf::openssl::manager>();
-    cfg.set("openssl.certificate", def.tls.certificate);
-    cfg.set("openssl.key", def.tls.key);
-    cfg.set("openssl.cafile", def.tls.ca);
+    try {
+      tls::context_for({def.tls.certificate, def.tls.key, def.tls.ca});
+    } catch (const std::runtime_error& e) {
+      throw cluster_file_error(fmt::format("tls: {}", e.what()));
+    }
+    caf::put(cfg.content, tls_certificate_option, def.tls.certificate);  // not options of CAF
+    caf::put(cfg.content, tls_key_option, def.tls.key);
+    caf::put(cfg.content, tls_ca_option, def.tls.ca);
   } else {
     // Plain BASP: members prove the job's secret before CAF reads a byte of theirs
     // (job_auth.hpp); the key rides in the system's config, where dial() finds it.
@@ -212,32 +186,53 @@ uint64_t detail::max_message_bytes(const job& j) {
 // What the BASP guard allows a node of this job (basp_guard.hpp): messages up to the
 // job's largest, and for connections not yet past their handshake, a few per task of the
 // cluster (each task dials each other at most once or twice at a time).
-static detail::basp_guard::limits guard_limits(const job& j, const cluster_def& def) {
+static detail::basp_guard::limits guard_limits(const cluster_def& def, uint64_t max_message) {
   detail::basp_guard::limits l;
-  l.max_payload = max_message_bytes(j);
+  l.max_payload = max_message;
   auto caps = caps_for(def.chief.size() + def.ps.size() + def.worker.size() + def.evaluator.size());
   l.max_pending = caps.pending;
   l.max_connections = caps.open;
   l.handshake_deadline = def.connect_timeout;
-  l.key = read_job_secret(def.secret_file);
+  if (def.tls.enabled())
+    l.tls = detail::tls::context_for({def.tls.certificate, def.tls.key, def.tls.ca});
+  else
+    l.key = read_job_secret(def.secret_file);
   return l;
 }
 
-// Gives one end of a guarded connection to CAF's BASP broker, which serves it as a
-// connection it accepted at `port` itself (the guard's thread calls this).
-static detail::basp_guard::hand_over_fn hand_to_basp(caf::actor_system& sys, const node_actor& node, uint16_t port) {
+void configure_transport(caf::actor_system_config& cfg, const cluster_def& def, int threads, uint64_t max_message) {
+  configure_for(cfg, def, threads);
+  caf::put(cfg.content, max_message_option, static_cast<int64_t>(max_message));
+}
+
+// Each guarded connection goes to CAF's BASP broker, which serves it as a connection it
+// accepted at `port` itself (the guard's thread hands it over).
+guarded_listener::guarded_listener(caf::actor_system& sys, caf::strong_actor_ptr served, const cluster_def& def,
+                                   const std::string& host, uint16_t port, uint64_t max_message, log_fn log) {
   // Looked up (made) here, once, on the application thread before any connection.
   auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-  auto whom = caf::actor_cast<caf::strong_actor_ptr>(node);
-  return [&sys, basp, whom, port](net::unique_fd fd) {
+  // The port CAF records as the one it published at (the guard's, once it listens).
+  auto published = std::make_shared<std::atomic<uint16_t>>(port);
+  auto hand_over = [&sys, basp, whom = std::move(served), published](net::unique_fd fd) {
     auto scribe = sys.middleman().backend().new_scribe(fd.get());
     fd.release();  // the scribe owns it now
-    caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port, whom, std::set<std::string>{});
+    caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), published->load(), whom,
+                   std::set<std::string>{});
   };
+  guard_ = std::make_unique<detail::basp_guard>(host, port, guard_limits(def, max_message), hand_over, std::move(log));
+  published->store(guard_->port());
+}
+
+guarded_listener::~guarded_listener() = default;
+
+uint16_t guarded_listener::port() const { return guard_->port(); }
+
+caf::expected<caf::actor> dial_actor(caf::actor_system& sys, const task_address& addr, std::chrono::milliseconds budget) {
+  return dial(sys, addr, budget);
 }
 
 // Descriptors: the soft limit (often 1,024) up to the hard one, so that a flood of
-// connections meets the guard's caps, not EMFILE in CAF's own accept loop (a TLS node's).
+// connections meets the guard's caps, not EMFILE.
 static void raise_descriptor_limit() {
   rlimit r{};
   if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
@@ -254,7 +249,7 @@ node_result run_task(const node_options& opts, const job& j) {
   const auto& addr = def.address(me);  // throws for a task that is not in the cluster
   std::ostream& out = opts.out ? *opts.out : std::cout;
   caf::actor_system_config cfg;
-  configure_for(cfg, def, opts.threads);
+  configure_transport(cfg, def, opts.threads, max_message_bytes(j));
   apply_caf_options(cfg, opts.caf_options);
   caf::actor_system sys{cfg};
   auto box = std::make_shared<node_box>();
@@ -290,22 +285,16 @@ node_result run_task(const node_options& opts, const job& j) {
     // the registry stays empty for 100 ms (at most 2 s).
     forget_registry(sys);
   };
-  // Plain BASP sits behind a guard (basp_guard.hpp): the guard is the only listener, and
-  // hands each connection to CAF's BASP broker as one end of a Unix socket pair. It must
-  // outlive every connection, so it ends after stop_all.
-  std::unique_ptr<detail::basp_guard> guard;
+  // BASP sits behind a guard (basp_guard.hpp): the guard is the only listener (the TLS
+  // server too), and hands each member's connection to CAF's BASP broker as one end of a
+  // Unix socket pair. It must outlive every connection, so it ends after stop_all.
+  std::unique_ptr<guarded_listener> guard;
   try {
-    if (def.tls.enabled()) {
-      auto port = caf::openssl::publish(node, addr.port, addr.host.c_str(), /*reuse=*/true);
-      if (!port) fail(fmt::format("{}: cannot listen on {}: {}", to_string(me), addr.text(), describe(port.error())));
-    } else {
-      try {
-        guard = std::make_unique<detail::basp_guard>(addr.host, addr.port, guard_limits(j, def),
-                                                     hand_to_basp(sys, node, addr.port),
-                                                     log_lines(out, opts.log_prefix + to_string(me) + ": "));
-      } catch (const std::runtime_error& e) {
-        fail(fmt::format("{}: {}", to_string(me), e.what()));
-      }
+    try {
+      guard = std::make_unique<guarded_listener>(sys, caf::actor_cast<caf::strong_actor_ptr>(node), def, addr.host, addr.port, max_message_bytes(j),
+                                                 log_lines(out, opts.log_prefix + to_string(me) + ": "));
+    } catch (const std::runtime_error& e) {
+      fail(fmt::format("{}: {}", to_string(me), e.what()));
     }
     node_context cx{opts, j, sys, node, box, out, nullptr};
     if (opts.plant != planted_defect::none) {
