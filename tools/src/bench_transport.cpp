@@ -19,7 +19,9 @@
 // With --tls the bench then measures the dense sizes again over mutual TLS, against a
 // second ps side (--serve-tls DIR, internal) started once the plain one has exited: a
 // raw OpenSSL socket pair (libssl, blocking, TCP_NODELAY, the same round) beside
-// ActorTrain's BASP over caf::openssl. The certificates (a CA and one node certificate
+// ActorTrain's BASP as a TLS cluster's tasks run it: the ps side listens behind the BASP
+// guard, which runs the TLS server and relays the plaintext to CAF, and the bench dials as
+// a task does, through its outbound guard (transport.hpp). The certificates (a CA and one node certificate
 // both sides share, as tools/make-certs makes them) come from the openssl command in a
 // temporary directory that the bench removes when it ends.
 //
@@ -35,6 +37,7 @@
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/core/messages.hpp>
 #include <actortrain/actors/net/sockets.hpp>
+#include <actortrain/actors/net/transport.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -42,7 +45,6 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
-#include <caf/openssl/all.hpp>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -149,18 +151,22 @@ struct tls_files {
 
 tls_files tls_files_in(const std::string& dir) { return {dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}; }
 
-// caf::openssl hangs or throws late on a missing file: check before building a system.
 void check_tls_files(const tls_files& f) {
   for (const auto* path : {&f.certificate, &f.key, &f.ca})
     if (!std::filesystem::is_regular_file(*path)) throw std::runtime_error("TLS file missing: " + *path);
 }
 
-// Any openssl.* key makes caf::openssl require a peer certificate chained to the CA.
-void configure_tls(caf::actor_system_config& cfg, const tls_files& f) {
-  cfg.load<caf::openssl::manager>();
-  cfg.set("openssl.certificate", f.certificate);
-  cfg.set("openssl.key", f.key);
-  cfg.set("openssl.cafile", f.ca);
+// A TLS cluster of these files, as the two sides' transport (transport.hpp) sees it.
+cluster_def tls_cluster(const tls_files& f) {
+  cluster_def def;
+  def.tls = actortrain::tls_files{f.certificate, f.key, f.ca};
+  return def;
+}
+
+// The largest BASP message of the bench: a push or pull of the largest dense size.
+uint64_t max_message(const transport_options& o) {
+  auto max_dense = static_cast<uint64_t>(*std::max_element(o.sizes.begin(), o.sizes.end()));
+  return std::max<uint64_t>(uint64_t{64} << 20, 2 * max_dense + (uint64_t{16} << 20));
 }
 
 // libssl writes with write(2), not send(MSG_NOSIGNAL): a vanished peer must be an error
@@ -186,8 +192,8 @@ struct ssl_free {
 };
 using ssl_ctx_ptr = std::unique_ptr<SSL_CTX, ssl_ctx_free>;
 
-// Mutual authentication as caf::openssl does it: certificate + key + CA, the peer must
-// present a certificate chained to the CA (no host name check, as in caf::openssl).
+// Mutual authentication as a TLS cluster does it: certificate + key + CA, the peer must
+// present a certificate chained to the CA (no host name check).
 ssl_ctx_ptr make_ssl_ctx(bool server, const tls_files& f) {
   ::ERR_clear_error();
   ssl_ctx_ptr ctx{::SSL_CTX_new(server ? ::TLS_server_method() : ::TLS_client_method())};
@@ -409,20 +415,28 @@ int serve_or_throw(const transport_options& o, int report_fd) {
   auto served = make_served_tensors(o);
   bool tls = !o.serve_tls.empty();
   caf::actor_system_config cfg;
-  configure_system(cfg);
   ssl_ctx_ptr ctx;
   if (tls) {
     ignore_sigpipe();
     auto f = tls_files_in(o.serve_tls);
     check_tls_files(f);
     ctx = make_ssl_ctx(/*server=*/true, f);
-    configure_tls(cfg, f);
+    configure_transport(cfg, tls_cluster(f), 2, max_message(o));
+  } else {
+    configure_system(cfg);
   }
   caf::actor_system sys{cfg};
   exit_at_scope_end ps{sys.spawn(transport_ps, served)};
-  auto basp = tls ? caf::openssl::publish(ps.a, 0, host, /*reuse=*/true)
-                  : sys.middleman().publish(ps.a, 0, host, /*reuse_addr=*/true);
-  if (!basp) throw std::runtime_error(fmt::format("{}publish on 127.0.0.1: {}", tls ? "TLS " : "", describe(basp.error())));
+  // TLS: behind the guard, as a task listens. Plain: CAF's own publish (BASP alone).
+  std::optional<guarded_listener> guarded;
+  caf::expected<uint16_t> basp{uint16_t{0}};
+  if (tls)
+    basp = guarded.emplace(sys, caf::actor_cast<caf::strong_actor_ptr>(ps.a), tls_cluster(tls_files_in(o.serve_tls)), host, 0, max_message(o),
+                           [](const std::string& line) { fmt::print(stderr, "ps side: {}\n", line); })
+             .port();
+  else
+    basp = sys.middleman().publish(ps.a, 0, host, /*reuse_addr=*/true);
+  if (!basp) throw std::runtime_error(fmt::format("publish on 127.0.0.1: {}", describe(basp.error())));
   // Plaintext only, as in a cluster: the tensor data plane beside BASP.
   std::optional<data_plane::server> plane;
   if (!tls) plane.emplace(sys, caf::actor_cast<ps_shard_actor>(ps.a), std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout));
@@ -732,26 +746,37 @@ caf::behavior round_runner(caf::event_based_actor* self, caf::actor ps, caf::act
 
 class basp_client {
  public:
-  // Connects through the middleman actor with a timeout (remote_actor has none); with
-  // `plane`, the rounds then go over that data plane (control stays on BASP).
+  // Connects through the middleman actor with a timeout (remote_actor has none), or, as a
+  // task of a cluster does (`as_task`), with dial_actor; with `plane`, the rounds then go
+  // over that data plane (control stays on BASP).
   basp_client(caf::actor_system& sys, uint16_t port, const data_plane::endpoint* plane = nullptr,
-              bool shared_memory = true)
+              bool shared_memory = true, bool as_task = false)
       : sys_(sys) {
     auto handle = std::make_shared<caf::actor>();
-    auto o = in_actor(sys, [port, handle](caf::event_based_actor* self, report_fn done) {
+    outcome o;
+    if (as_task) {
       auto start = steady_clock::now();
-      // With TLS the openssl manager's middleman makes the connection (handshake first).
-      auto& sys = self->system();
-      auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-      self->request(mm, request_timeout, caf::connect_atom::value, std::string{host}, port)
-        .then(
-          [=](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
-            if (!p) return done({0, "nothing is published there"});
-            *handle = caf::actor_cast<caf::actor>(std::move(p));
-            done({ms_since(start), ""});
-          },
-          [=](caf::error& e) { done(failed("connect", e)); });
-    });
+      auto a = dial_actor(sys, task_address{host, port}, std::chrono::seconds(10));
+      if (a)
+        *handle = *a;
+      else
+        o.error = describe(a.error());
+      o.ms = ms_since(start);
+    } else {
+      o = in_actor(sys, [port, handle](caf::event_based_actor* self, report_fn done) {
+        auto start = steady_clock::now();
+        auto& sys = self->system();
+        auto mm = sys.middleman().actor_handle();
+        self->request(mm, request_timeout, caf::connect_atom::value, std::string{host}, port)
+          .then(
+            [=](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+              if (!p) return done({0, "nothing is published there"});
+              *handle = caf::actor_cast<caf::actor>(std::move(p));
+              done({ms_since(start), ""});
+            },
+            [=](caf::error& e) { done(failed("connect", e)); });
+      });
+    }
     if (!o.error.empty()) throw std::runtime_error(fmt::format("connecting to {}:{}: {}", host, port, o.error));
     connect_ms_ = o.ms;
     if (plane) via_ = data_plane::open(sys, *plane, caf::actor_cast<ps_shard_actor>(*handle), nullptr, std::chrono::seconds(5), nullptr, shared_memory);
@@ -924,7 +949,7 @@ void print_goal(const std::optional<double>& ratio) {
     fmt::print("data plane/raw = {:.2f}x, {}\n", *ratio, *ratio <= goal_ratio ? "met" : "NOT met");
 }
 
-// The dense sizes over TLS: raw OpenSSL vs actortrain over caf::openssl, against a ps
+// The dense sizes over TLS: raw OpenSSL vs actortrain as a TLS task, against a ps
 // side of their own; `plain` holds the dense table's medians (same sizes, same order).
 int measure_tls(const char* argv0, const transport_options& o, const std::string& cert_dir,
                 const std::vector<paired_medians>& plain) {
@@ -937,15 +962,15 @@ int measure_tls(const char* argv0, const transport_options& o, const std::string
   ps_process ps{argv0, t};
   tls_client raw{ps.raw_port(), files, max_dense, max_dense};
   caf::actor_system_config cfg;
-  configure_system(cfg);
-  configure_tls(cfg, files);
+  configure_transport(cfg, tls_cluster(files), 2, max_message(o));
   caf::actor_system sys{cfg};
-  basp_client at{sys, ps.basp_port()};
+  basp_client at{sys, ps.basp_port(), nullptr, true, /*as_task=*/true};
   fmt::print("\ntls: the dense rounds again over mutual TLS (a temporary CA; one node certificate that both\n"
              "sides present and verify). A new ps side, process {} (raw TLS port {}, BASP/TLS port {}).\n"
              "raw TLS: libssl on a blocking TCP_NODELAY socket, SSL_write N bytes, SSL_read N bytes;\n"
              "         {}, handshake {:.1f} ms.\n"
-             "actortrain: BASP over caf::openssl, connected in {:.1f} ms (handshake included).\n"
+             "actortrain: BASP as a TLS task runs it (TLS ended by the guards, which relay the\n"
+             "            plaintext to CAF), connected in {:.1f} ms (handshake included).\n"
              "Medians of {} interleaved rounds after {} warm-up. tls/tcp and tls/plain divide by\n"
              "the dense table's medians above (measured before these, not interleaved with them).\n\n",
              ps.pid(), ps.raw_port(), ps.basp_port(), raw.session(), raw.handshake_ms(), at.connect_ms(), o.rounds,
@@ -1039,12 +1064,12 @@ int bench_transport(int argc, char** argv, int first) {
           "against a --sparse-rows x 1 partition (0 skips it): median ms and keys/s of the four, raw TCP\n"
           "moving the same serialized byte counts. --tls adds the dense\n"
           "sizes over mutual TLS (certificates made with the openssl command in a temporary\n"
-          "directory): a raw OpenSSL socket pair beside ActorTrain over caf::openssl, and\n"
+          "directory): a raw OpenSSL socket pair beside ActorTrain's BASP as a TLS task runs it, and\n"
           "actortrain tls/plain."};
   f.add("rounds", o.rounds, "measured rounds per size (each runs raw, BASP and both data planes)")
     .add("sizes", o.sizes_text, "comma-separated message sizes in bytes (multiples of 4)")
     .add("sparse-rows", o.sparse_rows, "row ids in the sparse pull (0: skip it)")
-    .add("tls", o.tls, "also measure the dense sizes over mutual TLS (raw OpenSSL and caf::openssl)")
+    .add("tls", o.tls, "also measure the dense sizes over mutual TLS (raw OpenSSL and ActorTrain's TLS)")
     .add("serve-tls", o.serve_tls, "internal: the ps side serves over TLS with the certificates in this directory")
     .add("serve-fd", serve_fd, "internal: run as the ps side, reporting its ports on this file descriptor");
   if (!f.parse(argc, argv, first)) return 0;

@@ -261,7 +261,7 @@ int launch_command(int argc, char** argv, int first) {
     .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)", range<int64_t>{0, 3600000})
     .add("restart-failed", restart_failed, "restart a worker or ps task that crashes (a worker rejoins under a new "
          "generation; a ps task is restored from the last checkpoint)")
-    .add("tls-cert", tls_cert, "mutual TLS between the tasks (caf::openssl): a certificate of the cluster's CA "
+    .add("tls-cert", tls_cert, "mutual TLS between the tasks: a certificate of the cluster's CA "
          "(tools/make-certs makes all three); without TLS the tasks prove the job's secret, --dir/secret")
     .add("tls-key", tls_key, "its key")
     .add("tls-ca", tls_ca, "the cluster's CA")

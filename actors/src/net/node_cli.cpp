@@ -31,7 +31,7 @@ cli::flags node_flags_parser(const std::string& program, node_flags& f) {
     .add("ledger", f.ledger_out,
          "(a task holding ps shards) write what the shards applied, step by step, to this file as it stops, for "
          "`actortrain ledger check`")
-    .add("tls-cert", f.tls_cert, "mutual TLS through caf::openssl: this node's certificate (PEM)")
+    .add("tls-cert", f.tls_cert, "mutual TLS between the tasks: this node's certificate (PEM)")
     .add("tls-key", f.tls_key, "its key")
     .add("tls-ca", f.tls_ca, "the cluster's CA (tools/make-certs makes all three); needed off loopback")
     .add("secret", f.secret,
