@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The stranger's and the member's attacks of attack_test.sh on every listening socket.
 
-attack.py SECRET|- TASK=PID...
+attack.py SECRET|tls:CERTS TASK=PID...
 
-SECRET is the plain job's secret file ("-" for a TLS job: then there is no member
-here, and no guard greets). Exits 1 naming the first attack that was not refused.
+SECRET is the plain job's secret file; for a TLS job, CERTS is the directory of the
+job's certificates (tools/make-certs), which a member holds. Exits 1 naming the first
+attack that was not refused.
 """
 import os
 import resource
@@ -14,10 +15,29 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import all_closed, basp_header, greets, job_key, listening_ports, member  # noqa: E402
+from peers import all_closed, basp_header, greets, job_key, listening_ports, member, tls_member  # noqa: E402
 
-secret_path, tasks = sys.argv[1], [a.split("=") for a in sys.argv[2:]]
-key = job_key(secret_path) if secret_path != "-" else None
+proof, tasks = sys.argv[1], [a.split("=") for a in sys.argv[2:]]
+certs = proof[4:] if proof.startswith("tls:") else None
+key = None if certs else job_key(proof)
+
+
+def join(port):
+    """A member's connection to the guard at `port` (proved by the secret or the
+    certificate)."""
+    return tls_member(port, certs) if certs else member(port, key)
+
+
+def is_guard(port):
+    """Plain: the guard greets first. TLS: it completes a handshake with the job's
+    certificate (a data plane port does not exist under TLS)."""
+    if not certs:
+        return greets(port)
+    try:
+        join(port).close()
+        return True
+    except (OSError, RuntimeError):
+        return False
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -46,10 +66,10 @@ def attack(task, pid):
     ports = listening_ports(pid)
     if not ports:
         fail(f"{task} (pid {pid}) listens on no TCP socket")
-    guards = [p for p in ports if greets(p)] if key else []
-    print(f"{task} (pid {pid}) listens on {ports}" + (f", guards greet on {guards}" if key else ""), flush=True)
-    if key and len(guards) != 1:
-        fail(f"{task}: {len(guards)} sockets greet as a guard, not 1")
+    guards = [p for p in ports if is_guard(p)]
+    print(f"{task} (pid {pid}) listens on {ports}, the guard on {guards}", flush=True)
+    if len(guards) != 1:
+        fail(f"{task}: {len(guards)} sockets answer a member as a guard, not 1")
     for port in ports:
         socks = []
         for what, payload in stranger:
@@ -59,33 +79,30 @@ def attack(task, pid):
             except OSError:
                 pass  # closed while we wrote: refused
             socks.append(s)
-        # Plain: every one is closed (at once, or at the greeting's or handshake's
-        # deadline). TLS: OpenSSL may wait for the rest of a record it never gets;
-        # there the node only has to live on (checked by the caller).
-        if key and not all_closed(socks, 15):
+        # Every one is closed: at once, or at the deadline of the greeting, the TLS
+        # handshake or the BASP handshake.
+        if not all_closed(socks, 15):
             fail(f"{task} port {port}: a stranger's connection was left open")
         for s in socks:
             s.close()
         if port in guards:
             for size in (256 << 20, 0xFFFFFFF0):
-                s = member(port, key)
+                s = join(port)
                 s.sendall(basp_header(size))
                 if not all_closed([s], 10):
                     fail(f"{task} port {port}: a member's BASP header announcing {size} bytes was let through")
                 s.close()
     # 1,000 connections held open at once at the node's BASP port; a member still gets in.
-    basp_port = guards[0] if key else ports[0]
+    basp_port = guards[0]
     flood = []
     for _ in range(1000):
         try:
             flood.append(socket.create_connection(("127.0.0.1", basp_port), timeout=2))
         except OSError:
             pass  # the accept queue is full for a moment: the flood goes on
-    if key:
-        s = member(basp_port, key)  # proves the secret while the flood holds its slots
-        s.close()
-    print(f"{task}: {len(flood)} connections held open at port {basp_port}"
-          + (", a member got in meanwhile" if key else ""), flush=True)
+    s = join(basp_port)  # proves membership while the flood holds the unproven slots
+    s.close()
+    print(f"{task}: {len(flood)} connections held open at port {basp_port}, a member got in meanwhile", flush=True)
     for s in flood:
         s.close()
 
@@ -110,4 +127,4 @@ for f in failures:
     print("FAIL: " + f, flush=True)
 if failures:
     sys.exit(1)
-print("every stranger's connection was refused" + (", and every member's hostile header" if key else ""))
+print("every stranger's connection was refused, and every member's hostile header")

@@ -5,10 +5,11 @@
 # /proc, not taken from the cluster file) gets, from a stranger: 64 KiB of random bytes,
 # an HTTP request, 200 KB of 0xff, BASP client handshakes announcing 256 MiB and 4 GiB,
 # a data-plane greeting with a wrong token, and 1,000 connections held open at once
-# (each node must still take a member's connection while they are). In plain mode a
-# member (who proves the job's secret, as a compromised task could) also sends the two
-# BASP headers to every guard, and member_attacker sends ps 0's data plane frames
-# announcing 1 GiB and a shrinking shared-memory region. Then: no node died; each node's
+# (each node must still take a member's connection while they are). A member (who
+# proves the job's secret, or holds the job's certificate, as a compromised task could)
+# also sends the two BASP headers to every guard; in plain mode member_attacker sends
+# ps 0's data plane frames announcing 1 GiB and a shrinking shared-memory region (a TLS
+# job has no data plane). Then: no node died; each node's
 # peak resident memory (VmHWM, the last value read while it ran) is within its peak in
 # the run left alone plus 256 MiB; and the ps tasks' ledgers hold every step exactly once.
 . "$(dirname "$0")/lib.sh"
@@ -49,9 +50,9 @@ run_job() {
       [ -n "$p" ] || fail "$run: no pid for $t"
       pids="$pids $t=$p"
     done
-    local secret=-
-    [ "$run" = plain ] && secret="$WORK/run/secret"
-    python3 "$SRC/tests/cluster/attack.py" "$secret" $pids || fail "$run: an attack was not refused (above)"
+    local proof="tls:$WORK/certs"
+    [ "$run" = plain ] && proof="$WORK/run/secret"
+    python3 "$SRC/tests/cluster/attack.py" "$proof" $pids || fail "$run: an attack was not refused (above)"
     if [ "$run" = plain ]; then
       timeout 60 "$ATTACKER" "$WORK/run/cluster.json" || fail "$run: a member's data-plane attack was not refused"
     fi

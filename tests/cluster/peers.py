@@ -1,11 +1,13 @@
 """What the attack scripts of tests/cluster share: the listening sockets of a process
 (from /proc, not from what it advertises), reading, waiting for a close, and a member
-of a plain job (a connection that proved the job's secret to a guard)."""
+of a job (a connection that proved the job's secret to a guard, or a TLS session with
+the job's certificate)."""
 import hashlib
 import hmac
 import os
 import select
 import socket
+import ssl
 import struct
 import time
 
@@ -90,3 +92,19 @@ def member(port, key):
 def basp_header(payload):
     """A BASP 0.17 client handshake header announcing `payload` bytes."""
     return struct.pack(">BBBBIQQQ", 1, 0, 0, 0, payload, 0, 0, 0)
+
+
+def tls_member(port, certs):
+    """A TLS session with the guard at `port`, holding the job's certificate from the
+    directory `certs` (tools/make-certs); raises when the handshake fails or the guard
+    sends nothing after it (a node that accepted us sends its BASP handshake)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # one identity per job: no name is checked
+    ctx.load_cert_chain(f"{certs}/node.pem", f"{certs}/node.key")
+    ctx.load_verify_locations(f"{certs}/ca.pem")
+    raw = socket.create_connection(("127.0.0.1", port))
+    raw.settimeout(10)
+    s = ctx.wrap_socket(raw)
+    if not s.recv(1):
+        raise RuntimeError(f"port {port}: the guard closed a member's TLS session")
+    return s
