@@ -68,7 +68,7 @@ data_plane::log_fn log_to(node_context& cx) { return log_lines(cx.out, cx.opts.l
 // -- the roles --------------------------------------------------------------------------
 
 // A shard of this process as ps_handle answers it: with a data plane unless the cluster
-// runs TLS (tensors then stay inside caf::openssl) or it was turned off. The server
+// runs TLS (tensors then stay inside TLS on BASP) or it was turned off. The server
 // lives in `planes`, which the caller destroys before the shard stops.
 shard_contact serve_shard(node_context& cx, ps_shard_actor shard,
                           std::vector<std::unique_ptr<data_plane::server>>& planes) {

@@ -64,7 +64,7 @@ struct task_address {
   bool loopback() const;
 };
 
-/// Mutual TLS through caf::openssl: all three files or none.
+/// Mutual TLS between the tasks: all three files or none.
 struct tls_files {
   std::string certificate;  ///< this node's certificate chain (PEM)
   std::string key;          ///< its private key (PEM)
@@ -144,7 +144,7 @@ void write_job_secret(const std::string& path);
 cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from_flags = {});
 
 /// Checks that every TLS file exists, is readable and holds PEM (before an actor system
-/// is built: caf::openssl hangs on a bad path). Nothing to check when TLS is off; some
+/// is built, naming the file). Nothing to check when TLS is off; some
 /// but not all of the three is refused. Throws cluster_file_error naming the file.
 void check_tls_files(const tls_files& tls, const std::string& source);
 

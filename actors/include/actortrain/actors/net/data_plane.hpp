@@ -61,7 +61,7 @@
 // leaves the worker on BASP, with a log line.
 //
 // TLS. The data plane is plaintext: a cluster with a tls section keeps every tensor
-// inside caf::openssl and serves no data plane (shard_contact::data_port = 0).
+// inside TLS on BASP and serves no data plane (shard_contact::data_port = 0).
 //
 // Includes only CAF's forward declarations.
 

@@ -44,7 +44,8 @@
 // proves the job's secret (a file of mode 0600, the cluster's "secret" or --secret)
 // before CAF reads a byte of it; with TLS (a tls section or
 // --tls-cert/--tls-key/--tls-ca) every connection authenticates both ends with
-// certificates of the cluster's CA (caf::openssl), and a refused handshake is final.
+// certificates of the cluster's CA (TLS run by the node's guard and its dialer, not by
+// CAF: every BASP header is checked as in plain mode), and a refused handshake is final.
 // This header does not include CAF.
 
 #include <actortrain/actors/cli/flags.hpp>
