@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -15,15 +16,55 @@ constexpr unsigned char client_handshake = 0x01;
 constexpr unsigned char first_client_op = 0x01;  // client_handshake (CAF 0.17 sends it twice)
 constexpr unsigned char last_op = 0x06;          // heartbeat (either side)
 
+// CAF 0.17 writes every message's element types by name ("@<>+@str+@config_value"), and
+// builds each element from its name when it reads one. config_value's deserializer
+// throws out of CAF on an unknown variant index (tools/fuzzers/known/caf_config_value),
+// which would end the node; no message of ActorTrain's carries one. A payload that names
+// the type anywhere (a nested message's names are in the payload too) is refused.
+constexpr std::string_view refused_type = "@config_value";
+
 }  // namespace
+
+bool basp_check::names_refused_type(const char* data, size_t n) {
+  // Across the cut: what the last chunk ended with, then this chunk's start.
+  auto keep = refused_type.size() - 1;
+  if (carry_len_ > 0) {
+    char joint[2 * 16];
+    static_assert(sizeof carry_ >= refused_type.size() - 1 && sizeof joint >= 2 * (refused_type.size() - 1));
+    std::memcpy(joint, carry_, carry_len_);
+    auto more = std::min(n, keep);
+    std::memcpy(joint + carry_len_, data, more);
+    if (std::string_view(joint, carry_len_ + more).find(refused_type) != std::string_view::npos) return true;
+  }
+  if (std::string_view(data, n).find(refused_type) != std::string_view::npos) return true;
+  // The last keep bytes seen of this payload.
+  if (n >= keep) {
+    std::memcpy(carry_, data + n - keep, keep);
+    carry_len_ = keep;
+  } else {
+    auto drop = carry_len_ + n > keep ? carry_len_ + n - keep : 0;
+    std::memmove(carry_, carry_ + drop, carry_len_ - drop);
+    carry_len_ -= drop;
+    std::memcpy(carry_ + carry_len_, data, n);
+    carry_len_ += n;
+  }
+  return false;
+}
 
 bool basp_check::feed(const char* data, size_t n) {
   if (!why_.empty()) return false;
   for (size_t i = 0; i < n;) {
     if (payload_left_ > 0) {
       auto take = std::min<uint64_t>(payload_left_, n - i);
+      if (names_refused_type(data + i, static_cast<size_t>(take))) {
+        why_ = fmt::format("BASP message {} names CAF's config_value type, which no ActorTrain message carries (its "
+                           "deserializer in CAF 0.17.6 throws on bad input and would end the node)",
+                           messages_);
+        return false;
+      }
       payload_left_ -= take;
       i += static_cast<size_t>(take);
+      if (payload_left_ == 0) carry_len_ = 0;
       continue;
     }
     auto take = std::min(header_size - have_, n - i);

@@ -9,7 +9,9 @@
 //  - every later one is an operation a client sends (1 to 6) with a payload of at most
 //    `max_payload`, the largest message this job can legitimately send;
 //  - CAF's own BASP broker would reserve whatever a header announces (up to 4 GiB)
-//    before reading it, and aborts on 0xFFFFFFFF.
+//    before reading it, and aborts on 0xFFFFFFFF;
+//  - no payload may name CAF's config_value type (each message names its element
+//    types): CAF 0.17.6's deserializer throws out of the node on a bad one.
 // A refusal is final: the connection is closed, nothing more is read.
 
 #include <cstddef>
@@ -47,12 +49,15 @@ class basp_check {
 
  private:
   bool check_header();
+  bool names_refused_type(const char* data, size_t n);
 
   limits limits_;
   unsigned char header_[header_size] = {};
   size_t have_ = 0;            // bytes of the current header collected
   uint64_t payload_left_ = 0;  // payload bytes of the current message still to pass
   uint64_t messages_ = 0;      // headers read whole
+  char carry_[16] = {};        // the current payload's last bytes (a name cut across reads)
+  size_t carry_len_ = 0;
   std::string why_;
 };
 
