@@ -1,5 +1,5 @@
 // Fuzzes the BASP guard's stream check (actors/src/net/basp_check.hpp): any bytes, in any
-// cuts, with any limits. Beside the sanitizers it checks the check's own promises: a
+// cuts, with any limits, as a client's or a server's stream. Beside the sanitizers it checks the check's own promises: a
 // refusal is final and says why, and the handshake is never past before a header.
 #include "../../actors/src/net/basp_check.hpp"
 
@@ -12,6 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   actortrain::detail::basp_check::limits l;
   l.max_payload = in.ConsumeIntegralInRange<uint64_t>(0, uint64_t{1} << 33);
   l.max_handshake_payload = in.ConsumeIntegralInRange<uint64_t>(0, 1 << 20);
+  l.server_stream = in.ConsumeBool();  // a client's stream, or a dialed server's
   actortrain::detail::basp_check check{l};
   bool refused = false;
   while (in.remaining_bytes() > 0) {
