@@ -530,7 +530,7 @@ BOOST_FIXTURE_TEST_CASE(running_out_of_descriptors_does_not_end_the_accept_loop,
   {
     std::lock_guard<std::mutex> g{mtx};
     bool shed = false;
-    for (auto& x : lines) shed = shed || x.find("closed") != std::string::npos && x.find("Too many open files") != std::string::npos;
+    for (auto& x : lines) shed = shed || (x.find("closed") != std::string::npos && x.find("Too many open files") != std::string::npos);
     for (auto& x : lines) BOOST_TEST_MESSAGE(x);
     BOOST_CHECK_MESSAGE(shed, "no connection was shed for EMFILE");
   }
