@@ -84,7 +84,10 @@ run_figures processes(int epochs, uint64_t seed, bool data_plane) {
   auto dir = fmt::format("/tmp/actortrain-bench-cluster-{}", ::getpid());
   std::remove(metrics.c_str());
   std::vector<std::string> cmd{"actortrain", "launch", "--example", "fashion_mnist", "--ps", "2", "--workers", "2",
-                               "--dir", dir, "--timeout", "1800"};
+                               "--dir", dir, "--timeout", "1800",
+                               // Tasks may start slowly on a loaded machine (or a sanitizer
+                               // build): the bench measures training, not start-up.
+                               "--connect-ms", "60000"};
   if (!data_plane) cmd.push_back("--no-data-plane");
   cmd.push_back("--");
   for (auto& a : example_args(epochs, metrics, seed)) cmd.push_back(a);

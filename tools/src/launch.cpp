@@ -232,7 +232,7 @@ int launch_command(int argc, char** argv, int first) {
   int ps = 1, workers = 2, max_restarts = 3;
   bool restart_failed = false, evaluator = false, no_data_plane = false, checkpoint_shared = false;
   std::string example, consistency, dir, checkpoint_dir, tls_cert, tls_key, tls_ca;
-  int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0;
+  int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0, connect_ms = 0;
   flags f{"actortrain launch",
           "Starts a whole cluster of processes on 127.0.0.1 running example --example: a chief\n"
           "(coordinator and input pipelines), --ps ps tasks and --workers worker tasks, each an\n"
@@ -259,6 +259,8 @@ int launch_command(int argc, char** argv, int first) {
     .add("heartbeat-ms", heartbeat_ms, "heartbeat interval between tasks (0: the cluster file's default, 500)",
          range<int64_t>{0, 3600000})
     .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)", range<int64_t>{0, 3600000})
+    .add("connect-ms", connect_ms, "how long a task waits for its peers at the start (the chief for the workers to "
+         "register; raise it when tasks load large data first) (0: the default, 10000)", range<int64_t>{0, 3600000})
     .add("restart-failed", restart_failed, "restart a worker or ps task that crashes (a worker rejoins under a new "
          "generation; a ps task is restored from the last checkpoint)")
     .add("tls-cert", tls_cert, "mutual TLS between the tasks: a certificate of the cluster's CA "
@@ -326,6 +328,7 @@ int launch_command(int argc, char** argv, int first) {
     std::vector<std::string> timeouts;
     if (heartbeat_ms > 0) timeouts.push_back(fmt::format("\"heartbeat_ms\": {}", heartbeat_ms));
     if (connection_ms > 0) timeouts.push_back(fmt::format("\"connection_ms\": {}", connection_ms));
+    if (connect_ms > 0) timeouts.push_back(fmt::format("\"connect_ms\": {}", connect_ms));
     if (!timeouts.empty()) out << ", \"timeouts\": {" << fmt::format("{}", fmt::join(timeouts, ", ")) << "}";
     if (!checkpoint_dir.empty())
       out << ", \"checkpoint\": {\"dir\": \"" << checkpoint_dir << "\", \"every_steps\": " << checkpoint_every
