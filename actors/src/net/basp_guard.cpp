@@ -344,10 +344,13 @@ struct basp_guard::impl {
   }
 
   void service(conn& c, uint32_t events) {
-    if (events & (EPOLLERR | EPOLLHUP)) {
+    if ((events & EPOLLERR) || ((events & EPOLLHUP) && !c.proven)) {
       close(c.id);  // either side gone: the connection ends
       return;
     }
+    // One side hung up: what it wrote last still goes on, as far as the other side takes
+    // it in one turn (a node's last messages before it closes), then the connection ends.
+    bool hung_up = (events & EPOLLHUP) != 0;
     if (!c.proven) {
       prove(c);
       return;
@@ -359,7 +362,7 @@ struct basp_guard::impl {
     auto from_node = [node](char* d, size_t n, std::string&) { return plain_read(node, d, n); };
     auto to_node = [node](const char* d, size_t n, std::string&) { return plain_write(node, d, n); };
     bool ok = pump(from_peer, to_node, c.up, &c.check, why) && pump(from_node, to_peer, c.down, nullptr, why);
-    if (!ok) {
+    if (!ok || hung_up) {
       if (!why.empty()) {
         bump(&counts::refused_header);
         say(fmt::format("BASP guard: closed the connection {} {}: {}", c.outbound ? "to" : "from", c.who, why));
