@@ -3,7 +3,7 @@
 # within a bounded time; no process of the cluster is left behind.
 . "$(dirname "$0")/lib.sh"
 # Not under `timeout`: the signal must reach launch itself (the trap cleans up).
-"$AT" launch --example linear --ps 2 --workers 2 --dir "$WORK/run" --timeout 150 \
+"$AT" launch --example linear --ps 2 --workers 2 --dir "$WORK/run" --timeout $((150 * SCALE)) \
   -- --epochs 50 --examples 40000 --metrics "$WORK/m.jsonl" --verbose 2 >"$WORK/out" 2>&1 &
 L=$!
 wait_steps "$WORK/m.jsonl" 300 60

@@ -12,7 +12,7 @@ export EXAMPLE_ARGS="--epochs 2 --examples 40000"
 M="$WORK/m.jsonl"
 for when in start first_step; do
   rm -rf "$WORK/run" "$WORK/ck" "$M"
-  timeout 170 "$AT" launch --example linear --ps 2 --workers 3 --restart-failed --dir "$WORK/run" --timeout 150 \
+  timeout 170 "$AT" launch --example linear --ps 2 --workers 3 --restart-failed --dir "$WORK/run" --timeout $((150 * SCALE)) \
     --checkpoint-dir "$WORK/ck" --checkpoint-every 300 -- $EXAMPLE_ARGS --metrics "$M" --verbose 2 >"$WORK/out" 2>&1 &
   L=$!
   if [ $when = start ]; then

@@ -5,7 +5,7 @@
 # reached it that way); with --no-data-plane the
 # same job runs with tensors over BASP.
 . "$(dirname "$0")/lib.sh"
-timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --dir "$WORK/run" --timeout 100 -- --epochs 3 >"$WORK/out" 2>&1
+timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --dir "$WORK/run" --timeout $((100 * SCALE)) -- --epochs 3 >"$WORK/out" 2>&1
 rc=$?
 cat "$WORK/out"
 [ $rc -eq 0 ] || fail "launch exited with $rc"
@@ -26,7 +26,7 @@ for p in 0 1; do
   served=$(sed -n "s/^\[ps:$p\] data plane: \([0-9]*\) request(s) served$/\1/p" "$WORK/out")
   [ -n "$served" ] && [ "$served" -ge 300 ] || fail "ps:$p served ${served:-no} data-plane request(s), not >= 300"
 done
-timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --no-data-plane --timeout 100 -- --epochs 3 >"$WORK/basp" 2>&1
+timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --no-data-plane --timeout $((100 * SCALE)) -- --epochs 3 >"$WORK/basp" 2>&1
 [ $? -eq 0 ] || fail "--no-data-plane: $(tail -5 "$WORK/basp")"
 grep -qF "[chief:0] chief:0 done: 300 steps" "$WORK/basp" || fail "--no-data-plane: not 300 steps"
 ! grep -q "data plane" "$WORK/basp" || fail "--no-data-plane still used the data plane"

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 export EXAMPLE_ARGS="--epochs 1 --examples 4000"
 run() {  # $1: the run's name, its directory $WORK/$1; $2: the defect planted ("" none)
-  ACTORTRAIN_PLANT_DEFECT=$2 timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --dir "$WORK/$1" --timeout 100 \
+  ACTORTRAIN_PLANT_DEFECT=$2 timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --dir "$WORK/$1" --timeout $((100 * SCALE)) \
     -- $EXAMPLE_ARGS >"$WORK/out" 2>&1 || { cat "$WORK/out"; fail "launch ($1) failed"; }
   grep -qF "[chief:0] chief:0 done: 200 steps" "$WORK/out" || { cat "$WORK/out"; fail "the chief ($1) did not say 200 steps"; }
 }

@@ -131,7 +131,7 @@ final_digests() {
 # --restart-failed, 4000 steps), its output in $WORK/out and metrics in $WORK/m.jsonl;
 # extra launch flags in "$@". Sets L to its pid.
 launch_linear() {
-  timeout 170 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout 150 "$@" \
+  timeout 170 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout $((150 * SCALE)) "$@" \
     -- ${EXAMPLE_ARGS:---epochs 2 --examples 40000} --metrics "$WORK/m.jsonl" --verbose 2 >"$WORK/out" 2>&1 &
   L=$!
 }
