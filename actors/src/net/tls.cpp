@@ -229,33 +229,24 @@ connection dial(const std::string& host, uint16_t port, const context& ctx, std:
   int flags = ::fcntl(c.fd.get(), F_GETFL);
   ::fcntl(c.fd.get(), F_SETFL, flags | O_NONBLOCK);
   c.tls = std::make_unique<session>(ctx, c.fd.get(), /*server=*/false);
-  auto refuse = [&](const std::string& why) {
-    return refused(fmt::format("the TLS handshake failed: {} (a certificate of another CA, or a peer without TLS)",
-                               why));
+  // Runs `step` until it is done, waiting on the socket for what it asks, within `until`.
+  auto drive = [&](auto step, const char* closed_when, const char* late) {
+    for (;;) {
+      auto s = step();
+      if (s == status::ok) return;
+      if (s == status::failed)
+        throw refused(fmt::format("the TLS handshake failed: {} (a certificate of another CA, or a peer without TLS)",
+                                  c.tls->why()));
+      if (s == status::closed) throw net::socket_error(where, fmt::format("closed {}", closed_when), 0);
+      if (!wait_for(c.fd.get(), s, until))
+        throw net::socket_error(where, fmt::format("{} within {} ms", late, bound.count()), ETIMEDOUT);
+    }
   };
-  auto cut = [&](const char* when) {
-    return net::socket_error(where, fmt::format("closed {}", when), 0);
-  };
-  for (;;) {
-    auto s = c.tls->handshake();
-    if (s == status::ok) break;
-    if (s == status::failed) throw refuse(c.tls->why());
-    if (s == status::closed) throw cut("during the TLS handshake");
-    if (!wait_for(c.fd.get(), s, until))
-      throw net::socket_error(where, fmt::format("no TLS handshake within {} ms", bound.count()), ETIMEDOUT);
-  }
+  drive([&] { return c.tls->handshake(); }, "during the TLS handshake", "no TLS handshake");
   // With TLS 1.3 the server checks our certificate after our side of the handshake
   // ended: its refusal (an alert) or its first bytes (BASP's server handshake) come next.
   // Wait for either, so that a refusal is final here and not a connection cut later.
-  for (;;) {
-    auto s = c.tls->peek();
-    if (s == status::ok) break;
-    if (s == status::failed) throw refuse(c.tls->why());
-    if (s == status::closed) throw cut("right after the TLS handshake");
-    if (!wait_for(c.fd.get(), s, until))
-      throw net::socket_error(where, fmt::format("nothing after the TLS handshake within {} ms", bound.count()),
-                              ETIMEDOUT);
-  }
+  drive([&] { return c.tls->peek(); }, "right after the TLS handshake", "nothing after the TLS handshake");
   return c;
 }
 
