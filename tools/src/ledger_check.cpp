@@ -150,7 +150,7 @@ cluster_spec shape_of(const job& j, const std::string& cluster_file, int workers
     if (consistency) spec.consistency = *consistency;
     return spec;
   } else if (const char* tf = std::getenv("TF_CONFIG"); tf && *tf) {
-    def = parse_cluster_def(tf, "TF_CONFIG");
+    def = parse_cluster_def(tf, "TF_CONFIG", {}, cluster_dialect::tf_config);
   } else {
     throw usage_error("which cluster? --cluster FILE (launch writes DIR/cluster.json), TF_CONFIG, or --workers N");
   }

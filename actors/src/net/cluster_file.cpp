@@ -2,6 +2,7 @@
 #include <actortrain/actors/net/cluster_file.hpp>
 #include <actortrain/actors/net/sockets.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -73,6 +74,22 @@ std::string describe(const json& v) {
   }
 }
 
+// Levenshtein distance, for telling a typo of one of our keys from another tool's key.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
 // Reads typed values out of parsed JSON; every failure names the source and the field,
 // so a user with several cluster files (or TF_CONFIG) knows which one to fix and where.
 class reader {
@@ -99,6 +116,24 @@ class reader {
       bool ok = false;
       for (auto k : known) ok = ok || item.key() == k;
       if (!ok) fail(member(field, item.key()), fmt::format("unknown {} '{}' ({})", noun, item.key(), join(known)));
+    }
+  }
+
+  // As only_keys for a cluster file; for TF_CONFIG, keys outside `known` are other
+  // tools' (Kubeflow's "environment", Vertex's "job") and go to `notes`, unless they are
+  // a near miss of one of ours, which is a typo.
+  void known_keys(const json& object, const std::string& field, std::initializer_list<const char*> known,
+                  cluster_dialect dialect, std::vector<std::string>& notes) const {
+    if (dialect == cluster_dialect::file) return only_keys(object, field, known);
+    for (const auto& item : object.items()) {
+      bool ok = false;
+      for (auto k : known) ok = ok || item.key() == k;
+      if (ok) continue;
+      for (auto k : known)  // two edits apart for our longer keys, one for "tls" and "task"
+        if (edit_distance(item.key(), k) <= (std::strlen(k) >= 5 ? 2u : 1u))
+          fail(member(field, item.key()), fmt::format("unknown key '{}': did you mean '{}'? ({})", item.key(), k,
+                                                      join(known)));
+      notes.push_back(fmt::format("{}: {}: ignored (not used by ActorTrain)", source_, member(field, item.key())));
     }
   }
 
@@ -236,12 +271,16 @@ std::vector<task_address>& tasks_of(cluster_def& def, task_type type) {
 void read_cluster(const reader& r, const json& section, cluster_def& def) {
   const std::string field = "cluster";
   r.expect(section, section.is_object(), field, "an object");
-  r.only_keys(section, field, {"chief", "worker", "ps", "evaluator"}, "task type");
+  r.only_keys(section, field, {"chief", "master", "worker", "ps", "evaluator"}, "task type");
+  if (section.contains("master") && section.contains("chief"))
+    r.fail(member(field, "master"), "'master' is TensorFlow 1's name for the chief: give one of master and chief");
   std::map<std::string, std::string> holder;  // address text -> the field that lists it
   for (auto type : every_task_type) {
-    auto list = section.find(to_string(type));
+    std::string key = to_string(type);
+    if (type == task_type::chief && section.contains("master")) key = "master";
+    auto list = section.find(key);
     if (list == section.end()) continue;
-    const auto list_field = member(field, to_string(type));
+    const auto list_field = member(field, key);
     r.expect(*list, list->is_array(), list_field, "an array of \"host:port\" strings");
     for (size_t i = 0; i < list->size(); ++i) {
       const auto item_field = element(list_field, i);
@@ -256,26 +295,34 @@ void read_cluster(const reader& r, const json& section, cluster_def& def) {
     }
   }
   if (def.worker.empty()) r.fail(member(field, "worker"), "a cluster needs at least one worker");
-  if (def.chief.size() > 1) r.fail(member(field, "chief"), fmt::format("at most one chief, got {}", def.chief.size()));
+  if (def.chief.size() > 1)
+    r.fail(member(field, section.contains("master") ? "master" : "chief"),
+           fmt::format("at most one chief, got {}", def.chief.size()));
   if (def.evaluator.size() > 1)
     r.fail(member(field, "evaluator"), fmt::format("at most one evaluator, got {}", def.evaluator.size()));
 }
 
 // Needs the cluster already read: the index is checked against its task list.
-task_id read_task(const reader& r, const json& section, const cluster_def& def) {
+task_id read_task(const reader& r, const json& section, cluster_def& def, cluster_dialect dialect) {
   const std::string field = "task";
   r.expect(section, section.is_object(), field, "an object");
-  r.only_keys(section, field, {"type", "index"});
+  r.known_keys(section, field, {"type", "index"}, dialect, def.notes);
   auto type_it = section.find("type");
   if (type_it == section.end()) r.fail(member(field, "type"), fmt::format("missing ({})", task_type_choices));
   auto name = r.string(*type_it, member(field, "type"));
-  auto type = task_type_named(name);
+  auto type = name == "master" ? std::optional<task_type>{task_type::chief} : task_type_named(name);
   if (!type) r.fail(member(field, "type"), fmt::format("unknown task type '{}' ({})", name, task_type_choices));
   // No default index: two processes that both left it out would both claim task 0.
   auto index_it = section.find("index");
   if (index_it == section.end()) r.fail(member(field, "index"), "missing (the task's index among its type, as in 0)");
   auto index = r.integer(*index_it, member(field, "index"));
   const auto count = def.tasks(*type).size();
+  // Kubeflow and TensorFlow's Estimator keep the evaluator out of the cluster map.
+  if (*type == task_type::evaluator && count == 0 && index == 0) {
+    def.notes.push_back(fmt::format("task evaluator:0 is not in the cluster map: it listens nowhere and dials the {}",
+                                    to_string(def.coordinator_task())));
+    return task_id{task_type::evaluator, 0};
+  }
   if (index < 0 || static_cast<uint64_t>(index) >= count)
     r.fail(member(field, "index"), fmt::format("{} is out of range: the cluster has {} {} task(s)", index, count, name));
   return task_id{*type, static_cast<int>(index)};
@@ -474,6 +521,10 @@ const std::vector<task_address>& cluster_def::tasks(task_type type) const {
   return worker;
 }
 
+bool cluster_def::listed(const task_id& t) const {
+  return t.index >= 0 && static_cast<size_t>(t.index) < tasks(t.type).size();
+}
+
 const task_address& cluster_def::address(const task_id& t) const {
   const auto& list = tasks(t.type);
   if (t.index < 0 || static_cast<size_t>(t.index) >= list.size())
@@ -482,18 +533,20 @@ const task_address& cluster_def::address(const task_id& t) const {
   return list[static_cast<size_t>(t.index)];
 }
 
-cluster_def parse_cluster_def(const std::string& text, const std::string& source, const tls_files& tls_from_flags) {
+cluster_def parse_cluster_def(const std::string& text, const std::string& source, const tls_files& tls_from_flags,
+                              cluster_dialect dialect) {
   const reader r{source};
   const json doc = parse_json(r, text);
   r.expect(doc, doc.is_object(), "top level", "a JSON object");
-  r.only_keys(doc, "", {"cluster", "task", "tls", "secret", "checkpoint", "timeouts", "consistency"});
-
   cluster_def def;
+  r.known_keys(doc, "", {"cluster", "task", "tls", "secret", "checkpoint", "timeouts", "consistency"}, dialect,
+               def.notes);
+
   auto cluster = doc.find("cluster");
   if (cluster == doc.end())
     r.fail("cluster", "missing: a cluster definition needs a \"cluster\" section with at least one worker");
   read_cluster(r, *cluster, def);
-  if (auto it = doc.find("task"); it != doc.end()) def.task = read_task(r, *it, def);
+  if (auto it = doc.find("task"); it != doc.end()) def.task = read_task(r, *it, def, dialect);
   if (auto it = doc.find("tls"); it != doc.end()) def.tls = read_tls(r, *it);
   if (auto it = doc.find("secret"); it != doc.end()) {
     def.secret_file = r.string(*it, "secret");
@@ -512,11 +565,28 @@ cluster_def parse_cluster_def(const std::string& text, const std::string& source
   return def;
 }
 
-cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from_flags) {
+cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from_flags, const std::string& resolved,
+                              const std::string& resolved_source) {
   std::string text;
   if (int err = read_whole_file(path, text); err != 0)
     throw cluster_file_error(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
-  auto def = parse_cluster_def(text, path, tls_from_flags);
+  std::string source = path;
+  if (!resolved.empty()) {
+    // The settings file and the resolved cluster, as one definition.
+    const reader r{path};
+    json doc = parse_json(r, text);
+    r.expect(doc, doc.is_object(), "top level", "a JSON object");
+    for (auto key : {"cluster", "task"})
+      if (doc.contains(key))
+        r.fail(key, fmt::format("the cluster and the task come from {}: beside it, a cluster file holds only the "
+                                "settings (tls, secret, checkpoint, timeouts, consistency)",
+                                resolved_source));
+    const json found = json::parse(resolved);
+    for (auto& [key, value] : found.items()) doc[key] = value;
+    text = doc.dump();
+    source = fmt::format("{} with {}", resolved_source, path);
+  }
+  auto def = parse_cluster_def(text, source, tls_from_flags);
   // A relative secret path is the cluster file's neighbour, wherever the task starts.
   if (!def.secret_file.empty() && def.secret_file[0] != '/') {
     auto slash = path.rfind('/');

@@ -327,4 +327,10 @@ bool is_ipv6_literal(const std::string& host) {
   return ::inet_pton(AF_INET6, host.c_str(), &a) == 1;
 }
 
+std::string listen_host(const std::string& host) {
+  in_addr a{};
+  if (is_loopback_host(host) || ::inet_pton(AF_INET, host.c_str(), &a) == 1) return host;
+  return "0.0.0.0";
+}
+
 }  // namespace actortrain::net

@@ -18,7 +18,10 @@
 //   }
 //
 // "cluster" is required and needs at least one worker; chief and evaluator hold at most
-// one address each. Without chief and ps (a worker-only cluster, as in TensorFlow's
+// one address each ("master", TensorFlow 1's name for the chief, is read as "chief").
+// An evaluator may also run outside the cluster map, as Kubeflow runs it: task
+// evaluator:0 of a cluster without an "evaluator" list listens nowhere and dials the
+// chief. Without chief and ps (a worker-only cluster, as in TensorFlow's
 // MultiWorkerMirroredStrategy tutorial) worker 0 hosts the coordinator and the ps
 // shards, and the consistency defaults to "sync". "task" may also come from the command
 // line (--task TYPE:INDEX). Every error names the source and the field
@@ -72,6 +75,14 @@ struct tls_files {
   bool enabled() const { return !certificate.empty(); }
 };
 
+/// How strictly a source is read. A cluster file refuses unknown keys: a misspelt key
+/// would silently get its default. TF_CONFIG as Kubeflow's training operator and
+/// Google's services write it carries keys meant for others ("environment",
+/// "rpc_layer", a top-level "job", "task.trial", "task.cloud"): they are accepted and
+/// noted in cluster_def::notes, unless the key is one letter or two away from one of
+/// ours ("consistancy"), which is refused naming the key meant.
+enum class cluster_dialect : uint8_t { file, tf_config };
+
 /// A bad cluster file, TF_CONFIG or --task value; what() names the source and the field.
 class cluster_file_error : public std::invalid_argument {
  public:
@@ -108,6 +119,10 @@ struct cluster_def {
   /// Unset = the default: sync for a worker-only cluster, else async.
   std::optional<consistency_mode> consistency;
 
+  /// What the source held that ActorTrain does not use (keys of other tools in
+  /// TF_CONFIG), for a --verbose start-up.
+  std::vector<std::string> notes;
+
   /// No chief and no ps: worker 0 hosts the coordinator and the ps shards.
   bool worker_only() const { return chief.empty() && ps.empty(); }
   /// consistency, or its default.
@@ -118,6 +133,8 @@ struct cluster_def {
   const std::vector<task_address>& tasks(task_type type) const;
   /// Where `t` listens. Throws cluster_file_error when there is no such task.
   const task_address& address(const task_id& t) const;
+  /// Whether `t` is in the cluster map (an evaluator outside it listens nowhere).
+  bool listed(const task_id& t) const;
 };
 
 /// Parses and validates a cluster definition from JSON `text`; `source` names it in
@@ -132,8 +149,9 @@ struct cluster_def {
 /// `tls_from_flags` holds --tls-cert/--tls-key/--tls-ca: when set (all three; some of
 /// them is refused) it replaces the source's tls section and, like it, allows addresses
 /// off loopback. TF_CONFIG has no tls section, so flags are its only way to TLS.
+/// `dialect` says how unknown keys are met (above).
 cluster_def parse_cluster_def(const std::string& text, const std::string& source,
-                              const tls_files& tls_from_flags = {});
+                              const tls_files& tls_from_flags = {}, cluster_dialect dialect = cluster_dialect::file);
 
 /// Writes a new job secret (32 random bytes) to `path`, created with mode 0600, for a
 /// cluster file's "secret". Refused when the file exists (a job's secret is never
@@ -141,7 +159,13 @@ cluster_def parse_cluster_def(const std::string& text, const std::string& source
 void write_job_secret(const std::string& path);
 
 /// Reads and parses the cluster file at `path` (errors name the path).
-cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from_flags = {});
+///
+/// With `resolved` (a JSON object with "cluster" and "task", from a resolver such as
+/// Slurm's, resolvers.hpp), the file holds only the settings beside that cluster (tls,
+/// secret, checkpoint, timeouts, consistency): a "cluster" or "task" of its own is
+/// refused, and errors name `resolved_source` and the file.
+cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from_flags = {},
+                              const std::string& resolved = "", const std::string& resolved_source = "");
 
 /// Checks that every TLS file exists, is readable and holds PEM (before an actor system
 /// is built, naming the file). Nothing to check when TLS is off; some

@@ -131,4 +131,10 @@ bool is_loopback_host(const std::string& host);
 /// True for an IPv6 address literal ("::1", "fe80::1"; without brackets).
 bool is_ipv6_literal(const std::string& host);
 
+/// Where a task whose address names `host` listens: the address itself when it is an
+/// IPv4 literal or loopback; every interface (0.0.0.0) for any other name, which may
+/// not resolve yet when the task starts (a Kubernetes pod's service name gets its
+/// record once the pod runs) or may resolve to an address of a NAT in front of it.
+std::string listen_host(const std::string& host);
+
 }  // namespace actortrain::net
