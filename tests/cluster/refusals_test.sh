@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What a cluster of processes refuses, each with a message naming what is wrong: a task
 # of another job (fingerprint), an unreachable coordinator (bounded retries, then the
-# address), a bad cluster file (the field), bad flags (exit status 2).
+# address), a bad cluster file (the field), bad flags (exit status 2). Exit statuses
+# follow Kubeflow's ExitCode policy: another job's task is final (1); a peer that never
+# came is worth a restart (138).
 . "$(dirname "$0")/lib.sh"
 read -r P0 P1 <<<"$(free_ports 2 | tr '\n' ' ')"
 cat >"$WORK/c.json" <<JSON
@@ -20,7 +22,7 @@ cat "$WORK/a" "$WORK/b"
 grep -q "belongs to another job" "$WORK/b" || fail "no fingerprint message"
 grep -q "model '" "$WORK/b" || fail "the message does not say the model differs"
 grep -q "job 'linear(features=5" "$WORK/b" || fail "the message does not name the job"
-[ $ra -eq 1 ] || fail "worker 0 exited with $ra, not 1 (its peer never registered)"
+[ $ra -eq 138 ] || fail "worker 0 exited with $ra, not 138 (its peer never registered: retry)"
 grep -q "0 of 1 worker task(s) registered" "$WORK/a" || fail "worker 0 does not say who is missing"
 
 # 2. Nobody listens at the coordinator's address: bounded retries, then its address.
@@ -29,7 +31,7 @@ timeout 60 "$AT" node --example linear --cluster "$WORK/c.json" --task worker:1 
 ru=$?
 took=$(( $(date +%s) - start ))
 cat "$WORK/u"
-[ $ru -eq 1 ] || fail "unreachable: exit status $ru, not 1"
+[ $ru -eq 138 ] || fail "unreachable: exit status $ru, not 138 (retry)"
 grep -q "cannot reach 127.0.0.1:$P0 within 4000 ms" "$WORK/u" || fail "unreachable: the address is not named"
 [ $took -le 20 ] || fail "unreachable: took $took s"
 
@@ -47,7 +49,7 @@ grep -q "is not a loopback address" "$WORK/g" || fail "off-loopback: $(cat "$WOR
 grep -q "unknown flag '--no-such-flag'" "$WORK/h" || fail "unknown flag: $(cat "$WORK/h")"
 TF_CONFIG= "$AT" node --example linear >"$WORK/i" 2>&1
 [ $? -eq 2 ] || fail "no cluster: status not 2"
-grep -q "give --cluster FILE or set TF_CONFIG" "$WORK/i" || fail "no cluster: $(cat "$WORK/i")"
+grep -q "no cluster: give --cluster FILE, set TF_CONFIG, or start the tasks with srun or mpirun" "$WORK/i" || fail "no cluster: $(cat "$WORK/i")"
 "$AT" launch --example nope >"$WORK/j" 2>&1
 [ $? -eq 2 ] || fail "unknown example: status not 2"
 grep -q "unknown job 'nope'" "$WORK/j" || fail "unknown example: $(cat "$WORK/j")"

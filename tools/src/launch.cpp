@@ -70,10 +70,14 @@ int node_command(int argc, char** argv, int first) {
     .footer("Plays one task of a cluster of processes running a registered job (every task runs the same\n"
             "command with its own --task); `actortrain node --example NAME -- --help` lists the job's flags.\n"
             "CAF's own options go through as --caf.NAME=VALUE (e.g. --caf.scheduler.max-threads=2).\n"
-            "The cluster comes from --cluster FILE or TF_CONFIG, e.g.\n"
+            "The cluster comes from --cluster FILE, TF_CONFIG, a Slurm step (srun) or an MPI launch\n"
+            "(mpirun; --rendezvous DIR), whichever is found first (--resolver picks one), e.g. TF_CONFIG\n"
             "  {\"cluster\": {\"worker\": [\"localhost:12345\", \"localhost:23456\"]},\n"
             "   \"task\": {\"type\": \"worker\", \"index\": 0}}\n"
-            "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.\n\n"
+            "or, in each task of `srun -n 5` or `mpirun -np 5`: --jobs chief=1,ps=2,worker=2.\n"
+            "Exit status (Kubeflow's ExitCode policy): 0 the job succeeded, 1 it failed for good, 2 bad\n"
+            "flags, cluster definition or environment, 138 restart this task (a peer it needs was\n"
+            "unreachable or lost; the job goes on from its last checkpoint).\n\n"
             "jobs:\n" + example_list());
   if (!f.parse(mine)) return 0;
   if (!f.positional().empty())

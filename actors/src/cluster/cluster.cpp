@@ -298,7 +298,7 @@ fit_result cluster::join(const run_handle& h) {
     while (d.result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) d.drain(std::chrono::milliseconds(50));
     d.complete();
   }
-  if (!d.failure.empty()) throw std::runtime_error(d.failure);
+  if (!d.failure.empty()) throw run_failed(d.failure, d.failure_retryable);
   if (!d.finished) throw std::logic_error("cluster::join: unknown run");
   return *d.finished;
 }

@@ -105,6 +105,7 @@ struct cluster::impl {
   bool ran_once = false;
   std::vector<std::future<uint64_t>> joins;  // their admissions
   std::string failure;
+  bool failure_retryable = false;  // see run_failed
 
   // The epoch gate (run_spec::epoch_gate): on while a run has callbacks that wait for
   // epoch ends. `at_gate` is open while their on_epoch_end (and the next on_epoch_begin)

@@ -214,6 +214,7 @@ void cluster::impl::complete() {
   each_callback([&](callback& cb) { cb.on_train_end(*owner, !r); });
   if (!r) {
     failure = describe(r.error());
+    failure_retryable = !is_application_error(r.error());
     return;
   }
   fit_result out;
@@ -221,6 +222,7 @@ void cluster::impl::complete() {
     for (auto v : r->values[i]) out.history.add(r->keys[i], v);
   if (!callback_error.empty()) {
     failure = "a callback failed: " + callback_error;
+    failure_retryable = false;
     callback_error.clear();
     return;
   }

@@ -188,6 +188,13 @@ std::string unreachable(const task_address& addr, std::chrono::milliseconds budg
   return fmt::format("cannot reach {} within {} ms: {}", addr.text(), budget.count(), describe(e));
 }
 
+// A failed dial: a refusal stays one (final: another CA, another job), anything else is
+// a timeout (worth a restart).
+static caf::error failed_dial(const task_address& addr, std::chrono::milliseconds budget, const caf::error& e) {
+  auto code = code_of(e) == error_code::invalid_request ? error_code::invalid_request : error_code::timeout;
+  return make_error(code, unreachable(addr, budget, e));
+}
+
 // Runs `start(self, done)` in a one-shot actor and waits on the calling thread for the
 // one result `done` receives.
 template <class T, class Start>
@@ -206,7 +213,7 @@ caf::expected<T> wait_for(caf::actor_system& sys, Start start) {
 caf::expected<caf::actor> dial(caf::actor_system& sys, const task_address& addr, std::chrono::milliseconds budget) {
   auto deadline = std::chrono::steady_clock::now() + budget;
   auto r = wait_for<caf::actor>(sys, [=](caf::event_based_actor* self, auto done) { dial_from(self, addr, deadline, done); });
-  if (!r) return make_error(error_code::timeout, unreachable(addr, budget, r.error()));
+  if (!r) return failed_dial(addr, budget, r.error());
   return r;
 }
 
@@ -224,7 +231,7 @@ void fetch_shard_from(caf::event_based_actor* self, task_address addr, uint32_t 
   dial_from(self, addr, deadline, [self, addr, index, budget, deadline, timeout, done, settled, finish](
                                     caf::expected<caf::actor> node) {
     if (!node) {
-      finish(make_error(error_code::timeout, unreachable(addr, budget, node.error())));
+      finish(failed_dial(addr, budget, node.error()));
       return;
     }
     auto n = *node;

@@ -225,8 +225,11 @@ node_actor::behavior_type node_behavior(node_ptr self, node_init init) {
           });
       return rp;
     },
-    [self](stop_atom) -> caf::result<caf::ok_atom> {
-      self->state.box->update([](node_box& b) { b.stopped = true; });
+    [self](stop_atom, job_outcome& out) -> caf::result<caf::ok_atom> {
+      self->state.box->update([&](node_box& b) {
+        b.stopped = true;
+        b.outcome = std::move(out);
+      });
       return caf::ok_atom::value;
     },
     // The coordinator's task at the end: tell every worker task the outcome and stop
@@ -240,14 +243,14 @@ node_actor::behavior_type node_behavior(node_ptr self, node_init init) {
       // The workers first (each pulls the final parameters before it answers), then the
       // ps tasks (each writes its ledger as it stops).
       auto ps_nodes = st.ps_nodes;
-      auto stop_ps = [self, rp, ps_nodes]() mutable {
+      auto stop_ps = [self, rp, ps_nodes, out]() mutable {
         auto left = std::make_shared<size_t>(ps_nodes.size());
         if (*left == 0) {
           rp.deliver(caf::ok_atom::value);
           return;
         }
         for (auto& node : ps_nodes)
-          self->request(node, farewell_timeout, stop_atom::value)
+          self->request(node, farewell_timeout, stop_atom::value, out)
             .then([rp, left](caf::ok_atom) mutable { if (--*left == 0) rp.deliver(caf::ok_atom::value); },
                   [rp, left](caf::error&) mutable { if (--*left == 0) rp.deliver(caf::ok_atom::value); });
       };

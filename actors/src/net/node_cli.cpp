@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include <actortrain/actors/cli/flags.hpp>
+#include <actortrain/actors/net/resolvers.hpp>
 
 #include "../core/ask.hpp"
 #include "dial.hpp"
@@ -18,9 +19,24 @@ using detail::task_at;
 
 cli::flags node_flags_parser(const std::string& program, node_flags& f) {
   cli::flags p{program, "Plays one task of a cluster of processes (every task runs this same program)."};
-  p.add("cluster", f.cluster_file,
-        "the cluster (JSON, see actortrain/actors/net/cluster_file.hpp); without it the TF_CONFIG "
-        "environment variable")
+  p.add_choice("resolver", f.resolver,
+               "where the cluster comes from: auto (the first of --cluster, TF_CONFIG, a Slurm step, an MPI "
+               "launch), file, tf_config, slurm, mpi",
+               {"auto", "file", "tf_config", "slurm", "mpi"})
+    .add("cluster", f.cluster_file,
+         "the cluster (JSON, see actortrain/actors/net/cluster_file.hpp); with --resolver slurm or mpi, the "
+         "settings beside it (a cluster file without \"cluster\")")
+    .add("jobs", f.jobs,
+         "(slurm, mpi) the roles as counts, e.g. chief=1,ps=2,worker=2; ranks take them in name order (chief, "
+         "evaluator, ps, worker); default: every rank a worker")
+    .add("port-base", f.port_base, "(slurm, mpi) the k-th task of a host listens at this port + k",
+         cli::range<int>{1, 65535})
+    .add("rendezvous", f.rendezvous,
+         "(mpi) a directory every rank sees (shared across hosts): each rank publishes its address there")
+    .add("advertise", f.advertise,
+         "(mpi) the host the other ranks reach this one at (default: this host's first address off loopback; "
+         "127.0.0.1 for all when every rank runs on one host)")
+    .add("verbose", f.verbose, "print what the cluster's source held that ActorTrain does not use")
     .add("task", f.task, "TYPE:INDEX, the task this process plays (chief, worker, ps), overriding the definition's task")
     .add("threads", f.threads, "scheduler threads of this process", cli::range<int>{1, 256})
     .add("resume", f.resume,
@@ -45,7 +61,9 @@ cli::flags node_flags_parser(const std::string& program, node_flags& f) {
       "  {\"cluster\": {\"chief\": [\"host0:2222\"], \"worker\": [\"host1:2222\"], \"ps\": [\"host2:2222\"]},\n"
       "   \"task\": {\"type\": \"worker\", \"index\": 0}}\n"
       "Without TLS, every task names the same secret file (--secret, or the definition's \"secret\").\n"
-      "Exit status: 0 the job succeeded, 1 it failed, 2 bad flags or cluster definition.");
+      "Exit status (Kubeflow's ExitCode policy): 0 the job succeeded, 1 it failed for good, 2 bad flags,\n"
+      "cluster definition or environment, 138 restart this task (a peer it needs was unreachable or lost;\n"
+      "the job goes on from its last checkpoint).");
   return p;
 }
 
@@ -100,32 +118,35 @@ std::string query_status(const node_flags& flags) {
 
 node_options resolve_node(const node_flags& flags) {
   node_options o;
-  std::string source;
+  resolve_options ro;
+  ro.kind = parse_resolver(flags.resolver);
+  ro.cluster_file = flags.cluster_file;
   // TLS flags stand in for a tls section (TF_CONFIG has none); the parser checks them.
-  tls_files from_flags{flags.tls_cert, flags.tls_key, flags.tls_ca};
-  if (!flags.cluster_file.empty()) {
-    o.cluster = read_cluster_file(flags.cluster_file, from_flags);
-    source = flags.cluster_file;
-  } else if (const char* tf = std::getenv("TF_CONFIG"); tf && *tf) {
-    o.cluster = parse_cluster_def(tf, "TF_CONFIG", from_flags);
-    source = "TF_CONFIG";
-  } else {
-    throw cluster_file_error("no cluster: give --cluster FILE or set TF_CONFIG");
-  }
+  ro.tls_from_flags = tls_files{flags.tls_cert, flags.tls_key, flags.tls_ca};
+  ro.jobs = flags.jobs;
+  ro.port_base = static_cast<uint16_t>(flags.port_base);
+  ro.rendezvous_dir = flags.rendezvous;
+  ro.advertise = flags.advertise;
+  auto found = resolve_cluster(ro, resolver_inputs::of_this_process());
+  o.cluster = std::move(found.cluster);
+  const std::string& source = found.source;
   if (!flags.secret.empty()) o.cluster.secret_file = flags.secret;
   bool any_tls = !flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tls_ca.empty();
   if (o.cluster.tls.enabled()) check_tls_files(o.cluster.tls, any_tls ? std::string("--tls flags") : source);
   if (!flags.task.empty())
     o.task = parse_task(flags.task);
-  else if (o.cluster.task)
-    o.task = *o.cluster.task;
+  else if (found.task)
+    o.task = *found.task;
   else
     throw cluster_file_error(fmt::format("{} names no task: give --task TYPE:INDEX", source));
   const auto& list = o.cluster.tasks(o.task.type);
-  if (o.task.index < 0 || static_cast<size_t>(o.task.index) >= list.size())
+  bool off_map_evaluator = o.task == task_id{task_type::evaluator, 0} && list.empty();
+  if (!off_map_evaluator && (o.task.index < 0 || static_cast<size_t>(o.task.index) >= list.size()))
     throw cluster_file_error(fmt::format("--task {}: the cluster has {} {} task(s)", to_string(o.task), list.size(),
                                          to_string(o.task.type)));
-  if (!o.cluster.evaluator.empty() && o.cluster.checkpoint_dir.empty())
+  found.cluster = o.cluster;  // for the start-up line, with the task's own address
+  o.started_from = describe_resolution(found, o.task);
+  if ((!o.cluster.evaluator.empty() || off_map_evaluator) && o.cluster.checkpoint_dir.empty())
     throw cluster_file_error(fmt::format(
       "{}: cluster.evaluator: an evaluator evaluates the chief's checkpoints: give a checkpoint section", source));
   o.threads = flags.threads;
@@ -156,9 +177,9 @@ int run_node(int argc, char** argv, const job& j) {
     flags = parse_node_flags(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return 2;
+    return exit_status::usage;
   }
-  if (flags.help) return 0;  // printed
+  if (flags.help) return exit_status::ok;  // printed
   return run_node(flags, j);
 }
 
@@ -168,8 +189,11 @@ int run_node(const node_flags& flags, const job& j) {
     o = resolve_node(flags);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return 2;
+    return exit_status::usage;
   }
+  std::cout << o.started_from << "\n" << std::flush;
+  if (flags.verbose)
+    for (auto& note : o.cluster.notes) std::cerr << "note: " << note << "\n";
   if (o.plant != planted_defect::none)
     std::cerr << fmt::format("warning: {}: test-only defect {} planted (ACTORTRAIN_PLANT_DEFECT)\n", to_string(o.task),
                              to_string(o.plant));
@@ -187,10 +211,14 @@ int run_node(const node_flags& flags, const job& j) {
                                *r.parameters_digest);
     if (!r.note.empty()) std::cout << fmt::format("{} {}\n", to_string(o.task), r.note);
     std::cout << fmt::format("{} done: {} steps\n", to_string(o.task), r.steps) << std::flush;
-    return 0;
+    return exit_status::ok;
+  } catch (const detail::retryable_failure& e) {
+    std::cerr << "error: " << to_string(o.task) << ": " << e.what() << " (exit " << exit_status::retry
+              << ": restart this task)\n";
+    return exit_status::retry;
   } catch (const std::exception& e) {
     std::cerr << "error: " << to_string(o.task) << ": " << e.what() << "\n";
-    return 1;
+    return exit_status::failed;
   }
 }
 

@@ -62,7 +62,7 @@ struct node_box {
   std::optional<job_outcome> outcome;  // the end of the job (other tasks)
   std::optional<uint64_t> digest;      // a worker's pull of the final parameters
   std::string digest_error;
-  bool stopped = false;              // told to stop (ps tasks)
+  bool stopped = false;              // told to stop (ps tasks), with `outcome`
   std::string fatal;                 // a peer this task cannot do without went away
 
   template <class F>
@@ -126,8 +126,8 @@ using node_actor = caf::typed_actor<
   caf::reacts_to<replica_atom, worker_actor>,
   // Worker and evaluator tasks: the end of the job.
   caf::replies_to<done_atom, job_outcome>::with<caf::ok_atom>,
-  // ps tasks: the end of the job.
-  caf::replies_to<stop_atom>::with<caf::ok_atom>,
+  // ps tasks: the end of the job, and how it ended (a ps task exits as the job did).
+  caf::replies_to<stop_atom, job_outcome>::with<caf::ok_atom>,
   // This process's own runner, on the coordinator's task: tell every other task.
   caf::replies_to<finish_atom, job_outcome>::with<caf::ok_atom>>;
 
@@ -151,9 +151,22 @@ inline connection_caps caps_for(size_t dialers) {
 
 [[noreturn]] inline void fail(const std::string& text) { throw std::runtime_error(text); }
 
+/// A task's failure that a restart may cure (a peer unreachable or lost, the run ended by
+/// a lost task): run_node exits with exit_status::retry.
+struct retryable_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+[[noreturn]] inline void fail_retryable(const std::string& text) { throw retryable_failure(text); }
+
+/// The value, or a failure naming `what`: retryable when reaching a peer that may still
+/// come up failed, final when the peer refused this task (another CA, another job).
 template <class T>
 T must(caf::expected<T> x, const std::string& what) {
-  if (!x) fail(what + ": " + describe(x.error()));
+  if (!x) {
+    auto text = what + ": " + describe(x.error());
+    if (code_of(x.error()) == error_code::invalid_request) fail(text);
+    fail_retryable(text);
+  }
   return std::move(*x);
 }
 

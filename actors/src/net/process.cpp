@@ -246,7 +246,10 @@ node_result run_task(const node_options& opts, const job& j) {
   raise_descriptor_limit();
   auto& def = opts.cluster;
   const auto& me = opts.task;
-  const auto& addr = def.address(me);  // throws for a task that is not in the cluster
+  // An evaluator outside the cluster map (as Kubeflow runs it) listens nowhere: it dials
+  // the chief, which answers on that connection. Every other task must be in the map.
+  const bool listens = !(me.type == task_type::evaluator && !def.listed(me));
+  const task_address addr = listens ? def.address(me) : task_address{};
   std::ostream& out = opts.out ? *opts.out : std::cout;
   caf::actor_system_config cfg;
   configure_transport(cfg, def, opts.threads, max_message_bytes(j));
@@ -290,12 +293,13 @@ node_result run_task(const node_options& opts, const job& j) {
   // Unix socket pair. It must outlive every connection, so it ends after stop_all.
   std::unique_ptr<guarded_listener> guard;
   try {
-    try {
-      guard = std::make_unique<guarded_listener>(sys, caf::actor_cast<caf::strong_actor_ptr>(node), def, addr.host, addr.port, max_message_bytes(j),
-                                                 log_lines(out, opts.log_prefix + to_string(me) + ": "));
-    } catch (const std::runtime_error& e) {
-      fail(fmt::format("{}: {}", to_string(me), e.what()));
-    }
+    if (listens) try {
+        guard = std::make_unique<guarded_listener>(sys, caf::actor_cast<caf::strong_actor_ptr>(node), def,
+                                                   net::listen_host(addr.host), addr.port, max_message_bytes(j),
+                                                   log_lines(out, opts.log_prefix + to_string(me) + ": "));
+      } catch (const std::runtime_error& e) {
+        fail(fmt::format("{}: {}", to_string(me), e.what()));
+      }
     node_context cx{opts, j, sys, node, box, out, nullptr};
     if (opts.plant != planted_defect::none) {
       cx.plant = std::make_shared<detail::defect_switch>();

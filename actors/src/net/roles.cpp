@@ -235,7 +235,7 @@ node_result host_coordinator(node_context& cx) {
     std::vector<std::string> expected;
     for (size_t i = static_cast<size_t>(parts.local_workers); i < def.worker.size(); ++i)
       expected.push_back(task_at(def, task_id{task_type::worker, static_cast<int>(i)}));
-    fail(fmt::format("{} of {} worker task(s) registered within {} ms (expected: {})", joined, remote,
+    fail_retryable(fmt::format("{} of {} worker task(s) registered within {} ms (expected: {})", joined, remote,
                      def.connect_timeout.count(), fmt::join(expected, ", ")));
   }
   job_outcome outcome;
@@ -248,6 +248,9 @@ node_result host_coordinator(node_context& cx) {
     result.history = r.history;
     result.steps = r.steps;
     outcome.summary = to_summary(r.history, r.steps);
+  } catch (const run_failed& e) {
+    outcome.error = e.what();
+    outcome.retryable = e.retryable();
   } catch (const std::exception& e) {
     outcome.error = e.what();
   }
@@ -263,7 +266,7 @@ node_result host_coordinator(node_context& cx) {
   // Tell the others before this process goes (each acknowledges, or is gone).
   ask<caf::ok_atom>(cx.sys, cx.node, std::chrono::duration_cast<caf::timespan>(farewell_timeout * 3), finish_atom::value,
                     outcome);
-  if (!outcome.error.empty()) fail(outcome.error);
+  if (!outcome.error.empty()) outcome.retryable ? fail_retryable(outcome.error) : fail(outcome.error);
   return result;
 }
 
@@ -387,7 +390,11 @@ node_result play_worker(node_context& cx) {
     if (redialer) caf::anon_send_exit(redialer, caf::exit_reason::user_shutdown);
     for (auto& p : planes) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
     for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
-    fail(fmt::format("{} refused this task: {}", task_at(def, host_task), describe(admitted.error())));
+    auto text = fmt::format("{} refused this task: {}", task_at(def, host_task), describe(admitted.error()));
+    // Another job's fingerprint or a bad registration is final; a coordinator that did
+    // not answer in time may answer a restarted task.
+    if (code_of(admitted.error()) == error_code::invalid_request) fail(text);
+    fail_retryable(text);
   }
   cx.box->wait([](node_box& b) { return b.outcome.has_value(); }, std::nullopt);
   caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
@@ -395,8 +402,9 @@ node_result play_worker(node_context& cx) {
   for (auto& p : planes) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
   for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> g{cx.box->mtx};
-  if (!cx.box->outcome) fail(cx.box->fatal);
-  if (!cx.box->outcome->error.empty()) fail("the run failed: " + cx.box->outcome->error);
+  if (!cx.box->outcome) fail_retryable(cx.box->fatal);  // the coordinator's task was lost
+  if (auto& o = *cx.box->outcome; !o.error.empty())
+    o.retryable ? fail_retryable("the run failed: " + o.error) : fail("the run failed: " + o.error);
   auto r = from_summary(cx.box->outcome->summary);
   r.parameters_digest = cx.box->digest;
   if (!cx.box->digest) r.note = "could not pull the final parameters: " + cx.box->digest_error;
@@ -428,7 +436,11 @@ node_result play_ps(node_context& cx) {
     r.note = "its ledger could not be read: " + describe(ledgers.error());
   }
   std::lock_guard<std::mutex> g{cx.box->mtx};
-  if (!cx.box->stopped) fail(cx.box->fatal);
+  if (!cx.box->stopped) fail_retryable(cx.box->fatal);  // no coordinator came back
+  // The job's end, as the other tasks end: a failed run fails this task too.
+  if (cx.box->outcome && !cx.box->outcome->error.empty())
+    cx.box->outcome->retryable ? fail_retryable("the run failed: " + cx.box->outcome->error)
+                               : fail("the run failed: " + cx.box->outcome->error);
   return r;
 }
 

@@ -38,6 +38,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,19 @@ struct fit_result {
   /// Step events the application thread fell behind on (dropped, not seen by callbacks,
   /// the progress line or the metrics file); training did not wait for them.
   uint64_t dropped_events = 0;
+};
+
+/// What cluster::join (and fit) throw when the run failed: the cluster's error text,
+/// and whether re-running from the last checkpoint may cure it (a lost task not
+/// replaced in time, a timeout) or not (user code threw, a malformed request, a
+/// callback failed).
+class run_failed : public std::runtime_error {
+ public:
+  run_failed(const std::string& what, bool retryable) : std::runtime_error(what), retryable_(retryable) {}
+  bool retryable() const noexcept { return retryable_; }
+
+ private:
+  bool retryable_;
 };
 
 class cluster {

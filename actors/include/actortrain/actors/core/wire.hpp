@@ -516,7 +516,7 @@ typename Inspector::result_type inspect(Inspector& f, shard_contact& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_outcome& x) {
-  return f(caf::meta::type_name("job_outcome"), x.summary, x.error);
+  return f(caf::meta::type_name("job_outcome"), x.summary, x.error, x.retryable);
 }
 
 }  // namespace actortrain

@@ -106,6 +106,9 @@ struct node_options {
   std::ostream* out = nullptr;
   /// Prefix of this process's log lines ("[worker:1] "); "" = none.
   std::string log_prefix;
+  /// What the resolver found, as run_node prints it at start-up ("task worker:1 of chief
+  /// 1, ps 2, worker 2 at 127.0.0.1:8892 (from Slurm (rank 4 of 5 on n1))").
+  std::string started_from;
 };
 
 struct node_result {
@@ -124,9 +127,31 @@ struct node_result {
 /// address, a refused registration, a lost coordinator, the run's own error).
 node_result run_task(const node_options& opts, const job& j);
 
+/// run_node's exit statuses, chosen for Kubeflow's ExitCode restart policy, which
+/// restarts a pod that exits 130, 137, 143 (killed by a signal) or 138 ("retry me") and
+/// fails the job on 1, 2, 126, 127, 128 or 139:
+///   ok     the job succeeded;
+///   failed the job failed for good (user code threw, a task of another job, a callback);
+///   usage  bad flags, cluster definition, environment or files (nothing started);
+///   retry  this task should be restarted: a peer it needs was unreachable or lost and
+///          not replaced in time, or the run ended for such a cause; restarted (the
+///          chief with --resume), the job goes on from its last checkpoint.
+namespace exit_status {
+constexpr int ok = 0;
+constexpr int failed = 1;
+constexpr int usage = 2;
+constexpr int retry = 138;
+}  // namespace exit_status
+
 /// The flags run_node reads; with `help`, usage was asked for.
 struct node_flags {
-  std::string cluster_file;  ///< "" = TF_CONFIG
+  std::string resolver = "auto";  ///< resolvers.hpp: auto, file, tf_config, slurm, mpi
+  std::string cluster_file;  ///< the cluster (file), or the settings beside Slurm's or MPI's
+  std::string jobs;          ///< Slurm, MPI: the roles as counts ("" = every rank a worker)
+  int port_base = 8888;      ///< Slurm, MPI: a host's k-th task listens at port_base + k
+  std::string rendezvous;    ///< MPI: a directory every rank sees
+  std::string advertise;     ///< MPI: the host the other ranks reach this one at
+  bool verbose = false;      ///< print what the cluster's source held that is not used
   std::string task;          ///< "" = the cluster definition's "task"
   std::string tls_cert, tls_key, tls_ca;
   std::string secret;  ///< "" = the cluster definition's "secret"
@@ -138,7 +163,8 @@ struct node_flags {
   bool help = false;                     ///< --help was given (and printed)
 };
 
-/// Parses run_node's flags from argv[first..] (cli/flags.hpp): --cluster FILE, --task
+/// Parses run_node's flags from argv[first..] (cli/flags.hpp): --resolver KIND, --jobs
+/// ROLE=N,..., --port-base N, --rendezvous DIR, --advertise HOST, --verbose, --cluster FILE, --task
 /// TYPE:INDEX, --tls-cert/--tls-key/--tls-ca FILE, --secret FILE, --threads N, --resume,
 /// --no-data-plane, --ledger FILE, --caf.NAME=VALUE, --help (printed to stdout). Throws
 /// cli::usage_error naming the flag for an unknown flag, a missing or bad value.

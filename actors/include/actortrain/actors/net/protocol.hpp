@@ -39,6 +39,9 @@ struct shard_contact {
 struct job_outcome {
   run_summary summary;
   std::string error;  ///< "" = the run succeeded
+  /// The run failed for a cause a restart from the last checkpoint may cure (a lost task
+  /// not replaced in time), not an application error: every task exits retryable.
+  bool retryable = false;
 };
 
 }  // namespace actortrain
