@@ -4,7 +4,15 @@
 set -u
 AT=${ACTORTRAIN:?set ACTORTRAIN to the actortrain binary}
 WORK=$(mktemp -d /tmp/actortrain-cluster-test.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
+# Commands run at exit before the scratch directory goes (daemons a test started).
+AT_CLEANUP=()
+at_exit() {
+  local c
+  for c in "${AT_CLEANUP[@]}"; do eval "$c"; done
+  kill $(jobs -p) 2>/dev/null
+  rm -rf "$WORK"
+}
+trap at_exit EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -134,4 +142,32 @@ launch_linear() {
   timeout 170 "$AT" launch --example linear --ps 2 --workers 2 --restart-failed --dir "$WORK/run" --timeout $((150 * SCALE)) "$@" \
     -- ${EXAMPLE_ARGS:---epochs 2 --examples 40000} --metrics "$WORK/m.jsonl" --verbose 2 >"$WORK/out" 2>&1 &
   L=$!
+}
+
+# The first of N consecutive free ports on 127.0.0.1 (a Slurm or MPI launch's
+# --port-base: a host's k-th task listens at base + k).
+free_port_block() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+n = int(sys.argv[1])
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except Exception:
+    lo = 32768
+for _ in range(1000):
+    base = random.randint(10000, max(10001, lo - n - 1))
+    socks = []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    break
+PY
 }

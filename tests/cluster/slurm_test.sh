@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The Fashion-MNIST job under a real Slurm (one node, started and stopped here):
+# `srun -n 5` runs chief + 2 ps + 2 workers; each task finds its place in Slurm's
+# variables (--resolver auto) and the roles in --jobs. Checked:
+#  1. sync, TLS with one certificate per rank from a shared directory (each task picks
+#     its own by SLURM_PROCID): the same per-epoch history and step count as
+#     `actortrain launch` with the same seed;
+#  2. async, plain (the step is on this host alone: loopback, the data plane): the same
+#     step count as launch, final val_accuracy within 0.01;
+#  3. a worker killed: Slurm restarts nothing and keeps the other tasks; the job ends
+#     with the other worker, every other task exits 0;
+#  4. a ps killed: the survivors wait request_ms for a replacement, then exit 138 (restart
+#     me); the same srun with --resume goes on from the last checkpoint and completes.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/engines.sh"
+need_command srun slurm-wlm
+slurm_start
+export AT WORK
+CERTS=$WORK/certs
+"$(dirname "$0")/../../tools/make-certs" "$CERTS" rank0 rank1 rank2 rank3 rank4 >/dev/null || fail "make-certs"
+JOB=(--example fashion_mnist)
+ARGS=(--epochs 2 --limit 6000 --seed 3)
+
+# The same job by `actortrain launch`, for comparison: $1 consistency, $2 output.
+baseline() {
+  timeout 120 "$AT" launch "${JOB[@]}" --ps 2 --workers 2 --consistency "$1" --dir "$WORK/launch-$1" -- "${ARGS[@]}" \
+    >"$2" 2>&1 || { cat "$2"; fail "launch ($1) failed"; }
+  grep -F "[chief:0] epoch" "$2" | sed -E 's/^\[chief:0\] //'
+}
+# srun's chief (rank 0) lines, without srun's "0: " label.
+chief_epochs() { grep -E '^0: epoch [0-9]+/' "$1" | sed -E 's/^0: //'; }
+steps_of() { grep -oE "^$2: chief:0 done: [0-9]+ steps" "$1" | awk '{print $4}'; }
+val_acc() { tail -1 | grep -oE 'val_accuracy [0-9.]+' | awk '{print $2}'; }
+
+# 1. sync over TLS
+PB=$(free_port_block 5)
+echo '{"consistency": "sync"}' >"$WORK/sync.json"
+timeout 120 srun -l -n 5 bash -c 'exec "$AT" node --example fashion_mnist --jobs chief=1,ps=2,worker=2 \
+    --port-base '"$PB"' --cluster "$WORK/sync.json" --tls-cert "$WORK/certs/rank$SLURM_PROCID.pem" \
+    --tls-key "$WORK/certs/rank$SLURM_PROCID.key" --tls-ca "$WORK/certs/ca.pem" -- '"${ARGS[*]}" >"$WORK/sync" 2>&1
+rc=$?
+cat "$WORK/sync"
+[ $rc -eq 0 ] || fail "srun (sync, TLS) exited with $rc"
+grep -q "^0: task chief:0 of chief 1, ps 2, worker 2 at 127.0.0.1:$PB (from Slurm (rank 0 of 5 on " "$WORK/sync" ||
+  fail "rank 0 did not print where it runs"
+grep -q "^4: task worker:1 of chief 1, ps 2, worker 2 at 127.0.0.1:$((PB + 4))" "$WORK/sync" || fail "rank 4 is not worker:1"
+want=$(baseline sync "$WORK/launch-sync.out")
+got=$(chief_epochs "$WORK/sync")
+[ -n "$want" ] && [ "$got" = "$want" ] || fail "srun's history differs from launch's: srun:
+$got
+launch:
+$want"
+ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch-sync.out" | awk '{print $4}')
+[ "$(steps_of "$WORK/sync" 0)" = "$ls" ] || fail "srun applied $(steps_of "$WORK/sync" 0) steps, launch $ls"
+echo "sync over TLS: the same history and $ls steps as launch"
+
+# 2. async, plain
+PB=$(free_port_block 5)
+echo "{\"secret\": \"$SECRET\"}" >"$WORK/async.json"
+timeout 120 srun -l -n 5 "$AT" node "${JOB[@]}" --jobs chief=1,ps=2,worker=2 --port-base "$PB" \
+  --cluster "$WORK/async.json" -- "${ARGS[@]}" >"$WORK/async" 2>&1
+rc=$?
+cat "$WORK/async"
+[ $rc -eq 0 ] || fail "srun (async) exited with $rc"
+grep -q "tensors in shared memory" "$WORK/async" || fail "the async step did not use the data plane"
+want=$(baseline async "$WORK/launch-async.out")
+ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch-async.out" | awk '{print $4}')
+[ "$(steps_of "$WORK/async" 0)" = "$ls" ] || fail "srun applied $(steps_of "$WORK/async" 0) steps, launch $ls"
+a=$(chief_epochs "$WORK/async" | val_acc)
+b=$(echo "$want" | val_acc)
+python3 -c "import sys; sys.exit(0 if abs($a - $b) <= 0.01 else 1)" || fail "val_accuracy $a under srun, $b under launch"
+echo "async: $ls steps as launch; val_accuracy $a (srun) and $b (launch)"
+
+# 3. a worker killed: the job goes on with the other one.
+LONG=(--epochs 4 --limit 30000 --seed 3)
+PB=$(free_port_block 5)
+timeout 150 srun -l -n 5 "$AT" node "${JOB[@]}" --jobs chief=1,ps=2,worker=2 --port-base "$PB" \
+  --cluster "$WORK/async.json" -- "${LONG[@]}" --metrics "$WORK/w.jsonl" >"$WORK/kw" 2>&1 &
+S=$!
+wait_steps "$WORK/w.jsonl" 40 90
+victim=$(rank_pid SLURM_PROCID 4)
+[ -n "$victim" ] || fail "no process of rank 4"
+kill -9 $victim
+wait $S
+rc=$?
+cat "$WORK/kw"
+[ $rc -eq 137 ] || fail "srun exited with $rc, not 137 (its killed task's status)"
+grep -q "^0: chief:0 done: [0-9]* steps" "$WORK/kw" || fail "the chief did not finish the job"
+for r in 0 1 2 3; do
+  grep -qE "^$r: (chief|ps|worker):[0-9] done:" "$WORK/kw" || fail "rank $r did not finish"
+done
+grep -qE "srun: error: .*task(s)? [0-3]" "$WORK/kw" && fail "srun reports a failed task besides the killed one"
+echo "a worker killed: the other tasks finished the job"
+
+# 4. a ps killed: no replacement comes; the survivors exit 138; --resume completes.
+PB=$(free_port_block 5)
+cat >"$WORK/ck.json" <<JSON
+{"secret": "$SECRET", "checkpoint": {"dir": "$WORK/ck", "shared": true, "every_steps": 20},
+ "timeouts": {"request_ms": 3000, "connect_ms": 20000}}
+JSON
+run_ck() {
+  timeout 150 srun -l -n 5 "$AT" node "${JOB[@]}" --jobs chief=1,ps=2,worker=2 --port-base "$PB" \
+    --cluster "$WORK/ck.json" "$@" -- "${LONG[@]}" --metrics "$WORK/p.jsonl"
+}
+run_ck >"$WORK/kp" 2>&1 &
+S=$!
+wait_steps "$WORK/p.jsonl" 60 90
+victim=$(rank_pid SLURM_PROCID 1)
+[ -n "$victim" ] || fail "no process of rank 1"
+start=$(date +%s)
+kill -9 $victim
+wait $S
+rc=$?
+took=$(( $(date +%s) - start ))
+cat "$WORK/kp"
+[ $rc -ne 0 ] || fail "srun succeeded without its ps"
+for r in 0 2 3 4; do
+  grep -qE "^$r: error: .*\(exit 138: restart this task\)" "$WORK/kp" || fail "rank $r did not exit 138"
+done
+[ $took -le $((30 * SCALE)) ] || fail "the survivors took $took s to give up"
+ls "$WORK/ck" | grep -q . || fail "no checkpoint was written"
+run_ck --resume >"$WORK/resumed" 2>&1
+rc=$?
+cat "$WORK/resumed"
+[ $rc -eq 0 ] || fail "srun --resume exited with $rc"
+grep -qE "^0: epoch 4/4:" "$WORK/resumed" || fail "the resumed job did not reach epoch 4"
+echo "a ps killed: every survivor exited 138 within $took s; srun --resume completed the job"
+echo "PASS"
