@@ -5,10 +5,6 @@
 #   MPIRUN        Open MPI's mpirun with the flags a root, 2-core machine needs
 # tools/setup installs both (slurm-wlm, munge, openmpi-bin).
 
-need_command() {
-  command -v "$1" >/dev/null || fail "$1 is missing: run tools/setup (it installs $2)"
-}
-
 # Stops the daemon whose pid file is $1: TERM, then KILL after 10 s.
 stop_daemon() {
   local pid i

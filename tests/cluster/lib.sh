@@ -16,6 +16,11 @@ trap at_exit EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# Fails unless command $1 exists; $2 names the package tools/setup installs it from.
+need_command() {
+  command -v "$1" >/dev/null || fail "$1 is missing: run tools/setup (it installs $2)"
+}
+
 # Under a sanitizer (tools/test --sanitize) every process is slower: `timeout N` runs
 # tools/sanitizers/bin/timeout, which gives N x ACTORTRAIN_TIME_SCALE seconds, and the
 # waits below scale their budgets alike. Nothing a test checks changes.
