@@ -7,9 +7,14 @@
 #     `actortrain launch` with the same seed;
 #  2. a worker killed, then a ps killed: mpirun aborts every rank (its default) and exits
 #     non-zero within a bound; the same mpirun with --resume goes on from the last
-#     checkpoint and completes the job.
+#     checkpoint and completes the job;
+#  3. the same sync job across five network namespaces (netns.sh), mpirun's rsh agent a
+#     wrapper that enters the namespace of the host it is asked for: each rank publishes
+#     its own interface's address, every task is at its host's address, TLS between
+#     hosts, and the history is launch's.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/engines.sh"
+. "$(dirname "$0")/netns.sh"
 need_command mpirun openmpi-bin
 export AT WORK
 "$(dirname "$0")/../../tools/make-certs" "$WORK/certs" rank0 rank1 rank2 rank3 rank4 >/dev/null || fail "make-certs"
@@ -83,4 +88,33 @@ for victim_rank in 3 1; do  # worker:0, then ps:0
   echo "rank $victim_rank killed: mpirun ended every rank within $took s; mpirun --resume completed the job"
   rm -rf "$WORK/ck"
 done
+
+# 3. across hosts: mpirun runs in host 0 and reaches hosts n0..n4 through the wrapper.
+netns_setup 5
+cat >"$WORK/rsh" <<WRAP
+#!/bin/sh
+# mpirun's rsh agent: HOST COMMAND..., HOST being n<i>, run inside that host's namespace.
+host=\$1; shift
+exec ip netns exec $NS_PREFIX-h\${host#n} sh -c "\$*"
+WRAP
+chmod +x "$WORK/rsh"
+PB=$(free_port_block 1)
+timeout 150 ip netns exec "${HOST_NS[0]}" "${MPIRUN[@]}" --host n0,n1,n2,n3,n4 -np 5 --mca plm_rsh_agent "$WORK/rsh" \
+  bash -c 'r=$OMPI_COMM_WORLD_RANK; exec "$AT" node --example fashion_mnist --jobs chief=1,ps=2,worker=2 \
+    --rendezvous "$WORK/rendezvous" --port-base '"$PB"' --cluster "$WORK/sync.json" --tls-cert "$WORK/certs/rank$r.pem" \
+    --tls-key "$WORK/certs/rank$r.key" --tls-ca "$WORK/certs/ca.pem" -- '"$ARGS"' >>"$WORK/hosts.$r" 2>&1'
+rc=$?
+show hosts
+[ $rc -eq 0 ] || fail "mpirun across namespaces exited with $rc"
+for r in 0 1 2 3 4; do
+  grep -q " at ${HOST_IP[$r]}:$PB (from MPI (OMPI_COMM_WORLD_RANK $r of 5))" "$WORK/hosts.$r" ||
+    fail "rank $r is not at its own host's address ${HOST_IP[$r]}:$PB"
+done
+got=$(grep -E "^epoch [0-9]+/" "$WORK/hosts.0")
+[ "$got" = "$want" ] || fail "the history across namespaces differs from launch's:
+$got
+launch:
+$want"
+grep -q "^chief:0 done: $ls steps" "$WORK/hosts.0" || fail "across namespaces: not launch's $ls steps"
+echo "across five namespaces: every rank at its own host's address, the same history and $ls steps as launch"
 echo "PASS"
