@@ -115,6 +115,15 @@ BOOST_AUTO_TEST_CASE(tf_config_refuses_near_misses_of_its_own_keys_and_two_chief
                       "c.json: environment: unknown key"));
 }
 
+BOOST_AUTO_TEST_CASE(kubeflow_sparse_cluster_is_refused_saying_why_and_what_to_do) {
+  // Not yet supported (see docs/engines.md): the form gives no worker count.
+  const std::string sparse =
+    R"({"sparseCluster": {"worker": {"1": "myjob-worker-1.default.svc:2222"}, "ps": ["myjob-ps-0.default.svc:2222"]}, "task": {"type": "worker", "index": 1}})";
+  auto e = error_of([&] { resolve_cluster(options(resolver_kind::tf_config), env({{"TF_CONFIG", sparse}})); });
+  BOOST_TEST(contains(e, "TF_CONFIG: sparseCluster: Kubeflow's dynamic-worker form"));
+  BOOST_TEST(contains(e, "set enableDynamicWorker to false"));
+}
+
 BOOST_AUTO_TEST_CASE(an_evaluator_outside_the_cluster_map) {
   // Kubeflow keeps the evaluator out of the cluster it writes.
   const std::string tf =

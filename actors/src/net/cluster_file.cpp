@@ -539,6 +539,13 @@ cluster_def parse_cluster_def(const std::string& text, const std::string& source
   const json doc = parse_json(r, text);
   r.expect(doc, doc.is_object(), "top level", "a JSON object");
   cluster_def def;
+  // Kubeflow's dynamic-worker form: each task sees only its own peers.
+  if (dialect == cluster_dialect::tf_config && doc.contains("sparseCluster") && !doc.contains("cluster"))
+    r.fail("sparseCluster",
+           "Kubeflow's dynamic-worker form names only this task's peers (a worker sees itself and the ps tasks, a "
+           "ps task itself); ActorTrain's coordinator needs every task's address and the number of workers, which "
+           "it does not give: set enableDynamicWorker to false in the TFJob, and Kubeflow writes the whole "
+           "\"cluster\"");
   r.known_keys(doc, "", {"cluster", "task", "tls", "secret", "checkpoint", "timeouts", "consistency"}, dialect,
                def.notes);
 
