@@ -299,7 +299,9 @@ BOOST_FIXTURE_TEST_CASE(a_wrong_token_is_refused_and_the_stand_in_ends, plane_fi
   BOOST_CHECK_EQUAL(srv.connections(), 0u);
   BOOST_CHECK(routes->to(shard) == shard);  // it never routed anything
   // Nothing listening there at all: the stand-in ends too.
-  dp::endpoint nowhere{1, srv.where().token};
+  dp::endpoint nowhere;
+  nowhere.port = 1;
+  nowhere.token = srv.where().token;
   auto lost = dp::open(*sys, nowhere, as_ps(shard), routes, std::chrono::seconds(5));
   wait_down(lost);
 }
@@ -613,4 +615,87 @@ BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {
   ::close(fd);
   ::close(fd2);
   ::close(mem);
+}
+
+// -- between hosts: the data plane inside TLS ---------------------------------------------
+
+namespace {
+
+// A CA and one node certificate (tools/make-certs) in a scratch directory of their own.
+struct certs {
+  std::string dir;
+  explicit certs(const std::string& name) {
+    dir = (std::filesystem::temp_directory_path() / ("actortrain-dp-" + name + "-" + std::to_string(::getpid()))).string();
+    auto cmd = std::string(ACTORTRAIN_SOURCE_DIR) + "/tools/make-certs " + dir + " node >/dev/null";
+    BOOST_REQUIRE_EQUAL(std::system(cmd.c_str()), 0);
+  }
+  ~certs() { std::filesystem::remove_all(dir); }
+  std::shared_ptr<const at::detail::tls::context> context() const {
+    return dp::tls_context(dir + "/node.pem", dir + "/node.key", dir + "/ca.pem");
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(inside_tls_every_bit_crosses_and_strangers_are_refused, plane_fixture) {
+  certs ours{"a"}, theirs{"b"};
+  dp::server::limits l;
+  l.tls = ours.context();
+  l.greeting_deadline = std::chrono::milliseconds(1500);
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), l};
+  std::vector<std::string> lines;
+  std::mutex lines_mtx;
+  auto log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> g{lines_mtx};
+    lines.push_back(line);
+  };
+  // A member: the job's certificate. Pulls and pushes keep every bit (a 4 MiB one too:
+  // many TLS records, read straight into the matrix).
+  auto at = srv.where();
+  at.tls = ours.context();
+  auto routes = std::make_shared<at::shard_routes>();
+  auto plane = dp::open(*sys, at, as_ps(shard), routes, std::chrono::seconds(5), log);
+  at::pull_request pull;
+  pull.partitions.push_back(at::partition_key{0, 0});
+  auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+  BOOST_REQUIRE_MESSAGE(got, why(got));
+  BOOST_CHECK(same_bits(*got->values[0].value.value, value));
+  at::push_request push;
+  push.example_count = 1;
+  auto big = pattern(1024, 1024, 0.25f);
+  push.dense.push_back(at::dense_slice{at::partition_key{0, 0}, 0, at::tensor{big}});
+  auto pushed = ask<at::push_reply>(plane, at::push_atom::value, push);
+  BOOST_REQUIRE_MESSAGE(pushed, why(pushed));
+  auto kept = ask<std::vector<at::tensor>>(shard, hold_atom::value);
+  BOOST_REQUIRE(kept && kept->size() == 1u);
+  BOOST_CHECK(same_bits(*(*kept)[0].value, big));
+  {
+    std::lock_guard<std::mutex> g{lines_mtx};
+    bool said = false;
+    for (auto& line : lines) said = said || line.find("connected to 127.0.0.1") != std::string::npos &&
+                                              line.find("(TLS") != std::string::npos;
+    BOOST_CHECK_MESSAGE(said, "the stand-in did not say it connected over TLS: " << (lines.empty() ? "" : lines.back()));
+  }
+  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+  wait_down(plane);
+  BOOST_CHECK_EQUAL(srv.refused(), 0u);
+
+  // A certificate of another CA: refused at the handshake; the stand-in ends.
+  auto foreign = srv.where();
+  foreign.tls = theirs.context();
+  auto refused = dp::open(*sys, foreign, as_ps(shard), routes, std::chrono::seconds(5));
+  wait_down(refused);
+  // A plaintext greeting with the right token: not TLS, closed.
+  int fd = connect_to(srv.where().port);
+  greet(fd, srv.where().token);
+  BOOST_CHECK(closed_by_peer(fd));
+  ::close(fd);
+  // Both counted by the server, which serves members on.
+  for (int i = 0; i < 100 && srv.refused() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  BOOST_CHECK_EQUAL(srv.refused(), 2u);
+  auto again = dp::open(*sys, at, as_ps(shard), routes, std::chrono::seconds(5));
+  auto got2 = ask<at::pull_reply>(again, at::pull_atom::value, pull);
+  BOOST_REQUIRE_MESSAGE(got2, why(got2));
+  caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
+  wait_down(again);
 }

@@ -30,7 +30,8 @@ def join(port):
 
 def is_guard(port):
     """Plain: the guard greets first. TLS: it completes a handshake with the job's
-    certificate (a data plane port does not exist under TLS)."""
+    certificate and then sends BASP's first bytes (a data plane port, TLS too, waits for
+    the client's greeting and closes at its deadline)."""
     if not certs:
         return greets(port)
     try:

@@ -9,7 +9,7 @@
 # proves the job's secret, or holds the job's certificate, as a compromised task could)
 # also sends the two BASP headers to every guard; in plain mode member_attacker sends
 # ps 0's data plane frames announcing 1 GiB and a shrinking shared-memory region (a TLS
-# job has no data plane). Then: no node died; each node's
+# job's data plane, a TLS server too, gets the stranger's attacks). Then: no node died; each node's
 # peak resident memory (VmHWM, the last value read while it ran) is within its peak in
 # the run left alone plus 256 MiB; and the ps tasks' ledgers hold every step exactly once.
 . "$(dirname "$0")/lib.sh"

@@ -5,8 +5,9 @@
 # each host's /etc/hosts. Worker 1 starts before its host can resolve the ps names (as a
 # pod starts before its peers' records exist) and must find them by retrying. Checked:
 # the job completes with the history `actortrain launch` gives on loopback (sync, same
-# seed), the ps tasks' ledgers hold every step exactly once, and the tensors crossed
-# the veths (each worker's eth0 carried at least a pull and a push of the model per step).
+# seed), the ps tasks' ledgers hold every step exactly once, the tensors took the data
+# plane inside TLS (never shared memory between namespaces), and they crossed the veths
+# (each worker's eth0 carried at least a pull and a push of the model per step).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 netns_setup 5
@@ -45,6 +46,13 @@ host_names 4 "${HOST_IP[3]} ${names[3]}.default.svc"
 for p in $C $P0 $P1 $W0 $W1; do wait $p || { tail -n +1 "$WORK"/chief0 "$WORK"/ps* "$WORK"/worker*; fail "a task failed"; }; done
 cat "$WORK/chief0" "$WORK/worker1"
 grep -q "tensors in shared memory" "$WORK"/worker* && fail "a worker used shared memory across hosts"
+# The tensors took the data plane, inside TLS, to each ps host by name.
+for w in 0 1; do
+  for p in 0 1; do
+    grep -q "ps shard $p: data plane: connected to myjob-ps-$p.default.svc:[0-9]* (TLS)" "$WORK/worker$w" ||
+      fail "worker $w did not reach ps $p's data plane over TLS"
+  done
+done
 
 timeout 120 "$AT" launch --example fashion_mnist --ps 2 --workers 2 --consistency sync --dir "$WORK/launch" -- "${ARGS[@]}" \
   >"$WORK/launch.out" 2>&1 || { cat "$WORK/launch.out"; fail "launch failed"; }

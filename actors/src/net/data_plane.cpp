@@ -143,18 +143,25 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
 
   // The token, then frames until the end (serve() marks the connection done).
   void serve_frames(connection& c, bool& greeted) {
-    int fd = c.link->fd.get();
     c.link->max_frame_bytes = lim.max_frame_bytes;
     c.link->budget = budget;
     c.link->budget_wait = timeout;
     hello h;
-    auto e = tune(fd, timeout, timeout);
-    if (e.empty()) {
+    const auto greeting_bound = std::min(timeout, lim.greeting_deadline);
+    const auto greeting_until = std::chrono::steady_clock::now() + greeting_bound;
+    std::string e;
+    if (lim.tls) {  // between hosts: the TLS handshake first, the client's certificate checked
       try {
-        if (!net::read_exact_within(fd, &h, sizeof h, std::min(timeout, lim.greeting_deadline))) e = "eof";
-      } catch (const net::socket_error& x) {
+        c.link->tls = detail::tls::accept(c.link->fd.get(), *lim.tls, greeting_bound);
+      } catch (const std::exception& x) {
         e = x.what();
       }
+    }
+    if (e.empty()) e = c.link->tune(timeout, timeout);
+    if (e.empty()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(greeting_until - std::chrono::steady_clock::now());
+      e = left.count() > 0 ? c.link->read_within(&h, sizeof h, left) : std::string("timeout");
+      if (e == "timeout") e = fmt::format("none within {} ms", greeting_bound.count());
     }
     if (!e.empty() || h.magic != hello_magic || (h.version != protocol_version && h.version != protocol_shm) ||
         !same_token(h.token, token)) {
@@ -166,7 +173,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     char ok = 1;
     if (h.version == protocol_shm) {
       shm_offer offer;
-      if (auto oe = read_exactly(fd, &offer, sizeof offer); !oe.empty()) {
+      if (auto oe = c.link->read(&offer, sizeof offer); !oe.empty()) {
         end_greeting(greeted);
         refuse("a greeting without its shared-memory offer (" + oe + ")");
         c.link->shutdown();
@@ -180,11 +187,11 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       }
     }
     std::vector<iovec> answer{{&ok, 1}};
-    if (!write_all(fd, answer).empty()) {
+    if (!c.link->write(answer).empty()) {
       c.link->shutdown();
       return;
     }
-    tune(fd, std::chrono::milliseconds(0), timeout);  // idle between frames is fine
+    c.link->tune(std::chrono::milliseconds(0), timeout);  // idle between frames is fine
     end_greeting(greeted);
     ++open;
     auto sink = std::make_shared<reply_sink>();
@@ -298,6 +305,11 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   }
 };
 
+std::shared_ptr<const detail::tls::context> tls_context(const std::string& certificate, const std::string& key,
+                                                        const std::string& ca) {
+  return detail::tls::context_for({certificate, key, ca});
+}
+
 server::server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, log_fn log)
     : server(sys, std::move(shard), request_timeout, limits{}, std::move(log)) {}
 
@@ -308,7 +320,7 @@ server::server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::millis
   impl_->budget = std::make_shared<wire::byte_budget>(l.max_bytes_in_flight != 0 ? l.max_bytes_in_flight
                                                                                    : 8 * l.max_frame_bytes);
   try {
-    impl_->listener = net::listen_on("127.0.0.1", 0);
+    impl_->listener = net::listen_on(l.listen_host, 0);
     impl_->port = net::local_port(impl_->listener.get());
   } catch (const net::socket_error& e) {
     throw std::runtime_error(std::string("data plane: ") + e.what());

@@ -89,20 +89,31 @@ struct stand_in_core {
   }
 };
 
-// Connects (within `timeout`) and greets, offering a shared-memory region when
-// `shared_memory`; no socket and `why` on failure. `region` is the region when the
-// server mapped it.
-net::unique_fd connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout, bool shared_memory,
-                                 std::shared_ptr<shared_region>& region, std::string& why) {
-  net::unique_fd fd;
+// Connects (within `timeout`: with TLS, the handshake too) and greets, offering a
+// shared-memory region when `shared_memory` (the server maps it only when both are on
+// one host and in one network namespace); null and `why` on failure. The link's region
+// is set when the server mapped it.
+std::shared_ptr<socket_link> connect_and_greet(const endpoint& at, std::chrono::milliseconds timeout,
+                                               bool shared_memory, std::string& why) {
+  std::shared_ptr<socket_link> link;
   try {
-    fd = net::connect_to("127.0.0.1", at.port, timeout);
+    if (at.tls) {
+      auto c = detail::tls::dial(at.host, at.port, *at.tls, timeout, /*server_speaks_first=*/false);
+      link = std::make_shared<socket_link>(std::move(c.fd));
+      link->tls = std::move(c.tls);
+    } else {
+      link = std::make_shared<socket_link>(net::connect_to(at.host, at.port, timeout));
+    }
   } catch (const net::socket_error& e) {
     why = e.reason();  // the caller names the address
     return {};
+  } catch (const std::exception& e) {  // a refused TLS handshake
+    why = e.what();
+    return {};
   }
-  why = tune(fd.get(), timeout, timeout);
+  why = link->tune(timeout, timeout);
   if (!why.empty()) return {};
+  std::shared_ptr<shared_region> region;
   hello h;
   std::memcpy(h.token, at.token.data(), std::min(at.token.size(), token_chars));
   shm_offer offer;
@@ -119,8 +130,8 @@ net::unique_fd connect_and_greet(const endpoint& at, std::chrono::milliseconds t
   std::vector<iovec> greeting{{&h, sizeof h}};
   if (region) greeting.push_back({&offer, sizeof offer});
   char ok = 0;
-  auto sent = write_all(fd.get(), greeting);
-  auto answer = sent.empty() ? read_exactly(fd.get(), &ok, 1) : std::string{};
+  auto sent = link->write(greeting);
+  auto answer = sent.empty() ? link->read(&ok, 1) : std::string{};
   memfd.reset();  // mapped by both, or by none
   if (!sent.empty()) {
     why = "cannot greet: " + sent;
@@ -128,11 +139,10 @@ net::unique_fd connect_and_greet(const endpoint& at, std::chrono::milliseconds t
     why = answer == "eof" || answer.empty() ? std::string("the token was refused")
                                             : "no answer to the greeting (" + answer + ")";
   } else {
-    if (ok != 2) region.reset();
-    tune(fd.get(), std::chrono::milliseconds(0), timeout);  // replies may take their time
-    return fd;
+    if (ok == 2) link->region = std::move(region);
+    link->tune(std::chrono::milliseconds(0), timeout);  // replies may take their time
+    return link;
   }
-  region.reset();
   return {};
 }
 
@@ -145,19 +155,17 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, p
                        std::shared_ptr<shard_routes> routes, std::chrono::milliseconds timeout, log_fn log,
                        bool shared_memory) {
   detail::name_this_thread("at.dp.standin");
-  auto where = fmt::format("127.0.0.1:{}", at.port);
+  auto where = fmt::format("{}:{}", at.host, at.port);
   std::string why;
-  std::shared_ptr<shared_region> region;
-  auto fd = connect_and_greet(at, timeout, shared_memory, region, why);
-  if (!fd) {
+  auto link = connect_and_greet(at, timeout, shared_memory, why);
+  if (!link) {
     say(log, fmt::format("data plane: cannot connect to {} ({}); the ps shard is reached over BASP", where, why));
     self->quit(make_error(error_code::shard_lost, "data plane to " + where + ": " + why));
     return {};
   }
   auto core = std::make_shared<stand_in_core>();
   self->state.core = core;
-  core->link = std::make_shared<socket_link>(std::move(fd));
-  core->link->region = std::move(region);
+  core->link = std::move(link);
   core->link->out_ring = 0;
   if (at.max_frame_bytes != 0) core->link->max_frame_bytes = at.max_frame_bytes;
   core->routes = routes;
@@ -220,7 +228,11 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, p
   core->stand_in = self->address();
   self->state.entry = entry;
   if (routes) routes->enter(core->shard, entry);
-  say(log, fmt::format("data plane: connected to {}{}", where, core->link->region ? " (tensors in shared memory)" : ""));
+  std::string how = core->link->tls && core->link->region ? " (TLS, tensors in shared memory)"
+                    : core->link->tls                      ? " (TLS)"
+                    : core->link->region                   ? " (tensors in shared memory)"
+                                                           : "";
+  say(log, fmt::format("data plane: connected to {}{}", where, how));
   return {
     [self](closed_atom, std::string& why) {
       self->state.core->leave(why);

@@ -40,6 +40,103 @@ std::string tune(int fd, std::chrono::milliseconds receive_timeout, std::chrono:
   }
 }
 
+std::string socket_link::tune(std::chrono::milliseconds read_timeout, std::chrono::milliseconds write_timeout) {
+  read_idle = read_timeout;
+  write_idle = write_timeout;
+  if (tls) {
+    try {
+      net::set_no_delay(fd.get());
+      return {};
+    } catch (const net::socket_error& e) {
+      return e.what();
+    }
+  }
+  return wire::tune(fd.get(), read_timeout, write_timeout);
+}
+
+std::string socket_link::read(void* p, size_t n) {
+  if (!tls) return read_exactly(fd.get(), p, n);
+  return tls_read(p, n, std::nullopt);
+}
+
+std::string socket_link::read_within(void* p, size_t n, std::chrono::milliseconds bound) {
+  if (tls) return tls_read(p, n, std::chrono::steady_clock::now() + bound);
+  try {
+    return net::read_exact_within(fd.get(), p, n, bound) ? std::string{} : std::string("eof");
+  } catch (const net::socket_error& e) {
+    return e.code() == ETIMEDOUT ? std::string("timeout") : std::string(e.what());
+  }
+}
+
+std::string socket_link::tls_read(void* p, size_t n, std::optional<std::chrono::steady_clock::time_point> until) {
+  auto* out = static_cast<char*>(p);
+  size_t got = 0;
+  while (got < n) {
+    detail::tls::status s;
+    size_t k = 0;
+    {
+      std::lock_guard<std::mutex> g{tls_mtx};
+      s = tls->read(out + got, n - got, k);
+    }
+    if (s == detail::tls::status::ok) {
+      got += k;
+      continue;
+    }
+    if (s == detail::tls::status::closed) return got == 0 ? "eof" : "the peer closed the connection inside a read";
+    if (s == detail::tls::status::failed) return tls->why();
+    // Waiting for the peer: as long as a plain socket's receive timeout would let it.
+    auto now = std::chrono::steady_clock::now();
+    auto limit = until ? *until : read_idle.count() > 0 ? now + read_idle : now + std::chrono::hours(24 * 365);
+    if (!detail::tls::wait_ready(fd.get(), s, limit))
+      return until ? std::string("timeout") : fmt::format("no data within {} ms", read_idle.count());
+  }
+  return {};
+}
+
+std::string socket_link::tls_write(const char* data, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    detail::tls::status s;
+    size_t k = 0;
+    {
+      std::lock_guard<std::mutex> g{tls_mtx};
+      s = tls->write(data + done, n - done, k);
+    }
+    if (s == detail::tls::status::ok) {
+      done += k;
+      continue;
+    }
+    if (s == detail::tls::status::closed) return "the peer closed the connection";
+    if (s == detail::tls::status::failed) return tls->why();
+    auto now = std::chrono::steady_clock::now();
+    auto limit = write_idle.count() > 0 ? now + write_idle : now + std::chrono::hours(24 * 365);
+    if (!detail::tls::wait_ready(fd.get(), s, limit)) return fmt::format("cannot write within {} ms", write_idle.count());
+  }
+  return {};
+}
+
+std::string socket_link::write(std::vector<iovec>& iov) {
+  if (!tls) return write_all(fd.get(), iov);
+  // Small pieces (a header, shapes, a message) go out together as one TLS record, not
+  // one record each; the tensors' floats are written straight from their matrices.
+  constexpr size_t small = 16 * 1024;
+  std::vector<char> gathered;
+  for (auto& piece : iov) {
+    auto* p = static_cast<const char*>(piece.iov_base);
+    if (piece.iov_len < small) {
+      gathered.insert(gathered.end(), p, p + piece.iov_len);
+      continue;
+    }
+    if (!gathered.empty()) {
+      if (auto e = tls_write(gathered.data(), gathered.size()); !e.empty()) return e;
+      gathered.clear();
+    }
+    if (auto e = tls_write(p, piece.iov_len); !e.empty()) return e;
+  }
+  if (!gathered.empty()) return tls_write(gathered.data(), gathered.size());
+  return {};
+}
+
 // Maps `bytes` of the shared-memory object `fd` as a region (closing `fd`), every page
 // faulted in now, not mid-frame; null when mmap fails (errno says why).
 std::shared_ptr<shared_region> map_shared(int fd, uint64_t bytes) {
@@ -101,6 +198,14 @@ std::shared_ptr<shared_region> map_region(const shm_offer& offer) {
   int used = 0;
   if (std::sscanf(name.c_str(), "/proc/%u/fd/%u%n", &pid, &number, &used) != 2 || static_cast<size_t>(used) != name.size())
     return nullptr;
+  // Only a process on this host as the network sees it: one kernel (its /proc entry is
+  // ours to open) and one network namespace. Tasks in two namespaces stand for two hosts
+  // and keep their floats on the stream, as on two machines.
+  char ours[64] = {}, theirs[64] = {};
+  auto ns_of = [](const std::string& path, char* out) { return ::readlink(path.c_str(), out, 63) > 0; };
+  if (!ns_of("/proc/self/ns/net", ours) || !ns_of(fmt::format("/proc/{}/ns/net", pid), theirs) ||
+      std::strcmp(ours, theirs) != 0)
+    return nullptr;
   int fd = ::open(name.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return nullptr;
   constexpr int needed = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
@@ -136,9 +241,8 @@ bool same_token(const char* a, const std::string& b) {
 // Reads one frame: "" when `out` holds it, "eof" at a clean end between frames, else
 // what was wrong with it (the connection is then unusable).
 std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
-  int fd = link.fd.get();
   frame_header h;
-  if (auto e = read_exactly(fd, &h, sizeof h); !e.empty()) return e;
+  if (auto e = link.read(&h, sizeof h); !e.empty()) return e;
   if (h.magic != frame_magic) return fmt::format("not a data-plane frame (magic {:#010x})", h.magic);
   bool in_shm = (h.tensors & in_shm_flag) != 0;
   h.tensors &= ~in_shm_flag;
@@ -148,7 +252,7 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   if (h.meta_bytes > bound) return fmt::format("a frame announced {} bytes of message (at most {} here)", h.meta_bytes, bound);
   std::vector<shape_entry> shapes(h.tensors);
   if (h.tensors > 0)
-    if (auto e = read_exactly(fd, shapes.data(), shapes.size() * sizeof(shape_entry)); !e.empty())
+    if (auto e = link.read(shapes.data(), shapes.size() * sizeof(shape_entry)); !e.empty())
       return e == "eof" ? "the peer closed the connection inside a frame" : e;
   for (auto& s : shapes)
     if (s.rows > max_wire_floats || s.cols > max_wire_floats || (s.cols != 0 && s.rows > max_wire_floats / s.cols) ||
@@ -180,13 +284,11 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   // member that stalls mid-frame gives its share back instead of holding it for ever.
   const auto frame_until = std::chrono::steady_clock::now() + link.budget_wait;
   auto body = [&](void* p, size_t n) -> std::string {
-    if (!link.budget) return read_exactly(fd, p, n);
+    if (!link.budget) return link.read(p, n);
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(frame_until - std::chrono::steady_clock::now());
-    try {
-      if (left.count() > 0 && net::read_exact_within(fd, p, n, left)) return {};
-      if (left.count() > 0) return "eof";
-    } catch (const net::socket_error& e) {
-      if (e.code() != ETIMEDOUT) return e.what();
+    if (left.count() > 0) {
+      auto e = link.read_within(p, n, left);
+      if (e != "timeout") return e;
     }
     return fmt::format("the rest of a frame of {} bytes did not come within {} ms", h.meta_bytes + tensor_bytes,
                        link.budget_wait.count());

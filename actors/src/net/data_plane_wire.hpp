@@ -29,6 +29,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -36,6 +37,7 @@
 #include <fmt/format.h>
 
 #include "../core/thread_name.hpp"
+#include "tls.hpp"
 
 
 namespace actortrain::data_plane::wire {
@@ -182,9 +184,16 @@ class byte_budget {
 };
 
 // One connection's socket, written by one thread at a time; closed when the last user
-// lets go (shutdown() before that wakes a blocked reader).
+// lets go (shutdown() before that wakes a blocked reader). Plain, the socket is blocking
+// and its SO_RCVTIMEO/SO_SNDTIMEO bound each wait. With TLS (between hosts), `tls` runs
+// over it, non-blocking: the reader thread and the writers take turns on the session
+// under tls_mtx (an OpenSSL session is not for two threads at once) and wait for the
+// socket outside it, each wait bounded as the plain socket's would be.
 struct socket_link {
   net::unique_fd fd;
+  std::unique_ptr<detail::tls::session> tls;
+  std::mutex tls_mtx;
+  std::chrono::milliseconds read_idle{0}, write_idle{0};  // 0: no bound (as SO_RCVTIMEO 0)
   std::mutex write_mtx;
   // The shared-memory region (null: floats inline), the ring this side writes and the
   // one it reads; the next free position of the first (under write_mtx) and the next
@@ -202,6 +211,16 @@ struct socket_link {
   std::chrono::milliseconds budget_wait{10000};
   explicit socket_link(net::unique_fd f) : fd(std::move(f)) {}
   void shutdown() { ::shutdown(fd.get(), SHUT_RDWR); }
+
+  // TCP_NODELAY and how long a read or a write may wait for the peer (0: for ever).
+  std::string tune(std::chrono::milliseconds read_timeout, std::chrono::milliseconds write_timeout);
+  // Exactly `n` bytes: "" when read, "eof" when the peer closed before the first one, else
+  // what went wrong.
+  std::string read(void* p, size_t n);
+  // The same within `bound` in all: "timeout" when it passed.
+  std::string read_within(void* p, size_t n, std::chrono::milliseconds bound);
+  // Every byte of `iov` (partial writes continue where they stopped).
+  std::string write(std::vector<iovec>& iov);
 
   // Sends `msg` as the frame of request `id`.
   std::string send(caf::actor_system& sys, uint64_t id, const caf::message& msg) {
@@ -241,13 +260,17 @@ struct socket_link {
       h.tensors |= in_shm_flag;
       iov.push_back({&at, sizeof at});
       if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
-      return write_all(fd.get(), iov);
+      return write(iov);
     }
     if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
     for (auto& t : tensors)
       if (t->size() > 0) iov.push_back({const_cast<float*>(t->data()), static_cast<size_t>(t->size()) * sizeof(float)});
-    return write_all(fd.get(), iov);
+    return write(iov);
   }
+
+ private:
+  std::string tls_read(void* p, size_t n, std::optional<std::chrono::steady_clock::time_point> until);
+  std::string tls_write(const char* data, size_t n);
 
   // Finds `n` contiguous bytes in this side's ring (under write_mtx): false when the
   // reader has not released enough yet (the frame then goes inline).

@@ -21,6 +21,7 @@
 #include "../cluster/cluster_internals.hpp"
 #include "../core/ask.hpp"
 #include "dial.hpp"
+#include <actortrain/actors/net/sockets.hpp>
 #include "node_internals.hpp"
 
 namespace actortrain::detail {
@@ -67,15 +68,22 @@ data_plane::log_fn log_to(node_context& cx) { return log_lines(cx.out, cx.opts.l
 
 // -- the roles --------------------------------------------------------------------------
 
-// A shard of this process as ps_handle answers it: with a data plane unless the cluster
-// runs TLS (tensors then stay inside TLS on BASP) or it was turned off. The server
-// lives in `planes`, which the caller destroys before the shard stops.
+// A shard of this process as ps_handle answers it: with a data plane unless it was
+// turned off. Plain (loopback), it listens on 127.0.0.1; with TLS (hosts that may be
+// others), where the task listens and as a TLS server. The server lives in `planes`,
+// which the caller destroys before the shard stops.
 shard_contact serve_shard(node_context& cx, ps_shard_actor shard,
                           std::vector<std::unique_ptr<data_plane::server>>& planes) {
   shard_contact c;
   c.shard = shard;
-  if (cx.opts.cluster.tls.enabled() || !cx.opts.data_plane) return c;
+  if (!cx.opts.data_plane) return c;
+  const auto& def = cx.opts.cluster;
   data_plane::server::limits l;
+  const auto& own = def.address(cx.opts.task);
+  if (def.tls.enabled()) {
+    l.tls = data_plane::tls_context(def.tls.certificate, def.tls.key, def.tls.ca);
+    l.listen_host = net::listen_host(own.host);
+  }
   l.max_frame_bytes = max_message_bytes(cx.j);
   // Who dials a ps's data plane: the worker tasks, and the chief and evaluator with replicas.
   auto caps = caps_for(cx.opts.cluster.worker.size() + cx.opts.cluster.evaluator.size() + cx.opts.cluster.chief.size());
@@ -86,20 +94,26 @@ shard_contact serve_shard(node_context& cx, ps_shard_actor shard,
   auto at = planes.back()->where();
   c.data_port = at.port;
   c.data_token = at.token;
+  c.data_host = def.tls.enabled() ? own.host : std::string("127.0.0.1");
   return c;
 }
 
 // The stand-in carrying this worker's tensors to and from shard `index` (null when the
 // shard's process serves no data plane).
-caf::actor open_plane(caf::actor_system& sys, const shard_contact& c, const std::shared_ptr<shard_routes>& routes,
-                      std::chrono::milliseconds budget, const data_plane::log_fn& log, size_t index,
-                      uint64_t max_frame) {
+caf::actor open_plane(caf::actor_system& sys, const cluster_def& def, const shard_contact& c,
+                      const std::shared_ptr<shard_routes>& routes, std::chrono::milliseconds budget,
+                      const data_plane::log_fn& log, size_t index, uint64_t max_frame) {
   if (c.data_port == 0) return {};
+  data_plane::endpoint at;
+  at.port = c.data_port;
+  at.token = c.data_token;
+  at.max_frame_bytes = max_frame;
+  if (!c.data_host.empty()) at.host = c.data_host;
+  if (def.tls.enabled()) at.tls = data_plane::tls_context(def.tls.certificate, def.tls.key, def.tls.ca);
   auto say = [log, index](const std::string& line) {
     if (log) log(fmt::format("ps shard {}: {}", index, line));
   };
-  return data_plane::open(sys, data_plane::endpoint{c.data_port, c.data_token, max_frame}, c.shard, routes, budget,
-                          say);
+  return data_plane::open(sys, at, c.shard, routes, budget, say);
 }
 
 std::vector<model::metric_ptr> fresh_metrics(const job& j) {
@@ -313,7 +327,7 @@ node_result play_worker(node_context& cx) {
   const uint64_t max_frame = max_message_bytes(cx.j);  // what a reply may announce
   std::vector<caf::actor> planes;
   for (size_t i = 0; i < contacts.size(); ++i)
-    if (auto p = open_plane(cx.sys, contacts[i], routes, connect_budget, log, i, max_frame)) planes.push_back(p);
+    if (auto p = open_plane(cx.sys, def, contacts[i], routes, connect_budget, log, i, max_frame)) planes.push_back(p);
   // Replicas of the training pipelines, so batches are made here (TensorFlow's per-worker
   // datasets) instead of crossing the network from the chief; with pipeline affinity
   // this worker reads its own pipeline in order.
@@ -338,7 +352,8 @@ node_result play_worker(node_context& cx) {
   if (!shards_on_coordinator(def)) {
     auto addrs = def.ps;
     auto budget = def.request_timeout;
-    redialer = cx.sys.spawn([ps, addrs, budget, routes, log, connect_budget, max_frame](caf::event_based_actor* self) -> caf::behavior {
+    redialer = cx.sys.spawn([ps, addrs, budget, routes, log, connect_budget, max_frame,
+                             def](caf::event_based_actor* self) -> caf::behavior {
       auto index_of = std::make_shared<std::map<caf::actor_addr, size_t>>();
       // The data planes opened to shards that came back end with the redialer.
       auto opened = std::make_shared<std::vector<caf::actor>>();
@@ -368,10 +383,11 @@ node_result play_worker(node_context& cx) {
       });
       return {
         // Watch the shard that came back too.
-        [self, index_of, opened, routes, log, connect_budget, max_frame](watch_atom, shard_contact& c, uint64_t k) {
+        [self, index_of, opened, routes, log, connect_budget, max_frame, def](watch_atom, shard_contact& c,
+                                                                               uint64_t k) {
           (*index_of)[c.shard.address()] = static_cast<size_t>(k);
           self->monitor(c.shard);
-          if (auto p = open_plane(self->system(), c, routes, connect_budget, log, static_cast<size_t>(k), max_frame))
+          if (auto p = open_plane(self->system(), def, c, routes, connect_budget, log, static_cast<size_t>(k), max_frame))
             opened->push_back(p);
         },
       };

@@ -202,12 +202,9 @@ std::string session::peer_subject() const {
   return buf;
 }
 
-namespace {
-
 using clock_type = std::chrono::steady_clock;
 
-// Waits until `fd` is ready for what `s` asks, or the deadline passes (false).
-bool wait_for(int fd, status s, clock_type::time_point until) {
+bool wait_ready(int fd, status s, clock_type::time_point until) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count();
     if (left <= 0) return false;
@@ -218,35 +215,59 @@ bool wait_for(int fd, status s, clock_type::time_point until) {
   }
 }
 
+namespace {
+
+// Runs `step` on `tls` until it is done, waiting on `fd` for what it asks, until `until`;
+// failures as dial and accept report them (`where` names the peer).
+template <class Step>
+void drive(session& tls, int fd, const std::string& where, clock_type::time_point until, std::chrono::milliseconds bound,
+           Step step, const char* closed_when, const char* late) {
+  for (;;) {
+    auto s = step();
+    if (s == status::ok) return;
+    if (s == status::failed)
+      throw refused(fmt::format("the TLS handshake failed: {} (a certificate of another CA, or a peer without TLS)",
+                                tls.why()));
+    if (s == status::closed) throw net::socket_error(where, fmt::format("closed {}", closed_when), 0);
+    if (!wait_ready(fd, s, until))
+      throw net::socket_error(where, fmt::format("{} within {} ms", late, bound.count()), ETIMEDOUT);
+  }
+}
+
+void make_non_blocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
 }  // namespace
 
-connection dial(const std::string& host, uint16_t port, const context& ctx, std::chrono::milliseconds bound) {
+std::unique_ptr<session> accept(int fd, const context& ctx, std::chrono::milliseconds bound) {
+  auto until = clock_type::now() + bound;
+  make_non_blocking(fd);
+  auto tls = std::make_unique<session>(ctx, fd, /*server=*/true);
+  drive(*tls, fd, net::peer_text(fd), until, bound, [&] { return tls->handshake(); }, "during the TLS handshake",
+        "no TLS handshake");
+  return tls;
+}
+
+connection dial(const std::string& host, uint16_t port, const context& ctx, std::chrono::milliseconds bound,
+                bool server_speaks_first) {
   auto until = clock_type::now() + bound;
   auto where = fmt::format("{}:{}", host, port);
   connection c;
   c.fd = net::connect_to(host, port, bound);
   net::set_no_delay(c.fd.get());
-  int flags = ::fcntl(c.fd.get(), F_GETFL);
-  ::fcntl(c.fd.get(), F_SETFL, flags | O_NONBLOCK);
+  make_non_blocking(c.fd.get());
   c.tls = std::make_unique<session>(ctx, c.fd.get(), /*server=*/false);
-  // Runs `step` until it is done, waiting on the socket for what it asks, within `until`.
-  auto drive = [&](auto step, const char* closed_when, const char* late) {
-    for (;;) {
-      auto s = step();
-      if (s == status::ok) return;
-      if (s == status::failed)
-        throw refused(fmt::format("the TLS handshake failed: {} (a certificate of another CA, or a peer without TLS)",
-                                  c.tls->why()));
-      if (s == status::closed) throw net::socket_error(where, fmt::format("closed {}", closed_when), 0);
-      if (!wait_for(c.fd.get(), s, until))
-        throw net::socket_error(where, fmt::format("{} within {} ms", late, bound.count()), ETIMEDOUT);
-    }
-  };
-  drive([&] { return c.tls->handshake(); }, "during the TLS handshake", "no TLS handshake");
+  auto& tls = *c.tls;
+  int fd = c.fd.get();
+  drive(tls, fd, where, until, bound, [&] { return tls.handshake(); }, "during the TLS handshake", "no TLS handshake");
   // With TLS 1.3 the server checks our certificate after our side of the handshake
   // ended: its refusal (an alert) or its first bytes (BASP's server handshake) come next.
   // Wait for either, so that a refusal is final here and not a connection cut later.
-  drive([&] { return c.tls->peek(); }, "right after the TLS handshake", "nothing after the TLS handshake");
+  if (server_speaks_first)
+    drive(tls, fd, where, until, bound, [&] { return tls.peek(); }, "right after the TLS handshake",
+          "nothing after the TLS handshake");
   return c;
 }
 

@@ -103,11 +103,23 @@ struct connection {
 };
 
 /// Connects to host:port and runs the client handshake within `bound` in total, until the
-/// server's first bytes (with TLS 1.3 the server checks our certificate only after our
-/// side of the handshake ended: a refusal comes then). Throws
+/// server's first bytes when `server_speaks_first` (BASP: with TLS 1.3 the server checks
+/// our certificate only after our side of the handshake ended, and a refusal comes
+/// then); a protocol whose client speaks first (the data plane) sees a refusal at its
+/// first read instead. Throws
 /// refused when either side refuses the other's certificate or the peer does not speak
 /// TLS, net::socket_error for the network's failures (refused, cut, timed out: worth
 /// another try).
-connection dial(const std::string& host, uint16_t port, const context& ctx, std::chrono::milliseconds bound);
+connection dial(const std::string& host, uint16_t port, const context& ctx, std::chrono::milliseconds bound,
+                bool server_speaks_first = true);
+
+/// The server's side of a connection accepted on `fd` (made non-blocking here): the
+/// handshake within `bound`, the client's certificate checked. Throws refused or
+/// net::socket_error as dial does.
+std::unique_ptr<session> accept(int fd, const context& ctx, std::chrono::milliseconds bound);
+
+/// Waits until `fd` is ready for what `s` asks (want_read: readable, want_write:
+/// writable), or `until` passes (false).
+bool wait_ready(int fd, status s, std::chrono::steady_clock::time_point until);
 
 }  // namespace actortrain::detail::tls

@@ -511,7 +511,7 @@ typename Inspector::result_type inspect(Inspector& f, node_registration& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_contact& x) {
-  return f(caf::meta::type_name("shard_contact"), x.shard, x.data_port, x.data_token);
+  return f(caf::meta::type_name("shard_contact"), x.shard, x.data_port, x.data_token, x.data_host);
 }
 
 template <class Inspector>

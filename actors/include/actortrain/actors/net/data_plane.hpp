@@ -11,8 +11,11 @@
 // straight from the matrix the message shares and read straight into the matrix the
 // receiver gets. The kernel's copies are the only ones.
 //
-// Shared memory. Both ends are on one host (the server listens on loopback only), so a
-// client also offers a shared-memory region (a memfd of 2 rings of 8 MiB, one per
+// Shared memory. When both ends are on one host, a client's offer of a shared-memory
+// region is taken: the server maps it only when the offering process is on this kernel
+// (its /proc entry opens) and in this network namespace — tasks in two namespaces stand
+// for two hosts, whatever their hostname or a reachable /dev/shm say. A client offers
+// a shared-memory region (a memfd of 2 rings of 8 MiB, one per
 // direction, sealed against shrinking and growing: a client cannot turn the server's
 // copies into a SIGBUS; the server maps only a sealed one) in its greeting. When the server maps it, a frame of 512 KiB of floats or
 // more carries them in the sender's ring instead of the stream: one memcpy in, one out,
@@ -38,8 +41,9 @@
 // on a connection's threads (a thread that cannot start, an allocation that fails)
 // closes that connection with a log line, never the process.
 //
-// Who talks. The ps side's `server` listens on 127.0.0.1 at a kernel-picked port for one
-// shard; a client presents a random per-process token (issued over BASP in the
+// Who talks. The ps side's `server` listens at a kernel-picked port for one shard: on
+// 127.0.0.1 in a plain cluster (loopback only), where the task listens with TLS; a
+// client presents a random per-process token (issued over BASP in the
 // shard_contact a task answers ps_handle with) before anything else, else it is closed.
 // Each accepted connection gets a reader thread, which puts each request straight into
 // the shard's mailbox (its sender a companion actor, caf::actor_companion), and a writer
@@ -60,8 +64,12 @@
 // BASP again. Writes are bounded by the timeout; a connection that cannot be made in time
 // leaves the worker on BASP, with a log line.
 //
-// TLS. The data plane is plaintext: a cluster with a tls section keeps every tensor
-// inside TLS on BASP and serves no data plane (shard_contact::data_port = 0).
+// TLS. In a cluster with a tls section (hosts that may be others) every data-plane
+// connection is a TLS session of ActorTrain's own (tls.hpp), both certificates checked
+// before the greeting; the frames are the same, read and written through the session
+// (decrypted straight into the receiving matrix). The reader thread and the writers
+// take turns on the session, each waiting for the socket outside the lock
+// (data_plane_wire.hpp: socket_link).
 //
 // Includes only CAF's forward declarations.
 
@@ -79,19 +87,33 @@ namespace actortrain {
 class shard_routes;
 }
 
+namespace actortrain::detail::tls {
+class context;
+}
+
 namespace actortrain::data_plane {
 
 /// Where log lines go (one line each, without a newline); null = nowhere.
 using log_fn = std::function<void(const std::string&)>;
 
-/// Where one shard's data plane listens (on 127.0.0.1) and what a client presents.
+/// Where one shard's data plane listens and what a client presents.
 struct endpoint {
   uint16_t port = 0;   ///< 0 = no data plane
   std::string token;   ///< 32 hex digits
   /// (client side) the most bytes a reply frame may announce, message and tensors each:
   /// the job's largest message (0: the protocol's own bound).
   uint64_t max_frame_bytes = 0;
+  /// (client side) the host: the ps task's host from the cluster (127.0.0.1 on one host).
+  std::string host = "127.0.0.1";
+  /// (client side) TLS between hosts: the job's certificate and CA; null: plain.
+  std::shared_ptr<const detail::tls::context> tls;
 };
+
+/// The TLS settings of a data plane's server or client between hosts, from the job's
+/// certificate, key and CA (made once per process and set of files). Throws
+/// std::runtime_error naming a file OpenSSL cannot use.
+std::shared_ptr<const detail::tls::context> tls_context(const std::string& certificate, const std::string& key,
+                                                        const std::string& ca);
 
 /// Serves one ps shard's data plane until destroyed.
 class server {
@@ -107,6 +129,12 @@ class server {
     /// What the frames being read on all connections may hold at once (0: four whole
     /// frames, 8 × max_frame_bytes); a frame waits up to the request timeout for its share.
     uint64_t max_bytes_in_flight = 0;
+    /// Where it listens: 127.0.0.1, or (between hosts) the task's address or every
+    /// interface (net::listen_host).
+    std::string listen_host = "127.0.0.1";
+    /// TLS (between hosts): every connection is a TLS session with both certificates
+    /// checked before the greeting; null: plain (loopback only).
+    std::shared_ptr<const detail::tls::context> tls;
   };
   server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, log_fn log = nullptr);
   server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, limits l,

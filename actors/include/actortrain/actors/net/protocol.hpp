@@ -26,12 +26,14 @@ struct node_registration {
 };
 
 /// What a task answers (ps_handle_atom, index) with: ps shard `index` and, when its
-/// process serves one, the shard's data plane (data_plane.hpp; port 0 = none: TLS mode,
-/// or turned off), where a client presents `data_token`.
+/// process serves one, the shard's data plane (data_plane.hpp; port 0 = none: turned
+/// off), where a client presents `data_token`. The host is the serving task's own (its
+/// address in the cluster); with TLS the data plane is a TLS session too.
 struct shard_contact {
   ps_shard_actor shard;
   uint16_t data_port = 0;
   std::string data_token;
+  std::string data_host;
 };
 
 /// The end of a job, sent by the coordinator's task to every other task: the run's
