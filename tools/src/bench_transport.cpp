@@ -51,6 +51,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -96,7 +97,9 @@ constexpr int64_t max_dense_bytes = int64_t{1} << 28;  // 256 MiB a message
 constexpr int64_t max_sparse_rows = int64_t{1} << 24;  // 200 MB a reply
 constexpr int64_t goal_bytes = 4 << 20;
 constexpr double goal_ratio = 1.2;
-constexpr const char* host = "127.0.0.1";
+constexpr double tls_goal_ratio = 1.3;  // the data plane inside TLS, against raw TLS
+// Where the ps side listens: 127.0.0.1, or with --netns its namespace's address.
+std::string host = "127.0.0.1";
 
 struct transport_options {
   int rounds = 30;
@@ -104,8 +107,55 @@ struct transport_options {
   std::vector<int64_t> sizes;  // bytes, each a multiple of sizeof(float)
   int64_t sparse_rows = 1000000;
   bool tls = false;       // --tls: a TLS section after the plain ones
+  bool netns = false;     // --netns: the two sides in two network namespaces on a veth pair
   std::string serve_tls;  // internal, the ps side: serve over TLS with the certificates here
+  std::string serve_netns;  // internal, the ps side: enter this namespace first
+  std::string serve_host;   // internal, the ps side: listen here
 };
+
+// --netns: two network namespaces joined by a veth pair (10.x.y.1 and .2/24), the ps
+// side in the first, the bench in the second, so every byte crosses real interfaces as
+// between two hosts. Made with the ip command (root), removed when the bench ends.
+class bench_netns {
+ public:
+  bench_netns() {
+    auto tag = std::to_string(::getpid());
+    ps_ = "at-bench-" + tag + "-ps";
+    bench_ = "at-bench-" + tag + "-w";
+    auto net = fmt::format("10.{}.{}", 200 + ::getpid() % 50, (::getpid() / 50) % 250);
+    ps_ip_ = net + ".1";
+    bench_ip_ = net + ".2";
+    for (auto& cmd : {fmt::format("ip netns add {}", ps_), fmt::format("ip netns add {}", bench_),
+                      fmt::format("ip -n {} link add eth0 type veth peer name eth0 netns {}", ps_, bench_),
+                      fmt::format("ip -n {} addr add {}/24 dev eth0", ps_, ps_ip_),
+                      fmt::format("ip -n {} addr add {}/24 dev eth0", bench_, bench_ip_),
+                      fmt::format("ip -n {} link set eth0 up", ps_), fmt::format("ip -n {} link set eth0 up", bench_),
+                      fmt::format("ip -n {} link set lo up", ps_), fmt::format("ip -n {} link set lo up", bench_)})
+      if (std::system((cmd + " 2>/dev/null").c_str()) != 0) {
+        remove();
+        throw std::runtime_error(fmt::format("--netns: '{}' failed (it needs root and the ip command)", cmd));
+      }
+  }
+  ~bench_netns() { remove(); }
+  bench_netns(const bench_netns&) = delete;
+  bench_netns& operator=(const bench_netns&) = delete;
+  const std::string& ps() const { return ps_; }
+  const std::string& ps_ip() const { return ps_ip_; }
+  const std::string& bench() const { return bench_; }
+
+ private:
+  void remove() {
+    std::system(fmt::format("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", ps_, bench_).c_str());
+  }
+  std::string ps_, bench_, ps_ip_, bench_ip_;
+};
+
+// Moves the calling thread (and the threads it starts later) into namespace `name`.
+void enter_netns(const std::string& name) {
+  net::unique_fd ns{::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!ns || ::setns(ns.get(), CLONE_NEWNET) != 0)
+    throw std::runtime_error(fmt::format("cannot enter network namespace {}: {}", name, std::strerror(errno)));
+}
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> out;
@@ -435,13 +485,20 @@ int serve_or_throw(const transport_options& o, int report_fd) {
                            [](const std::string& line) { fmt::print(stderr, "ps side: {}\n", line); })
              .port();
   else
-    basp = sys.middleman().publish(ps.a, 0, host, /*reuse_addr=*/true);
+    basp = sys.middleman().publish(ps.a, 0, host.c_str(), /*reuse_addr=*/true);
   if (!basp) throw std::runtime_error(fmt::format("publish on 127.0.0.1: {}", describe(basp.error())));
-  // Plaintext only, as in a cluster: the tensor data plane beside BASP.
+  // The tensor data plane beside BASP, as in a cluster: with TLS a TLS server too.
   std::optional<data_plane::server> plane;
-  if (!tls) plane.emplace(sys, caf::actor_cast<ps_shard_actor>(ps.a), std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout));
+  data_plane::server::limits limits;
+  limits.listen_host = host;
+  if (tls) {
+    auto f = tls_files_in(o.serve_tls);
+    limits.tls = data_plane::tls_context(f.certificate, f.key, f.ca);
+  }
+  plane.emplace(sys, caf::actor_cast<ps_shard_actor>(ps.a),
+                std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout), limits);
   auto listener = net::listen_on(host, 0, {/*backlog=*/1});
-  report_ports(report_fd, net::local_port(listener.get()), *basp, plane ? plane->where() : data_plane::endpoint{});
+  report_ports(report_fd, net::local_port(listener.get()), *basp, plane->where());
   auto conn = net::accept_within(listener.get(), idle_bound);
   if (!tls) {
     serve_raw(conn.get());
@@ -493,6 +550,9 @@ class ps_process {
       args.push_back("--serve-tls");
       args.push_back(o.serve_tls);
     }
+    if (!o.serve_netns.empty()) {
+      args.insert(args.end(), {"--serve-netns", o.serve_netns, "--serve-host", o.serve_host});
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -512,7 +572,7 @@ class ps_process {
   pid_t pid() const { return pid_; }
   uint16_t raw_port() const { return raw_port_; }
   uint16_t basp_port() const { return basp_port_; }
-  /// The ps side's data plane (port 0 over TLS).
+  /// The ps side's data plane (a TLS server too with --serve-tls).
   const data_plane::endpoint& plane() const { return plane_; }
 
   // Waits up to exit_bound for the ps side to exit by itself, then kills it; returns
@@ -561,6 +621,7 @@ class ps_process {
     basp_port_ = static_cast<uint16_t>(basp);
     plane_.port = static_cast<uint16_t>(plane);
     plane_.token = token;
+    plane_.host = host;
   }
 
   pid_t pid_ = -1;
@@ -845,11 +906,6 @@ std::vector<double> interleave_all(int rounds, const std::vector<std::function<d
   return out;
 }
 
-paired_medians interleave(int rounds, const std::function<double()>& raw, const std::function<double()>& at) {
-  auto m = interleave_all(rounds, {raw, at});
-  return {m[0], m[1], 0, 0};
-}
-
 double mb_per_s(double bytes, double ms) { return bytes / (ms * 1e3); }
 
 std::string human_bytes(int64_t b) {
@@ -965,37 +1021,46 @@ int measure_tls(const char* argv0, const transport_options& o, const std::string
   configure_transport(cfg, tls_cluster(files), 2, max_message(o));
   caf::actor_system sys{cfg};
   basp_client at{sys, ps.basp_port(), nullptr, true, /*as_task=*/true};
+  // The data plane as a TLS cluster's worker opens it (shared memory only when both
+  // sides share a network namespace: not with --netns).
+  auto ep = ps.plane();
+  ep.tls = data_plane::tls_context(files.certificate, files.key, files.ca);
+  basp_client plane{sys, ps.basp_port(), &ep, true, /*as_task=*/true};
   fmt::print("\ntls: the dense rounds again over mutual TLS (a temporary CA; one node certificate that both\n"
              "sides present and verify). A new ps side, process {} (raw TLS port {}, BASP/TLS port {}).\n"
              "raw TLS: libssl on a blocking TCP_NODELAY socket, SSL_write N bytes, SSL_read N bytes;\n"
              "         {}, handshake {:.1f} ms.\n"
              "actortrain: BASP as a TLS task runs it (TLS ended by the guards, which relay the\n"
              "            plaintext to CAF), connected in {:.1f} ms (handshake included).\n"
+             "plane: the same messages on the data plane inside TLS, as a TLS cluster's worker\n"
+             "       moves its tensors{}.\n"
              "Medians of {} interleaved rounds after {} warm-up. tls/tcp and tls/plain divide by\n"
              "the dense table's medians above (measured before these, not interleaved with them).\n\n",
-             ps.pid(), ps.raw_port(), ps.basp_port(), raw.session(), raw.handshake_ms(), at.connect_ms(), o.rounds,
-             warmup_rounds);
-  fmt::print("{:>10} {:>8} {:>10} {:>12} {:>10} {:>12} {:>15} {:>12} {:>13}\n", "bytes", "", "raw TLS ms",
-             "raw TLS MB/s", "at TLS ms", "at TLS MB/s", "actortrain/raw", "raw tls/tcp", "at tls/plain");
+             ps.pid(), ps.raw_port(), ps.basp_port(), raw.session(), raw.handshake_ms(), at.connect_ms(),
+             o.netns ? ", across the two namespaces" : "", o.rounds, warmup_rounds);
+  fmt::print("{:>10} {:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>11} {:>11} {:>12} {:>13}\n", "bytes", "",
+             "raw TLS ms", "raw TLS MB/s", "BASP ms", "BASP/raw", "plane ms", "plane MB/s", "plane/raw", "raw tls/tcp",
+             "BASP tls/plain");
   std::optional<std::pair<double, double>> at_goal;
   for (size_t i = 0; i < o.sizes.size(); ++i) {
     auto n = o.sizes[i];
     auto push = dense_push(n), pull = dense_pull(i);
-    auto m = interleave(
-      o.rounds, [&] { return raw.round_ms(static_cast<uint64_t>(n), static_cast<uint64_t>(n)); },
-      [&] { return at.dense_round_ms(push, pull, n / 4); });
+    auto t = interleave_all(o.rounds, {[&] { return raw.round_ms(static_cast<uint64_t>(n), static_cast<uint64_t>(n)); },
+                                       [&] { return at.dense_round_ms(push, pull, n / 4); },
+                                       [&] { return plane.dense_round_ms(push, pull, n / 4); }});
     auto moved = 2.0 * static_cast<double>(n);
     const auto& p = plain[i];
-    fmt::print("{:>10} {:>8} {:>10.3f} {:>12.1f} {:>10.3f} {:>12.1f} {:>14.2f}x {:>11.2f}x {:>12.2f}x\n", n,
-               human_bytes(n),
-               m.raw_ms, mb_per_s(moved, m.raw_ms), m.actortrain_ms, mb_per_s(moved, m.actortrain_ms), m.ratio(),
-               m.raw_ms / p.raw_ms, m.actortrain_ms / p.actortrain_ms);
+    fmt::print("{:>10} {:>8} {:>10.3f} {:>12.1f} {:>10.3f} {:>9.2f}x {:>10.3f} {:>11.1f} {:>10.2f}x {:>11.2f}x {:>12.2f}x\n",
+               n, human_bytes(n), t[0], mb_per_s(moved, t[0]), t[1], t[1] / t[0], t[2], mb_per_s(moved, t[2]),
+               t[2] / t[0], t[0] / p.raw_ms, t[1] / p.actortrain_ms);
     std::fflush(stdout);
-    if (n == goal_bytes) at_goal = std::pair{m.actortrain_ms / p.actortrain_ms, m.ratio()};
+    if (n == goal_bytes) at_goal = std::pair{t[1] / t[0], t[2] / t[0]};
   }
   if (at_goal)
-    fmt::print("\ntls at {} bytes (4 MiB): actortrain tls/plain = {:.2f}x, actortrain/raw over TLS = {:.2f}x\n",
-               goal_bytes, at_goal->first, at_goal->second);
+    fmt::print("\ntls at {} bytes (4 MiB){}: BASP/raw TLS = {:.2f}x; data plane/raw TLS = {:.2f}x (goal: within "
+               "{}x: {})\n",
+               goal_bytes, o.netns ? ", across two namespaces" : "", at_goal->first, at_goal->second, tls_goal_ratio,
+               at_goal->second <= tls_goal_ratio ? "met" : "NOT met");
   else
     fmt::print("\ntls: 4 MiB not measured (--sizes lacks {})\n", goal_bytes);
   raw.close();  // the ps side's cue to exit
@@ -1008,11 +1073,22 @@ int measure_tls(const char* argv0, const transport_options& o, const std::string
 
 int measure_plain(const char* argv0, const transport_options& o, std::vector<paired_medians>& plain);
 
-int measure(const char* argv0, const transport_options& o) {
+int measure(const char* argv0, transport_options o) {
   // First: a missing openssl command ends the bench before it measures anything. The
   // directory outlives both ps sides (each is reaped before its scope ends).
   std::optional<temp_certs> certs;
   if (o.tls) certs.emplace();
+  // --netns: this thread (and every thread the bench starts later) in one namespace,
+  // the ps sides in the other.
+  std::optional<bench_netns> ns;
+  if (o.netns) {
+    ns.emplace();
+    enter_netns(ns->bench());
+    host = ns->ps_ip();
+    o.serve_netns = ns->ps();
+    o.serve_host = ns->ps_ip();
+    fmt::print("bench transport: across two network namespaces on a veth pair: the ps side at {}\n", host);
+  }
   std::vector<paired_medians> plain;
   if (int rc = measure_plain(argv0, o, plain); rc != 0 || !o.tls) return rc;
   return measure_tls(argv0, o, certs->dir(), plain);
@@ -1064,13 +1140,19 @@ int bench_transport(int argc, char** argv, int first) {
           "against a --sparse-rows x 1 partition (0 skips it): median ms and keys/s of the four, raw TCP\n"
           "moving the same serialized byte counts. --tls adds the dense\n"
           "sizes over mutual TLS (certificates made with the openssl command in a temporary\n"
-          "directory): a raw OpenSSL socket pair beside ActorTrain's BASP as a TLS task runs it, and\n"
-          "actortrain tls/plain."};
+          "directory): a raw OpenSSL socket pair beside ActorTrain's BASP as a TLS task runs it and\n"
+          "the data plane inside TLS, and whether the data plane meets 1.3x raw TLS at 4 MiB. --netns\n"
+          "puts the two processes in two network namespaces on a veth pair, as two hosts (root)."};
   f.add("rounds", o.rounds, "measured rounds per size (each runs raw, BASP and both data planes)")
     .add("sizes", o.sizes_text, "comma-separated message sizes in bytes (multiples of 4)")
     .add("sparse-rows", o.sparse_rows, "row ids in the sparse pull (0: skip it)")
     .add("tls", o.tls, "also measure the dense sizes over mutual TLS (raw OpenSSL and ActorTrain's TLS)")
+    .add("netns", o.netns,
+         "run the ps side and the bench in two network namespaces joined by a veth pair (as two hosts; needs "
+         "root and the ip command)")
     .add("serve-tls", o.serve_tls, "internal: the ps side serves over TLS with the certificates in this directory")
+    .add("serve-netns", o.serve_netns, "internal: the ps side enters this network namespace first")
+    .add("serve-host", o.serve_host, "internal: the ps side listens at this address")
     .add("serve-fd", serve_fd, "internal: run as the ps side, reporting its ports on this file descriptor");
   if (!f.parse(argc, argv, first)) return 0;
   if (!f.positional().empty()) throw usage_error("unexpected argument '" + f.positional()[0] + "'");
@@ -1078,7 +1160,11 @@ int bench_transport(int argc, char** argv, int first) {
   if (o.sparse_rows < 0 || o.sparse_rows > max_sparse_rows)
     throw usage_error(fmt::format("--sparse-rows must be in [0, {}]", max_sparse_rows));
   o.sizes = parse_sizes(o.sizes_text);
-  if (serve_fd >= 0) return serve(o, serve_fd);
+  if (serve_fd >= 0) {
+    if (!o.serve_netns.empty()) enter_netns(o.serve_netns);
+    if (!o.serve_host.empty()) host = o.serve_host;
+    return serve(o, serve_fd);
+  }
   return measure(argv[0], o);
 }
 
