@@ -221,7 +221,7 @@ uint64_t max_message(const transport_options& o) {
 
 // libssl writes with write(2), not send(MSG_NOSIGNAL): a vanished peer must be an error
 // to report, not a SIGPIPE that kills the process. Only the TLS paths call this.
-void ignore_sigpipe() { ::signal(SIGPIPE, SIG_IGN); }
+void ignore_sigpipe() { net::ignore_sigpipe(); }
 
 std::string ssl_errors() {
   std::string out;

@@ -244,6 +244,7 @@ static void raise_descriptor_limit() {
 node_result run_task(const node_options& opts, const job& j) {
   check_job(j, "run_node");
   raise_descriptor_limit();
+  net::ignore_sigpipe();  // a node owns its process: a vanished peer is a write error
   auto& def = opts.cluster;
   const auto& me = opts.task;
   // An evaluator outside the cluster map (as Kubeflow runs it) listens nowhere: it dials

@@ -4,6 +4,9 @@
 // short reads and writes.
 #include <actortrain/actors/net/sockets.hpp>
 
+#include <atomic>
+#include <csignal>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -321,6 +324,17 @@ bool is_loopback_host(const std::string& host) {
   if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
   return false;
 }
+
+namespace {
+std::atomic<bool> sigpipe_is_ignored{false};
+}  // namespace
+
+void ignore_sigpipe() {
+  ::signal(SIGPIPE, SIG_IGN);
+  sigpipe_is_ignored = true;
+}
+
+bool sigpipe_ignored() noexcept { return sigpipe_is_ignored.load(std::memory_order_relaxed); }
 
 bool is_ipv6_literal(const std::string& host) {
   in6_addr a{};

@@ -43,6 +43,7 @@ std::string queued_errors() {
 class no_sigpipe {
  public:
   no_sigpipe() {
+    if ((skip_ = net::sigpipe_ignored())) return;  // the process ignores it: nothing to do
     sigemptyset(&pipe_);
     sigaddset(&pipe_, SIGPIPE);
     sigset_t pending;
@@ -51,6 +52,7 @@ class no_sigpipe {
     ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
   }
   ~no_sigpipe() {
+    if (skip_) return;
     if (!was_pending_) {
       timespec zero{0, 0};
       while (::sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
@@ -64,6 +66,7 @@ class no_sigpipe {
  private:
   sigset_t pipe_{}, old_{};
   bool was_pending_ = false;
+  bool skip_ = false;
 };
 
 }  // namespace
@@ -90,7 +93,7 @@ context::context(const files& f) {
   ::SSL_CTX_set_mode(ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   // Reads as much as has arrived, not one record header and then its body: fewer reads.
   ::SSL_CTX_set_read_ahead(ctx_, 1);
-  ::SSL_CTX_set_default_read_buffer_len(ctx_, 64 * 1024);
+  ::SSL_CTX_set_default_read_buffer_len(ctx_, 256 * 1024);
   // Sessions are not resumed (a connection lives as long as its task): no tickets to keep.
   ::SSL_CTX_set_session_cache_mode(ctx_, SSL_SESS_CACHE_OFF);
   ::SSL_CTX_set_num_tickets(ctx_, 0);

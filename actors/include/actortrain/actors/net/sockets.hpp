@@ -128,6 +128,15 @@ void write_exact(int fd, std::vector<iovec>& buffers);
 /// True for a host naming this machine's loopback: "localhost" (any case), 127.x.y.z, ::1.
 bool is_loopback_host(const std::string& host);
 
+/// Makes this process ignore SIGPIPE: a write to a peer that vanished is then an error
+/// (EPIPE), never the end of the process. TLS reads and writes (OpenSSL writes with
+/// write(2)) otherwise block SIGPIPE around each call, four system calls each; after this
+/// they skip that. For programs that own their process (run_task, the bench), not for a
+/// library embedded in someone else's.
+void ignore_sigpipe();
+/// Whether ignore_sigpipe() was called.
+bool sigpipe_ignored() noexcept;
+
 /// True for an IPv6 address literal ("::1", "fe80::1"; without brackets).
 bool is_ipv6_literal(const std::string& host);
 
