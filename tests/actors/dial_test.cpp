@@ -154,7 +154,10 @@ BOOST_AUTO_TEST_CASE(an_address_where_nothing_listens_is_named_with_its_budget) 
 // dies during the handshake does (or a TLS node, to a plain BASP hello).
 namespace {
 struct cutter {
-  at::net::unique_fd listener = at::net::listen_on("127.0.0.1", 0);
+  // SO_REUSEADDR, inherited by the connections it accepts and cuts: a process that
+  // publishes at this port next (a restarted task) may bind it while a cut connection
+  // still waits in FIN_WAIT_2 for the dialer's side to close (without it, 1 run in 8).
+  at::net::unique_fd listener = at::net::listen_on("127.0.0.1", 0, at::net::listen_options{64, true});
   uint16_t port = at::net::local_port(listener.get());
   int accepted = 0;
   void cut(int cuts) {
