@@ -69,7 +69,7 @@ grep -qF "chief:0 done: 20000 steps" "$WORK/chief" || fail "the TLS run did not 
 # The data plane runs inside TLS too; on one host (one network namespace) its floats go
 # through shared memory.
 for w in w0 w1; do
-  [ "$(grep -c "data plane: connected to .* (tensors in shared memory)" "$WORK/$w")" -eq 1 ] ||
+  [ "$(grep -c "data plane: connected to .* (TLS, tensors in shared memory)" "$WORK/$w")" -eq 1 ] ||
     fail "$w did not reach the shard's data plane with shared memory under TLS"
 done
 grep "^epoch" "$WORK/chief" >"$WORK/h"
