@@ -2,6 +2,7 @@
 #include "data_plane_wire.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
 
 namespace actortrain::data_plane::wire {
@@ -68,51 +69,57 @@ std::string socket_link::read_within(void* p, size_t n, std::chrono::millisecond
   }
 }
 
-std::string socket_link::tls_read(void* p, size_t n, std::optional<std::chrono::steady_clock::time_point> until) {
-  auto* out = static_cast<char*>(p);
-  size_t got = 0;
-  while (got < n) {
-    detail::tls::status s;
-    size_t k = 0;
-    {
-      std::lock_guard<std::mutex> g{tls_mtx};
-      s = tls->read(out + got, n - got, k);
-    }
-    if (s == detail::tls::status::ok) {
-      got += k;
-      continue;
-    }
-    if (s == detail::tls::status::closed) return got == 0 ? "eof" : "the peer closed the connection inside a read";
-    if (s == detail::tls::status::failed) return tls->why();
-    // Waiting for the peer: as long as a plain socket's receive timeout would let it.
-    auto now = std::chrono::steady_clock::now();
-    auto limit = until ? *until : read_idle.count() > 0 ? now + read_idle : now + std::chrono::hours(24 * 365);
-    if (!detail::tls::wait_ready(fd.get(), s, limit))
-      return until ? std::string("timeout") : fmt::format("no data within {} ms", read_idle.count());
-  }
-  return {};
-}
+namespace {
 
-std::string socket_link::tls_write(const char* data, size_t n) {
+// Moves `n` bytes through the session with `step` (a read or a write of what is left,
+// under the link's lock), waiting for the socket outside the lock until `until`; what
+// went wrong in words, "" when all moved. `late` names a wait that ran out;
+// `closed_early` and `closed_after` a close before and after the first byte.
+template <class Step>
+std::string move_bytes(socket_link& link, size_t n, Step step, std::mutex& mtx,
+                       const std::function<std::chrono::steady_clock::time_point()>& until, const std::string& late,
+                       const char* closed_early, const char* closed_after) {
   size_t done = 0;
   while (done < n) {
     detail::tls::status s;
     size_t k = 0;
     {
-      std::lock_guard<std::mutex> g{tls_mtx};
-      s = tls->write(data + done, n - done, k);
+      std::lock_guard<std::mutex> g{mtx};
+      s = step(done, k);
     }
     if (s == detail::tls::status::ok) {
       done += k;
       continue;
     }
-    if (s == detail::tls::status::closed) return "the peer closed the connection";
-    if (s == detail::tls::status::failed) return tls->why();
-    auto now = std::chrono::steady_clock::now();
-    auto limit = write_idle.count() > 0 ? now + write_idle : now + std::chrono::hours(24 * 365);
-    if (!detail::tls::wait_ready(fd.get(), s, limit)) return fmt::format("cannot write within {} ms", write_idle.count());
+    if (s == detail::tls::status::closed) return done == 0 ? closed_early : closed_after;
+    if (s == detail::tls::status::failed) return link.tls->why();
+    if (!detail::tls::wait_ready(link.fd.get(), s, until())) return late;
   }
   return {};
+}
+
+// A wait as long as a plain socket's timeout would allow (0: for ever).
+std::chrono::steady_clock::time_point idle_limit(std::chrono::milliseconds idle) {
+  auto now = std::chrono::steady_clock::now();
+  return idle.count() > 0 ? now + idle : now + std::chrono::hours(24 * 365);
+}
+
+}  // namespace
+
+std::string socket_link::tls_read(void* p, size_t n, std::optional<std::chrono::steady_clock::time_point> until) {
+  auto* out = static_cast<char*>(p);
+  return move_bytes(
+    *this, n, [&](size_t done, size_t& k) { return tls->read(out + done, n - done, k); }, tls_mtx,
+    [&] { return until ? *until : idle_limit(read_idle); },
+    until ? std::string("timeout") : fmt::format("no data within {} ms", read_idle.count()), "eof",
+    "the peer closed the connection inside a read");
+}
+
+std::string socket_link::tls_write(const char* data, size_t n) {
+  return move_bytes(
+    *this, n, [&](size_t done, size_t& k) { return tls->write(data + done, n - done, k); }, tls_mtx,
+    [&] { return idle_limit(write_idle); }, fmt::format("cannot write within {} ms", write_idle.count()),
+    "the peer closed the connection", "the peer closed the connection");
 }
 
 std::string socket_link::write(std::vector<iovec>& iov) {
