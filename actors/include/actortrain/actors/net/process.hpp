@@ -124,7 +124,9 @@ struct node_result {
 
 /// Plays `opts.task` until the job ends. Returns the run's history (the same on every
 /// task); throws std::runtime_error naming what failed (an unreachable peer and its
-/// address, a refused registration, a lost coordinator, the run's own error).
+/// address, a refused registration, a lost coordinator, the run's own error). A task
+/// owns its process: it makes it ignore SIGPIPE (net::ignore_sigpipe), so a vanished
+/// peer is a write error.
 node_result run_task(const node_options& opts, const job& j);
 
 /// run_node's exit statuses, chosen for Kubeflow's ExitCode restart policy, which
