@@ -6,7 +6,8 @@
 #     its own by SLURM_PROCID): the same per-epoch history and step count as
 #     `actortrain launch` with the same seed;
 #  2. async, plain (the step is on this host alone: loopback, the data plane): the same
-#     step count as launch, final val_accuracy within 0.01;
+#     step count as launch, and srun's median val_accuracy over 5 runs within 0.01 of the
+#     range of launch's 5;
 #  3. a worker killed: Slurm restarts nothing and keeps the other tasks; the job ends
 #     with the other worker, every other task exits 0;
 #  4. a ps killed: the survivors wait request_ms for a replacement, then exit 138 (restart
@@ -54,22 +55,36 @@ ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch-sync.out" |
 [ "$(steps_of "$WORK/sync" 0)" = "$ls" ] || fail "srun applied $(steps_of "$WORK/sync" 0) steps, launch $ls"
 echo "sync over TLS: the same history and $ls steps as launch"
 
-# 2. async, plain
-PB=$(free_port_block 5)
+# 2. async, plain. Asynchrony makes each run's accuracy its own (launch alone spreads
+# by 0.02-0.03 across runs of one seed), so five runs of each, alternated: the same step
+# count every time, and srun's median val_accuracy within 0.01 of the range of launch's.
 echo "{\"secret\": \"$SECRET\"}" >"$WORK/async.json"
-timeout 120 srun -l -n 5 "$AT" node "${JOB[@]}" --jobs chief=1,ps=2,worker=2 --port-base "$PB" \
-  --cluster "$WORK/async.json" -- "${ARGS[@]}" >"$WORK/async" 2>&1
-rc=$?
-cat "$WORK/async"
-[ $rc -eq 0 ] || fail "srun (async) exited with $rc"
-grep -q "tensors in shared memory" "$WORK/async" || fail "the async step did not use the data plane"
-want=$(baseline async "$WORK/launch-async.out")
-ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch-async.out" | awk '{print $4}')
-[ "$(steps_of "$WORK/async" 0)" = "$ls" ] || fail "srun applied $(steps_of "$WORK/async" 0) steps, launch $ls"
-a=$(chief_epochs "$WORK/async" | val_acc)
-b=$(echo "$want" | val_acc)
-python3 -c "import sys; sys.exit(0 if abs($a - $b) <= 0.01 else 1)" || fail "val_accuracy $a under srun, $b under launch"
-echo "async: $ls steps as launch; val_accuracy $a (srun) and $b (launch)"
+ASYNC=(--epochs 2 --limit 30000 --seed 3)
+accs_srun="" accs_launch=""
+for round in 1 2 3 4 5; do
+  PB=$(free_port_block 5)
+  timeout 120 srun -l -n 5 "$AT" node "${JOB[@]}" --jobs chief=1,ps=2,worker=2 --port-base "$PB" \
+    --cluster "$WORK/async.json" -- "${ASYNC[@]}" >"$WORK/async" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || { cat "$WORK/async"; fail "srun (async) exited with $rc"; }
+  grep -q "tensors in shared memory" "$WORK/async" || fail "the async step did not use the data plane"
+  timeout 120 "$AT" launch "${JOB[@]}" --ps 2 --workers 2 --dir "$WORK/launch-async" -- "${ASYNC[@]}" \
+    >"$WORK/launch-async.out" 2>&1 || { cat "$WORK/launch-async.out"; fail "launch (async) failed"; }
+  rm -rf "$WORK/launch-async"
+  ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch-async.out" | awk '{print $4}')
+  [ "$(steps_of "$WORK/async" 0)" = "$ls" ] || fail "srun applied $(steps_of "$WORK/async" 0) steps, launch $ls"
+  accs_srun="$accs_srun $(chief_epochs "$WORK/async" | val_acc)"
+  accs_launch="$accs_launch $(grep -F "[chief:0] epoch" "$WORK/launch-async.out" | sed -E 's/^\[chief:0\] //' | val_acc)"
+done
+python3 - "$accs_srun" "$accs_launch" <<'PY' || fail "async val_accuracy: srun $accs_srun, launch $accs_launch"
+import statistics, sys
+s = [float(x) for x in sys.argv[1].split()]
+l = [float(x) for x in sys.argv[2].split()]
+m = statistics.median(s)
+print(f"async: srun median val_accuracy {m:.4f} (runs {s}), launch's runs {l}")
+sys.exit(0 if min(l) - 0.01 <= m <= max(l) + 0.01 else 1)
+PY
+echo "async: $ls steps as launch in each of 5 runs; val_accuracy srun$accs_srun, launch$accs_launch"
 
 # 3. a worker killed: the job goes on with the other one.
 LONG=(--epochs 4 --limit 30000 --seed 3)
