@@ -80,3 +80,25 @@ rank_pid() {
     tr '\0' '\n' <"/proc/$q/environ" 2>/dev/null | grep -qx "$1=$2" && echo "$q"
   done
 }
+
+# Evidence an engine's sync run ($1: its output; $2...: the ledger files its ps ranks
+# wrote) holds the same job as launch's ($LAUNCH_OUT), from what the ps shards hold, not
+# from what the chief says: `actortrain ledger check` finds every step of the run
+# exactly once on every partition, as many as launch's ps tasks applied, and each worker
+# pulled from the ps shards at the end the parameters launch's workers pulled (the
+# digest; sync with one seed is deterministic). Job flags in $JOB_ARGS.
+same_job_as_launch() {
+  local out=$1 steps d want got
+  shift
+  steps=$(grep -oE "\[ps:0\] ps:0 done: [0-9]+ steps" "$LAUNCH_OUT" | awk '{print $4}')
+  [ -n "$steps" ] || fail "launch's ps:0 reported no steps"
+  "$AT" ledger check --example fashion_mnist --workers 2 --consistency sync "$@" -- $JOB_ARGS >"$WORK/check" 2>&1 ||
+    { cat "$WORK/check"; fail "ledger check failed on $*"; }
+  grep -qF ": $steps step(s) on every one of" "$WORK/check" ||
+    { cat "$WORK/check"; fail "the ps ledgers do not hold launch's $steps steps"; }
+  want=$(grep -oE "worker:[01] final parameters: digest [0-9a-f]+" "$LAUNCH_OUT" | sort)
+  got=$(grep -oE "worker:[01] final parameters: digest [0-9a-f]+" "$out" | sort)
+  [ "$(echo "$want" | wc -l)" -eq 2 ] && [ "$got" = "$want" ] ||
+    fail "the workers' final parameters differ from launch's: $got / $want"
+  echo "the ps ledgers hold $steps steps exactly once; the workers' final parameters are launch's"
+}

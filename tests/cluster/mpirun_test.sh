@@ -35,7 +35,7 @@ mkdir -p "$WORK/rendezvous"
 PB=$(free_port_block 5)
 echo '{"consistency": "sync"}' >"$WORK/sync.json"
 mpi_run "--port-base $PB --cluster $WORK/sync.json --tls-cert $WORK/certs/rank\$r.pem --tls-key $WORK/certs/rank\$r.key \
-  --tls-ca $WORK/certs/ca.pem" "$ARGS" sync
+  --tls-ca $WORK/certs/ca.pem --ledger $WORK/ledger.sync.\$r.json" "$ARGS" sync
 rc=$?
 show sync
 [ $rc -eq 0 ] || fail "mpirun (sync, TLS) exited with $rc"
@@ -52,6 +52,8 @@ launch:
 $want"
 ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch.out" | awk '{print $4}')
 grep -q "^chief:0 done: $ls steps" "$WORK/sync.0" || fail "mpirun did not apply launch's $ls steps"
+cat "$WORK"/sync.[0-4] >"$WORK/sync.all"
+LAUNCH_OUT="$WORK/launch.out" JOB_ARGS="$ARGS" same_job_as_launch "$WORK/sync.all" "$WORK"/ledger.sync.*.json
 echo "sync over TLS: the same history and $ls steps as launch"
 
 # 2. a rank killed: mpirun aborts the others; --resume completes from the checkpoint.

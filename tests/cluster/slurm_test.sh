@@ -38,7 +38,8 @@ PB=$(free_port_block 5)
 echo '{"consistency": "sync"}' >"$WORK/sync.json"
 timeout 120 srun -l -n 5 bash -c 'exec "$AT" node --example fashion_mnist --jobs chief=1,ps=2,worker=2 \
     --port-base '"$PB"' --cluster "$WORK/sync.json" --tls-cert "$WORK/certs/rank$SLURM_PROCID.pem" \
-    --tls-key "$WORK/certs/rank$SLURM_PROCID.key" --tls-ca "$WORK/certs/ca.pem" -- '"${ARGS[*]}" >"$WORK/sync" 2>&1
+    --tls-key "$WORK/certs/rank$SLURM_PROCID.key" --tls-ca "$WORK/certs/ca.pem" \
+    --ledger "$WORK/ledger.sync.$SLURM_PROCID.json" -- '"${ARGS[*]}" >"$WORK/sync" 2>&1
 rc=$?
 cat "$WORK/sync"
 [ $rc -eq 0 ] || fail "srun (sync, TLS) exited with $rc"
@@ -53,6 +54,7 @@ launch:
 $want"
 ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch-sync.out" | awk '{print $4}')
 [ "$(steps_of "$WORK/sync" 0)" = "$ls" ] || fail "srun applied $(steps_of "$WORK/sync" 0) steps, launch $ls"
+LAUNCH_OUT="$WORK/launch-sync.out" JOB_ARGS="${ARGS[*]}" same_job_as_launch "$WORK/sync" "$WORK"/ledger.sync.*.json
 echo "sync over TLS: the same history and $ls steps as launch"
 
 # 2. async, plain. Asynchrony makes each run's accuracy its own (launch alone spreads
