@@ -2,7 +2,6 @@
 #include "data_plane_wire.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <cstdio>
 
 namespace actortrain::data_plane::wire {
@@ -73,11 +72,11 @@ namespace {
 
 // Moves `n` bytes through the session with `step` (a read or a write of what is left,
 // under the link's lock), waiting for the socket outside the lock until `until`; what
-// went wrong in words, "" when all moved. `late` names a wait that ran out;
-// `closed_early` and `closed_after` a close before and after the first byte.
-template <class Step>
-std::string move_bytes(socket_link& link, size_t n, Step step, std::mutex& mtx,
-                       const std::function<std::chrono::steady_clock::time_point()>& until, const std::string& late,
+// went wrong in words, "" when all moved. `late()` names a wait that ran out (made only
+// then: this runs for every frame); `closed_early` and `closed_after` a close before and
+// after the first byte.
+template <class Step, class Until, class Late>
+std::string move_bytes(socket_link& link, size_t n, Step step, std::mutex& mtx, Until until, Late late,
                        const char* closed_early, const char* closed_after) {
   size_t done = 0;
   while (done < n) {
@@ -93,7 +92,7 @@ std::string move_bytes(socket_link& link, size_t n, Step step, std::mutex& mtx,
     }
     if (s == detail::tls::status::closed) return done == 0 ? closed_early : closed_after;
     if (s == detail::tls::status::failed) return link.tls->why();
-    if (!detail::tls::wait_ready(link.fd.get(), s, until())) return late;
+    if (!detail::tls::wait_ready(link.fd.get(), s, until())) return late();
   }
   return {};
 }
@@ -111,14 +110,14 @@ std::string socket_link::tls_read(void* p, size_t n, std::optional<std::chrono::
   return move_bytes(
     *this, n, [&](size_t done, size_t& k) { return tls->read(out + done, n - done, k); }, tls_mtx,
     [&] { return until ? *until : idle_limit(read_idle); },
-    until ? std::string("timeout") : fmt::format("no data within {} ms", read_idle.count()), "eof",
+    [&] { return until ? std::string("timeout") : fmt::format("no data within {} ms", read_idle.count()); }, "eof",
     "the peer closed the connection inside a read");
 }
 
 std::string socket_link::tls_write(const char* data, size_t n) {
   return move_bytes(
     *this, n, [&](size_t done, size_t& k) { return tls->write(data + done, n - done, k); }, tls_mtx,
-    [&] { return idle_limit(write_idle); }, fmt::format("cannot write within {} ms", write_idle.count()),
+    [&] { return idle_limit(write_idle); }, [&] { return fmt::format("cannot write within {} ms", write_idle.count()); },
     "the peer closed the connection", "the peer closed the connection");
 }
 
