@@ -70,7 +70,11 @@ CONF
   fail "the Slurm node is '$state', not idle, 10 s after start: $(tail -5 "$d/slurmd.log")"
 }
 
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+# rtc ^hwloc: Open MPI 4.1's orted shares its hwloc topology through shared memory
+# mapped at a fixed address, and crashed there once in CI (a segfault in
+# hwloc_shmem_topology_write starting the daemons across namespaces); the tasks are not
+# bound (--bind-to none), so that component has nothing to do.
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca rtc ^hwloc)
 
 # The pids of the actortrain processes whose environment has $1=$2 (a rank under srun
 # or mpirun), one per line.
