@@ -672,8 +672,8 @@ BOOST_FIXTURE_TEST_CASE(inside_tls_every_bit_crosses_and_strangers_are_refused, 
   {
     std::lock_guard<std::mutex> g{lines_mtx};
     bool said = false;
-    for (auto& line : lines) said = said || line.find("connected to 127.0.0.1") != std::string::npos &&
-                                              line.find("(TLS") != std::string::npos;
+    for (auto& line : lines) said = said || (line.find("connected to 127.0.0.1") != std::string::npos &&
+                                               line.find("(TLS") != std::string::npos);
     BOOST_CHECK_MESSAGE(said, "the stand-in did not say it connected over TLS: " << (lines.empty() ? "" : lines.back()));
   }
   caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);

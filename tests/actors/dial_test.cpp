@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(a_ps_task_that_dies_before_it_answers_is_asked_again_at_its
   first.reset();  // the task dies holding the request
   net_system second;
   auto shard = second.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
-  at::shard_contact c{caf::actor_cast<at::ps_shard_actor>(shard), 4242, "token"};
+  at::shard_contact c{caf::actor_cast<at::ps_shard_actor>(shard), 4242, "token", {}};
   auto back = second.spawn(ps_node, c, nullptr, nullptr);
   BOOST_REQUIRE_EQUAL(publish(*second.sys, back, port), port);
   BOOST_REQUIRE(fetched.wait_for(15s) == std::future_status::ready);
@@ -180,7 +180,7 @@ BOOST_AUTO_TEST_CASE(a_handshake_cut_once_is_dialed_again) {
   peer.cut(1);
   auto port = peer.port;
   peer.listener.reset();  // the dying process's port closes; its new one publishes there
-  at::shard_contact c{{}, 4242, "token"};
+  at::shard_contact c{{}, 4242, "token", {}};
   auto node = ps.spawn(ps_node, c, nullptr, nullptr);
   BOOST_REQUIRE_EQUAL(publish(*ps.sys, node, port), port);
   BOOST_REQUIRE(fetched.wait_for(15s) == std::future_status::ready);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# kill -9 of the chief mid-training: the ps tasks live on, the workers exit (they lost
-# the coordinator; a supervisor restarts them), and a chief restarted with --resume
+# kill -9 of the chief mid-training: the ps tasks live on, the workers dial the chief's
+# address again (for request_ms; a supervisor restarts one that gave up), and a chief
+# restarted with --resume
 # continues the run from the newest checkpoint in its directory (rolling the living ps
 # shards back to it, their ledgers with them). The run completes: the ps tasks' ledgers
 # hold every step of the data exactly once, and each worker's final pull equals the

@@ -298,8 +298,8 @@ std::future<std::string> cluster::ps_report_async() {
       }
       auto& s = *all[i];
       // Steps in the shard's state: those of the checkpoint it was restored to, and since.
-      out += fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}, remembered {}{}\n", s.shard,
-                         s.base + s.applied, s.duplicates, s.rejected, s.fenced, s.remembered,
+      out += fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}, undone {}, remembered {}{}\n",
+                         s.shard, s.base + s.applied, s.duplicates, s.rejected, s.fenced, s.undone, s.remembered,
                          s.base > 0 ? fmt::format(", restored at step {}", s.base) : "");
     }
     promise->set_value(out);

@@ -340,7 +340,12 @@ server::~server() {
   impl_->connections.clear();
 }
 
-endpoint server::where() const { return {impl_->port, impl_->token}; }
+endpoint server::where() const {
+  endpoint e;
+  e.port = impl_->port;
+  e.token = impl_->token;
+  return e;
+}
 
 size_t server::connections() const { return impl_->open; }
 

@@ -284,11 +284,18 @@ node_result host_coordinator(node_context& cx) {
   return result;
 }
 
-node_result play_worker(node_context& cx) {
+// A worker task's membership: the coordinator's task dialed, the ps shards found, the
+// replica and its pipelines spawned and registered, until the run ends or the
+// coordinator's task is lost. `dial_budget` bounds reaching the coordinator's task.
+struct coordinator_lost : retryable_failure {
+  using retryable_failure::retryable_failure;
+};
+
+node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budget, bool& admitted_once) {
   auto& def = cx.opts.cluster;
   auto me = cx.opts.task;
   auto host_task = def.coordinator_task();
-  auto host = must(dial(cx.sys, def.address(host_task), def.connect_timeout), to_string(host_task));
+  auto host = must(dial(cx.sys, def.address(host_task), dial_budget), to_string(host_task));
   caf::anon_send(cx.node, watch_atom::value, host, task_at(def, host_task));
   // The ps shards, each over its own connection (so tensors never pass the chief).
   int num_ps = job_num_ps(cx.j, def);
@@ -412,19 +419,54 @@ node_result play_worker(node_context& cx) {
     if (code_of(admitted.error()) == error_code::invalid_request) fail(text);
     fail_retryable(text);
   }
+  admitted_once = true;
   cx.box->wait([](node_box& b) { return b.outcome.has_value(); }, std::nullopt);
   caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   if (redialer) caf::anon_send_exit(redialer, caf::exit_reason::user_shutdown);
   for (auto& p : planes) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
   for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> g{cx.box->mtx};
-  if (!cx.box->outcome) fail_retryable(cx.box->fatal);  // the coordinator's task was lost
+  if (!cx.box->outcome) {
+    auto why = std::move(cx.box->fatal);
+    cx.box->fatal.clear();  // for the next membership
+    throw coordinator_lost(why);
+  }
   if (auto& o = *cx.box->outcome; !o.error.empty())
     o.retryable ? fail_retryable("the run failed: " + o.error) : fail("the run failed: " + o.error);
   auto r = from_summary(cx.box->outcome->summary);
   r.parameters_digest = cx.box->digest;
   if (!cx.box->digest) r.note = "could not pull the final parameters: " + cx.box->digest_error;
   return r;
+}
+
+// A worker task: members of the run until it ends. A worker whose coordinator's task is
+// lost (a partition longer than timeouts.connection_ms, a chief killed) is fenced out
+// by the coordinator and its steps re-queued; it dials the coordinator's task again for
+// up to timeouts.request_ms (as a ps task waits for a coordinator) and rejoins as a new
+// generation, with a new replica. Nothing answers in that time: it exits 138.
+node_result play_worker(node_context& cx) {
+  auto& def = cx.opts.cluster;
+  auto log = log_to(cx);
+  std::optional<std::chrono::steady_clock::time_point> rejoin_until;
+  for (;;) {
+    auto budget = def.connect_timeout;
+    if (rejoin_until)
+      budget = std::chrono::duration_cast<std::chrono::milliseconds>(*rejoin_until - std::chrono::steady_clock::now());
+    bool admitted = false;
+    try {
+      return worker_session(cx, std::max(budget, std::chrono::milliseconds(1)), admitted);
+    } catch (const coordinator_lost& e) {
+      rejoin_until = std::chrono::steady_clock::now() + def.request_timeout;
+      log(fmt::format("{}; rejoining for up to {} ms", e.what(), def.request_timeout.count()));
+    } catch (const std::runtime_error& e) {
+      // Within a rejoin, what failed may be the partition still in place, or a
+      // coordinator that has not yet noticed this task's loss ("already a member").
+      // The run's own end (admitted, then told it failed) is never retried.
+      if (admitted || !rejoin_until || std::chrono::steady_clock::now() >= *rejoin_until) throw;
+      log(fmt::format("rejoining: {}", e.what()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
 }
 
 node_result play_ps(node_context& cx) {
@@ -443,6 +485,12 @@ node_result play_ps(node_context& cx) {
   for (auto& p : planes) log_to(cx)(fmt::format("data plane: {} request(s) served", p->requests()));
   // What this shard applied, from its own ledger (also when the job ended badly).
   node_result r;
+  // Its own counts of what it refused and what roll-backs took back.
+  if (auto s = ask<ps_stats>(cx.sys, shard, cx.timeout(), stats_atom::value))
+    log_to(cx)(fmt::format("{}: {} step(s) in its state (restored at step {}), {} undone by roll-backs, {} push(es) "
+                           "fenced out, {} duplicate(s)",
+                           to_string(cx.opts.task), s->base + s->applied, s->base, s->undone, s->fenced,
+                           s->duplicates));
   auto ledgers = ask<ps_ledgers>(cx.sys, shard, cx.timeout(), ledger_atom::value);
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   if (ledgers) {

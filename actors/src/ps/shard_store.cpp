@@ -284,12 +284,16 @@ failure shard_store::init(init_request& req) {
   // watermark: a checkpoint is taken with no step in flight).
   applied_steps_.clear();
   policy_->clear();  // a round in progress is superseded by the restored state
+  auto run_before = run_;
   run_ = req.run;
   watermark_ = req.watermark;
   for (auto& [w, g] : req.min_generations) {
     auto& have = min_generation_[w];
     have = std::max(have, g);
   }
+  // What this state held beyond the one restored is taken back (a new run starts over).
+  if (initialized_ && req.run == run_before && stats_.base + stats_.applied > req.base)
+    stats_.undone += stats_.base + stats_.applied - req.base;
   stats_.applied = 0;
   stats_.base = req.base;
   stats_.apply_log.clear();

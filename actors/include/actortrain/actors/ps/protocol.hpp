@@ -223,6 +223,9 @@ struct ps_stats {
   uint64_t duplicates = 0;
   uint64_t rejected = 0;
   uint64_t fenced = 0;
+  /// Steps a restore took back: applied to this shard's state (of the same run), then
+  /// replaced by an older one (a roll-back to a checkpoint). A zombie's applies end here.
+  uint64_t undone = 0;
   uint64_t remembered = 0;  ///< step ids kept for de-duplication (bounded by the watermark)
   uint64_t held = 0;        ///< pushes held for a synchronous round not closed yet
   uint64_t rows_pulled = 0;  ///< embedding rows served by pull_rows
