@@ -361,6 +361,29 @@ BOOST_AUTO_TEST_CASE(an_init_retried_under_the_same_epochs_does_not_roll_back_wh
   BOOST_TEST(s.seen.recovery_epoch == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_restore_counts_the_steps_it_takes_back_and_a_new_run_takes_back_none) {
+  for (uint64_t pos : {1, 2, 3}) BOOST_REQUIRE(push(push_of(pos, matrix::Ones(2, 3))));
+  // Rolled back to a checkpoint holding 1 step: the 2 applied after it are undone (a
+  // zombie's applies end here).
+  auto back = two_partitions(1, 1);
+  back.run = 1;  // the run of the pushes (push_of)
+  back.base = 1;
+  BOOST_REQUIRE(init(back));
+  BOOST_TEST(stats().undone == 2u);
+  BOOST_REQUIRE(push(push_of(2, matrix::Ones(2, 3), 0, [] { auto f = epochs(1); f.recovery_epoch = 1; return f; }())));
+  // Back to the same checkpoint again: the step redone since is undone too.
+  auto again = two_partitions(1, 2);
+  again.run = back.run;
+  again.base = 1;
+  BOOST_REQUIRE(init(again));
+  BOOST_TEST(stats().undone == 3u);
+  // A new run's start replaces the old run's state without undoing it.
+  auto next = two_partitions(1, 3);
+  next.run = back.run + 1;
+  BOOST_REQUIRE(init(next));
+  BOOST_TEST(stats().undone == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(a_restore_keeps_the_worker_fences_and_the_highest_epochs_seen) {
   fence_request fr;
   fr.f = epochs(1, 2, 5);
