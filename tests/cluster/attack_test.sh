@@ -7,9 +7,10 @@
 # a data-plane greeting with a wrong token, and 1,000 connections held open at once
 # (each node must still take a member's connection while they are). A member (who
 # proves the job's secret, or holds the job's certificate, as a compromised task could)
-# also sends the two BASP headers to every guard; in plain mode member_attacker sends
-# ps 0's data plane frames announcing 1 GiB and a shrinking shared-memory region (a TLS
-# job's data plane, a TLS server too, gets the stranger's attacks). Then: no node died; each node's
+# also sends the two BASP headers to every guard, and member_attacker sends ps 0's data
+# plane frames announcing 1 GiB and a shrinking shared-memory region (with TLS inside a
+# TLS session with the job's certificate, as members speak to it; the TLS server gets
+# the stranger's attacks too). Then: no node died; each node's
 # peak resident memory (VmHWM, the last value read while it ran) is within its peak in
 # the run left alone plus 256 MiB; and the ps tasks' ledgers hold every step exactly once.
 . "$(dirname "$0")/lib.sh"
@@ -53,9 +54,7 @@ run_job() {
     local proof="tls:$WORK/certs"
     [ "$run" = plain ] && proof="$WORK/run/secret"
     python3 "$SRC/tests/cluster/attack.py" "$proof" $pids || fail "$run: an attack was not refused (above)"
-    if [ "$run" = plain ]; then
-      timeout 60 "$ATTACKER" "$WORK/run/cluster.json" || fail "$run: a member's data-plane attack was not refused"
-    fi
+    timeout 60 "$ATTACKER" "$WORK/run/cluster.json" || fail "$run: a member's data-plane attack was not refused"
     for t in $TASKS; do
       p=$(pid_of "$WORK/out" "$t")
       kill -0 "$p" 2>/dev/null || fail "$run: $t (pid $p) died under attack"

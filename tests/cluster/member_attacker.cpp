@@ -1,6 +1,8 @@
-// A compromised member of a plain cluster, for attack_test.sh: it knows the job's secret
-// (it reads the cluster file as any task does), so the ps task hands it shard 0's
-// data-plane contact, token included. With the token it sends what no legitimate member
+// A compromised member of a cluster, for attack_test.sh: it knows the job's secret, or
+// holds the job's certificate (it reads the cluster file as any task does), so the ps
+// task hands it shard 0's data-plane contact, token included; with TLS it speaks to the
+// data plane inside a TLS session with that certificate, as members do. With the token
+// it sends what no legitimate member
 // sends: frame headers announcing 1 GiB of message and a 16384 x 16384 tensor, and a
 // shared-memory region it shrinks after offering it (unsealed: not mapped; sealed: the
 // shrink itself fails). Stalled frames against the node's budget are in
@@ -12,9 +14,11 @@
 #include "../../actors/src/net/data_plane_wire.hpp"
 #include "../../actors/src/net/dial.hpp"
 #include "../../actors/src/net/node_internals.hpp"
+#include "../../actors/src/net/tls.hpp"
 
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/net/cluster_file.hpp>
+#include <actortrain/actors/net/data_plane.hpp>
 #include <actortrain/actors/net/sockets.hpp>
 
 #include <caf/actor_system.hpp>
@@ -42,43 +46,55 @@ void report(const std::string& attack, bool as_expected, const std::string& what
   if (!as_expected) ++failures;
 }
 
+// Where shard 0's data plane is, and the TLS context of the job (null: plain).
+std::string host = "127.0.0.1";
+std::shared_ptr<const at::detail::tls::context> tls;
+
+// The same bytes, plain or inside the job's TLS, through the link the data plane uses.
+void put(wire::socket_link& link, const void* p, size_t n) {
+  std::vector<iovec> iov{{const_cast<void*>(p), n}};
+  if (auto e = link.write(iov); !e.empty()) throw std::runtime_error("write: " + e);
+}
+
 // Connects and greets with `token`; the server's one-byte answer (0 when it closed).
-at::net::unique_fd greet(uint16_t port, const std::string& token, char& answer, const wire::shm_offer* offer = nullptr) {
-  auto fd = at::net::connect_to("127.0.0.1", port, 5s);
-  at::net::set_receive_timeout(fd.get(), 10s);
+std::unique_ptr<wire::socket_link> greet(uint16_t port, const std::string& token, char& answer,
+                                         const wire::shm_offer* offer = nullptr) {
+  std::unique_ptr<wire::socket_link> link;
+  if (tls) {
+    auto c = at::detail::tls::dial(host, port, *tls, 5000ms, /*server_speaks_first=*/false);
+    link = std::make_unique<wire::socket_link>(std::move(c.fd));
+    link->tls = std::move(c.tls);
+  } else {
+    link = std::make_unique<wire::socket_link>(at::net::connect_to(host, port, 5s));
+  }
+  link->tune(10000ms, 10000ms);
   wire::hello h;
   if (offer) h.version = wire::protocol_shm;
   std::memcpy(h.token, token.data(), std::min(token.size(), wire::token_chars));
-  at::net::write_exact(fd.get(), &h, sizeof h);
-  if (offer) at::net::write_exact(fd.get(), offer, sizeof *offer);
+  put(*link, &h, sizeof h);
+  if (offer) put(*link, offer, sizeof *offer);
   answer = 0;
-  try {
-    if (!at::net::read_exact(fd.get(), &answer, 1)) answer = 0;
-  } catch (const at::net::socket_error&) {
-    answer = 0;
-  }
-  return fd;
+  if (!link->read_within(&answer, 1, 10000ms).empty()) answer = 0;
+  return link;
 }
 
-// True when the server closes the connection (within the receive timeout).
-bool closed(int fd) {
-  char buf[256];
-  try {
-    while (at::net::read_some(fd, buf, sizeof buf) > 0) {
-    }
-    return true;
-  } catch (const at::net::socket_error& e) {
-    return e.code() == ECONNRESET;
+// True when the server closes the connection (within 10 s).
+bool closed(wire::socket_link& link) {
+  char c;
+  for (;;) {
+    auto e = link.read_within(&c, 1, 10000ms);
+    if (e == "timeout") return false;
+    if (!e.empty()) return true;  // the end, or the connection reset
   }
 }
 
-void send_frame(int fd, uint32_t tensors, uint64_t meta, const std::vector<wire::shape_entry>& shapes) {
+void send_frame(wire::socket_link& link, uint32_t tensors, uint64_t meta, const std::vector<wire::shape_entry>& shapes) {
   wire::frame_header h;
   h.tensors = tensors;
   h.id = 1;
   h.meta_bytes = meta;
-  at::net::write_exact(fd, &h, sizeof h);
-  if (!shapes.empty()) at::net::write_exact(fd, shapes.data(), shapes.size() * sizeof(wire::shape_entry));
+  put(link, &h, sizeof h);
+  if (!shapes.empty()) put(link, shapes.data(), shapes.size() * sizeof(wire::shape_entry));
 }
 
 }  // namespace
@@ -103,19 +119,22 @@ int main(int argc, char** argv) {
     std::cerr << "member_attacker: shard 0 serves no data plane\n";
     return 1;
   }
-  std::cout << "shard 0's data plane at 127.0.0.1:" << port << ", token known" << std::endl;
+  if (!got->contact.data_host.empty()) host = got->contact.data_host;
+  if (def.tls.enabled()) tls = at::data_plane::tls_context(def.tls.certificate, def.tls.key, def.tls.ca);
+  std::cout << "shard 0's data plane at " << host << ":" << port << (tls ? " (TLS, the job's certificate)" : "")
+            << ", token known" << std::endl;
   char ok = 0;
   {
-    auto fd = greet(port, std::string(32, '0'), ok);
-    report("a greeting with a wrong token", ok == 0 && closed(fd.get()), "closed at the greeting");
+    auto link = greet(port, std::string(32, '0'), ok);
+    report("a greeting with a wrong token", ok == 0 && closed(*link), "closed at the greeting");
   }
   for (int i = 0; i < 4; ++i) {
-    auto fd = greet(port, token, ok);
-    send_frame(fd.get(), 0, uint64_t{1} << 30, {});
-    report("a frame announcing 1 GiB of message", ok == 1 && closed(fd.get()), "closed at its header");
-    auto fd2 = greet(port, token, ok);
-    send_frame(fd2.get(), 1, 0, {{16384, 16384}});
-    report("a frame announcing a 16384 x 16384 tensor (1 GiB)", ok == 1 && closed(fd2.get()), "closed at its header");
+    auto link = greet(port, token, ok);
+    send_frame(*link, 0, uint64_t{1} << 30, {});
+    report("a frame announcing 1 GiB of message", ok == 1 && closed(*link), "closed at its header");
+    auto link2 = greet(port, token, ok);
+    send_frame(*link2, 1, 0, {{16384, 16384}});
+    report("a frame announcing a 16384 x 16384 tensor (1 GiB)", ok == 1 && closed(*link2), "closed at its header");
   }
   {
     // An unsealed region: the server must not map it (it could be shrunk under it).
@@ -125,13 +144,13 @@ int main(int argc, char** argv) {
     wire::shm_offer offer;
     auto name = wire::offer_name(mem);
     std::memcpy(offer.name, name.data(), std::min(name.size(), wire::shm_name_chars - 1));
-    auto fd = greet(port, token, ok, &offer);
+    auto link = greet(port, token, ok, &offer);
     bool shrunk = ::ftruncate(mem.get(), 0) == 0;
     // A frame that claims to be in the region: refused, the region was never taken.
     wire::frame_header h;
     h.tensors = 1 | wire::in_shm_flag;
-    at::net::write_exact(fd.get(), &h, sizeof h);
-    report("an unsealed region, shrunk after the offer", made && ok == 1 && shrunk && closed(fd.get()),
+    put(*link, &h, sizeof h);
+    report("an unsealed region, shrunk after the offer", made && ok == 1 && shrunk && closed(*link),
            "not mapped (answer " + std::to_string(int{ok}) + "), a frame in it closed the connection");
     // A region made as members make it: sealed, it cannot shrink at all.
     std::string why;
