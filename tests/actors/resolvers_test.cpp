@@ -122,6 +122,15 @@ BOOST_AUTO_TEST_CASE(kubeflow_sparse_cluster_is_refused_saying_why_and_what_to_d
   auto e = error_of([&] { resolve_cluster(options(resolver_kind::tf_config), env({{"TF_CONFIG", sparse}})); });
   BOOST_TEST(contains(e, "TF_CONFIG: sparseCluster: Kubeflow's dynamic-worker form"));
   BOOST_TEST(contains(e, "set enableDynamicWorker to false"));
+  // The chief's, as the operator writes it: nobody at all.
+  const std::string chief = R"({"sparseCluster": {"worker": {}, "ps": []}, "task": {"type": "chief", "index": 0}})";
+  e = error_of([&] { resolve_cluster(options(resolver_kind::tf_config), env({{"TF_CONFIG", chief}})); });
+  BOOST_TEST(contains(e, "the chief none"));
+  // TensorFlow's sparse form inside "cluster" (TFConfigClusterResolver's own test).
+  const std::string tf_sparse =
+    R"({"cluster": {"ps": ["ps0:2222", "ps1:2222"], "worker": {"1": "worker1:2222"}}, "task": {"type": "worker", "index": 1}})";
+  e = error_of([&] { resolve_cluster(options(resolver_kind::tf_config), env({{"TF_CONFIG", tf_sparse}})); });
+  BOOST_TEST(contains(e, "TF_CONFIG: cluster.worker: an object of task indices is TensorFlow's sparse form"), e);
 }
 
 BOOST_AUTO_TEST_CASE(an_evaluator_outside_the_cluster_map) {

@@ -281,6 +281,10 @@ void read_cluster(const reader& r, const json& section, cluster_def& def) {
     auto list = section.find(key);
     if (list == section.end()) continue;
     const auto list_field = member(field, key);
+    if (list->is_object())
+      r.fail(list_field, "an object of task indices is TensorFlow's sparse form, in which a task sees only some of "
+                         "its peers; ActorTrain's coordinator needs every task's address and the number of tasks: "
+                         "give an array of every task's \"host:port\"");
     r.expect(*list, list->is_array(), list_field, "an array of \"host:port\" strings");
     for (size_t i = 0; i < list->size(); ++i) {
       const auto item_field = element(list_field, i);
@@ -542,10 +546,10 @@ cluster_def parse_cluster_def(const std::string& text, const std::string& source
   // Kubeflow's dynamic-worker form: each task sees only its own peers.
   if (dialect == cluster_dialect::tf_config && doc.contains("sparseCluster") && !doc.contains("cluster"))
     r.fail("sparseCluster",
-           "Kubeflow's dynamic-worker form names only this task's peers (a worker sees itself and the ps tasks, a "
-           "ps task itself); ActorTrain's coordinator needs every task's address and the number of workers, which "
-           "it does not give: set enableDynamicWorker to false in the TFJob, and Kubeflow writes the whole "
-           "\"cluster\"");
+           "Kubeflow's dynamic-worker form names only some of this task's peers (a worker sees itself and the ps "
+           "tasks, a ps task itself, the chief none); ActorTrain's coordinator needs every task's address and the "
+           "number of workers, which it does not give: set enableDynamicWorker to false in the TFJob, and Kubeflow "
+           "writes the whole \"cluster\"");
   r.known_keys(doc, "", {"cluster", "task", "tls", "secret", "checkpoint", "timeouts", "consistency"}, dialect,
                def.notes);
 
