@@ -2,6 +2,8 @@
 #include <actortrain/actors/net/cluster_file.hpp>
 #include <actortrain/actors/net/sockets.hpp>
 
+#include "numbers.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -32,13 +34,7 @@ std::optional<task_type> task_type_named(const std::string& name) {
   return std::nullopt;
 }
 
-// The value of `text` when it is 1..max_digits decimal digits: no sign, no spaces, no
-// exponent, which std::stoll alone would let through.
-std::optional<int64_t> whole_number(const std::string& text, size_t max_digits) {
-  if (text.empty() || text.size() > max_digits || text.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  return std::stoll(text);
-}
+using detail::whole_number;
 
 std::string join(std::initializer_list<const char*> words) {
   std::string out;

@@ -1,6 +1,8 @@
 // CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
 #include <actortrain/actors/net/resolvers.hpp>
 
+#include "numbers.hpp"
+
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -37,11 +39,6 @@ constexpr task_type roles_in_name_order[] = {task_type::chief, task_type::evalua
 // A hostlist or task list that expands beyond this is a typo, not a cluster.
 constexpr size_t max_hosts = 65536;
 
-std::optional<int64_t> digits(const std::string& text, size_t max_digits = 9) {
-  if (text.empty() || text.size() > max_digits || text.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  return std::stoll(text);
-}
 
 // Splits at the commas outside brackets.
 std::vector<std::string> split_top_level(const std::string& text, const std::string& what) {
@@ -73,7 +70,7 @@ std::vector<std::string> expand_ranges(const std::string& ranges, const std::str
     auto dash = item.find('-');
     auto first_text = item.substr(0, dash);
     auto last_text = dash == std::string::npos ? first_text : item.substr(dash + 1);
-    auto first = digits(first_text), last = digits(last_text);
+    auto first = detail::whole_number(first_text), last = detail::whole_number(last_text);
     if (!first || !last)
       fail(fmt::format("hostlist '{}': '{}' is not a number or a range of numbers, as in 1-3", whole, item));
     if (*last < *first) fail(fmt::format("hostlist '{}': the range '{}' runs backwards", whole, item));
@@ -175,7 +172,7 @@ resolution resolve_slurm(const resolve_options& opts, const resolver_inputs& in)
   };
   auto number = [&](const char* name) {
     auto& text = need(name);
-    auto n = digits(text);
+    auto n = detail::whole_number(text);
     if (!n) fail(fmt::format("Slurm: {}='{}' is not a whole number", name, text));
     return static_cast<int>(*n);
   };
@@ -240,14 +237,14 @@ resolution resolve_mpi(const resolve_options& opts, const resolver_inputs& in) {
       break;
     }
   if (!rank_var) fail("MPI: none of OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK is set: run the task with mpirun");
-  auto rank = digits(*in.get(rank_var));
+  auto rank = detail::whole_number(*in.get(rank_var));
   if (!rank) fail(fmt::format("MPI: {}='{}' is not a whole number", rank_var, *in.get(rank_var)));
   std::optional<int64_t> size;
   const char* size_var = nullptr;
   for (auto name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
     if (auto v = in.get(name)) {
       size_var = name;
-      size = digits(*v);
+      size = detail::whole_number(*v);
       if (!size || *size < 1) fail(fmt::format("MPI: {}='{}' is not a whole number >= 1", name, *v));
       break;
     }
@@ -378,7 +375,7 @@ job_counts parse_job_counts(const std::string& text) {
     for (auto t : roles_in_name_order)
       if (name == to_string(t)) type = t;
     if (!type) bad(fmt::format("unknown role '{}' (chief, evaluator, ps, worker)", name));
-    auto n = digits(item.substr(eq + 1), 6);
+    auto n = detail::whole_number(item.substr(eq + 1), 6);
     if (!n || *n < 1) bad(fmt::format("'{}': the count must be a whole number >= 1", item));
     if (j.count.count(*type)) bad(fmt::format("{} is given twice", name));
     if ((*type == task_type::chief || *type == task_type::evaluator) && *n > 1)
@@ -407,12 +404,12 @@ std::vector<int> expand_tasks_per_node(const std::string& text) {
   auto bad = [&](const std::string& why) { fail(fmt::format("tasks per node '{}': {}", text, why)); };
   while (std::getline(in, item, ',')) {
     auto paren = item.find('(');
-    auto count = digits(item.substr(0, paren), 6);
+    auto count = detail::whole_number(item.substr(0, paren), 6);
     int64_t times = 1;
     if (paren != std::string::npos) {
       if (item.size() < paren + 4 || item.compare(paren, 2, "(x") != 0 || item.back() != ')')
         bad(fmt::format("'{}' is not N or N(xM), as in 3(x2)", item));
-      auto t = digits(item.substr(paren + 2, item.size() - paren - 3), 6);
+      auto t = detail::whole_number(item.substr(paren + 2, item.size() - paren - 3), 6);
       if (!t || *t < 1) bad(fmt::format("'{}': the repeat must be a whole number >= 1", item));
       times = *t;
     }
