@@ -46,6 +46,17 @@ BOOST_AUTO_TEST_CASE(flags_reach_the_job_and_the_common_ones_its_spec) {
   BOOST_TEST(j.name.find("examples=300") != std::string::npos);
   BOOST_CHECK_NO_THROW(at::check_job(j, "test"));
   BOOST_TEST(j.train(at::dataset::input_context{}).cardinality().n == 15);  // 300 examples, batches of 20
+  BOOST_TEST(!j.spec.partitioner);  // whole variables unless asked
+}
+
+BOOST_AUTO_TEST_CASE(a_partitioner_splits_the_variables_over_the_shards) {
+  at::job j;
+  BOOST_TEST(jobs::make_job("linear", {"--partitioner", "fixed_shards(2)"}, j));
+  BOOST_REQUIRE(j.spec.partitioner);
+  BOOST_TEST(j.spec.partitioner->describe() == "fixed_shards(num_shards=2)");
+  BOOST_TEST(refusal("linear", {"--partitioner", "halves"}).find("--partitioner: make_partitioner: unknown partitioner "
+                                                                 "'halves'") == 0u,
+             refusal("linear", {"--partitioner", "halves"}));
 }
 
 BOOST_AUTO_TEST_CASE(bad_names_and_flags_are_refused_by_name) {

@@ -5,6 +5,7 @@
 
 #include <actortrain/actors/cli/flags.hpp>
 #include <actortrain/actors/cluster/callbacks.hpp>
+#include <actortrain/model/partitioner.hpp>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,7 @@ struct common_flags {
   std::string metrics;
   int64_t early_stopping = 0;
   std::string monitor = "val_loss", mode = "auto", csv_log;
+  std::shared_ptr<const model::partitioner> partitioner;
 
   explicit common_flags(int default_verbose) : verbose(default_verbose) {}
 
@@ -47,6 +49,10 @@ struct common_flags {
       .add("push-every", push_every,
            "workers push the mean gradient of N steps once (Downpour's n_push; async only)", range<int>{1, 1 << 20})
       .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
+      .add_parsed("partitioner", "none",
+                  "how variables are split into row partitions over the ps shards, as TensorFlow's "
+                  "variable_partitioner: none, fixed_shards(N), min_size(BYTES,MAX_SHARDS), max_size(BYTES)",
+                  [this](const std::string& v) { partitioner = model::make_partitioner(v); })
       .add("early-stopping", early_stopping,
            "stop when --monitor has not improved for N epochs, and end with the best epoch's variables (0: off)",
            range<int64_t>{0, 1 << 20})
@@ -63,6 +69,7 @@ struct common_flags {
     j.spec.local_learning_rate = local_lr;
     j.spec.push_every = push_every;
     j.spec.pull_ahead = pull_ahead;
+    if (partitioner) j.spec.partitioner = partitioner;
     j.spec.steps_per_execution = push_every > 1 && spe == 1 ? push_every : spe;
     if (early_stopping > 0)
       j.callbacks.push_back(
