@@ -1,9 +1,13 @@
 // CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
 #include <actortrain/actors/cluster/events.hpp>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <ostream>
+#include <random>
 
 namespace actortrain {
 
@@ -66,11 +70,42 @@ size_t event_queue::size() const {
   return q_.size();
 }
 
+namespace {
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+metrics_writer::metrics_writer(std::ostream& out) : out_(out) {
+  std::random_device rd;
+  nonce_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+void metrics_writer::write_done(uint64_t run, bool failed, const std::string& text,
+                                const std::map<std::string, double>& values) {
+  nlohmann::json j;
+  j["event"] = to_string(event_kind::run_done);
+  j["run"] = run;
+  j["id"] = fmt::format("{:016x}-{}", nonce_, run);
+  j["time"] = last_seconds_;
+  j["wall"] = wall_seconds();
+  j["failed"] = failed;
+  if (!values.empty()) j["values"] = values;
+  if (!text.empty()) j["text"] = text;
+  out_ << j.dump() << '\n';
+  out_.flush();
+}
+
 void metrics_writer::write(const event& e) {
   nlohmann::json j;
   j["event"] = to_string(e.kind);
   j["run"] = e.run;
+  j["id"] = fmt::format("{:016x}-{}", nonce_, e.run);
   j["time"] = e.seconds;
+  j["wall"] = wall_seconds();
+  last_seconds_ = e.kind == event_kind::run_begin ? e.seconds : std::max(last_seconds_, e.seconds);
   switch (e.kind) {
     case event_kind::step_done:
       j["epoch"] = e.epoch;

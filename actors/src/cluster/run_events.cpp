@@ -206,6 +206,17 @@ void cluster::impl::pass_gate(const event& e) {
 void cluster::impl::complete() {
   drain(std::chrono::milliseconds(0));
   auto r = result.get();
+  const uint64_t run = active;
+  // The run's last line in the metrics file, whatever ended it (tools read it to know a
+  // run ended, and how).
+  auto done_line = [&](bool failed, const std::string& text) {
+    if (!writer) return;
+    std::map<std::string, double> last;
+    if (r)
+      for (size_t i = 0; i < r->keys.size() && i < r->values.size(); ++i)
+        if (!r->values[i].empty()) last[r->keys[i]] = r->values[i].back();
+    writer->write_done(run, failed, text, last);
+  };
   stop(run_shards);
   active = 0;
   for (auto& p : start_promises)
@@ -215,6 +226,7 @@ void cluster::impl::complete() {
   if (!r) {
     failure = describe(r.error());
     failure_retryable = !is_application_error(r.error());
+    done_line(true, failure);
     return;
   }
   fit_result out;
@@ -224,8 +236,10 @@ void cluster::impl::complete() {
     failure = "a callback failed: " + callback_error;
     failure_retryable = false;
     callback_error.clear();
+    done_line(true, failure);
     return;
   }
+  done_line(false, {});
   out.run = r->run;
   out.steps = r->steps;
   out.ran_out = r->ran_out;

@@ -101,14 +101,22 @@ class event_queue {
   uint64_t dropped_ = 0;
 };
 
-/// Writes events as JSON lines (one object per line; format in the README).
+/// Writes events as JSON lines (one object per line; format in the README). Every line
+/// also carries "id", a run id unique across writers and processes (this writer's random
+/// 64-bit nonce and the run: "3f2a...-1"), so that runs appended to one file are told
+/// apart, and "wall", the wall-clock time (Unix seconds).
 class metrics_writer {
  public:
-  explicit metrics_writer(std::ostream& out) : out_(out) {}
+  explicit metrics_writer(std::ostream& out);
   void write(const event& e);
+  /// The run's last line: "run_done" with "failed" and the error's text, or the run's
+  /// final values; its "time" is the run's last event's.
+  void write_done(uint64_t run, bool failed, const std::string& text, const std::map<std::string, double>& values);
 
  private:
   std::ostream& out_;
+  uint64_t nonce_;
+  double last_seconds_ = 0;
 };
 
 }  // namespace actortrain
