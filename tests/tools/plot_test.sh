@@ -2,8 +2,10 @@
 # actortrain plot against a recorded run: a 2-epoch fashion_mnist run that loses a worker
 # and a ps shard writes its metrics; the command must write every figure as a PNG, and
 # the data it plotted must be the metrics' own numbers (checked here independently with
-# python). A line cut short is skipped and counted; a malformed file is refused naming
-# the line; bad flags exit with 2.
+# python). A line cut short is skipped and counted; a run killed in its first epoch and
+# two runs without an accuracy metric appended to one file are plotted (each run from its
+# own data, figures without data left out, saying why); a malformed file is refused
+# naming the line; bad flags exit with 2.
 #   ACTORTRAIN=build/tools/actortrain EXAMPLE=build/examples/survive_faults bash plot_test.sh
 . "$(dirname "$0")/lib.sh"
 command -v gnuplot >/dev/null || { echo "FAIL: gnuplot is not installed (tools/setup installs gnuplot-nox)"; exit 1; }
@@ -72,6 +74,62 @@ for kind, cls in (("worker_lost", "failure"), ("ps_lost", "failure"), ("ps_resto
 restored = [e for e in events if e["event"] == "ps_restored"][0]
 mark = [m for m in marks if m[3].startswith("ps_restored")][0]
 if int(mark[2]) != restored["step"]: bad.append(f"timeline: the restore does not roll back to step {restored['step']}")
+for b in bad: print(b)
+sys.exit(1 if bad else 0)
+PY
+
+# The recorded run ended with its run_done line, and every line carries its run's id.
+python3 - "$M" <<'PY' || fail "run_done or the run ids are missing (above)"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ids = {e.get("id") for e in events if e.get("run", 0) > 0}
+if len(ids) != 1 or None in ids: print(f"ids: {ids}"); sys.exit(1)
+if events[-1]["event"] != "run_done" or events[-1]["failed"]: print(f"last line: {events[-1]}"); sys.exit(1)
+if any("wall" not in e for e in events): print("a line without wall-clock time"); sys.exit(1)
+PY
+
+# A run killed in its first epoch (the file cut before its first epoch ended): no epochs
+# figure (an older one in the directory is removed), every other figure from its steps.
+awk '/"event":"epoch"/ {exit} {print}' "$M" >"$tmp/first.jsonl"
+mkdir -p "$tmp/fk" && cp "$tmp/fig/epochs.png" "$tmp/fk/epochs.png"
+"$ACTORTRAIN" plot "$tmp/first.jsonl" --out "$tmp/fk" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "a run killed in its first epoch: plot failed"; }
+cat "$tmp/out"
+grep -q "epochs: not drawn: no epoch ended in this run" "$tmp/out" || fail "the missing epochs figure was not explained"
+[ ! -e "$tmp/fk/epochs.png" ] || fail "an older epochs.png was left beside the new figures"
+grep -q "no run_done line: killed, or still running" "$tmp/out" || fail "the killed run was not said to be unfinished"
+[ "$(grep -vc '^#' "$tmp/fk/steps.dat")" -eq "$(grep -c '"event":"step"' "$tmp/first.jsonl")" ] ||
+  fail "a run killed in its first epoch: steps.dat does not hold its steps"
+for f in steps throughput staleness timeline; do [ -s "$tmp/fk/$f.png" ] || fail "killed run: $f.png missing"; done
+
+# Two runs of a job without an accuracy metric appended to one file: told apart by their
+# ids, each drawn in a directory of its own with the loss panel only, from its own data.
+L="$tmp/lin.jsonl"
+for k in 1 2; do
+  timeout 120 "$ACTORTRAIN" launch --example linear --ps 1 --workers 2 --dir "$tmp/lin$k" -- --epochs $k \
+    --examples 2000 --verbose 0 --metrics "$L" >"$tmp/lin$k.out" 2>&1 || { cat "$tmp/lin$k.out"; fail "linear run $k failed"; }
+done
+"$ACTORTRAIN" plot "$L" --out "$tmp/lf" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "two appended runs: plot failed"; }
+cat "$tmp/out"
+grep -q "2 runs, each drawn in its own directory" "$tmp/out" || fail "the two runs were not told apart"
+[ "$(grep -c "no accuracy metric: the loss panel only" "$tmp/out")" -eq 2 ] || fail "the accuracy panel was not left out"
+python3 - "$L" "$tmp/lf" <<'PY' || fail "the appended runs' figures do not hold their own data (above)"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+order = []
+for e in events:
+    if e.get("run", 0) > 0 and e["id"] not in order: order.append(e["id"])
+bad = []
+if len(order) != 2: bad.append(f"{len(order)} run ids, not 2")
+for i, rid in enumerate(order, 1):
+    mine = [e for e in events if e.get("id") == rid]
+    steps = sum(e["event"] == "step" for e in mine)
+    epochs = [e for e in mine if e["event"] == "epoch"]
+    rows = lambda n: [l for l in open(f"{sys.argv[2]}/run-{i}/{n}.dat") if not l.startswith("#")]
+    if len(rows("steps")) != steps: bad.append(f"run {i}: {len(rows('steps'))} step rows for {steps} steps")
+    if len(rows("epochs")) != len(epochs) or len(epochs) != i: bad.append(f"run {i}: {len(rows('epochs'))} epoch rows, {len(epochs)} epochs")
+    for r, e in zip(rows("epochs"), epochs):
+        if abs(float(r.split()[1]) - e["values"]["loss"]) > 1e-6 * max(1, abs(e["values"]["loss"])): bad.append(f"run {i}: epoch loss {r}")
+    if mine[-1]["event"] != "run_done" or mine[-1]["failed"]: bad.append(f"run {i} does not end with a run_done: {mine[-1]}")
 for b in bad: print(b)
 sys.exit(1 if bad else 0)
 PY

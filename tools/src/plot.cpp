@@ -112,6 +112,8 @@ struct figure {
   std::string data;    // NAME.dat
   std::string script;  // gnuplot commands after the terminal and output lines
   size_t points = 0;
+  std::string skipped;             // why the figure is not drawn (no data for it), or ""
+  std::vector<std::string> notes;  // panels or parts left out, and why
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -173,7 +175,7 @@ std::string run_gnuplot(const std::string& script, std::chrono::seconds bound) {
 // -- the figures --------------------------------------------------------------------
 
 figure epochs_figure(const std::vector<json>& ev) {
-  figure f{"epochs", "# epoch loss accuracy val_loss val_accuracy\n", {}, 0};
+  figure f{"epochs", "# epoch loss accuracy val_loss val_accuracy\n", {}, 0, {}, {}};
   bool has_acc = false, has_val = false;
   for (auto& e : ev) {
     if (kind(e) != "epoch") continue;
@@ -184,24 +186,95 @@ figure epochs_figure(const std::vector<json>& ev) {
     f.data += fmt::format("{} {} {} {} {}\n", cell(ep), cell(loss), cell(acc), cell(vl), cell(va));
     ++f.points;
   }
-  f.script = "set multiplot layout 1,2 title 'per epoch'\n"
+  if (f.points == 0) {
+    f.skipped = "no epoch ended in this run";
+    return f;
+  }
+  // A panel is drawn only for what the run has: no accuracy metric, no accuracy panel.
+  bool has_val_acc = false;
+  for (auto& e : ev)
+    if (kind(e) == "epoch" && !std::isnan(value(e, "val_accuracy"))) has_val_acc = true;
+  bool accuracy_panel = has_acc || has_val_acc;
+  if (!accuracy_panel) f.notes.push_back("no accuracy metric: the loss panel only");
+  f.script = std::string(accuracy_panel ? "set multiplot layout 1,2 title 'per epoch'\n" : "") +
              "set xlabel 'epoch'\nset xtics 1\nset grid\nset key top right\n"
              "set title 'loss'\n"
              "plot DATA using 1:2 with linespoints lw 2 title 'training'" +
              std::string(has_val ? ", DATA using 1:4 with linespoints lw 2 title 'validation'" : "") + "\n";
-  if (has_acc || has_val)
+  if (accuracy_panel)
     f.script += "set title 'accuracy'\nset key bottom right\nplot " +
                 std::string(has_acc ? "DATA using 1:3 with linespoints lw 2 title 'training'" : "") +
-                std::string(has_acc && has_val ? ", " : "") +
-                std::string(has_val ? "DATA using 1:5 with linespoints lw 2 title 'validation'" : "") + "\n";
-  else
-    f.script += "set title 'accuracy'\nunset key\nplot NaN notitle\n";
-  f.script += "unset multiplot\n";
+                std::string(has_acc && has_val_acc ? ", " : "") +
+                std::string(has_val_acc ? "DATA using 1:5 with linespoints lw 2 title 'validation'" : "") +
+                "\nunset multiplot\n";
   return f;
 }
 
+// What timeline_figure marks (mark_class), where: its time and how many steps had been
+// applied by then (the x of the steps figure).
+struct mark {
+  double time;
+  size_t step;
+  std::string cls, label;
+};
+
+const char* mark_class(const json& e);
+std::string mark_label(const json& e);
+
+std::vector<mark> marks_of(const std::vector<json>& ev) {
+  std::vector<mark> out;
+  size_t k = 0;
+  for (auto& e : ev) {
+    if (kind(e) == "step") ++k;
+    else if (auto c = mark_class(e))
+      out.push_back(mark{num(e, "time"), k, c, mark_label(e)});
+  }
+  return out;
+}
+
+// Vertical lines at the marks (failures red, recoveries such as a roll-back green,
+// checkpoint pauses gray and dashed), x by time or by applied step, and a key entry for
+// each kind present. The x range spans the data's [lo, hi] and every mark (a final
+// checkpoint comes after the last step), so that no line is drawn outside the plot.
+std::string mark_lines(const std::vector<mark>& ms, bool by_time, double lo, double hi, std::string& keys) {
+  // A failure and its recovery often fall on one applied step: the failure's line is
+  // wider, drawn first, so that both show.
+  struct style {
+    const char* cls;
+    const char* color;
+    int dash;
+    double width;
+    const char* title;
+  };
+  static const style styles[] = {{"failure", "#d02020", 1, 5, "failure"},
+                                 {"recovery", "#20a020", 1, 1.5, "recovery (re-join, roll-back)"},
+                                 {"checkpoint", "#909090", 2, 1, "checkpoint"}};
+  std::string s;
+  for (auto& m : ms) {
+    double x = by_time ? m.time : static_cast<double>(m.step);
+    if (std::isnan(x)) continue;
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  if (hi > lo) s += fmt::format("set xrange [{}:{}]\n", cell(lo), cell(hi));
+  for (auto& st : styles) {
+    bool any = false;
+    for (auto& m : ms) {
+      if (m.cls != st.cls) continue;
+      double x = by_time ? m.time : static_cast<double>(m.step);
+      if (std::isnan(x)) continue;
+      any = true;
+      s += fmt::format("set arrow from {}, graph 0 to {}, graph 1 nohead lc rgb '{}' lw {} dt {} back\n", cell(x),
+                       cell(x), st.color, st.width, st.dash);
+    }
+    if (any)
+      keys += fmt::format(", NaN with lines lc rgb '{}' lw {} dt {} title '{}'", st.color, st.width, st.dash, st.title);
+  }
+  return s;
+}
+
 figure steps_figure(const std::vector<json>& ev, int smooth) {
-  figure f{"steps", fmt::format("# step time loss smoothed_loss(ema over {} steps)\n", smooth), {}, 0};
+  figure f{"steps", fmt::format("# step time loss smoothed_loss(ema over {} steps)\n", smooth), {}, 0, {}, {}};
   double alpha = 2.0 / (smooth + 1.0), ema = std::nan("");
   size_t k = 0;
   for (auto& e : ev) {
@@ -211,9 +284,16 @@ figure steps_figure(const std::vector<json>& ev, int smooth) {
     f.data += fmt::format("{} {} {} {}\n", ++k, cell(num(e, "time")), cell(loss), cell(ema));
     ++f.points;
   }
-  f.script = "set title 'loss per applied step'\nset xlabel 'applied step'\nset ylabel 'loss'\nset grid\n"
+  if (f.points == 0) {
+    f.skipped = "no step was applied in this run";
+    return f;
+  }
+  std::string keys;
+  f.script = "set title 'loss per applied step'\nset xlabel 'applied step'\nset ylabel 'loss'\nset grid\n" +
+             mark_lines(marks_of(ev), /*by_time=*/false, 1, static_cast<double>(k), keys) +
              "plot DATA using 1:3 with points pt 7 ps 0.3 lc rgb '#b0c4de' title 'step', "
-             "DATA using 1:4 with lines lw 2 lc rgb '#1f4e99' title 'smoothed'\n";
+             "DATA using 1:4 with lines lw 2 lc rgb '#1f4e99' title 'smoothed'" +
+             keys + "\n";
   return f;
 }
 
@@ -244,7 +324,8 @@ figure throughput_figure(const std::vector<json>& ev, double bin) {
     auto b = std::clamp<int64_t>(static_cast<int64_t>((t - t0) / bin), 0, count - 1);
     per_bin[b][w] += num(e, "examples", 0);
   }
-  figure f{"throughput", fmt::format("# bins of {:.9g} s tiling the run: start time, then samples/s of worker", bin), {}, 0};
+  figure f{"throughput", fmt::format("# bins of {:.9g} s tiling the run: start time, then samples/s of worker", bin),
+           {}, 0, {}, {}};
   for (auto w : workers) f.data += fmt::format(" {}", w);
   f.data += "\n";
   if (!per_bin.empty())
@@ -258,13 +339,19 @@ figure throughput_figure(const std::vector<json>& ev, double bin) {
       f.data += "\n";
       ++f.points;
     }
+  if (f.points == 0) {
+    f.skipped = "no step was applied in this run";
+    return f;
+  }
+  std::string keys;
   f.script = "set title 'samples/s per worker'\nset xlabel 'seconds'\nset ylabel 'samples/s'\nset grid\n"
-             "set key outside right\n";
+             "set key outside right\n" +
+             mark_lines(marks_of(ev), /*by_time=*/true, t0, t0 + static_cast<double>(count) * bin, keys);
   std::string plots;
   size_t col = 2;
   for (auto w : workers)
     plots += fmt::format("{}DATA using 1:{} with steps lw 2 title 'worker {}'", plots.empty() ? "" : ", ", col++, w);
-  f.script += "plot " + (plots.empty() ? std::string("NaN notitle") : plots) + "\n";
+  f.script += "plot " + plots + keys + "\n";
   return f;
 }
 
@@ -272,11 +359,12 @@ figure staleness_figure(const std::vector<json>& ev) {
   std::map<int64_t, size_t> hist;
   for (auto& e : ev)
     if (kind(e) == "step") ++hist[static_cast<int64_t>(num(e, "staleness", 0))];
-  figure f{"staleness", "# staleness steps\n", {}, 0};
+  figure f{"staleness", "# staleness steps\n", {}, 0, {}, {}};
   for (auto& [s, n] : hist) {
     f.data += fmt::format("{} {}\n", s, n);
     ++f.points;
   }
+  if (f.points == 0) f.skipped = "no step was applied in this run";
   f.script = "set title 'staleness of the applied steps'\nset xlabel 'staleness (versions behind)'\n"
              "set ylabel 'steps'\nset grid ytics\nset boxwidth 0.8\nset style fill solid 0.6\nset xtics 1\n"
              "plot DATA using 1:2 with boxes lc rgb '#1f4e99' notitle\n";
@@ -312,7 +400,7 @@ struct timeline {
 
 timeline timeline_figure(const std::vector<json>& ev) {
   timeline t;
-  t.fig = figure{"timeline", "# time applied_steps\n", {}, 0};
+  t.fig = figure{"timeline", "# time applied_steps\n", {}, 0, {}, {}};
   t.events = "# time class applied_steps_then label\n";
   size_t applied = 0;
   for (auto& e : ev) {
@@ -330,6 +418,7 @@ timeline timeline_figure(const std::vector<json>& ev) {
       t.recoveries += std::strcmp(c, "recovery") == 0;
     }
   }
+  if (t.fig.points == 0) t.fig.skipped = "no step was applied in this run";
   t.fig.script =
     "set title 'applied steps over time; failures (red), recoveries (green), re-queued (orange), checkpoints "
     "(gray)'\nset xlabel 'seconds'\nset ylabel 'applied steps'\nset grid\nset key top left\n"
@@ -359,6 +448,116 @@ std::string render(const std::string& dir, const figure& f, const std::string& e
   return png;
 }
 
+// -- runs -----------------------------------------------------------------------------
+
+// One run's events. Files written since metrics lines carry "id" (metrics_writer) are
+// split by it; events of run 0 (workers joining before a fit) go with the writer's next
+// run. Older files: a new run at a second run_begin, or where the time goes back
+// (another process's clock).
+struct run_part {
+  std::string id;  // "" in an older file
+  uint64_t run = 0;
+  std::vector<json> events;
+};
+
+std::vector<run_part> split_runs(const std::vector<json>& ev) {
+  std::vector<run_part> parts;
+  std::map<std::string, size_t> by_id;
+  std::map<std::string, std::vector<json>> waiting;  // run 0's events, by writer
+  bool legacy_begun = false;
+  double legacy_last = -1e300;
+  for (auto& e : ev) {
+    auto idp = e.find("id");
+    auto run = static_cast<uint64_t>(num(e, "run", 0));
+    if (idp != e.end() && idp->is_string()) {
+      auto id = idp->get<std::string>();
+      auto writer = id.substr(0, id.rfind('-'));
+      if (run == 0) {
+        waiting[writer].push_back(e);
+        continue;
+      }
+      auto [it, fresh] = by_id.emplace(id, parts.size());
+      if (fresh) {
+        parts.push_back(run_part{id, run, {}});
+        auto w = waiting.find(writer);
+        if (w != waiting.end()) {
+          parts.back().events = std::move(w->second);
+          waiting.erase(w);
+        }
+      }
+      parts[it->second].events.push_back(e);
+      continue;
+    }
+    double t = num(e, "time", legacy_last);
+    bool begins = kind(e) == "run_begin";
+    if (parts.empty() || parts.back().id != "" || (begins && legacy_begun) || t < legacy_last - 1e-9) {
+      parts.push_back(run_part{"", run, {}});
+      legacy_begun = false;
+    }
+    if (begins) {
+      legacy_begun = true;
+      parts.back().run = run;
+    }
+    legacy_last = t;
+    parts.back().events.push_back(e);
+  }
+  for (auto& [writer, events] : waiting) parts.push_back(run_part{writer + "-0", 0, std::move(events)});
+  return parts;
+}
+
+// Draws one run's figures into `dir`; a figure without data is left out (and an older
+// one of that name removed), saying why.
+void plot_run(const run_part& r, const std::string& dir, int smooth, double bin, const std::string& prefix) {
+  size_t steps = 0, epoch_ends = 0;
+  std::set<std::pair<double, double>> epochs;  // (run, epoch): an epoch redone after a roll-back ends twice
+  const json* done = nullptr;
+  for (auto& e : r.events) {
+    steps += kind(e) == "step";
+    if (kind(e) == "run_done") done = &e;
+    if (kind(e) == "epoch") {
+      ++epoch_ends;
+      epochs.emplace(num(e, "run", 0), num(e, "epoch", 0));
+    }
+  }
+  auto tl = timeline_figure(r.events);
+  std::string ended = "no run_done line: killed, or still running";
+  if (done)
+    ended = done->value("failed", false)
+              ? "failed: " + done->value("text", std::string("(no reason given)"))
+              : std::string("done");
+  std::cout << fmt::format("{}{}{} events ({} applied steps, {} epochs, {} failures, {} recoveries; {})", prefix,
+                           r.id.empty() ? "" : "id " + r.id + ", ", r.events.size(), steps, epochs.size(),
+                           tl.failures, tl.recoveries, ended);
+  if (epoch_ends > epochs.size())
+    std::cout << fmt::format("; {} epoch end(s) of epochs redone after a roll-back", epoch_ends - epochs.size());
+  std::cout << "\n";
+  auto leave_out = [&](const figure& fig) {
+    for (auto ext : {".png", ".dat", ".gp"}) ::unlink((dir + "/" + fig.name + ext).c_str());
+    std::cout << fmt::format("  {}: not drawn: {}\n", fig.name, fig.skipped);
+  };
+  std::vector<figure> figs{epochs_figure(r.events), steps_figure(r.events, smooth), throughput_figure(r.events, bin),
+                           staleness_figure(r.events)};
+  for (auto& fig : figs) {
+    if (!fig.skipped.empty()) {
+      leave_out(fig);
+      continue;
+    }
+    std::cout << fmt::format("  {} ({} points, data {}/{}.dat)", render(dir, fig), fig.points, dir, fig.name);
+    for (auto& n : fig.notes) std::cout << "; " << n;
+    std::cout << "\n";
+  }
+  auto events_path = dir + "/timeline_events.dat";
+  if (!tl.fig.skipped.empty()) {
+    leave_out(tl.fig);
+    ::unlink(events_path.c_str());
+    return;
+  }
+  write_file(events_path, tl.events);
+  std::cout << fmt::format("  {} ({} points, data {}/timeline.dat and {})\n",
+                           render(dir, tl.fig, "EVENTS = " + gp_quoted(events_path) + "\n"), tl.fig.points, dir,
+                           events_path);
+}
+
 }  // namespace
 
 int plot_command(int argc, char** argv, int first) {
@@ -385,31 +584,17 @@ int plot_command(int argc, char** argv, int first) {
   auto m = read_metrics(path);
   if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST)
     throw std::runtime_error(fmt::format("cannot create {}: {}", out, std::strerror(errno)));
-  size_t steps = 0, epoch_ends = 0;
-  std::set<std::pair<double, double>> epochs;  // (run, epoch): an epoch redone after a roll-back ends twice
-  for (auto& e : m.events) {
-    steps += kind(e) == "step";
-    if (kind(e) == "epoch") {
-      ++epoch_ends;
-      epochs.emplace(num(e, "run", 0), num(e, "epoch", 0));
-    }
-  }
-  auto tl = timeline_figure(m.events);
-  std::cout << fmt::format("plot: {} events from {} ({} applied steps, {} epochs, {} failures, {} recoveries)",
-                           m.events.size(), path, steps, epochs.size(), tl.failures, tl.recoveries);
-  if (epoch_ends > epochs.size())
-    std::cout << fmt::format("; {} epoch end(s) of epochs redone after a roll-back", epoch_ends - epochs.size());
+  auto runs = split_runs(m.events);
+  std::cout << fmt::format("plot: {} events from {}", m.events.size(), path);
   if (m.partial > 0) std::cout << fmt::format("; skipped {} partial line(s)", m.partial);
+  if (runs.size() > 1) std::cout << fmt::format("; {} runs, each drawn in its own directory", runs.size());
   std::cout << "\n";
-  std::vector<figure> figs{epochs_figure(m.events), steps_figure(m.events, smooth), throughput_figure(m.events, bin),
-                           staleness_figure(m.events)};
-  for (auto& fig : figs)
-    std::cout << fmt::format("  {} ({} points, data {}/{}.dat)\n", render(out, fig), fig.points, out, fig.name);
-  auto events_path = out + "/timeline_events.dat";
-  write_file(events_path, tl.events);
-  std::cout << fmt::format("  {} ({} points, data {}/timeline.dat and {})\n",
-                           render(out, tl.fig, "EVENTS = " + gp_quoted(events_path) + "\n"), tl.fig.points, out,
-                           events_path);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto dir = runs.size() == 1 ? out : fmt::format("{}/run-{}", out, i + 1);
+    if (runs.size() > 1 && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      throw std::runtime_error(fmt::format("cannot create {}: {}", dir, std::strerror(errno)));
+    plot_run(runs[i], dir, smooth, bin, runs.size() > 1 ? fmt::format("run {} of {}: ", i + 1, runs.size()) : "");
+  }
   return 0;
 }
 
