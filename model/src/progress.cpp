@@ -40,6 +40,16 @@ std::string progress_printer::line(int64_t step, int64_t samples,
     s = fmt::format("{} steps", step);
   }
   s += fmt::format(" - {:.1f}s", secs);
+  // While the bar runs: the time left at this epoch's pace so far, as Keras shows it.
+  if (!final && total_ > 0 && step > 0 && step < total_) {
+    auto left = static_cast<int64_t>(secs / static_cast<double>(step) * static_cast<double>(total_ - step) + 0.5);
+    if (left < 60)
+      s += fmt::format(" - ETA: {}s", left);
+    else if (left < 3600)
+      s += fmt::format(" - ETA: {}:{:02}", left / 60, left % 60);
+    else
+      s += fmt::format(" - ETA: {}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
+  }
   if (final && step > 0) s += fmt::format(" {:.0f}us/step", 1e6 * secs / static_cast<double>(step));
   for (auto& [k, v] : values) s += fmt::format(" - {}: {:.4f}", k, v);
   if (has_staleness_) s += fmt::format(" - staleness {:.2f}/{}", staleness_mean_, staleness_max_);

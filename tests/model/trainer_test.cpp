@@ -6,6 +6,7 @@
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 
+#include <cctype>
 #include <sstream>
 
 #include "gradient_check.hpp"
@@ -200,3 +201,20 @@ BOOST_AUTO_TEST_CASE(any_batch_source_trains_as_the_dataset_of_its_batches) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(the_bar_shows_the_time_left_while_an_epoch_runs_and_not_at_its_end) {
+  std::ostringstream out;
+  progress_printer p{out, 1, /*is_terminal=*/true};
+  p.begin_epoch(0, 2, 100);
+  p.update(10, 640, {{"loss", 0.5}});
+  auto drawn = out.str();
+  auto at = drawn.find("ETA: ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, drawn);
+  // 90 steps left at the pace of the first 10: a whole number of seconds.
+  auto rest = drawn.substr(at + 5);
+  BOOST_TEST(std::isdigit(static_cast<unsigned char>(rest[0])));
+  BOOST_TEST(rest.find('s') < rest.find(" - loss"), drawn);
+  p.end_epoch(100, 6400, {{"loss", 0.4}});
+  auto final_line = out.str().substr(out.str().rfind('\r'));
+  BOOST_TEST(final_line.find("ETA") == std::string::npos, final_line);
+}

@@ -1,5 +1,6 @@
 #pragma once
-// Keras-like progress output for fit: "Epoch 3/10" then a bar with step n/N, loss,
+// Keras-like progress output for fit: "Epoch 3/10" then a bar with step n/N, the time
+// so far and, while the epoch runs, the time left at its pace ("ETA: 12s"), loss,
 // metrics and samples/s. On a terminal the bar is redrawn in place (at most ~10 times a
 // second); elsewhere (logs, CI) only the final line of each epoch is written, so logs
 // stay readable. The distributed coordinator's runner uses the same printer.
