@@ -17,6 +17,8 @@ bool progress_printer::stdout_is_terminal(const std::ostream& out) {
 
 void progress_printer::begin_epoch(int epoch, int epochs, int64_t total_steps) {
   total_ = total_steps;
+  epoch_ = epoch;
+  epochs_ = epochs;
   start_ = std::chrono::steady_clock::now();
   last_draw_ = start_;
   drawn_ = false;
@@ -69,6 +71,8 @@ void progress_printer::update(int64_t step, int64_t samples, const std::map<std:
 void progress_printer::end_epoch(int64_t steps, int64_t samples, const std::map<std::string, double>& values) {
   if (verbose_ == 0) return;
   if (verbose_ == 1 && tty_) out_ << '\r';
+  // One line per epoch (verbose 2) says which epoch it is; the bar has its "Epoch" line.
+  if (verbose_ == 2) out_ << fmt::format("Epoch {}/{} - ", epoch_ + 1, epochs_);
   out_ << line(steps, samples, values, true) << (tty_ ? "\x1b[K" : "") << '\n' << std::flush;
 }
 

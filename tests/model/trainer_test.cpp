@@ -218,3 +218,12 @@ BOOST_AUTO_TEST_CASE(the_bar_shows_the_time_left_while_an_epoch_runs_and_not_at_
   auto final_line = out.str().substr(out.str().rfind('\r'));
   BOOST_TEST(final_line.find("ETA") == std::string::npos, final_line);
 }
+
+BOOST_AUTO_TEST_CASE(a_line_per_epoch_names_its_epoch) {
+  std::ostringstream out;
+  progress_printer p{out, 2, /*is_terminal=*/false};
+  p.begin_epoch(2, 10, 469);
+  p.end_epoch(469, 60000, {{"loss", 0.3}});
+  BOOST_TEST(out.str().rfind("Epoch 3/10 - 469/469 [", 0) == 0u, out.str());
+  BOOST_TEST(out.str().find("ETA") == std::string::npos, out.str());
+}

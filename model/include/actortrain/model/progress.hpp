@@ -15,7 +15,8 @@ namespace actortrain::model {
 
 class progress_printer {
  public:
-  /// verbose: 0 silent, 1 bar (in place when `out` is a terminal), 2 one line per epoch.
+  /// verbose: 0 silent, 1 bar (in place when `out` is a terminal), 2 one line per epoch
+  /// ("Epoch 3/10 - 469 steps - ...").
   progress_printer(std::ostream& out, int verbose, bool is_terminal);
 
   /// total_steps < 0 when the epoch length is unknown.
@@ -40,6 +41,7 @@ class progress_printer {
   int verbose_;
   bool tty_;
   int64_t total_ = -1;
+  int epoch_ = 0, epochs_ = 0;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
   bool drawn_ = false;
