@@ -7,6 +7,7 @@
 #include "launch.hpp"
 
 #include "flags.hpp"
+#include <actortrain/actors/core/consistency.hpp>
 #include <actortrain/actors/jobs/jobs.hpp>
 #include <actortrain/actors/net/process.hpp>
 #include <actortrain/actors/net/sockets.hpp>
@@ -280,6 +281,12 @@ int launch_command(int argc, char** argv, int first) {
   if (!f.parse(argc, argv, first)) return 0;
   auto example_args = f.positional();
   if (example.empty()) throw usage_error("--example NAME is required (" + jobs::registered_names() + ")");
+  // The flag, not the cluster file written from it, is what the user gave.
+  if (!consistency.empty()) try {
+      (void)consistency_mode::parse(consistency);
+    } catch (const std::exception& e) {
+      throw usage_error(fmt::format("--consistency: {}", e.what()));
+    }
   {
     job probe;  // refuses a bad example or bad example flags before anything starts
     if (!jobs::make_job(example, example_args, probe)) return 0;

@@ -4,6 +4,7 @@
 
 #include <actortrain/actors/cli/flags.hpp>
 #include <actortrain/actors/net/resolvers.hpp>
+#include <actortrain/actors/net/sockets.hpp>
 
 #include "../core/ask.hpp"
 #include "dial.hpp"
@@ -91,6 +92,15 @@ std::string query_status(const node_flags& flags) {
   auto o = resolve_node(f);
   const auto& def = o.cluster;
   auto chief = def.coordinator_task();
+  // A cluster that is not running refuses the connection: say so now, instead of
+  // retrying for connect_ms as a task starting beside its peers does.
+  try {
+    net::connect_to(def.address(chief).host, def.address(chief).port, std::chrono::milliseconds(2000));
+  } catch (const net::socket_error& e) {
+    if (e.code() == ECONNREFUSED)
+      throw std::runtime_error(fmt::format("nothing listens at {} ({}'s address): is the cluster running?",
+                                           def.address(chief).text(), to_string(chief)));
+  }
   caf::actor_system_config cfg;
   configure_for(cfg, def, 1);
   caf::actor_system sys{cfg};
