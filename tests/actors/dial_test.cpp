@@ -209,3 +209,14 @@ BOOST_AUTO_TEST_CASE(a_peer_that_cuts_every_handshake_is_refused_long_before_the
   BOOST_TEST(text.find("the peer cut the BASP handshake") != std::string::npos, text);
   BOOST_TEST(peer.accepted == 3);
 }
+
+BOOST_AUTO_TEST_CASE(caf_error_names_come_with_words_a_person_understands) {
+  // The name stays first (logs and scripts search for it); the words follow.
+  BOOST_TEST(at::describe(caf::make_error(caf::exit_reason::remote_link_unreachable)) ==
+             "remote_link_unreachable (the connection to its process was lost)");
+  BOOST_TEST(at::describe(caf::make_error(caf::sec::request_receiver_down)) ==
+             "request_receiver_down (the actor asked had ended)");
+  BOOST_TEST(at::describe(caf::make_error(caf::sec::request_timeout)) == "request_timeout (no answer in time)");
+  // Codes without words keep CAF's name alone.
+  BOOST_TEST(at::describe(caf::make_error(caf::sec::invalid_argument)) == "invalid_argument");
+}

@@ -2,6 +2,8 @@
 
 #include <caf/all.hpp>
 
+#include <fmt/format.h>
+
 namespace actortrain {
 
 std::string to_string(error_code x) {
@@ -36,15 +38,51 @@ bool is_application_error(const caf::error& e) {
   return c == error_code::user_error || c == error_code::invalid_gradient || c == error_code::invalid_request;
 }
 
+namespace {
+
+// CAF's names for what people meet most, in words: the name stays first (logs and scripts
+// search for it), the words follow in parentheses.
+const char* in_words(caf::sec s) {
+  switch (s) {
+    case caf::sec::request_receiver_down: return "the actor asked had ended";
+    case caf::sec::request_timeout: return "no answer in time";
+    case caf::sec::cannot_connect_to_node: return "cannot connect to its process";
+    case caf::sec::unexpected_message: return "a message it does not handle";
+    case caf::sec::disconnect_during_handshake: return "the connection closed during the handshake";
+    default: return nullptr;
+  }
+}
+
+const char* in_words(caf::exit_reason r) {
+  switch (r) {
+    case caf::exit_reason::remote_link_unreachable: return "the connection to its process was lost";
+    case caf::exit_reason::unreachable: return "it cannot be reached";
+    case caf::exit_reason::user_shutdown: return "stopped";
+    case caf::exit_reason::kill: return "killed";
+    case caf::exit_reason::unhandled_exception: return "an exception ended it";
+    case caf::exit_reason::out_of_workers: return "no threads left to run it";
+    default: return nullptr;
+  }
+}
+
+template <class Code>
+std::string named(Code c) {
+  auto text = caf::to_string(c);
+  if (auto words = in_words(c)) text += fmt::format(" ({})", words);
+  return text;
+}
+
+}  // namespace
+
 std::string describe(const caf::error& e) {
   if (!e) return "no error";
   std::string text;
   if (e.category() == caf::atom("actortrain"))
     text = to_string(static_cast<error_code>(e.code()));
   else if (e.category() == caf::atom("system"))
-    text = caf::to_string(static_cast<caf::sec>(e.code()));
+    text = named(static_cast<caf::sec>(e.code()));
   else if (e.category() == caf::atom("exit"))
-    text = caf::to_string(static_cast<caf::exit_reason>(e.code()));  // "remote_link_unreachable", ...
+    text = named(static_cast<caf::exit_reason>(e.code()));  // "remote_link_unreachable (...)", ...
   else
     text = caf::to_string(e.category()) + ":" + std::to_string(e.code());
   auto& ctx = e.context();
