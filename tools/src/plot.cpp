@@ -570,8 +570,10 @@ int plot_command(int argc, char** argv, int first) {
           "validation), steps (loss per applied step, raw and smoothed), throughput (samples/s per\n"
           "worker over time), staleness (histogram) and timeline (applied steps over time with\n"
           "failures, recoveries, re-queued steps and checkpoints marked). Each as NAME.png (gnuplot),\n"
-          "NAME.dat (the numbers plotted) and NAME.gp (the script). Lines cut short by a run killed\n"
-          "mid-write are skipped and counted; any other malformed line is an error naming it."};
+          "NAME.dat (the numbers plotted) and NAME.gp (the script). A figure the run has no data for\n"
+          "(no epoch ended) is left out, saying why. Runs appended to one file (told apart by their\n"
+          "ids) are drawn each into --out/run-N. Lines cut short by a run killed mid-write are\n"
+          "skipped and counted; any other malformed line is an error naming it."};
   f.add("out", out, "directory for the figures (created if missing)")
     .add("smooth", smooth, "steps of the loss's exponential moving average")
     .add("bin", bin, "seconds per throughput bin, rounded so the bins tile the run (0: a 60th of the run, at least 0.05)");

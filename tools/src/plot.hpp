@@ -13,6 +13,12 @@
 //              dataset_lost), recoveries (worker_joined after the first, ps_restored,
 //              dataset_rebuilt, resumed), re-queued steps and checkpoints marked;
 //              timeline_events.dat lists the marks
+// Failures, recoveries and checkpoints are also marked on the steps and throughput
+// figures. A figure without data in the run (no epoch ended, no step applied) is not
+// drawn, and an older one of its name is removed; a panel without data (accuracy of a
+// regression) is left out; each is said. Runs appended to one file are told apart by
+// their "id" (older files: a second run_begin, or the time going back) and drawn each
+// into DIR/run-N.
 // A line cut short (a run killed mid-write: the last line without its newline, or one
 // continued by the next run's first line) is skipped and counted; any other line that is
 // not a JSON object with an "event" fails with FILE:LINE and what is wrong.
