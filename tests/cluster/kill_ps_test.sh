@@ -19,7 +19,7 @@ wait $L; rc=$?
 cat "$WORK/out"
 [ $rc -eq 0 ] || fail "launch exited with $rc"
 grep -q "launch: ps:0 killed by signal 9" "$WORK/out" || fail "the kill was not seen"
-grep -q "\[chief:0\] ps shard 0 lost (remote_link_unreachable)" "$WORK/out" || fail "no loss reported"
+grep -qF "[chief:0] ps shard 0 lost (remote_link_unreachable (the connection to its process was lost))" "$WORK/out" || fail "no loss reported"
 grep -q "\[chief:0\] ps shard 0 is back at 127.0.0.1:" "$WORK/out" || fail "the ps task was not dialed again"
 grep -q '"event":"ps_restored"' "$M" || fail "no ps_restored event"
 grep -qF "[chief:0] chief:0 done: 4000 steps" "$WORK/out" || fail "not exactly 4000 steps"
