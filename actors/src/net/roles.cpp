@@ -291,6 +291,16 @@ struct coordinator_lost : retryable_failure {
   using retryable_failure::retryable_failure;
 };
 
+// The actors a membership spawned, told to exit however it ends (a refusal, a lost
+// coordinator, the run's end), so that a rejoin starts from nothing left behind.
+struct session_actors {
+  std::vector<caf::actor> all;
+  ~session_actors() {
+    for (auto& a : all)
+      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+};
+
 node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budget, bool& admitted_once) {
   auto& def = cx.opts.cluster;
   auto me = cx.opts.task;
@@ -332,9 +342,10 @@ node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budg
   auto log = log_to(cx);
   auto connect_budget = std::min(def.connect_timeout, std::chrono::milliseconds(5000));
   const uint64_t max_frame = max_message_bytes(cx.j);  // what a reply may announce
-  std::vector<caf::actor> planes;
+  session_actors spawned;  // declared before the handles it ends
   for (size_t i = 0; i < contacts.size(); ++i)
-    if (auto p = open_plane(cx.sys, def, contacts[i], routes, connect_budget, log, i, max_frame)) planes.push_back(p);
+    if (auto p = open_plane(cx.sys, def, contacts[i], routes, connect_budget, log, i, max_frame))
+      spawned.all.push_back(p);
   // Replicas of the training pipelines, so batches are made here (TensorFlow's per-worker
   // datasets) instead of crossing the network from the chief; with pipeline affinity
   // this worker reads its own pipeline in order.
@@ -344,12 +355,14 @@ node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budg
     o.sources.push_back(spawn_dataset_shard(cx.sys, cx.j.train, std::move(po)));
   }
   auto local_sources = o.sources;
+  for (auto& s : local_sources) spawned.all.push_back(caf::actor_cast<caf::actor>(s));
   // Each replica builds its dataset when it starts (the job's dataset_fn): have that done,
   // and a first batch made, before registering, so the run does not wait for it (it made
   // the first ~100 steps of a Fashion-MNIST run wait 9 ms each for their batches).
   for (auto& s : local_sources)
     (void)ask<batch_reply>(cx.sys, s, cx.connect_budget(), batch_atom::value, batch_request{fence{}, step_id{}, 0, 0});
   auto w = spawn_worker(cx.sys, std::move(o));
+  spawned.all.push_back(caf::actor_cast<caf::actor>(w));
   caf::anon_send(cx.node, replica_atom::value, w);
   // A ps task that is lost comes back as a new process, whose shard the coordinator's
   // tasks then name: dial it again at its address, so that the traffic to it goes
@@ -400,6 +413,7 @@ node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budg
       };
     });
   }
+  spawned.all.push_back(redialer);
   node_registration reg;
   reg.worker = static_cast<uint32_t>(me.index);
   reg.fingerprint = job_fingerprint(cx.j, def);
@@ -409,10 +423,6 @@ node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budg
   // The coordinator admits workers in id order: wait as long as the others may take.
   auto admitted = ask<uint64_t>(cx.sys, host, cx.timeout() + cx.connect_budget(), register_atom::value, reg);
   if (!admitted) {
-    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-    if (redialer) caf::anon_send_exit(redialer, caf::exit_reason::user_shutdown);
-    for (auto& p : planes) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
-    for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
     auto text = fmt::format("{} refused this task: {}", task_at(def, host_task), describe(admitted.error()));
     // Another job's fingerprint or a bad registration is final; a coordinator that did
     // not answer in time may answer a restarted task.
@@ -421,10 +431,6 @@ node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budg
   }
   admitted_once = true;
   cx.box->wait([](node_box& b) { return b.outcome.has_value(); }, std::nullopt);
-  caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-  if (redialer) caf::anon_send_exit(redialer, caf::exit_reason::user_shutdown);
-  for (auto& p : planes) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
-  for (auto& s : local_sources) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> g{cx.box->mtx};
   if (!cx.box->outcome) {
     auto why = std::move(cx.box->fatal);
