@@ -83,12 +83,20 @@ metrics_writer::metrics_writer(std::ostream& out) : out_(out) {
   nonce_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
+const std::string& metrics_writer::id_of(uint64_t run) {
+  if (run != id_run_ || id_.empty()) {  // made once per run, not on every step's line
+    id_run_ = run;
+    id_ = fmt::format("{:016x}-{}", nonce_, run);
+  }
+  return id_;
+}
+
 void metrics_writer::write_done(uint64_t run, bool failed, const std::string& text,
                                 const std::map<std::string, double>& values) {
   nlohmann::json j;
   j["event"] = to_string(event_kind::run_done);
   j["run"] = run;
-  j["id"] = fmt::format("{:016x}-{}", nonce_, run);
+  j["id"] = id_of(run);
   j["time"] = last_seconds_;
   j["wall"] = wall_seconds();
   j["failed"] = failed;
@@ -102,7 +110,7 @@ void metrics_writer::write(const event& e) {
   nlohmann::json j;
   j["event"] = to_string(e.kind);
   j["run"] = e.run;
-  j["id"] = fmt::format("{:016x}-{}", nonce_, e.run);
+  j["id"] = id_of(e.run);
   j["time"] = e.seconds;
   j["wall"] = wall_seconds();
   last_seconds_ = e.kind == event_kind::run_begin ? e.seconds : std::max(last_seconds_, e.seconds);

@@ -114,8 +114,11 @@ class metrics_writer {
   void write_done(uint64_t run, bool failed, const std::string& text, const std::map<std::string, double>& values);
 
  private:
+  const std::string& id_of(uint64_t run);
   std::ostream& out_;
   uint64_t nonce_;
+  uint64_t id_run_ = 0;
+  std::string id_;
   double last_seconds_ = 0;
 };
 
