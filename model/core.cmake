@@ -5,5 +5,6 @@ list(APPEND MODEL_SOURCES
   src/model.cpp
   src/progress.cpp
   src/trainer.cpp
+  src/callbacks.cpp
   src/digest.cpp
 )

@@ -209,7 +209,75 @@ class bce final : public loss {
   }
 };
 
+// ---- class weights -------------------------------------------------------------------
+//   L = 1/n sum_r w(class_r) l_r,   dL/dp_r = w(class_r) dl_r/dp_r / n
+// The inner loss's mean and gradient are per row already (1/n each), so the weighted
+// gradient is the inner gradient with row r scaled by w(class_r).
+class weighted final : public loss {
+ public:
+  weighted(loss_ptr inner, std::map<int64_t, double> w) : inner_(std::move(inner)), w_(std::move(w)) {}
+
+  std::string describe() const override {
+    std::string s = "class_weighted(" + inner_->describe() + ", {";
+    bool first = true;
+    for (auto& [c, v] : w_) {
+      s += fmt::format("{}{}: {}", first ? "" : ", ", c, v);
+      first = false;
+    }
+    return s + "})";
+  }
+
+  double compute(const matrix& pred, const matrix& labels, matrix* d_pred) const override {
+    inner_->compute(pred, labels, d_pred);  // checks the shapes, and the gradient of the plain mean
+    matrix per;
+    inner_->per_example(pred, labels, per);
+    double sum = 0;
+    for (Eigen::Index r = 0; r < pred.rows(); ++r) {
+      const auto w = static_cast<float>(weight(labels, r));
+      sum += static_cast<double>(w) * per(r, 0);
+      if (d_pred) d_pred->row(r) *= w;
+    }
+    return pred.rows() > 0 ? sum / static_cast<double>(pred.rows()) : 0.0;
+  }
+
+  void per_example(const matrix& pred, const matrix& labels, matrix& out) const override {
+    inner_->per_example(pred, labels, out);
+    for (Eigen::Index r = 0; r < out.rows(); ++r) out(r, 0) *= static_cast<float>(weight(labels, r));
+  }
+
+ private:
+  double weight(const matrix& labels, Eigen::Index r) const {
+    int64_t cls = 0;
+    if (labels.cols() == 1) {
+      const float v = labels(r, 0);
+      if (!(v >= 0) || v != std::floor(v))
+        throw std::invalid_argument(fmt::format("class_weight: label {} at row {} is not a class id", v, r));
+      cls = static_cast<int64_t>(v);
+    } else {
+      Eigen::Index at = 0;
+      labels.row(r).maxCoeff(&at);
+      cls = static_cast<int64_t>(at);
+    }
+    auto i = w_.find(cls);
+    if (i == w_.end())
+      throw std::invalid_argument(fmt::format("class_weight: no weight for class {} (row {} of the batch)", cls, r));
+    return i->second;
+  }
+
+  loss_ptr inner_;
+  std::map<int64_t, double> w_;
+};
+
 }  // namespace
+
+loss_ptr class_weighted(loss_ptr inner, std::map<int64_t, double> weights) {
+  if (!inner) throw std::invalid_argument("class_weighted: null loss");
+  if (weights.empty()) throw std::invalid_argument("class_weighted: no weights");
+  for (auto& [c, w] : weights)
+    if (c < 0 || !(w >= 0) || !std::isfinite(w))
+      throw std::invalid_argument(fmt::format("class_weighted: class {} weight {} (class ids >= 0, finite weights >= 0)", c, w));
+  return std::make_shared<weighted>(std::move(inner), std::move(weights));
+}
 
 loss_ptr mean_squared_error() { return std::make_shared<mse>(); }
 loss_ptr softmax_cross_entropy() { return std::make_shared<softmax_ce>(); }

@@ -6,6 +6,7 @@
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/partitioner.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
@@ -101,6 +102,40 @@ checkpoint_data trainer::checkpoint() const {
   return out;
 }
 
+void trainer::stop_training() { stop_ = true; }
+
+std::map<std::string, double> trainer::hyperparams() const {
+  std::map<std::string, double> out;
+  for (auto& [k, v] : opt_->hyperparams()) out[k] = v;
+  return out;
+}
+
+// All or nothing: every change is tried on a copy first.
+void trainer::set_hyperparams(const std::map<std::string, double>& values) {
+  auto probe = opt_->clone();
+  for (auto& [k, v] : values) probe->set_hyperparam(k, v);
+  for (auto& [k, v] : values) opt_->set_hyperparam(k, v);
+}
+
+// A parameter_store shares its matrices: the kept state holds copies.
+void trainer::keep_state() {
+  kept_state k{parameter_store{params_.size()}, slots_};
+  for (size_t v = 0; v < params_.size(); ++v) {
+    auto id = static_cast<variable_id>(v);
+    k.params.adopt(id, std::make_shared<const matrix>(params_[id]));
+  }
+  kept_ = std::move(k);
+}
+
+void trainer::restore_kept_state_at_end() { restore_at_end_ = true; }
+
+void trainer::save_checkpoint(const std::string& dir, int keep) {
+  if (keep < 1) throw std::invalid_argument(fmt::format("save_checkpoint: keep = {} < 1", keep));
+  auto& fs = posix_file_system();
+  write_checkpoint(fs, dir, checkpoint());
+  prune_checkpoints(fs, dir, static_cast<size_t>(keep));
+}
+
 void trainer::add_metric(metric_ptr m) {
   if (!m) throw std::invalid_argument("trainer::add_metric: null metric");
   if (m->name() == "loss") throw std::invalid_argument("trainer::add_metric: 'loss' is always reported");
@@ -119,10 +154,10 @@ void trainer::check_element(const batch& e) const {
                                             e.features.size(), model_.num_inputs()));
 }
 
-double trainer::train_step(const batch& b) {
+double trainer::step(const batch& b, const loss& lf) {
   check_element(b);
   const matrix& out = exec_.forward(params_, b.features, true, draw(seed_, static_cast<uint64_t>(steps_), 0x64726f70ULL));
-  double l = loss_->compute(out, b.labels, &d_out_);
+  double l = lf.compute(out, b.labels, &d_out_);
   for (auto& m : metrics_) m->update(out, b.labels);
   grads_.zero();
   exec_.backward(params_, d_out_, grads_);
@@ -247,101 +282,216 @@ int64_t known_steps(const batch_source& d) { return d.count().n; }
 
 }  // namespace
 
+void check_fit_options(const fit_options& opts) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("fit: " + what); };
+  if (opts.epochs < 0) bad(fmt::format("epochs = {} < 0", opts.epochs));
+  if (opts.initial_epoch < 0) bad(fmt::format("initial_epoch = {} < 0", opts.initial_epoch));
+  if (opts.initial_epoch > 0 && opts.initial_epoch >= opts.epochs)
+    bad(fmt::format("initial_epoch = {} >= epochs = {}: nothing would train (epochs is the epoch to end at, as "
+                    "in Keras)",
+                    opts.initial_epoch, opts.epochs));
+  if (opts.steps_per_epoch < 0) bad(fmt::format("steps_per_epoch = {} < 0", opts.steps_per_epoch));
+  if (!(opts.validation_split >= 0 && opts.validation_split < 1))
+    bad(fmt::format("validation_split = {} (it must lie in [0, 1))", opts.validation_split));
+  if (opts.validation_freq < 1) bad(fmt::format("validation_freq = {} < 1", opts.validation_freq));
+  for (auto e : opts.validation_epochs)
+    if (e < 1) bad(fmt::format("validation_epochs holds {}: epochs count from 1", e));
+  for (auto& [c, w] : opts.class_weight) {
+    if (c < 0) bad(fmt::format("class_weight has class {}: class ids count from 0", c));
+    if (!(w >= 0) || !std::isfinite(w)) bad(fmt::format("class_weight[{}] = {} (a finite weight >= 0)", c, w));
+  }
+  for (size_t i = 0; i < opts.callbacks.size(); ++i)
+    if (!opts.callbacks[i]) bad(fmt::format("callbacks[{}] is null", i));
+  if (opts.verbose < 0 || opts.verbose > 2) bad(fmt::format("verbose = {} (0, 1 or 2)", opts.verbose));
+}
+
+bool validates_after(const fit_options& opts, int64_t epoch) {
+  if (!opts.validation_epochs.empty())
+    return std::find(opts.validation_epochs.begin(), opts.validation_epochs.end(), epoch + 1) !=
+           opts.validation_epochs.end();
+  return (epoch + 1) % opts.validation_freq == 0;
+}
+
 history trainer::fit(const batch_source& data, const fit_options& opts) {
+  if (opts.validation_split != 0)
+    throw std::invalid_argument(
+      "fit: validation_split is for fit(x, y) with tensors (Keras refuses it for datasets too): split the dataset "
+      "with take()/skip() and pass the held-out part as fit_options::validation");
+  return run_fit(data, opts, opts.validation);
+}
+
+namespace {
+
+// Runs a hook of every callback, in order; an exception ends the call (run_fit lets the
+// callbacks hear on_train_end(failed) first).
+template <class F>
+void each(const std::vector<callback_ptr>& cbs, F&& f) {
+  for (auto& c : cbs) f(*c);
+}
+
+}  // namespace
+
+history trainer::run_fit(const batch_source& data, const fit_options& opts, const std::optional<batch_source>& validation) {
   if (!opts.resume_from.empty())
     throw std::invalid_argument("fit: resume_from is for cluster::fit; load a checkpoint with trainer::restore");
-  if (opts.epochs < 0) throw std::invalid_argument(fmt::format("fit: epochs = {} < 0", opts.epochs));
-  if (opts.steps_per_epoch < 0)
-    throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
+  check_fit_options(opts);
   if (opts.steps_per_epoch == 0 && data.count().infinite)
     throw std::invalid_argument("fit: the dataset is infinite (repeat()); set steps_per_epoch");
+  loss_ptr fit_loss = opts.class_weight.empty() ? loss_ : class_weighted(loss_, opts.class_weight);
   enable_flush_to_zero();
   std::ostream& out = opts.out ? *opts.out : std::cout;
   progress_printer progress{out, opts.verbose, progress_printer::stdout_is_terminal(out)};
+  const auto& cbs = opts.callbacks;
   uint64_t saved_seed = seed_;
   if (opts.seed != 0) seed_ = opts.seed;
+  stop_ = restore_at_end_ = false;
+  kept_.reset();
   history h;
-  std::unique_ptr<batch_iterator> persistent;
-  if (opts.steps_per_epoch > 0) persistent = data.iterate(0);
-  int64_t total = opts.steps_per_epoch > 0 ? opts.steps_per_epoch : known_steps(data);
-  bool ran_out = false;
-  for (int epoch = 0; epoch < opts.epochs && !ran_out; ++epoch) {
-    for (auto& m : metrics_) m->reset();
-    progress.begin_epoch(epoch, opts.epochs, total);
-    std::unique_ptr<batch_iterator> fresh;
-    batch_iterator* it = persistent.get();
-    if (!it) {
-      fresh = data.iterate(static_cast<uint64_t>(epoch));
-      it = fresh.get();
-    }
-    double loss_sum = 0;
-    int64_t samples = 0, step = 0;
-    std::map<std::string, double> values;
-    auto current = [&] {
-      values["loss"] = samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0;
-      for (auto& m : metrics_) values[m->name()] = m->result();
-    };
-    while (opts.steps_per_epoch == 0 || step < opts.steps_per_epoch) {
-      auto e = it->next();
-      if (!e) {
-        if (opts.steps_per_epoch > 0) {
-          progress.note(fmt::format("warning: the input ran out of data after {} steps of epoch {}; "
-                                    "training stops (use repeat() or fewer steps_per_epoch)",
-                                    step, epoch + 1));
-          ran_out = true;
+  try {
+    each(cbs, [&](callback& c) { c.on_train_begin(*this); });
+    std::unique_ptr<batch_iterator> persistent;
+    if (opts.steps_per_epoch > 0) persistent = data.iterate(0);
+    int64_t total = opts.steps_per_epoch > 0 ? opts.steps_per_epoch : known_steps(data);
+    bool ran_out = false;
+    for (int epoch = opts.initial_epoch; epoch < opts.epochs && !ran_out && !stop_; ++epoch) {
+      for (auto& m : metrics_) m->reset();
+      progress.begin_epoch(epoch, opts.epochs, total);
+      each(cbs, [&](callback& c) { c.on_epoch_begin(*this, epoch); });
+      std::unique_ptr<batch_iterator> fresh;
+      batch_iterator* it = persistent.get();
+      if (!it) {
+        fresh = data.iterate(static_cast<uint64_t>(epoch));
+        it = fresh.get();
+      }
+      double loss_sum = 0;
+      int64_t samples = 0, step_in_epoch = 0;
+      std::map<std::string, double> values;
+      auto current = [&] {
+        values["loss"] = samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0;
+        for (auto& m : metrics_) values[m->name()] = m->result();
+      };
+      while (!stop_ && (opts.steps_per_epoch == 0 || step_in_epoch < opts.steps_per_epoch)) {
+        auto e = it->next();
+        if (!e) {
+          if (opts.steps_per_epoch > 0) {
+            progress.note(fmt::format("warning: the input ran out of data after {} steps of epoch {}; "
+                                      "training stops (use repeat() or fewer steps_per_epoch)",
+                                      step_in_epoch, epoch + 1));
+            ran_out = true;
+          }
+          break;
         }
-        break;
+        each(cbs, [&](callback& c) { c.on_train_batch_begin(*this, epoch, steps_ + 1); });
+        double l = step(*e, *fit_loss);
+        loss_sum += l * static_cast<double>(e->rows());
+        samples += e->rows();
+        ++step_in_epoch;
+        if (opts.verbose == 1 || !cbs.empty()) current();
+        if (opts.verbose == 1) progress.update(step_in_epoch, samples, values);
+        if (!cbs.empty()) {
+          step_info si{epoch, steps_, 0, l, e->rows(), 0, values};
+          each(cbs, [&](callback& c) { c.on_train_batch_end(*this, si); });
+        }
       }
-      double l = train_step(*e);
-      loss_sum += l * static_cast<double>(e->rows());
-      samples += e->rows();
-      ++step;
-      if (opts.verbose == 1) {
-        current();
-        progress.update(step, samples, values);
+      current();
+      if (validation && validates_after(opts, epoch))
+        for (auto& [k, v] : run_evaluate(*validation, cbs)) values["val_" + k] = v;
+      progress.end_epoch(step_in_epoch, samples, values);
+      for (auto& [k, v] : values) h.add(k, v);
+      each(cbs, [&](callback& c) { c.on_epoch_end(*this, epoch, values); });
+    }
+    if (stop_ && opts.verbose > 0) progress.note("training stopped by a callback");
+  } catch (...) {
+    seed_ = saved_seed;
+    for (auto& c : cbs) {
+      try {
+        c->on_train_end(*this, true);
+      } catch (...) {
+        // the first failure is the one fit reports
       }
     }
-    current();
-    if (opts.validation) {
-      for (auto& [k, v] : evaluate(*opts.validation)) values["val_" + k] = v;
-    }
-    progress.end_epoch(step, samples, values);
-    for (auto& [k, v] : values) h.add(k, v);
+    throw;
   }
   seed_ = saved_seed;
+  if (restore_at_end_ && kept_) {
+    for (size_t v = 0; v < params_.size(); ++v)
+      params_[static_cast<variable_id>(v)] = kept_->params[static_cast<variable_id>(v)];
+    slots_ = kept_->slots;
+    kept_.reset();
+  }
+  each(cbs, [&](callback& c) { c.on_train_end(*this, false); });
   return h;
 }
 
 history trainer::fit(const std::vector<matrix>& x, const matrix& y, const fit_options& opts) {
   if (opts.batch_size <= 0) throw std::invalid_argument(fmt::format("fit: batch_size = {} <= 0", opts.batch_size));
+  check_fit_options(opts);
   std::optional<uint64_t> shuffle_seed;
   if (opts.shuffle) shuffle_seed = opts.seed ? opts.seed : seed_;
-  return fit(tensors(x, y, opts.batch_size, shuffle_seed), opts);
+  if (opts.validation_split == 0 || opts.validation) return run_fit(tensors(x, y, opts.batch_size, shuffle_seed), opts, opts.validation);
+  // Keras: the last rows, before shuffling, are the validation data.
+  const Eigen::Index rows = x.empty() ? y.rows() : x[0].rows();
+  const auto split_at = static_cast<Eigen::Index>(std::floor(static_cast<double>(rows) * (1 - opts.validation_split)));
+  if (split_at <= 0 || split_at >= rows)
+    throw std::invalid_argument(fmt::format(
+      "fit: validation_split = {} of {} rows leaves {} for training and {} for validation: each needs at least one",
+      opts.validation_split, rows, split_at, rows - split_at));
+  auto head = [&](const matrix& m, Eigen::Index from, Eigen::Index n) -> matrix {
+    if (m.rows() != rows) return m;  // a shape error: tensors() names it
+    return m.middleRows(from, n);
+  };
+  std::vector<matrix> xt, xv;
+  for (auto& m : x) {
+    xt.push_back(head(m, 0, split_at));
+    xv.push_back(head(m, split_at, rows - split_at));
+  }
+  matrix yt = y.size() == 0 ? y : head(y, 0, split_at), yv = y.size() == 0 ? y : head(y, split_at, rows - split_at);
+  std::optional<batch_source> val = tensors(std::move(xv), std::move(yv), opts.batch_size, std::nullopt);
+  return run_fit(tensors(std::move(xt), std::move(yt), opts.batch_size, shuffle_seed), opts, val);
 }
 
-std::map<std::string, double> trainer::evaluate(const batch_source& data, int verbose) {
+std::map<std::string, double> trainer::evaluate(const batch_source& data, int verbose,
+                                                const std::vector<callback_ptr>& callbacks) {
+  for (size_t i = 0; i < callbacks.size(); ++i)
+    if (!callbacks[i]) throw std::invalid_argument(fmt::format("evaluate: callbacks[{}] is null", i));
+  auto r = run_evaluate(data, callbacks);
+  if (verbose > 0) {
+    std::string s = "evaluate:";
+    for (auto& [k, v] : r) s += fmt::format(" - {}: {:.4f}", k, v);
+    std::cout << s << '\n';
+  }
+  return r;
+}
+
+std::map<std::string, double> trainer::run_evaluate(const batch_source& data, const std::vector<callback_ptr>& cbs) {
   if (data.count().infinite)
     throw std::invalid_argument("evaluate: the dataset is infinite (repeat())");
   std::vector<metric_ptr> ms;
   for (auto& m : metrics_) ms.push_back(m->clone());
+  each(cbs, [&](callback& c) { c.on_test_begin(*this); });
   auto it = data.iterate(0);
   double loss_sum = 0;
-  int64_t samples = 0;
+  int64_t samples = 0, batch_no = 0;
+  std::map<std::string, double> r;
+  auto current = [&] {
+    r["loss"] = samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0;
+    for (auto& m : ms) r[m->name()] = m->result();
+  };
   while (auto e = it->next()) {
     check_element(*e);
+    each(cbs, [&](callback& c) { c.on_test_batch_begin(*this, batch_no); });
     const matrix& out = exec_.forward(params_, e->features, false);
     loss_sum += loss_->compute(out, e->labels, nullptr) * static_cast<double>(e->rows());
     samples += e->rows();
     for (auto& m : ms) m->update(out, e->labels);
+    if (!cbs.empty()) {
+      current();
+      each(cbs, [&](callback& c) { c.on_test_batch_end(*this, batch_no, r); });
+    }
+    ++batch_no;
   }
-  std::map<std::string, double> r;
-  r["loss"] = samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0;
-  for (auto& m : ms) r[m->name()] = m->result();
-  if (verbose > 0) {
-    std::string s = fmt::format("evaluate: {} samples", samples);
-    for (auto& [k, v] : r) s += fmt::format(" - {}: {:.4f}", k, v);
-    std::cout << s << '\n';
-  }
+  current();
+  each(cbs, [&](callback& c) { c.on_test_end(*this, r); });
   return r;
 }
 
@@ -351,7 +501,8 @@ std::map<std::string, double> trainer::evaluate(const std::vector<matrix>& x, co
   return evaluate(tensors(x, y, batch_size, std::nullopt));
 }
 
-matrix predict(executor& ex, const parameter_store& params, const batch_source& data) {
+matrix predict(executor& ex, const parameter_store& params, const batch_source& data,
+               const std::function<void(int64_t batch, bool begin)>& each_batch) {
   if (data.count().infinite)
     throw std::invalid_argument("predict: the dataset is infinite (repeat())");
   const auto& m = ex.structure();
@@ -361,12 +512,29 @@ matrix predict(executor& ex, const parameter_store& params, const batch_source& 
     if (e->features.size() != m.num_inputs())
       throw std::invalid_argument(fmt::format("the data has {} feature tensors, the model {} inputs",
                                               e->features.size(), m.num_inputs()));
+    if (each_batch) each_batch(static_cast<int64_t>(parts.size()), true);
     parts.push_back(ex.forward(params, e->features, false));
+    if (each_batch) each_batch(static_cast<int64_t>(parts.size()) - 1, false);
   }
   return stack_rows(parts, m.output_width());
 }
 
-matrix trainer::predict(const batch_source& data) { return ::actortrain::model::predict(exec_, params_, data); }
+matrix trainer::predict(const batch_source& data, const std::vector<callback_ptr>& cbs) {
+  for (size_t i = 0; i < cbs.size(); ++i)
+    if (!cbs[i]) throw std::invalid_argument(fmt::format("predict: callbacks[{}] is null", i));
+  if (cbs.empty()) return ::actortrain::model::predict(exec_, params_, data);
+  each(cbs, [&](callback& c) { c.on_predict_begin(*this); });
+  auto out = ::actortrain::model::predict(exec_, params_, data, [&](int64_t b, bool begin) {
+    each(cbs, [&](callback& c) {
+      if (begin)
+        c.on_predict_batch_begin(*this, b);
+      else
+        c.on_predict_batch_end(*this, b);
+    });
+  });
+  each(cbs, [&](callback& c) { c.on_predict_end(*this); });
+  return out;
+}
 
 matrix trainer::predict(const std::vector<matrix>& x, int64_t batch_size) {
   if (batch_size <= 0) throw std::invalid_argument(fmt::format("predict: batch_size = {} <= 0", batch_size));

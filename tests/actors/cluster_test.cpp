@@ -682,19 +682,19 @@ struct recording_callback : callback {
     ++calls[what];
     thread = std::this_thread::get_id();
   }
-  void on_train_begin(cluster&) override { seen("train_begin"); }
-  void on_train_end(cluster&, bool failed) override { seen(failed ? "train_failed" : "train_end"); }
-  void on_epoch_begin(cluster&, int64_t e) override {
+  void on_train_begin(training&) override { seen("train_begin"); }
+  void on_train_end(training&, bool failed) override { seen(failed ? "train_failed" : "train_end"); }
+  void on_epoch_begin(training&, int64_t e) override {
     seen("epoch_begin");
     epochs_begun.push_back(e);
   }
-  void on_epoch_end(cluster&, int64_t, const std::map<std::string, double>&) override { seen("epoch_end"); }
-  void on_step_end(cluster&, const step_info&) override { seen("step_end"); }
-  void on_failure(cluster&, const failure_info& f) override {
+  void on_epoch_end(training&, int64_t, const std::map<std::string, double>&) override { seen("epoch_end"); }
+  void on_train_batch_end(training&, const step_info&) override { seen("step_end"); }
+  void on_failure(training&, const failure_info& f) override {
     seen("failure");
     failures.push_back(f);
   }
-  void on_checkpoint(cluster&, int64_t, const std::string&) override { seen("checkpoint"); }
+  void on_checkpoint(training&, int64_t, const std::string&) override { seen("checkpoint"); }
 };
 
 BOOST_FIXTURE_TEST_CASE(callbacks_see_the_run_log_epochs_and_schedule_the_learning_rate, cluster_fixture) {
@@ -771,9 +771,121 @@ BOOST_FIXTURE_TEST_CASE(callbacks_see_the_run_log_epochs_and_schedule_the_learni
   BOOST_TEST(rec2->calls["train_end"] == 1);
 }
 
+// The callbacks of one fit (fit_options::callbacks) with Keras's fit options on a
+// cluster: initial_epoch numbers the epochs, validation_freq picks the epochs that
+// validate (on_test_begin/end before their on_epoch_end), every step handed to a worker
+// begins a batch, and reduce_lr_on_plateau lowers the rate the ps shards hold (read
+// from the shards' last checkpoint, not from the callback).
+BOOST_FIXTURE_TEST_CASE(callbacks_of_one_fit_and_keras_fit_options_on_a_cluster, cluster_fixture) {
+  struct hooks : callback {
+    std::vector<int64_t> epochs_begun;
+    int begun = 0, ended = 0, tests = 0, tests_ended_with_loss = 0;
+    cluster* seen_cluster = nullptr;
+    bool waits_for_epoch_end() const override { return true; }
+    void on_train_begin(training& t) override { seen_cluster = &cluster_of(t); }
+    void on_epoch_begin(training&, int64_t e) override { epochs_begun.push_back(e); }
+    void on_train_batch_begin(training&, int64_t, int64_t) override { ++begun; }
+    void on_train_batch_end(training&, const step_info&) override { ++ended; }
+    void on_test_begin(training&) override { ++tests; }
+    void on_test_end(training&, const model::logs& l) override { tests_ended_with_loss += l.count("loss") ? 1 : 0; }
+  };
+  auto fs = std::make_shared<model::memory_file_system>();
+  auto sp = spec(2, 2);
+  sp.checkpoint_dir = "/ck";
+  sp.checkpoint_every = 1000;  // the first and the last
+  sp.checkpoint_fs = fs;
+  cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_adam({0.05}),
+            model::mean_squared_error()};
+  auto rec = std::make_shared<hooks>();
+  reduce_lr_options ro;
+  ro.monitor = "loss";
+  ro.mode = "max";  // a falling loss never improves: every epoch after the first lowers the rate
+  ro.patience = 1;
+  ro.factor = 0.5;
+  auto plateau = std::make_shared<reduce_lr_on_plateau>(ro);
+  auto o = epochs(4);
+  o.verbose = 0;
+  o.initial_epoch = 1;
+  o.validation_freq = 2;  // after epochs 1 and 3 (from 0)
+  o.validation = ds::from_tensor_slices({data.x}, data.y).batch(32);
+  o.callbacks = {rec, plateau};
+  auto h = c.schedule(sharded(8), o);
+  step_through(c, h);
+  auto r = c.join(h);
+  BOOST_TEST(r.steps == 96);
+  BOOST_TEST(rec->seen_cluster == &c);
+  BOOST_TEST(rec->epochs_begun == (std::vector<int64_t>{1, 2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(r.history["loss"].size() == 3u);
+  BOOST_TEST(r.history["val_loss"].size() == 2u);
+  BOOST_TEST(rec->tests == 2);
+  BOOST_TEST(rec->tests_ended_with_loss == 2);
+  BOOST_TEST(r.dropped_events == 0u);
+  // Every step begins before it ends; an epoch that ends with its data also begins the
+  // probes past its end, which find no batch and never end.
+  BOOST_TEST(rec->begun >= 96);
+  BOOST_TEST(rec->ended == 96);
+  BOOST_TEST(plateau->rates() == (std::vector<double>{0.025, 0.0125}), boost::test_tools::per_element());
+  auto last = model::latest_checkpoint(*fs, "/ck");
+  BOOST_REQUIRE(last);
+  double lr = -1;
+  for (auto& [k, v] : model::read_checkpoint(*fs, last->path).hyperparams)
+    if (k == "learning_rate") lr = v;
+  BOOST_TEST(lr == 0.0125, boost::test_tools::tolerance(1e-12));
+  // The next fit is without them.
+  auto o2 = epochs(1);
+  run(c, sharded(8), o2);
+  BOOST_TEST(rec->ended == 96);
+  // What a cluster refuses, saying what to do instead.
+  auto refused = [&](model::fit_options bad, const std::string& words) {
+    try {
+      c.schedule(sharded(8), bad);
+      BOOST_FAIL("scheduled: " << words);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(words) != std::string::npos, e.what());
+    }
+  };
+  auto bad = epochs(2);
+  bad.validation_split = 0.2;
+  refused(bad, "take()/skip()");
+  bad = epochs(2);
+  bad.class_weight = {{0, 1.0}};
+  refused(bad, "model::class_weighted(loss, weights)");
+  bad = epochs(2);
+  bad.validation_freq = 0;
+  refused(bad, "validation_freq = 0 < 1");
+}
+
+// TerminateOnNaN on a cluster: the run stops at the end of the epoch whose step
+// reported a loss that is not finite. (A gradient that is not finite never gets that
+// far: the ps shards refuse it and the run fails at once, invalid_gradient.) The loss
+// here reports NaN with mean squared error's finite gradient.
+BOOST_FIXTURE_TEST_CASE(terminate_on_nan_stops_a_cluster_at_that_epochs_end, cluster_fixture) {
+  struct nan_loss : model::loss {
+    model::loss_ptr mse = model::mean_squared_error();
+    std::string describe() const override { return "nan_loss"; }
+    double compute(const model::matrix& p, const model::matrix& y, model::matrix* d) const override {
+      mse->compute(p, y, d);
+      return std::nan("");
+    }
+    void per_example(const model::matrix& p, const model::matrix& y, model::matrix& out) const override {
+      mse->per_example(p, y, out);
+    }
+  };
+  cluster c{sys, spec(1, 2), model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.01}),
+            std::make_shared<nan_loss>()};
+  auto nan = std::make_shared<terminate_on_nan>();
+  auto o = epochs(5);
+  o.callbacks = {nan};
+  auto r = run(c, sharded(8), o);
+  BOOST_TEST(nan->terminated_at() > 0);
+  BOOST_TEST(r.stopped_epoch == 0);
+  BOOST_TEST(r.history["loss"].size() == 1u);
+  BOOST_TEST(r.steps == 32);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_throwing_callback_fails_the_run_at_its_end, cluster_fixture) {
   struct thrower : callback {
-    void on_epoch_end(cluster&, int64_t e, const std::map<std::string, double>&) override {
+    void on_epoch_end(training&, int64_t e, const std::map<std::string, double>&) override {
       if (e == 0) throw std::runtime_error("the log disk is full");
     }
   };
@@ -977,7 +1089,7 @@ BOOST_FIXTURE_TEST_CASE(model_checkpoints_fall_every_n_steps_and_at_the_best_epo
     run(c2, sharded(8), epochs(1));
     BOOST_FAIL("the run succeeded");
   } catch (const std::exception& e) {
-    BOOST_TEST(std::string(e.what()).find("/own is the cluster's checkpoint_dir") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("/own is the training's own checkpoint directory") != std::string::npos, e.what());
   }
 }
 
@@ -990,9 +1102,10 @@ BOOST_FIXTURE_TEST_CASE(a_slow_runner_drops_step_events_and_never_holds_training
     bool gate;
     explicit step_counter(bool g) : gate(g) {}
     bool waits_for_epoch_end() const override { return gate; }
-    int steps = 0, epochs_ended = 0;
-    void on_step_end(cluster&, const step_info&) override { ++steps; }
-    void on_epoch_end(cluster&, int64_t, const std::map<std::string, double>&) override { ++epochs_ended; }
+    int steps = 0, begun = 0, epochs_ended = 0;
+    void on_train_batch_begin(training&, int64_t, int64_t) override { ++begun; }
+    void on_train_batch_end(training&, const step_info&) override { ++steps; }
+    void on_epoch_end(training&, int64_t, const std::map<std::string, double>&) override { ++epochs_ended; }
   };
   for (bool gate : {false, true}) {
     auto sp = spec(2, 2);

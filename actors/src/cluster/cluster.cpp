@@ -74,6 +74,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   : impl_(std::make_unique<impl>(sys, std::move(spec))) {
   auto& d = *impl_;
   d.owner = this;
+  d.view = std::make_unique<cluster_training>(*this);
   if (!is_configured(sys))
     throw std::logic_error("actortrain::configure(cfg) was not called on this actor_system's config");
   if (d.spec.num_workers < 1)
@@ -202,9 +203,18 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   auto& d = *impl_;
   if (d.active) throw std::logic_error("cluster::schedule: a run is in progress (join it first)");
   if (!fn) throw std::invalid_argument("cluster::schedule: no dataset_fn");
-  if (opts.epochs < 0) throw std::invalid_argument(fmt::format("fit: epochs = {} < 0", opts.epochs));
-  if (opts.steps_per_epoch < 0)
-    throw std::invalid_argument(fmt::format("fit: steps_per_epoch = {} < 0", opts.steps_per_epoch));
+  model::check_fit_options(opts);
+  if (opts.validation_split != 0)
+    throw std::invalid_argument(
+      "fit: validation_split is for tensors (Keras refuses it for datasets and dataset_fn too), and a cluster "
+      "trains on datasets: split the data with take()/skip() and pass the held-out part as fit_options::validation");
+  if (!opts.class_weight.empty())
+    throw std::invalid_argument(
+      "fit: class_weight: the workers compute the loss the cluster was built with; build it with "
+      "model::class_weighted(loss, weights) as its loss instead");
+  if (opts.initial_epoch > 0 && !opts.resume_from.empty())
+    throw std::invalid_argument(
+      "fit: initial_epoch with resume_from: a resumed run continues at its checkpoint's epoch; give one of them");
   auto& fs = d.spec.checkpoint_fs ? *d.spec.checkpoint_fs : model::posix_file_system();
   std::optional<dataset::dataset> validation;  // split over shards by data: must be a dataset
   if (opts.validation && !(validation = dataset::as_dataset(*opts.validation)))
@@ -224,8 +234,14 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   spec.visitation_log = d.spec.visitation_log;
   spec.epochs = opts.epochs;
   spec.steps_per_epoch = opts.steps_per_epoch;
+  spec.initial_epoch = opts.initial_epoch;
+  spec.validation_freq = opts.validation_freq;
+  spec.validation_epochs = opts.validation_epochs;
+  d.run_callbacks_list = d.callbacks;
+  d.run_callbacks_list.insert(d.run_callbacks_list.end(), opts.callbacks.begin(), opts.callbacks.end());
+  spec.step_begin_events = !d.run_callbacks_list.empty();
   spec.epoch_gate = false;
-  for (auto& cb : d.callbacks) spec.epoch_gate = spec.epoch_gate || cb->waits_for_epoch_end();
+  for (auto& cb : d.run_callbacks_list) spec.epoch_gate = spec.epoch_gate || cb->waits_for_epoch_end();
   d.epoch_gate = spec.epoch_gate;
   d.stop_requested = d.restore_requested = false;
   d.begun_at_gate = -1;
@@ -260,11 +276,11 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   // asked for, so what they set (a schedule's first learning rate) is on every shard
   // before the first step; a resumed run's epoch is known only once it is restored.
   d.train_begun = false;
-  if (!d.callbacks.empty() && opts.resume_from.empty()) {
+  if (!d.run_callbacks_list.empty() && opts.resume_from.empty()) {
     d.at_gate = impl::gate_state{};
     d.at_gate.open = true;
-    d.each_callback([&](callback& cb) { cb.on_train_begin(*this); });
-    d.each_callback([&](callback& cb) { cb.on_epoch_begin(*this, 0); });
+    d.each_callback([&](callback& cb) { cb.on_train_begin(*d.view); });
+    d.each_callback([&](callback& cb) { cb.on_epoch_begin(*d.view, opts.initial_epoch); });
     d.at_gate.open = false;
     spec.hyperparams = d.at_gate.decision.hyperparams;
     d.start_promises = std::move(d.at_gate.hyper_promises);
@@ -275,7 +291,7 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
       }, d.coordinator, d.timeout());
     d.at_gate = impl::gate_state{};
     d.train_begun = true;
-    d.begun_at_gate = 0;
+    d.begun_at_gate = opts.initial_epoch;
   }
   d.last_spec = spec;
   d.sys.spawn(detail::ask_for_run, d.coordinator, d.call_timeout(), std::move(spec), promise,

@@ -56,9 +56,28 @@ void ask_for_checkpoint(caf::event_based_actor* self, const coordinator_actor& c
 
 }  // namespace detail
 
+// What a callback's `training` is on a cluster (callbacks.hpp).
+class cluster_training final : public model::training {
+ public:
+  explicit cluster_training(cluster& c) : c_(c) {}
+  cluster& owner() { return c_; }
+  void stop_training() override { c_.stop_training(); }
+  std::map<std::string, double> hyperparams() const override;
+  void set_hyperparams(const std::map<std::string, double>& values) override { c_.set_hyperparams_async(values); }
+  void keep_state() override { c_.keep_state(); }
+  void restore_kept_state_at_end() override { c_.restore_kept_state_at_end(); }
+  void save_checkpoint(const std::string& dir, int keep) override { c_.checkpoint_async(dir, keep); }
+  std::string own_checkpoint_dir() const override { return c_.spec().checkpoint_dir; }
+
+ private:
+  cluster& c_;
+};
+
 struct cluster::impl {
   cluster* owner = nullptr;  // for the callbacks
-  std::vector<callback_ptr> callbacks;
+  std::unique_ptr<cluster_training> view;  // what their hooks see
+  std::vector<callback_ptr> callbacks;     // add_callback's: every run's
+  std::vector<callback_ptr> run_callbacks_list;  // the run's: those, then fit_options::callbacks
   std::string callback_error;  // the first callback's exception of the run: fails it at the end
   caf::actor_system& sys;
   cluster_spec spec;
@@ -224,11 +243,11 @@ struct cluster::impl {
 
   void drain(std::chrono::milliseconds wait);
 
-  // Runs `hook` on every callback, keeping the first exception for the run's end.
+  // Runs `hook` on every callback of the run, keeping the first exception for the run's end.
   template <class F>
   bool each_callback(F hook) {
     bool ok = true;
-    for (auto& cb : callbacks) {
+    for (auto& cb : run_callbacks_list) {
       try {
         hook(*cb);
       } catch (const std::exception& ex) {
@@ -241,6 +260,7 @@ struct cluster::impl {
 
   // The callbacks' view of an event, on this (the application's) thread.
   void run_callbacks(const event& e);
+  void validation_hooks(callback& cb, const model::logs& epoch_values);
 
   // An epoch ended and the coordinator waits: run on_epoch_end and, unless the run ends
   // here, the next epoch's on_epoch_begin, then tell it what they decided. A callback

@@ -53,10 +53,28 @@ std::future<std::map<std::string, double>> cluster::evaluate_async(const dataset
                                                        });
 }
 
-std::map<std::string, double> cluster::evaluate(const dataset::dataset& data) {
+namespace {
+
+std::vector<callback_ptr> call_callbacks(const std::vector<callback_ptr>& every, const std::vector<callback_ptr>& these,
+                                         const char* who) {
+  for (size_t i = 0; i < these.size(); ++i)
+    if (!these[i]) throw std::invalid_argument(fmt::format("{}: callbacks[{}] is null", who, i));
+  auto all = every;
+  all.insert(all.end(), these.begin(), these.end());
+  return all;
+}
+
+}  // namespace
+
+std::map<std::string, double> cluster::evaluate(const dataset::dataset& data, const std::vector<callback_ptr>& callbacks) {
+  auto& d = *impl_;
+  auto cbs = call_callbacks(d.callbacks, callbacks, "cluster::evaluate");
+  for (auto& cb : cbs) cb->on_test_begin(*d.view);
   auto fut = evaluate_async(data);
-  impl_->wait(fut);
-  return fut.get();
+  d.wait(fut);
+  auto r = fut.get();
+  for (auto& cb : cbs) cb->on_test_end(*d.view, r);
+  return r;
 }
 
 std::future<model::matrix> cluster::predict_async(const dataset::dataset& data) {
@@ -82,10 +100,15 @@ std::future<model::matrix> cluster::predict_async(const dataset::dataset& data) 
                                        });
 }
 
-model::matrix cluster::predict(const dataset::dataset& data) {
+model::matrix cluster::predict(const dataset::dataset& data, const std::vector<callback_ptr>& callbacks) {
+  auto& d = *impl_;
+  auto cbs = call_callbacks(d.callbacks, callbacks, "cluster::predict");
+  for (auto& cb : cbs) cb->on_predict_begin(*d.view);
   auto fut = predict_async(data);
-  impl_->wait(fut);
-  return fut.get();
+  d.wait(fut);
+  auto r = fut.get();
+  for (auto& cb : cbs) cb->on_predict_end(*d.view);
+  return r;
 }
 
 std::future<void> cluster::set_hyperparams_async(const std::map<std::string, double>& values) {
@@ -442,6 +465,18 @@ std::string cluster::status() {
   if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(2)) != std::future_status::ready)
     throw std::runtime_error("cluster::status: the coordinator did not answer in time");
   return fut.get();
+}
+
+std::map<std::string, double> cluster_training::hyperparams() const {
+  std::map<std::string, double> out;
+  for (auto& [k, v] : c_.impl_->optimizer->hyperparams()) out[k] = v;
+  return out;
+}
+
+cluster& cluster_of(training& t) {
+  auto* view = dynamic_cast<cluster_training*>(&t);
+  if (!view) throw std::logic_error("cluster_of: this training is not a cluster's (a trainer's callbacks see the trainer)");
+  return view->owner();
 }
 
 void cluster::add_callback(callback_ptr cb) {

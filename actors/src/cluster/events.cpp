@@ -16,6 +16,7 @@ const char* to_string(event_kind k) {
     case event_kind::run_begin: return "run_begin";
     case event_kind::epoch_begin: return "epoch_begin";
     case event_kind::step_done: return "step";
+    case event_kind::step_begun: return "step_begun";
     case event_kind::epoch_done: return "epoch";
     case event_kind::worker_joined: return "worker_joined";
     case event_kind::worker_lost: return "worker_lost";
@@ -37,9 +38,9 @@ void event_queue::push(event e) {
   bool wake = true;
   {
     std::lock_guard<std::mutex> lock{mtx_};
-    if (e.kind == event_kind::step_done) {
+    if (e.kind == event_kind::step_done || e.kind == event_kind::step_begun) {
       if (q_.size() >= capacity_) {
-        ++dropped_;
+        ++(e.kind == event_kind::step_done ? dropped_ : dropped_begun_);
         return;
       }
       // Steps come by the thousand per second: the consumer picks them up when its wait
@@ -107,6 +108,7 @@ void metrics_writer::write_done(uint64_t run, bool failed, const std::string& te
 }
 
 void metrics_writer::write(const event& e) {
+  if (e.kind == event_kind::step_begun) return;  // a callback's hook, not a measurement
   nlohmann::json j;
   j["event"] = to_string(e.kind);
   j["run"] = e.run;

@@ -72,7 +72,7 @@ void cluster::impl::handle(const event& e) {
     for (auto& p : start_promises) p->set_value();
     start_promises.clear();
   }
-  if (!callbacks.empty()) {
+  if (!run_callbacks_list.empty() && active) {
     if (e.kind == event_kind::epoch_done && epoch_gate && active)
       pass_gate(e);
     else if (!(e.kind == event_kind::epoch_begin && e.epoch == begun_at_gate) &&
@@ -140,9 +140,20 @@ void cluster::impl::drain(std::chrono::milliseconds wait) {
   while (auto e = events->pop()) handle(*e);
 }
 
+// An epoch that validated: the coordinator ran the validation before the epoch ended;
+// on_test_begin/end run now, with its values (without the val_ prefix), before on_epoch_end.
+void cluster::impl::validation_hooks(callback& cb, const model::logs& epoch_values) {
+  model::logs val;
+  for (auto& [k, v] : epoch_values)
+    if (k.rfind("val_", 0) == 0) val[k.substr(4)] = v;
+  if (val.empty()) return;
+  cb.on_test_begin(*view);
+  cb.on_test_end(*view, val);
+}
+
 // The callbacks' view of an event, on this (the application's) thread.
 void cluster::impl::run_callbacks(const event& e) {
-  auto& c = *owner;
+  auto& c = *view;
   auto failure_of = [&](const char* kind, int64_t index, int64_t count) {
     return failure_info{kind, index, count, e.text};
   };
@@ -151,9 +162,15 @@ void cluster::impl::run_callbacks(const event& e) {
     switch (e.kind) {
         case event_kind::run_begin: cb->on_train_begin(c); break;
         case event_kind::epoch_begin: cb->on_epoch_begin(c, static_cast<int64_t>(e.epoch)); break;
-        case event_kind::epoch_done: cb->on_epoch_end(c, static_cast<int64_t>(e.epoch), e.values); break;
+        case event_kind::epoch_done:
+          validation_hooks(*cb, e.values);
+          cb->on_epoch_end(c, static_cast<int64_t>(e.epoch), e.values);
+          break;
+        case event_kind::step_begun:
+          cb->on_train_batch_begin(c, static_cast<int64_t>(e.epoch), static_cast<int64_t>(e.total) + 1);
+          break;
         case event_kind::step_done:
-          cb->on_step_end(c, step_info{static_cast<int64_t>(e.epoch), static_cast<int64_t>(e.total), e.worker, e.loss,
+          cb->on_train_batch_end(c, step_info{static_cast<int64_t>(e.epoch), static_cast<int64_t>(e.total), e.worker, e.loss,
                                        static_cast<int64_t>(e.examples), e.staleness, e.values});
           break;
         case event_kind::worker_lost: cb->on_failure(c, failure_of("worker_lost", e.worker, 0)); break;
@@ -176,12 +193,15 @@ void cluster::impl::run_callbacks(const event& e) {
 // here, the next epoch's on_epoch_begin, then tell it what they decided. A callback
 // that throws stops the run (join reports it).
 void cluster::impl::pass_gate(const event& e) {
-  auto& c = *owner;
+  auto& c = *view;
   at_gate = gate_state{};
   at_gate.open = true;
   at_gate.run = e.run;
   at_gate.epoch = e.epoch;
-  bool ok = each_callback([&](callback& cb) { cb.on_epoch_end(c, e.epoch, e.values); });
+  bool ok = each_callback([&](callback& cb) {
+    validation_hooks(cb, e.values);
+    cb.on_epoch_end(c, e.epoch, e.values);
+  });
   bool last = e.epoch + 1 >= opts.epochs;
   if (ok && !stop_requested && !last) {
     ok = each_callback([&](callback& cb) { cb.on_epoch_begin(c, e.epoch + 1); });
@@ -222,7 +242,7 @@ void cluster::impl::complete() {
   for (auto& p : start_promises)
     p->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: the run ended before it began")));
   start_promises.clear();
-  each_callback([&](callback& cb) { cb.on_train_end(*owner, !r); });
+  each_callback([&](callback& cb) { cb.on_train_end(*view, !r); });
   if (!r) {
     failure = describe(r.error());
     failure_retryable = !is_application_error(r.error());

@@ -151,7 +151,7 @@ caf::result<run_summary> on_fit(self_ptr self, run_spec& spec) {
   st.resuming = !st.spec.resume_from.empty();
   if (st.resuming) st.restore_dir = st.spec.resume_from;  // also what a lost shard rolls back to
   st.run_rp = self->make_response_promise<run_summary>();
-  st.epoch = 0;
+  st.epoch = st.spec.initial_epoch;
   st.history.clear();
   st.visits.clear();
   st.ran_out = false;

@@ -283,6 +283,18 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(wait), slow_atom::value, t.id);
   }
   bool eval = t.eval;
+  if (!eval && st.spec.step_begin_events)
+    for (auto& s : t.task.steps) {
+      event e;
+      e.kind = event_kind::step_begun;
+      e.epoch = st.epoch;
+      e.pipeline = s.pipeline;
+      e.position = s.position;
+      e.worker = wid;
+      e.generation = w.generation;
+      e.total = st.steps_total;
+      emit(st, std::move(e));
+    }
   auto task = t.task;
   auto id = t.id;
   st.work.sent(wid, std::move(t));

@@ -56,14 +56,14 @@ void end_epoch(self_ptr self) {
                            st.epoch + 1);
       emit(st, std::move(w));
     }
-    if (!st.spec.eval_pipelines.empty() && st.applied_epoch > 0) {
+    if (!st.spec.eval_pipelines.empty() && st.applied_epoch > 0 && validates_after(st.spec, st.epoch)) {
       start_eval(self, st.spec.eval_pipelines);
       return;
     }
   } else if (st.ph == phase::evaluating) {
     for (auto& [k, v] : st.eval_acc.values()) st.epoch_values["val_" + k] = v;
   }
-  if (st.applied_epoch == 0 && st.spec.steps_per_epoch == 0 && st.epoch == 0) {
+  if (st.applied_epoch == 0 && st.spec.steps_per_epoch == 0 && st.epoch == st.spec.initial_epoch) {
     fail_run(self, make_error(error_code::invalid_request, "the training data is empty: no step in the first epoch"));
     return;
   }
@@ -117,64 +117,68 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
   if (d.restore_at_end) st.restore_at_end = true;
   // Retried only while the gate is still the one open.
   std::function<bool()> open = [self, attempt] { return self->state.ph == phase::gated && self->state.gate_id == attempt; };
+  // The hyperparameters first, the last epoch's too: a later fit (and the run's last
+  // checkpoint) holds what the callbacks set, as the optimizer does in Keras.
   auto carry_on = [self, d, rp, live, warn, open]() mutable {
     if (!live()) return;
-    auto& st = self->state;
-    if (d.stop || st.gate_last) {
-      if (d.stop && !st.gate_last) st.stopped_epoch = st.gate_epoch;
-      auto end = [self, rp]() mutable {
-        self->state.ph = phase::training;  // finish_run writes what is due first
-        finish_run(self);
-        if (rp) rp->deliver(caf::ok_atom::value);
-      };
-      if (st.restore_at_end && st.kept_epoch >= 0 && st.kept_epoch != st.gate_epoch) {
-        auto kept = st.kept_epoch;
-        ask_every_shard<caf::ok_atom>(
-          self, "the restore of the kept state", open,
-          [self, end, live, kept]() mutable {
-            if (!live()) return;
-            self->state.restored_epoch = kept;
-            // The shards' values changed (no step counted): the newest checkpoint is not
-            // their state any more, so the run's end commits this one.
-            self->state.clean_since_commit = false;
-            end();
-          },
-          [end, live, warn, kept](caf::error& e) mutable {
-            if (!live()) return;
-            warn(fmt::format("the run ends with its last state: restoring epoch {}'s failed: {}", kept + 1, describe(e)));
-            end();
-          },
-          restore_atom::value, fence_request{current_fence(st), ++st.control_id});
-      } else {
-        if (st.restore_at_end && st.kept_epoch == st.gate_epoch) st.restored_epoch = st.kept_epoch;  // it is the kept state
-        if (st.restore_at_end && st.kept_epoch < 0)
-          warn("the run ends with its last state: no kept state to restore (a ps restore dropped it, or none was kept)");
-        end();
+    auto proceed = [self, d, rp, live, warn, open]() mutable {
+      if (!live()) return;
+      auto& st = self->state;
+      if (d.stop || st.gate_last) {
+        if (d.stop && !st.gate_last) st.stopped_epoch = st.gate_epoch;
+        auto end = [self, rp]() mutable {
+          self->state.ph = phase::training;  // finish_run writes what is due first
+          finish_run(self);
+          if (rp) rp->deliver(caf::ok_atom::value);
+        };
+        if (st.restore_at_end && st.kept_epoch >= 0 && st.kept_epoch != st.gate_epoch) {
+          auto kept = st.kept_epoch;
+          ask_every_shard<caf::ok_atom>(
+            self, "the restore of the kept state", open,
+            [self, end, live, kept]() mutable {
+              if (!live()) return;
+              self->state.restored_epoch = kept;
+              // The shards' values changed (no step counted): the newest checkpoint is not
+              // their state any more, so the run's end commits this one.
+              self->state.clean_since_commit = false;
+              end();
+            },
+            [end, live, warn, kept](caf::error& e) mutable {
+              if (!live()) return;
+              warn(fmt::format("the run ends with its last state: restoring epoch {}'s failed: {}", kept + 1, describe(e)));
+              end();
+            },
+            restore_atom::value, fence_request{current_fence(st), ++st.control_id});
+        } else {
+          if (st.restore_at_end && st.kept_epoch == st.gate_epoch) st.restored_epoch = st.kept_epoch;  // it is the kept state
+          if (st.restore_at_end && st.kept_epoch < 0)
+            warn("the run ends with its last state: no kept state to restore (a ps restore dropped it, or none was kept)");
+          end();
+        }
+        return;
       }
-      return;
-    }
-    auto next = [self, rp]() mutable {
       begin_epoch(self);
       dispatch(self);
       if (rp) rp->deliver(caf::ok_atom::value);
     };
     if (d.hyperparams.empty()) {
-      next();
+      proceed();
       return;
     }
+    auto& st = self->state;
     hyperparams_request req{current_fence(st), d.hyperparams, ++st.control_id};
     ask_every_shard<caf::ok_atom>(
       self, "the epoch's hyperparameters", open,
-      [self, next, live, req]() mutable {
+      [self, proceed, live, req]() mutable {
         if (!live()) return;
         if (auto& o = self->state.optimizer)
           for (auto& [k, v] : req.values) o->set_hyperparam(k, v);
-        next();
+        proceed();
       },
       [self, live, rp](caf::error& e) mutable {
         if (!live()) return;
         if (rp) rp->deliver(e);
-        fail_run(self, make_error(error_code::invalid_request, "set_hyperparams at the epoch's start: " + describe(e)));
+        fail_run(self, make_error(error_code::invalid_request, "set_hyperparams at the epoch gate: " + describe(e)));
       },
       hyper_atom::value, req);
   };

@@ -3,6 +3,7 @@
 // metrics, initializers, optimizers, partitioners, checkpoint files, the local trainer.
 
 #include <actortrain/model/batch_source.hpp>
+#include <actortrain/model/callbacks.hpp>
 #include <actortrain/model/checkpoint/all.hpp>
 #include <actortrain/model/digest.hpp>
 #include <actortrain/model/fpu.hpp>

@@ -5,6 +5,8 @@
 
 #include <actortrain/model/tensor.hpp>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -36,5 +38,13 @@ loss_ptr softmax_cross_entropy();
 /// Binary cross-entropy from logits: max(x,0) - x*z + log(1 + exp(-|x|)), labels in [0,1],
 /// same shape as pred.
 loss_ptr binary_cross_entropy();
+
+/// Keras's class_weight as a loss: `inner`'s per-example losses, each times the weight
+/// of its example's class, averaged over the rows (the gradient row by row likewise). A
+/// row's class is its label for one label column (class ids, or 0/1 for a binary
+/// output), or the index of its largest label for several (one-hot). A class without a
+/// weight throws std::invalid_argument naming it and the row. fit_options::class_weight
+/// wraps the trainer's loss in it for one fit; give it to a cluster's job as its loss.
+loss_ptr class_weighted(loss_ptr inner, std::map<int64_t, double> weights);
 
 }  // namespace actortrain::model

@@ -4,22 +4,30 @@
 // on the calling thread. The distributed coordinator offers the same three calls on a
 // cluster; this is the baseline it is measured against.
 //
-//   trainer t{model::sequential(784, {...}), adam(), softmax_cross_entropy(), {}};
-//   t.add_metric(accuracy());
-//   auto h = t.fit(train.shuffle(60000, 1).batch(128), {.epochs = 10, .validation = test.batch(1000)});
-//   fmt::print("{}\n", h.last("val_accuracy"));
+//   model::trainer t{model::model::sequential(784, {model::layers::dense(128, model::activation::relu),
+//                                                   model::layers::dense(10)}),
+//                    model::make_adam(), model::softmax_cross_entropy()};
+//   t.add_metric(model::accuracy());
+//   model::fit_options o;
+//   o.epochs = 10;
+//   o.validation = test.batch(1000);
+//   auto h = t.fit(train.shuffle(60000, 1).batch(128), o);
+//   std::printf("%.4f\n", h.last("val_accuracy"));
 //
 // The data is a batch_source (batch_source.hpp): a dataset::dataset converts to one, so
 // fit, evaluate, predict and fit_options::validation take datasets; model/ itself does not
-// include dataset/.
+// include dataset/. Callbacks (callbacks.hpp) are given per call; the trainer is the
+// `training` they see, and runs every hook on this thread between steps.
 
 #include <actortrain/model/batch_source.hpp>
+#include <actortrain/model/callbacks.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/model.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <optional>
@@ -47,8 +55,14 @@ class history {
 };
 
 struct fit_options {
-  /// Passes over the data (or of steps_per_epoch steps each).
+  /// The epoch to end at: epochs initial_epoch .. epochs - 1 run (Keras: with
+  /// initial_epoch 0, this many passes over the data, or of steps_per_epoch steps each).
   int epochs = 1;
+  /// Keras's initial_epoch: the epoch (from 0) training starts at, to continue an earlier
+  /// fit; epoch e still reads data.iterate(e) and is printed as "Epoch e+1/epochs". The
+  /// history holds the epochs run. initial_epoch >= epochs (> 0) is refused: nothing
+  /// would train (Keras trains nothing, silently).
+  int initial_epoch = 0;
   /// 0: an epoch ends with the data (iterate(epoch) each epoch). > 0: an epoch is this
   /// many steps drawn from one iterator that persists across epochs (Keras semantics
   /// with an infinite dataset); training stops early, with a warning, if it runs out.
@@ -56,6 +70,26 @@ struct fit_options {
   /// Evaluated at each epoch end into val_<metric> keys (batched already). Assign a
   /// dataset::dataset (it converts); cluster::fit needs one (dataset::as_dataset).
   std::optional<batch_source> validation;
+  /// Keras's validation_split, for fit(x, y) only: the last fraction of the rows (taken
+  /// before any shuffling) is held out as validation data, batched by batch_size; in
+  /// [0, 1). fit on a dataset refuses it, as Keras does (split with take/skip and pass
+  /// `validation`). With `validation` set too, `validation` wins, as in Keras.
+  double validation_split = 0;
+  /// Validate after every validation_freq-th epoch (epochs e with (e + 1) % freq == 0),
+  /// as Keras's integer validation_freq; val_* histories hold only those epochs.
+  int validation_freq = 1;
+  /// Keras's list form of validation_freq: the epochs (from 1) to validate after; when
+  /// not empty it replaces validation_freq.
+  std::vector<int64_t> validation_epochs;
+  /// Keras's class_weight: class id -> weight of its examples' training loss (the label
+  /// column's value for class-id labels, the one-hot column's index, or 0/1 for a single
+  /// binary column); the loss is the mean of the weighted per-example losses, as
+  /// Keras's. Every class met in the data needs a weight (a missing one throws naming
+  /// it); validation and evaluate are not weighted. The cluster refuses it: give its job
+  /// model::class_weighted(loss, weights) instead (loss.hpp).
+  std::map<int64_t, double> class_weight;
+  /// Callbacks of this call only (callbacks.hpp), in order.
+  std::vector<callback_ptr> callbacks;
   /// 0 silent, 1 progress bar (updated in place on a terminal), 2 one line per epoch.
   int verbose = 1;
   /// Where progress goes (stdout when null).
@@ -71,13 +105,23 @@ struct fit_options {
   std::string resume_from;
 };
 
+/// Checks what fit_options hold on their own (ranges, null callbacks); throws
+/// std::invalid_argument naming the field. Both the trainer and the cluster call it.
+void check_fit_options(const fit_options& opts);
+
+/// Whether fit validates after `epoch` (from 0) under opts.validation_freq /
+/// validation_epochs.
+bool validates_after(const fit_options& opts, int64_t epoch);
+
 /// The outputs of `ex` on every batch of `data` (epoch 0), in order (rows = examples),
 /// computed from `params` in inference mode. Throws std::invalid_argument for infinite
 /// data or batches that do not fit the model. The trainer and the cluster both predict
 /// through this.
-matrix predict(executor& ex, const parameter_store& params, const batch_source& data);
+/// `each_batch`, when set, is called before (begin = true) and after each batch.
+matrix predict(executor& ex, const parameter_store& params, const batch_source& data,
+               const std::function<void(int64_t batch, bool begin)>& each_batch = {});
 
-class trainer {
+class trainer : public training {
  public:
   /// Initializes parameters from `seed`. Throws std::invalid_argument for an empty model
   /// or a null optimizer or loss.
@@ -95,14 +139,29 @@ class trainer {
     return fit(std::vector<matrix>{x}, y, opts);
   }
 
-  /// Loss and metrics over `data` (each element once), keys as in history.
-  std::map<std::string, double> evaluate(const batch_source& data, int verbose = 0);
+  /// Loss and metrics over `data` (each element once), keys as in history. The
+  /// callbacks' on_test_* hooks run.
+  std::map<std::string, double> evaluate(const batch_source& data, int verbose = 0,
+                                         const std::vector<callback_ptr>& callbacks = {});
   std::map<std::string, double> evaluate(const std::vector<matrix>& x, const matrix& y,
                                          int64_t batch_size = 256);
 
-  /// Model outputs for every example of `data`, in order (rows = examples).
-  matrix predict(const batch_source& data);
+  /// Model outputs for every example of `data`, in order (rows = examples). The
+  /// callbacks' on_predict_* hooks run.
+  matrix predict(const batch_source& data, const std::vector<callback_ptr>& callbacks = {});
   matrix predict(const std::vector<matrix>& x, int64_t batch_size = 256);
+
+  // -- training (callbacks.hpp): what callbacks ask of this trainer ------------------
+  /// Stops the running fit after the current step.
+  void stop_training() override;
+  std::map<std::string, double> hyperparams() const override;
+  void set_hyperparams(const std::map<std::string, double>& values) override;
+  /// Keeps a copy of the parameters and optimizer state, in memory.
+  void keep_state() override;
+  /// When the running fit ends, the kept state (if any) comes back.
+  void restore_kept_state_at_end() override;
+  /// write_checkpoint(checkpoint()) under `dir`, then the newest `keep` are kept.
+  void save_checkpoint(const std::string& dir, int keep) override;
 
   const model& structure() const { return model_; }
   parameter_store& parameters() { return params_; }
@@ -114,7 +173,7 @@ class trainer {
   int64_t steps() const { return steps_; }
 
   /// One training step on a batch: forward, loss, backward, apply. Returns the loss.
-  double train_step(const batch& b);
+  double train_step(const batch& b) { return step(b, *loss_); }
 
   /// Takes parameters and optimizer state (slots, apply counts) from a checkpoint, as a
   /// cluster writes it (any number of ps shards, any partitioner: the partitions are
@@ -131,6 +190,9 @@ class trainer {
 
  private:
   void check_element(const batch& e) const;
+  double step(const batch& b, const loss& l);
+  history run_fit(const batch_source& data, const fit_options& opts, const std::optional<batch_source>& validation);
+  std::map<std::string, double> run_evaluate(const batch_source& data, const std::vector<callback_ptr>& callbacks);
   model model_;
   optimizer_ptr opt_;
   loss_ptr loss_;
@@ -142,6 +204,12 @@ class trainer {
   executor exec_;
   matrix d_out_;
   int64_t steps_ = 0;
+  bool stop_ = false, restore_at_end_ = false;
+  struct kept_state {
+    parameter_store params;
+    std::vector<slot_block> slots;
+  };
+  std::optional<kept_state> kept_;
 };
 
 }  // namespace actortrain::model

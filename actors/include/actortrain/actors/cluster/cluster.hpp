@@ -192,7 +192,8 @@ struct fit_result {
   int64_t stopped_epoch = -1;
   int64_t restored_epoch = -1;
   /// Step events the application thread fell behind on (dropped, not seen by callbacks,
-  /// the progress line or the metrics file); training did not wait for them.
+  /// the progress line or the metrics file); training did not wait for them. (The
+  /// queue drops step_begun events too when full: on_train_batch_begin misses them.)
   uint64_t dropped_events = 0;
 };
 
@@ -254,13 +255,15 @@ class cluster {
   /// A plain dataset is auto-sharded over the dataset shards by spec.auto_shard.
   model::history fit(const dataset::dataset& data, const model::fit_options& opts = {});
   /// Loss and metrics over `data` (split over the shards; every batch once). The future
-  /// form is for the test coordinator (run the scheduler, then get()).
-  std::map<std::string, double> evaluate(const dataset::dataset& data);
+  /// form is for the test coordinator (run the scheduler, then get()). The callbacks
+  /// (add_callback's, then `callbacks`) hear on_test_begin and on_test_end.
+  std::map<std::string, double> evaluate(const dataset::dataset& data, const std::vector<callback_ptr>& callbacks = {});
   std::future<std::map<std::string, double>> evaluate_async(const dataset::dataset& data);
   /// Model outputs for every example of `data`, in order. The workers compute them, each
   /// batch once, from one dataset shard that reads `data` in order (labels are not
-  /// needed). Throws std::invalid_argument for an infinite dataset.
-  model::matrix predict(const dataset::dataset& data);
+  /// needed). Throws std::invalid_argument for an infinite dataset. The callbacks
+  /// (add_callback's, then `callbacks`) hear on_predict_begin and on_predict_end.
+  model::matrix predict(const dataset::dataset& data, const std::vector<callback_ptr>& callbacks = {});
   std::future<model::matrix> predict_async(const dataset::dataset& data);
 
   /// Changes optimizer hyperparameters ("learning_rate", "beta_1", ...) on every ps
@@ -309,7 +312,8 @@ class cluster {
   /// for the test coordinator.
   std::future<std::string> status_async();
   std::string status();
-  /// Runs `cb`'s hooks for every later run, on the thread in fit/join (callbacks.hpp). An
+  /// Runs `cb`'s hooks for every later run, evaluate and predict, on the thread in
+  /// fit/join (callbacks.hpp); fit_options::callbacks are for one fit (after these). An
   /// exception from a hook fails the run (join throws it, after the run); at the epoch
   /// gate it also stops the run there.
   void add_callback(callback_ptr cb);
@@ -348,6 +352,7 @@ class cluster {
 
  private:
   friend struct cluster_internals;  // the simulator's and the node runtime's view (actors/src)
+  friend class cluster_training;    // what callbacks see (cluster/cluster_impl.hpp)
   cluster(caf::actor_system& sys, cluster_spec spec, model::model structure, const model::optimizer& opt,
           model::loss_ptr loss, std::vector<model::metric_ptr> metrics, const parts* p);
   std::unique_ptr<impl> impl_;

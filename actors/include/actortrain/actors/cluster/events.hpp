@@ -24,6 +24,9 @@ enum class event_kind : uint8_t {
   run_begin,       ///< a fit started (run, epochs)
   epoch_begin,     ///< epoch started (expected steps in `count`, -1 unknown)
   step_done,       ///< one step applied (step, worker, loss, examples, staleness, values)
+  step_begun,      ///< a step handed to `worker` (pipeline, position; total = the run's
+                   ///< steps applied so far): only with run_spec::step_begin_events, not
+                   ///< in the metrics file
   epoch_done,      ///< epoch ended (values: loss, metrics, val_*)
   worker_joined,   ///< worker, generation
   worker_lost,     ///< worker, generation, text = why
@@ -99,6 +102,7 @@ class event_queue {
   std::deque<event> q_;
   size_t capacity_;
   uint64_t dropped_ = 0;
+  uint64_t dropped_begun_ = 0;  // step_begun events: a callback's hook, not a step
 };
 
 /// Writes events as JSON lines (one object per line; format in the README). Every line

@@ -31,7 +31,18 @@ struct run_spec {
   /// Set on every shard before the run's first step (what the callbacks' on_epoch_begin
   /// of the first epoch asked for: a learning-rate schedule's first rate).
   std::vector<std::pair<std::string, double>> hyperparams;
+  /// Keras's initial_epoch: the run's first epoch (fit_options::initial_epoch).
+  int32_t initial_epoch = 0;
+  /// Validate after the epochs fit_options::validation_freq / validation_epochs name.
+  int32_t validation_freq = 1;
+  std::vector<int64_t> validation_epochs;
+  /// Emit a step_begun event for each step handed to a worker (callbacks' on_train_batch_begin).
+  bool step_begin_events = false;
 };
+
+/// Whether run `s` validates after `epoch` (from 0): after the epochs (from 1) listed in
+/// validation_epochs, or when none are, after every validation_freq-th.
+bool validates_after(const run_spec& s, int64_t epoch);
 
 /// What the application decided at an epoch gate (gate_atom, run, epoch, decision),
 /// carried out in this order: keep, hyperparameters, then the next epoch or, when

@@ -451,7 +451,8 @@ typename Inspector::result_type inspect(Inspector& f, task_result& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
   return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch,
-           x.visitation_log, x.resume_from, x.epoch_gate, exact(x.hyperparams));
+           x.visitation_log, x.resume_from, x.epoch_gate, exact(x.hyperparams), x.initial_epoch, x.validation_freq,
+           x.validation_epochs, x.step_begin_events);
 }
 
 template <class Inspector>

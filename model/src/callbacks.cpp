@@ -1,5 +1,4 @@
-#include <actortrain/actors/cluster/callbacks.hpp>
-#include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/model/callbacks.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -10,7 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace actortrain {
+namespace actortrain::model {
 
 namespace {
 
@@ -18,7 +17,7 @@ class csv_logger_impl : public callback {
  public:
   explicit csv_logger_impl(std::string path) : path_(std::move(path)) {}
 
-  void on_train_begin(cluster&) override {
+  void on_train_begin(training&) override {
     std::ifstream in(path_);
     bool fresh = !in || in.peek() == std::ifstream::traits_type::eof();
     if (!fresh) {
@@ -37,9 +36,9 @@ class csv_logger_impl : public callback {
     if (!out_) throw std::runtime_error(fmt::format("csv_logger: cannot write {}: {}", path_, std::strerror(errno)));
   }
 
-  void on_epoch_end(cluster&, int64_t epoch, const std::map<std::string, double>& logs) override {
+  void on_epoch_end(training&, int64_t epoch, const logs& l) override {
     if (!have_header_) {
-      for (auto& [k, v] : logs) columns_.push_back(k);
+      for (auto& [k, v] : l) columns_.push_back(k);
       out_ << "epoch";
       for (auto& c : columns_) out_ << ',' << c;
       out_ << '\n';
@@ -48,7 +47,7 @@ class csv_logger_impl : public callback {
     out_ << epoch;
     for (auto& c : columns_) {
       out_ << ',';
-      if (auto i = logs.find(c); i != logs.end()) out_ << fmt::format("{:.9g}", i->second);
+      if (auto i = l.find(c); i != l.end()) out_ << fmt::format("{:.9g}", i->second);
     }
     out_ << '\n' << std::flush;
   }
@@ -64,11 +63,11 @@ class schedule_impl : public callback {
  public:
   explicit schedule_impl(std::function<double(int64_t)> f) : f_(std::move(f)) {}
   bool waits_for_epoch_end() const override { return true; }  // every step of an epoch at its rate
-  void on_epoch_begin(cluster& c, int64_t epoch) override {
+  void on_epoch_begin(training& t, int64_t epoch) override {
     auto lr = f_(epoch);
     if (!(lr > 0) || !std::isfinite(lr))
       throw std::invalid_argument(fmt::format("learning_rate_schedule: epoch {} gives learning rate {}", epoch, lr));
-    c.set_hyperparams_async({{"learning_rate", lr}});  // applied before the epoch's steps reach the shards
+    t.set_hyperparams({{"learning_rate", lr}});  // a cluster's: before the epoch's steps reach the shards
   }
 
  private:
@@ -83,11 +82,11 @@ bool higher_is_better(const char* who, const std::string& mode, const std::strin
   throw std::invalid_argument(fmt::format("{}: mode '{}' (min, max or auto)", who, mode));
 }
 
-double monitored(const char* who, const std::string& monitor, int64_t epoch, const std::map<std::string, double>& logs) {
-  auto i = logs.find(monitor);
-  if (i != logs.end()) return i->second;
+double monitored(const char* who, const std::string& monitor, int64_t epoch, const logs& l) {
+  auto i = l.find(monitor);
+  if (i != l.end()) return i->second;
   std::string keys;
-  for (auto& [k, v] : logs) keys += (keys.empty() ? "" : ", ") + k;
+  for (auto& [k, v] : l) keys += (keys.empty() ? "" : ", ") + k;
   throw std::runtime_error(fmt::format("{}: no '{}' in the logs of epoch {} ({}){}", who, monitor, epoch + 1, keys,
                                        monitor.rfind("val_", 0) == 0 ? ": give fit validation data, or monitor another" : ""));
 }
@@ -101,26 +100,26 @@ early_stopping::early_stopping(early_stopping_options o) : o_(std::move(o)) {
   higher_ = higher_is_better("early_stopping", o_.mode, o_.monitor);
 }
 
-void early_stopping::on_train_begin(cluster& c) {
+void early_stopping::on_train_begin(training& t) {
   best_epoch_ = stopped_epoch_ = -1;
-  if (o_.restore_best) c.restore_kept_state_at_end();
+  if (o_.restore_best) t.restore_kept_state_at_end();
 }
 
 // An epoch at or before the best one ends again when a ps restore rolled the run back
 // past it (and dropped the kept state): it is the best again, as it now is.
-void early_stopping::on_epoch_end(cluster& c, int64_t epoch, const std::map<std::string, double>& logs) {
-  double v = monitored("early_stopping", o_.monitor, epoch, logs);
+void early_stopping::on_epoch_end(training& t, int64_t epoch, const logs& l) {
+  double v = monitored("early_stopping", o_.monitor, epoch, l);
   bool better = best_epoch_ < 0 || epoch <= best_epoch_ ||
                 (higher_ ? v - o_.min_delta > best_ : v + o_.min_delta < best_);
   if (better) {
     best_ = v;
     best_epoch_ = epoch;
-    if (o_.restore_best) c.keep_state();
+    if (o_.restore_best) t.keep_state();
     return;
   }
   if (epoch - best_epoch_ >= std::max<int64_t>(1, o_.patience)) {  // Keras: `patience` epochs without improvement
     stopped_epoch_ = epoch;
-    c.stop_training();
+    t.stop_training();
   }
 }
 
@@ -133,30 +132,30 @@ model_checkpoint::model_checkpoint(model_checkpoint_options o) : o_(std::move(o)
   higher_ = higher_is_better("model_checkpoint", o_.mode, o_.monitor);
 }
 
-void model_checkpoint::on_train_begin(cluster& c) {
-  if (c.spec().checkpoint_dir == o_.dir)
-    throw std::invalid_argument(fmt::format("model_checkpoint: {} is the cluster's checkpoint_dir; use another", o_.dir));
+void model_checkpoint::on_train_begin(training& t) {
+  if (t.own_checkpoint_dir() == o_.dir)
+    throw std::invalid_argument(fmt::format("model_checkpoint: {} is the training's own checkpoint directory (checkpoint_dir); use another", o_.dir));
   next_due_ = o_.every_steps;
   have_best_ = false;
 }
 
 // By the run's step count, not by the events seen: a step event may be dropped.
-void model_checkpoint::on_step_end(cluster& c, const step_info& s) {
+void model_checkpoint::on_train_batch_end(training& t, const step_info& s) {
   if (o_.every_steps <= 0 || s.step < next_due_) return;
   next_due_ = (s.step / o_.every_steps + 1) * o_.every_steps;
-  c.checkpoint_async(o_.dir, o_.keep);  // a failed write ends the run: join reports it
+  t.save_checkpoint(o_.dir, o_.keep);  // a cluster's failed write ends its run: join reports it
   ++asked_;
 }
 
-void model_checkpoint::on_epoch_end(cluster& c, int64_t epoch, const std::map<std::string, double>& logs) {
+void model_checkpoint::on_epoch_end(training& t, int64_t epoch, const logs& l) {
   if (o_.monitor.empty()) return;
-  double v = monitored("model_checkpoint", o_.monitor, epoch, logs);
+  double v = monitored("model_checkpoint", o_.monitor, epoch, l);
   bool redone = !best_epochs_.empty() && epoch <= best_epochs_.back();  // rolled back past the best
   if (have_best_ && !redone && !(higher_ ? v > best_ : v < best_)) return;
   have_best_ = true;
   best_ = v;
   best_epochs_.push_back(epoch);
-  c.checkpoint_async(o_.dir, o_.keep);
+  t.save_checkpoint(o_.dir, o_.keep);
   ++asked_;
 }
 
@@ -192,4 +191,89 @@ std::function<double(int64_t)> cosine_decay(double initial, int64_t epochs, doub
   };
 }
 
-}  // namespace actortrain
+reduce_lr_on_plateau::reduce_lr_on_plateau(reduce_lr_options o) : o_(std::move(o)) {
+  if (o_.monitor.empty()) throw std::invalid_argument("reduce_lr_on_plateau: empty monitor");
+  if (!(o_.factor > 0 && o_.factor < 1))
+    throw std::invalid_argument(fmt::format("reduce_lr_on_plateau: factor = {} (it must lie in (0, 1))", o_.factor));
+  if (o_.patience < 0) throw std::invalid_argument(fmt::format("reduce_lr_on_plateau: patience = {} < 0", o_.patience));
+  if (o_.cooldown < 0) throw std::invalid_argument(fmt::format("reduce_lr_on_plateau: cooldown = {} < 0", o_.cooldown));
+  if (!(o_.min_delta >= 0)) throw std::invalid_argument(fmt::format("reduce_lr_on_plateau: min_delta = {} < 0", o_.min_delta));
+  if (!(o_.min_lr >= 0)) throw std::invalid_argument(fmt::format("reduce_lr_on_plateau: min_lr = {} < 0", o_.min_lr));
+  higher_ = higher_is_better("reduce_lr_on_plateau", o_.mode, o_.monitor);
+}
+
+void reduce_lr_on_plateau::on_train_begin(training& t) {
+  auto hp = t.hyperparams();
+  if (!hp.count("learning_rate"))
+    throw std::invalid_argument("reduce_lr_on_plateau: the optimizer has no learning_rate");
+  have_best_ = false;
+  wait_ = cooldown_left_ = 0;
+}
+
+// Keras's order: a cooldown epoch resets the count; an improvement resets it; otherwise,
+// outside a cooldown, it grows, and at `patience` the rate drops.
+void reduce_lr_on_plateau::on_epoch_end(training& t, int64_t epoch, const logs& l) {
+  double v = monitored("reduce_lr_on_plateau", o_.monitor, epoch, l);
+  if (cooldown_left_ > 0) {
+    --cooldown_left_;
+    wait_ = 0;
+  }
+  bool better = !have_best_ || (higher_ ? v > best_ + o_.min_delta : v < best_ - o_.min_delta);
+  if (better) {
+    best_ = v;
+    have_best_ = true;
+    wait_ = 0;
+    return;
+  }
+  if (cooldown_left_ > 0) return;
+  if (++wait_ < std::max<int64_t>(1, o_.patience)) return;
+  double lr = t.hyperparams().at("learning_rate");
+  if (lr <= o_.min_lr) return;  // Keras: the count goes on, nothing left to lower
+  wait_ = 0;
+  double next = std::max(lr * o_.factor, o_.min_lr);
+  t.set_hyperparams({{"learning_rate", next}});
+  reduced_after_.push_back(epoch);
+  rates_.push_back(next);
+  cooldown_left_ = o_.cooldown;
+}
+
+void terminate_on_nan::on_train_batch_end(training& t, const step_info& s) {
+  if (std::isfinite(s.loss) || at_ >= 0) return;
+  at_ = s.step;
+  t.stop_training();
+}
+
+namespace {
+
+class lambda_impl : public callback {
+ public:
+  explicit lambda_impl(lambda_hooks h) : h_(std::move(h)) {}
+  bool waits_for_epoch_end() const override { return h_.waits_for_epoch_end; }
+  void on_train_begin(training& t) override {
+    if (h_.on_train_begin) h_.on_train_begin(t);
+  }
+  void on_train_end(training& t, bool failed) override {
+    if (h_.on_train_end) h_.on_train_end(t, failed);
+  }
+  void on_epoch_begin(training& t, int64_t e) override {
+    if (h_.on_epoch_begin) h_.on_epoch_begin(t, e);
+  }
+  void on_epoch_end(training& t, int64_t e, const logs& l) override {
+    if (h_.on_epoch_end) h_.on_epoch_end(t, e, l);
+  }
+  void on_train_batch_begin(training& t, int64_t e, int64_t s) override {
+    if (h_.on_train_batch_begin) h_.on_train_batch_begin(t, e, s);
+  }
+  void on_train_batch_end(training& t, const step_info& s) override {
+    if (h_.on_train_batch_end) h_.on_train_batch_end(t, s);
+  }
+
+ private:
+  lambda_hooks h_;
+};
+
+}  // namespace
+
+callback_ptr lambda_callback(lambda_hooks hooks) { return std::make_shared<lambda_impl>(std::move(hooks)); }
+
+}  // namespace actortrain::model
