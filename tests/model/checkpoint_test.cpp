@@ -10,6 +10,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -140,6 +142,32 @@ BOOST_AUTO_TEST_CASE(round_trip_keeps_values_slots_and_metadata) {
   BOOST_TEST_REQUIRE(latest.has_value());
   BOOST_TEST(latest->step == 42);
   BOOST_TEST(latest->path == dir);
+}
+
+// The manifest's crc32 is the file's CRC-32 as Python's zlib.crc32 computes it (the
+// promise in checkpoint.hpp), checked by python3, not by the code that wrote it.
+BOOST_AUTO_TEST_CASE(manifest_checksums_are_what_python_zlib_computes) {
+  temp_dir root;
+  file_system& fs = posix_file_system();
+  const std::string dir = write_checkpoint(fs, root.path(), make_checkpoint(7));
+  const auto manifest = read_manifest(fs, dir);
+  std::string expected;
+  for (auto& v : manifest["variables"])
+    for (auto& p : v["partitions"]) {
+      expected += p["file"]["name"].get<std::string>() + " " + std::to_string(p["file"]["crc32"].get<uint64_t>()) + "\n";
+      for (auto& [k, slot] : p["slots"].items())
+        expected += slot["name"].get<std::string>() + " " + std::to_string(slot["crc32"].get<uint64_t>()) + "\n";
+    }
+  BOOST_REQUIRE(!expected.empty());
+  const std::string list = root / "expected.txt";
+  {
+    std::ofstream out(list);
+    out << expected;
+  }
+  const std::string cmd = "python3 -c \"import sys, zlib\n"
+                          "bad = [l for l in open(sys.argv[2]) if zlib.crc32(open(sys.argv[1] + '/' + l.split()[0], 'rb').read()) != int(l.split()[1])]\n"
+                          "sys.exit(len(bad))\" " + dir + " " + list;
+  BOOST_TEST(std::system(cmd.c_str()) == 0, "python3's zlib.crc32 disagrees with the manifest: " << expected);
 }
 
 // checkpoint.shared: shards write their own partitions' arrays, the coordinator commits
