@@ -3,11 +3,12 @@
 // small view nodes (sources at the leaves, transformations above them), in the manner of
 // tf.data and of flashlight's dataset views.
 //
+// example[in_dataset]:
 //   auto train = from_idx(images, labels, 1 / 255.f)
 //                    .shuffle(60000, /*seed=*/1)
 //                    .batch(128)
 //                    .prefetch(2);
-//   for (auto it = train.iterate(epoch); auto b = it->next();) { ... }
+//   for (auto it = train.iterate(epoch); auto b = it->next();) std::printf("%d rows\n", static_cast<int>(b->rows()));
 //
 // Determinism. Every pipeline is a pure function of (seeds, epoch, position):
 // `iterate(e, p)` yields exactly the elements that `iterate(e, 0)` yields from position p

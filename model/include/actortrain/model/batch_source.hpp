@@ -13,6 +13,7 @@
 // dataset::dataset converts to a batch_source implicitly (epoch e is its iterate(e), the
 // count is its cardinality()), so datasets are passed to the trainer as they always were:
 //
+// example[trainer]:
 //   t.fit(train.shuffle(60000, 1).batch(128), opts);   // fit(const batch_source&, ...)
 //   opts.validation = test.batch(1000);                // std::optional<batch_source>
 //   t.evaluate(test.batch(1000));  t.predict(test.batch(1000));

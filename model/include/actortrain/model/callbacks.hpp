@@ -6,6 +6,7 @@
 // fit it observes (stop it, read and set hyperparameters, keep the best state, write a
 // checkpoint), the same calls on both.
 //
+// example[trainer]:
 //   model::lambda_hooks print;
 //   print.on_epoch_end = [](model::training&, int64_t epoch, const model::logs& l) {
 //     std::printf("epoch %d: loss %.4f\n", static_cast<int>(epoch), l.at("loss"));

@@ -5,12 +5,13 @@
 // one per thread. That split is what lets a worker be "a model replica, structure only"
 // that computes on parameters it pulled.
 //
+// example[in_model]:
 //   graph g;
 //   auto ids   = g.input(3, "ids");
 //   auto dense = g.input(13, "dense");
 //   auto e     = g.apply(layers::embedding(1000, 8), ids);
 //   auto h     = g.apply(layers::concatenate(), {e, dense});
-//   auto out   = g.apply(layers::dense(1), g.apply(layers::dense(32, activation::relu), h));
+//   auto out   = g.apply(layers::dense(1), g.apply(layers::dense(32, layers::activation::relu), h));
 //   model m = model::functional(g, {ids, dense}, out);
 //
 // Inputs are fed in the order given to functional() (an element's features[i] feeds

@@ -4,7 +4,8 @@
 // on the calling thread. The distributed coordinator offers the same three calls on a
 // cluster; this is the baseline it is measured against.
 //
-//   model::trainer t{model::model::sequential(784, {model::layers::dense(128, model::activation::relu),
+// example[app]:
+//   model::trainer t{model::model::sequential(784, {model::layers::dense(128, model::layers::activation::relu),
 //                                                   model::layers::dense(10)}),
 //                    model::make_adam(), model::softmax_cross_entropy()};
 //   t.add_metric(model::accuracy());

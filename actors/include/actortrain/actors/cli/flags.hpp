@@ -4,6 +4,7 @@
 // subcommands, the examples, run_node (net/process.hpp), and your own programs. It is
 // CLI11 underneath (in one source file; this header does not include it):
 //
+// example[main]:
 //   int epochs = 10;
 //   double lr = 1e-3;
 //   bool quiet = false;
@@ -13,7 +14,8 @@
 //    .add("quiet", quiet, "print nothing per epoch");
 //   return actortrain::cli::run_main("my_trainer", [&] {
 //     if (!f.parse(argc, argv)) return 0;  // --help was printed
-//     ...
+//     std::printf("%d epochs at %g%s\n", epochs, lr, quiet ? ", quietly" : "");
+//     return 0;
 //   });
 //
 // What every program built on it does alike:

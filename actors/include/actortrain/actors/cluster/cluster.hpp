@@ -7,12 +7,17 @@
 // join (TensorFlow's ClusterCoordinator), so the simulator drives the same code a user
 // runs; evaluate and predict wrap evaluate_async and predict_async the same way.
 //
+// example[system]:
 //   caf::actor_system_config cfg;
 //   actortrain::configure(cfg);
 //   caf::actor_system sys{cfg};
-//   actortrain::cluster c{sys, {/*num_ps=*/2, /*num_workers=*/2}, mlp, *make_adam(),
-//                         softmax_cross_entropy(), {accuracy()}};
-//   auto history = c.fit([](const dataset::input_context& ctx) {
+//   actortrain::cluster_spec spec;
+//   spec.num_ps = 2;
+//   spec.num_workers = 2;
+//   std::vector<model::metric_ptr> m;
+//   m.push_back(model::accuracy());
+//   actortrain::cluster c{sys, spec, mlp, *model::make_adam(), model::softmax_cross_entropy(), std::move(m)};
+//   auto history = c.fit([train](const dataset::input_context& ctx) {
 //     return train.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).shuffle(60000, 1).batch(128);
 //   }, opts);
 //

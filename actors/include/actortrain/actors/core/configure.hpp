@@ -6,6 +6,7 @@
 // flush-to-zero / denormals-are-zero in every thread CAF starts (scheduler workers,
 // detached actors); optionally loads the middleman for clusters of processes.
 //
+// example[system]:
 //   caf::actor_system_config cfg;
 //   actortrain::configure(cfg);
 //   caf::actor_system sys{cfg};

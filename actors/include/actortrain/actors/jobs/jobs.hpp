@@ -5,11 +5,15 @@
 // the fault simulator trains under fault plans (`actortrain soak --example`), the
 // benchmarks measure and `actortrain ledger check` judges; the examples build them too.
 //
-//   auto j = actortrain::jobs::fashion_mnist({/*epochs=*/3});
+// example[with_sys]:
+//   actortrain::jobs::fashion_mnist_options o;
+//   o.epochs = 3;
+//   auto j = actortrain::jobs::fashion_mnist(o);
 //   actortrain::cluster c{sys, j};             // an embedded cluster of j.spec's shape
 //   auto history = c.fit(j.train, j.fit);
 //
 // By name, from command-line flags (what `actortrain node --example NAME -- FLAGS` does):
+// example[main]:
 //   actortrain::job j;
 //   if (!actortrain::jobs::make_job("linear", {"--epochs", "2"}, j)) return 0;  // --help printed
 

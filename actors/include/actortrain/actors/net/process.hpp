@@ -5,12 +5,18 @@
 // run_node, which reads the cluster (--cluster FILE, or the TF_CONFIG environment
 // variable verbatim) and the task it plays (--task TYPE:INDEX or TF_CONFIG's "task"):
 //
+// example[filescope]:
 //   int main(int argc, char** argv) {
+//     auto train = dataset::fashion_mnist(dataset::split::train);
 //     actortrain::job j;
 //     j.name = "fashion_mnist";
-//     j.structure = mlp;  j.optimizer = make_adam();  j.loss = softmax_cross_entropy();
-//     j.metrics = [] { std::vector<metric_ptr> m; m.push_back(accuracy()); return m; };
-//     j.train = [](const dataset::input_context& ctx) { return train.shard(...).batch(128); };
+//     j.structure = model::model::sequential(784, {model::layers::dense(10)});
+//     j.optimizer = model::make_adam();
+//     j.loss = model::softmax_cross_entropy();
+//     j.metrics = [] { std::vector<model::metric_ptr> m; m.push_back(model::accuracy()); return m; };
+//     j.train = [train](const dataset::input_context& ctx) {
+//       return train.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(128);
+//     };
 //     j.fit.epochs = 10;
 //     return actortrain::run_node(argc, argv, j);
 //   }

@@ -42,6 +42,7 @@
 //
 // Use it from a test of the application's own suite:
 //
+// example[sim]:
 //   actortrain::job j = my_job();           // what the application runs
 //   for (uint64_t seed = 1; seed <= 200; ++seed) {
 //     auto r = actortrain::simulate(j, {seed});
