@@ -6,5 +6,6 @@ list(APPEND MODEL_SOURCES
   src/progress.cpp
   src/trainer.cpp
   src/callbacks.cpp
+  src/train_step.cpp
   src/digest.cpp
 )

@@ -21,6 +21,9 @@ body returns int), filescope (at namespace scope, with CAF: whole functions), si
 (my_job(); Boost.Test's macros). Every context but none, in_model and in_dataset is
 inside `using namespace actortrain`.
 
+The README's ```cmake block marked <!-- snippet: install_app --> must be the project
+file the install test builds (tests/tools/install_app/CMakeLists.txt, comments aside).
+
 usage: snippets.py ROOT OUT_DIR   writes OUT_DIR/{model,actors}_snippets.cpp
 """
 import glob
@@ -58,6 +61,26 @@ def readme_snippets(path):
         else:
             i += 1
     return out
+
+
+def check_install_app(root):
+    """The README's ```cmake block marked install_app is what the install test builds."""
+    lines = open(os.path.join(root, "README.md"), encoding="utf-8").read().split("\n")
+    want = [l for l in open(os.path.join(root, "tests/tools/install_app/CMakeLists.txt")).read().split("\n")
+            if l.strip() and not l.startswith("#")]
+    for i, l in enumerate(lines):
+        if re.match(r"<!--\s*snippet:\s*install_app\s*-->", l.strip()):
+            if i + 1 >= len(lines) or lines[i + 1].strip() != "```cmake":
+                fail(f"README.md:{i + 1}: install_app must mark a ```cmake block")
+            j = i + 2
+            while j < len(lines) and lines[j].strip() != "```":
+                j += 1
+            got = [l for l in lines[i + 2:j] if l.strip()]
+            if got != want:
+                fail(f"README.md:{i + 3}: the CMake snippet differs from tests/tools/install_app/CMakeLists.txt "
+                     f"(which the install test builds): {got} != {want}")
+            return
+    fail("README.md: no ```cmake block marked <!-- snippet: install_app -->")
 
 
 def looks_like_code(block):
@@ -124,6 +147,7 @@ def main():
     if len(sys.argv) != 3:
         fail(__doc__.strip().split("\n")[-1])
     root, out_dir = sys.argv[1], sys.argv[2]
+    check_install_app(root)
     found = readme_snippets(os.path.join(root, "README.md"))
     for h in sorted(glob.glob(os.path.join(root, "*/include/actortrain/**/*.hpp"), recursive=True)):
         found += header_snippets(root, h)

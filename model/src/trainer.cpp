@@ -156,11 +156,14 @@ void trainer::check_element(const batch& e) const {
 
 double trainer::step(const batch& b, const loss& lf) {
   check_element(b);
-  const matrix& out = exec_.forward(params_, b.features, true, draw(seed_, static_cast<uint64_t>(steps_), 0x64726f70ULL));
-  double l = lf.compute(out, b.labels, &d_out_);
-  for (auto& m : metrics_) m->update(out, b.labels);
   grads_.zero();
-  exec_.backward(params_, d_out_, grads_);
+  step_context ctx{exec_, params_, grads_, lf, &metrics_, b,
+                   draw(seed_, static_cast<uint64_t>(steps_), 0x64726f70ULL), d_out_};
+  last_logs_ = step_fn_ ? step_fn_.fn(ctx) : default_train_step(ctx);
+  auto found = last_logs_.find("loss");
+  if (found == last_logs_.end())
+    throw std::invalid_argument(fmt::format("train step '{}' returned no \"loss\" in its logs", step_fn_.name));
+  const double l = found->second;
   const auto& specs = model_.variables();
   for (size_t v = 0; v < specs.size(); ++v) {
     auto& value = params_[static_cast<variable_id>(v)];
@@ -365,9 +368,10 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
       }
       double loss_sum = 0;
       int64_t samples = 0, step_in_epoch = 0;
-      std::map<std::string, double> values;
+      std::map<std::string, double> values, extra_sums;  // extra: a custom step's other logs
       auto current = [&] {
         values["loss"] = samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0;
+        for (auto& [k, v] : extra_sums) values[k] = samples > 0 ? v / static_cast<double>(samples) : 0.0;
         for (auto& m : metrics_) values[m->name()] = m->result();
       };
       while (!stop_ && (opts.steps_per_epoch == 0 || step_in_epoch < opts.steps_per_epoch)) {
@@ -384,6 +388,8 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
         each(cbs, [&](callback& c) { c.on_train_batch_begin(*this, epoch, steps_ + 1); });
         double l = step(*e, *fit_loss);
         loss_sum += l * static_cast<double>(e->rows());
+        for (auto& [k, v] : last_logs_)
+          if (k != "loss") extra_sums[k] += v * static_cast<double>(e->rows());
         samples += e->rows();
         ++step_in_epoch;
         if (opts.verbose == 1 || !cbs.empty()) current();

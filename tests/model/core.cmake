@@ -2,3 +2,4 @@
 actortrain_test(model_graph_test SOURCES model_test.cpp LABELS unit)
 actortrain_test(model_trainer_test SOURCES trainer_test.cpp LABELS unit)
 actortrain_test(model_callbacks_test SOURCES callbacks_test.cpp LABELS unit)
+actortrain_test(model_train_step_test SOURCES train_step_test.cpp LABELS unit)

@@ -384,6 +384,7 @@ worker_options cluster_internals::worker_options_for(const cluster_spec& spec, u
   o.id = id;
   o.structure = structure;
   o.loss = std::move(loss);
+  o.train_step = spec.train_step;
   o.metrics = std::move(metrics);
   o.placement = std::move(placement);
   o.timeout = std::chrono::duration_cast<caf::timespan>(spec.request_timeout);

@@ -24,7 +24,7 @@ using cli::usage_error;
 struct common_flags {
   int verbose = 0, spe = 1, pull_every = 1, push_every = 1;
   bool pull_ahead = false;
-  double local_lr = 0;
+  double local_lr = 0, clip_norm = 0;
   std::string metrics;
   int64_t early_stopping = 0;
   std::string monitor = "val_loss", mode = "auto", csv_log;
@@ -49,6 +49,10 @@ struct common_flags {
       .add("push-every", push_every,
            "workers push the mean gradient of N steps once (Downpour's n_push; async only)", range<int>{1, 1 << 20})
       .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
+      .add("clip-norm", clip_norm,
+           "a custom training step: the built-in one, then the gradients clipped to this global L2 norm, as "
+           "tf.clip_by_global_norm (0: off)",
+           range<double>{0, 1e12})
       .add_parsed("partitioner", "none",
                   "how variables are split into row partitions over the ps shards, as TensorFlow's "
                   "variable_partitioner: none, fixed_shards(N), min_size(BYTES,MAX_SHARDS), max_size(BYTES)",
@@ -70,6 +74,7 @@ struct common_flags {
     j.spec.push_every = push_every;
     j.spec.pull_ahead = pull_ahead;
     if (partitioner) j.spec.partitioner = partitioner;
+    if (clip_norm > 0) j.spec.train_step = model::clipped_step(clip_norm);
     j.spec.steps_per_execution = push_every > 1 && spe == 1 ? push_every : spe;
     if (early_stopping > 0)
       j.callbacks.push_back(

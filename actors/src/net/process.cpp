@@ -89,6 +89,7 @@ fingerprint job_fingerprint(const job& j, const cluster_def& def) {
   f.emplace_back("model", one_line(j.structure.describe()));
   f.emplace_back("optimizer", j.optimizer ? j.optimizer->describe() : "");
   f.emplace_back("loss", j.loss ? j.loss->describe() : "");
+  f.emplace_back("train step", j.spec.train_step ? j.spec.train_step.name : "built-in");
   f.emplace_back("partitioner", j.spec.partitioner ? j.spec.partitioner->describe() : "none");
   f.emplace_back("ps shards", std::to_string(job_num_ps(j, def)));
   f.emplace_back("consistency", job_consistency(j, def).to_string());

@@ -236,10 +236,39 @@ std::string check_gradients(const worker_state& st) {
 
 }  // namespace
 
+namespace {
+
+void after_backward(self_ptr self, clock_type::time_point t);
+
+// A custom training step (cluster_spec::train_step) computes the gradients: what it
+// returns as "loss" is the step's loss; metrics as the built-in step updates them. An
+// exception from it is an application error (the exception handler fails the run).
+void custom_step(worker_state& st) {
+  st.grads.zero();
+  for (auto& m : st.metrics) m->reset();
+  model::step_context ctx{*st.exec, st.params, st.grads, *st.opts.loss, &st.metrics, st.batch,
+                          model::draw(st.opts.seed, st.current.step.position, st.current.step.pipeline), st.d_out};
+  auto logs = st.opts.train_step.fn(ctx);
+  auto l = logs.find("loss");
+  if (l == logs.end())
+    throw std::invalid_argument(fmt::format("train step '{}' returned no \"loss\" in its logs", st.opts.train_step.name));
+  st.current.example_count = st.batch.rows();
+  st.current.loss = l->second;
+  st.current.metric_states.clear();
+  for (auto& m : st.metrics) st.current.metric_states.push_back(m->state());
+}
+
+}  // namespace
+
 void compute(self_ptr self) {
   auto& st = self->state;
   st.current.timings.pull_us = micros_since(st.phase_start);
   auto t = clock_type::now();
+  if (st.task.training && st.opts.train_step) {
+    custom_step(st);
+    after_backward(self, t);
+    return;
+  }
   const auto& out = st.exec->forward(st.params, st.batch.features, st.task.training,
                                      model::draw(st.opts.seed, st.current.step.position, st.current.step.pipeline));
   st.current.example_count = st.batch.rows();
@@ -263,6 +292,14 @@ void compute(self_ptr self) {
   }
   st.grads.zero();
   st.exec->backward(st.params, st.d_out, st.grads);
+  after_backward(self, t);
+}
+
+namespace {
+
+// A training step's gradients are in st.grads: check them, then push (or accumulate).
+void after_backward(self_ptr self, clock_type::time_point t) {
+  auto& st = self->state;
   st.params.release();  // let the shards write in place
   st.current.timings.compute_us = micros_since(t);
   auto problem = check_gradients(st);
@@ -280,6 +317,8 @@ void compute(self_ptr self) {
   one.push_back(std::move(st.current));
   push(self, std::move(one));
 }
+
+}  // namespace
 
 void run_next(self_ptr self) {
   auto& st = self->state;

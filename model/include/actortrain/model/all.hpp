@@ -17,5 +17,6 @@
 #include <actortrain/model/progress.hpp>
 #include <actortrain/model/random.hpp>
 #include <actortrain/model/tensor.hpp>
+#include <actortrain/model/train_step.hpp>
 #include <actortrain/model/trainer.hpp>
 #include <actortrain/model/variable.hpp>

@@ -26,6 +26,7 @@
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/model.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
+#include <actortrain/model/train_step.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -173,8 +174,13 @@ class trainer : public training {
   /// Training steps taken over all fit calls.
   int64_t steps() const { return steps_; }
 
-  /// One training step on a batch: forward, loss, backward, apply. Returns the loss.
+  /// One training step on a batch: the step function (default_train_step unless
+  /// set_train_step gave another), then the optimizer applies its gradients. Returns the loss.
   double train_step(const batch& b) { return step(b, *loss_); }
+  /// Keras's train_step override (train_step.hpp): every later step runs `s`; an empty
+  /// one brings the built-in step back. Logs it returns besides "loss" are averaged over
+  /// each epoch's examples into the history.
+  void set_train_step(step_function s) { step_fn_ = std::move(s); }
 
   /// Takes parameters and optimizer state (slots, apply counts) from a checkpoint, as a
   /// cluster writes it (any number of ps shards, any partitioner: the partitions are
@@ -205,6 +211,8 @@ class trainer : public training {
   executor exec_;
   matrix d_out_;
   int64_t steps_ = 0;
+  step_function step_fn_;
+  logs last_logs_;  // the last step's logs (a custom step's extra keys)
   bool stop_ = false, restore_at_end_ = false;
   struct kept_state {
     parameter_store params;

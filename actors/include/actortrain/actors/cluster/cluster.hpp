@@ -71,6 +71,12 @@ struct cluster_spec : exchange_options {
   /// Input pipelines = dataset shards; 0 means one per worker. This is
   /// input_context.num_input_pipelines (real, unlike TF's PS strategy).
   int num_dataset_shards = 0;
+  /// Keras's train_step override (model/train_step.hpp): the workers run this step
+  /// function instead of the built-in one; its gradients are pushed and applied exactly
+  /// once as every step's are, its "loss" is the step's loss (other logs stay on the
+  /// worker). A cluster of processes: every task's job carries the same function (the
+  /// program builds the same job), and the job fingerprint compares its name.
+  model::step_function train_step;
   /// How variables are split into row partitions (model/partitioner.hpp; null: whole
   /// variables). model::make_partitioner reads "none", "fixed_shards(n)",
   /// "min_size(bytes, max_shards)" and "max_size(bytes)" from a flag.

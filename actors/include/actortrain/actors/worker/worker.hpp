@@ -57,6 +57,7 @@
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/model.hpp>
 #include <actortrain/model/partitioner.hpp>
+#include <actortrain/model/train_step.hpp>
 
 #include <caf/all.hpp>
 
@@ -72,6 +73,8 @@ struct worker_options : exchange_options {
   uint32_t id = 0;  ///< tasks carry this id and the generation the coordinator gave it
   model::model structure;
   model::loss_ptr loss;
+  /// A custom training step (cluster_spec::train_step); empty: the built-in one.
+  model::step_function train_step;
   /// Prototypes: the worker clones them (metric states travel in step results).
   std::vector<std::shared_ptr<const model::metric>> metrics;
   std::shared_ptr<const model::placement> placement;
