@@ -8,6 +8,8 @@
 #include <actortrain/actors/net/process.hpp>
 #include <actortrain/model/all.hpp>
 
+#include "../../actors/src/net/node_internals.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
@@ -150,4 +152,15 @@ BOOST_AUTO_TEST_CASE(a_shared_checkpoint_directory_is_taken) {
   BOOST_CHECK(o.cluster.checkpoint_shared);
   BOOST_CHECK_EQUAL(o.cluster.checkpoint_dir, "/tmp/x");
   std::remove(path.c_str());
+}
+
+// A node's log lines carry the time (UTC, milliseconds) and a level.
+BOOST_AUTO_TEST_CASE(node_log_lines_are_stamped_with_the_time_and_a_level) {
+  using namespace std::chrono;
+  const auto t = system_clock::time_point{milliseconds{1764906000123}};  // 2025-12-05T03:40:00.123Z
+  BOOST_TEST(actortrain::detail::log_stamp("data plane: 3 request(s) served", t) == "2025-12-05T03:40:00.123Z INFO  ");
+  BOOST_TEST(actortrain::detail::log_stamp("warning: 2 actor(s) still running", t) == "2025-12-05T03:40:00.123Z WARN  ");
+  BOOST_TEST(actortrain::detail::log_stamp("data plane: closed a connection from 127.0.0.1:5: bad token", t) ==
+             "2025-12-05T03:40:00.123Z WARN  ");
+  BOOST_TEST(actortrain::detail::log_stamp("error: the run failed", t) == "2025-12-05T03:40:00.123Z ERROR ");
 }

@@ -26,12 +26,12 @@ grep -qF "[chief:0] chief:0 done: 4000 steps" "$WORK/out" || fail "not exactly 4
 grep -qF "[ps:0] ps:0 done" "$WORK/out" || fail "the restarted ps task was not stopped at the end"
 ls "$WORK/ck" | grep -q ckpt- || fail "no checkpoint in the chief's directory"
 for w in 0 1; do
-  n=$(grep -c "\[worker:$w\] ps shard 0: data plane: connected to 127.0.0.1:" "$WORK/out")
+  n=$(grep -c "\[worker:$w\] .*ps shard 0: data plane: connected to 127.0.0.1:" "$WORK/out")
   if [ "$MODE" = basp ]; then
     [ "$n" -eq 0 ] || fail "worker:$w opened a data plane although --no-data-plane"
   else
     [ "$n" -eq 2 ] || fail "worker:$w connected its data plane to ps shard 0 $n time(s), not twice"
-    grep -q "\[worker:$w\] ps shard 1: data plane: connected to 127.0.0.1:" "$WORK/out" || fail "worker:$w: no data plane to ps 1"
+    grep -q "\[worker:$w\] .*ps shard 1: data plane: connected to 127.0.0.1:" "$WORK/out" || fail "worker:$w: no data plane to ps 1"
   fi
 done
 same_histories "$WORK/out" worker:0 worker:1

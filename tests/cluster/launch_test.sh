@@ -17,13 +17,13 @@ for t in chief:0 worker:0 worker:1; do
   grep -qF "[$t] $t done: 300 steps" "$WORK/out" || fail "$t did not report 300 steps"
 done
 grep -qF "[ps:1] ps:1 done" "$WORK/out" || fail "ps:1 did not stop cleanly"
-n=$(grep -c "\[worker:[01]\] ps shard [01]: data plane: connected to 127.0.0.1:" "$WORK/out")
+n=$(grep -c "\[worker:[01]\] .*ps shard [01]: data plane: connected to 127.0.0.1:" "$WORK/out")
 [ "$n" -eq 4 ] || fail "$n data-plane connections, not 4 (2 workers x 2 ps)"
 # Used, not only connected, by the ps side's own count: each of the 300 steps pulls from
 # and pushes to each shard, and most of those 600 requests take the data plane (the
 # first steps may go over BASP while it connects).
 for p in 0 1; do
-  served=$(sed -n "s/^\[ps:$p\] data plane: \([0-9]*\) request(s) served$/\1/p" "$WORK/out")
+  served=$(sed -n "s/^\[ps:$p\] .*data plane: \([0-9]*\) request(s) served$/\1/p" "$WORK/out")
   [ -n "$served" ] && [ "$served" -ge 300 ] || fail "ps:$p served ${served:-no} data-plane request(s), not >= 300"
 done
 timeout 120 "$AT" launch --example linear --ps 2 --workers 2 --no-data-plane --timeout $((100 * SCALE)) -- --epochs 3 >"$WORK/basp" 2>&1

@@ -109,7 +109,7 @@ case "$1" in
   ps | zombie)
     grep -qE "ps shard 0 is back" "$WORK/cut.0" || fail "the chief did not take the ps shard back"
     grep -qF "every ps shard rolled back to the checkpoint of step" "$WORK/cut.0" || fail "no roll-back to the last checkpoint"
-    counts=$(grep -E "^ps:0: [0-9]+ step\(s\) in its state" "$WORK/cut.1") || fail "the ps task did not give its counts"
+    counts=$(grep -E "Z INFO  ps:0: [0-9]+ step\(s\) in its state" "$WORK/cut.1") || fail "the ps task did not give its counts"
     echo "$counts"
     undone=$(echo "$counts" | grep -oE "[0-9]+ undone" | awk '{print $1}')
     [ "$1" = ps ] || [ "$undone" -gt 0 ] || fail "the roll-back took back none of the zombie's applies"

@@ -205,6 +205,10 @@ void forget_registry(caf::actor_system& sys);
 
 /// Whole lines to `out`, each after `prefix`, from any thread (one lock for all of them).
 data_plane::log_fn log_lines(std::ostream& out, std::string prefix);
+/// "2026-12-05T03:40:00.123Z INFO  ": the time (UTC) and a level for a node's log `line`
+/// (ERROR for errors; WARN for warnings, closed connections, refusals and failures).
+std::string log_stamp(const std::string& line,
+                      std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
 /// The roles (roles.cpp): the chief (or worker 0 of a worker-only cluster) hosting the
 /// coordinator, a worker, a ps task, an evaluator.

@@ -183,12 +183,27 @@ void check_shared_directory(const node_context& cx) {
 
 }  // namespace
 
+std::string log_stamp(const std::string& line, std::chrono::system_clock::time_point now) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  const char* level = "INFO ";
+  auto has = [&](const char* w) { return line.find(w) != std::string::npos; };
+  if (line.rfind("error", 0) == 0 || has(": error")) level = "ERROR";
+  else if (line.rfind("warning", 0) == 0 || has(": warning") || has("closed") || has("refused") || has("failed"))
+    level = "WARN ";
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z {} ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                     utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(ms % 1000), level);
+}
+
 // Log lines from the actors' and the data plane's threads, one whole line at a time.
-// Whole lines to `out`, each after `prefix`, from any thread (one lock for all of them).
+// Whole lines to `out`, each after `prefix`, from any thread (one lock for all of them),
+// stamped with the time (UTC, ISO 8601, milliseconds) and a level (log_stamp).
 data_plane::log_fn log_lines(std::ostream& out, std::string prefix) {
   static std::mutex mtx;
   return [out = &out, prefix = std::move(prefix)](const std::string& line) {
-    auto whole = prefix + line + "\n";
+    auto whole = log_stamp(line) + prefix + line + "\n";
     std::lock_guard<std::mutex> g{mtx};
     *out << whole << std::flush;
   };
