@@ -274,14 +274,29 @@ std::string mark_lines(const std::vector<mark>& ms, bool by_time, double lo, dou
 }
 
 figure steps_figure(const std::vector<json>& ev, int smooth) {
-  figure f{"steps", fmt::format("# step time loss smoothed_loss(ema over {} steps)\n", smooth), {}, 0, {}, {}};
-  double alpha = 2.0 / (smooth + 1.0), ema = std::nan("");
-  size_t k = 0;
+  // A centered moving mean (the finite losses within smooth/2 steps on either side): a
+  // trailing average lags behind the fast fall of the first steps.
+  figure f{"steps", fmt::format("# step time loss smoothed_loss(centered mean over {} steps)\n", smooth), {}, 0, {}, {}};
+  std::vector<double> times, losses;
   for (auto& e : ev) {
     if (kind(e) != "step") continue;
-    double loss = num(e, "loss");
-    if (std::isfinite(loss)) ema = std::isnan(ema) ? loss : alpha * loss + (1 - alpha) * ema;
-    f.data += fmt::format("{} {} {} {}\n", ++k, cell(num(e, "time")), cell(loss), cell(ema));
+    times.push_back(num(e, "time"));
+    losses.push_back(num(e, "loss"));
+  }
+  std::vector<double> sum(losses.size() + 1, 0.0);
+  std::vector<size_t> finite(losses.size() + 1, 0);
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const bool ok = std::isfinite(losses[i]);
+    sum[i + 1] = sum[i] + (ok ? losses[i] : 0.0);
+    finite[i + 1] = finite[i] + (ok ? 1 : 0);
+  }
+  const size_t half = static_cast<size_t>(smooth) / 2;
+  size_t k = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const size_t lo = i >= half ? i - half : 0, hi = std::min(losses.size(), i + half + 1);
+    const size_t n = finite[hi] - finite[lo];
+    const double mean = n > 0 ? (sum[hi] - sum[lo]) / static_cast<double>(n) : std::nan("");
+    f.data += fmt::format("{} {} {} {}\n", ++k, cell(times[i]), cell(losses[i]), cell(mean));
     ++f.points;
   }
   if (f.points == 0) {
@@ -575,7 +590,7 @@ int plot_command(int argc, char** argv, int first) {
           "ids) are drawn each into --out/run-N. Lines cut short by a run killed mid-write are\n"
           "skipped and counted; any other malformed line is an error naming it."};
   f.add("out", out, "directory for the figures (created if missing)")
-    .add("smooth", smooth, "steps of the loss's exponential moving average")
+    .add("smooth", smooth, "steps in the loss's centered moving mean (the steps figure)")
     .add("bin", bin, "seconds per throughput bin, rounded so the bins tile the run (0: a 60th of the run, at least 0.05)");
   if (!f.parse(argc, argv, first)) return 0;
   if (f.positional().size() != 1) throw usage_error("expected one METRICS.jsonl file (see --help)");
