@@ -306,6 +306,8 @@ void check_fit_options(const fit_options& opts) {
   for (size_t i = 0; i < opts.callbacks.size(); ++i)
     if (!opts.callbacks[i]) bad(fmt::format("callbacks[{}] is null", i));
   if (opts.verbose < 0 || opts.verbose > 2) bad(fmt::format("verbose = {} (0, 1 or 2)", opts.verbose));
+  if (opts.input.per_replica_buffer_size > (size_t{1} << 20))
+    bad(fmt::format("input.per_replica_buffer_size = {} (at most 2^20 batches)", opts.input.per_replica_buffer_size));
 }
 
 bool validates_after(const fit_options& opts, int64_t epoch) {
@@ -337,6 +339,10 @@ void each(const std::vector<callback_ptr>& cbs, F&& f) {
 history trainer::run_fit(const batch_source& data, const fit_options& opts, const std::optional<batch_source>& validation) {
   if (!opts.resume_from.empty())
     throw std::invalid_argument("fit: resume_from is for cluster::fit; load a checkpoint with trainer::restore");
+  if (opts.input.per_replica_buffer_size != 0)
+    throw std::invalid_argument(
+      "fit: input.per_replica_buffer_size is for cluster::fit (its dataset shards read ahead); the trainer reads on "
+      "its own thread: give the dataset a prefetch(n)");
   check_fit_options(opts);
   if (opts.steps_per_epoch == 0 && data.count().infinite)
     throw std::invalid_argument("fit: the dataset is infinite (repeat()); set steps_per_epoch");

@@ -855,6 +855,46 @@ BOOST_FIXTURE_TEST_CASE(callbacks_of_one_fit_and_keras_fit_options_on_a_cluster,
   refused(bad, "validation_freq = 0 < 1");
 }
 
+// TensorFlow's InputOptions: fit_options::input.per_replica_buffer_size is how far the
+// run's dataset shards read ahead. Measured from outside: batches made by the pipeline
+// (a counting map) against steps applied (the event stream), message by message.
+BOOST_FIXTURE_TEST_CASE(input_options_set_how_far_the_dataset_shards_read_ahead, cluster_fixture) {
+  auto lead = [&](size_t buffer) {
+    auto made = std::make_shared<int64_t>(0);
+    auto d = ds::from_tensor_slices({data.x}, data.y).batch(4).map([made](ds::element e) {
+      ++*made;
+      return e;
+    });
+    auto sp = spec(1, 1);
+    sp.num_dataset_shards = 1;
+    sp.prefetch = 2;
+    cluster c{sys, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.01}),
+              model::mean_squared_error()};
+    auto o = epochs(1);
+    o.verbose = 0;
+    o.input.per_replica_buffer_size = buffer;
+    auto applied = std::make_shared<int64_t>(0);
+    cluster_internals::observe(c, [applied](const event& e) { *applied += e.kind == event_kind::step_done; });
+    auto h = c.schedule([d](const ds::input_context&) { return d; }, o);
+    int64_t most = 0;
+    for (int i = 0; i < 200000 && !c.done(h); ++i) {  // done() hands each event to the observer
+      if (sched.has_job())
+        sched.run_once();
+      else
+        sched.advance_time(std::chrono::seconds(1));
+      most = std::max(most, *made - *applied);
+    }
+    BOOST_REQUIRE(c.done(h));
+    BOOST_TEST(c.join(h).steps == 64);
+    return most;
+  };
+  const auto small = lead(0), large = lead(24);  // 0: the cluster's prefetch (2)
+  BOOST_TEST_MESSAGE("batches made ahead of the steps applied: " << small << " with the default, " << large
+                                                                  << " with a buffer of 24");
+  BOOST_TEST(large >= 24);
+  BOOST_TEST(small <= 10);
+}
+
 // TerminateOnNaN on a cluster: the run stops at the end of the epoch whose step
 // reported a loss that is not finite. (A gradient that is not finite never gets that
 // far: the ps shards refuse it and the run fails at once, invalid_gradient.) The loss

@@ -246,6 +246,7 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   d.stop_requested = d.restore_requested = false;
   d.begun_at_gate = -1;
   d.dropped_at_start = d.events->dropped();
+  d.run_prefetch = opts.input.per_replica_buffer_size;
   spec.pipelines = d.spawn_shards(fn);
   d.run_fn = fn;
   d.run_shards = spec.pipelines;

@@ -112,6 +112,7 @@ struct cluster::impl {
   dataset::dataset_fn run_fn;   // the run's, for rebuilding a lost dataset shard
   dataset::dataset_fn eval_fn;  // its validation pipelines' (null: none)
   model::fit_options opts;
+  size_t run_prefetch = 0;  // the run's fit_options::input.per_replica_buffer_size (0: spec.prefetch)
   std::unique_ptr<model::progress_printer> progress;
   int64_t epoch_samples = 0;
   // Version staleness of the steps applied, this epoch (progress) and this run (fit_result).
@@ -157,6 +158,7 @@ struct cluster::impl {
 
   dataset_shard_actor spawn_shard(const dataset::dataset_fn& fn, int i) {
     auto o = cluster_internals::pipeline_options(spec, i);
+    if (run_prefetch > 0) o.prefetch = run_prefetch;  // fit_options::input
     o.plant = plant;
     auto a = spawn_dataset_shard(sys, fn, std::move(o));
     named(a, actor_role::dataset, static_cast<uint32_t>(i));

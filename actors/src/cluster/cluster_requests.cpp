@@ -41,6 +41,7 @@ std::future<std::map<std::string, double>> cluster::evaluate_async(const dataset
   auto& d = *impl_;
   if (d.active) throw std::logic_error("cluster::evaluate: a run is in progress");
   eval_spec spec;
+  d.run_prefetch = 0;  // a fit's input options are that fit's
   spec.pipelines = d.spawn_shards([data](const dataset::input_context& ctx) {
     return dataset::auto_shard(data, ctx, dataset::auto_shard_policy::data);
   });

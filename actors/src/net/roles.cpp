@@ -366,6 +366,7 @@ node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budg
   // this worker reads its own pipeline in order.
   for (int p = 0; p < cluster_internals::num_pipelines(spec); ++p) {
     auto po = cluster_internals::pipeline_options(spec, p);
+    if (cx.j.fit.input.per_replica_buffer_size > 0) po.prefetch = cx.j.fit.input.per_replica_buffer_size;
     po.plant = cx.plant;
     o.sources.push_back(spawn_dataset_shard(cx.sys, cx.j.train, std::move(po)));
   }

@@ -56,6 +56,14 @@ class history {
   std::map<std::string, std::vector<double>> values_;
 };
 
+/// TensorFlow's tf.distribute.InputOptions for a cluster's fit: how the input pipelines
+/// of one run read ahead.
+struct input_options {
+  /// Batches each dataset shard (per replica) prepares ahead of demand, as TF's
+  /// experimental_per_replica_buffer_size; 0: the cluster's cluster_spec::prefetch.
+  size_t per_replica_buffer_size = 0;
+};
+
 struct fit_options {
   /// The epoch to end at: epochs initial_epoch .. epochs - 1 run (Keras: with
   /// initial_epoch 0, this many passes over the data, or of steps_per_epoch steps each).
@@ -92,6 +100,10 @@ struct fit_options {
   std::map<int64_t, double> class_weight;
   /// Callbacks of this call only (callbacks.hpp), in order.
   std::vector<callback_ptr> callbacks;
+  /// A cluster's fit: how its input pipelines read ahead (in a cluster of processes, the
+  /// workers' replicas too). The trainer reads on its own thread and refuses it: give
+  /// the dataset a prefetch() instead.
+  input_options input;
   /// 0 silent, 1 progress bar (updated in place on a terminal), 2 one line per epoch.
   int verbose = 1;
   /// Where progress goes (stdout when null).
