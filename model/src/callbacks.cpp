@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -17,7 +19,14 @@ class csv_logger_impl : public callback {
  public:
   explicit csv_logger_impl(std::string path) : path_(std::move(path)) {}
 
+  bool wants_batch_begin() const override { return false; }
+
+  void on_train_end(training&, bool) override { out_.close(); }
+
   void on_train_begin(training&) override {
+    if (out_.is_open()) out_.close();  // a logger used again by another fit
+    out_.clear();
+    columns_.clear();
     std::ifstream in(path_);
     bool fresh = !in || in.peek() == std::ifstream::traits_type::eof();
     if (!fresh) {
@@ -62,6 +71,7 @@ class csv_logger_impl : public callback {
 class schedule_impl : public callback {
  public:
   explicit schedule_impl(std::function<double(int64_t)> f) : f_(std::move(f)) {}
+  bool wants_batch_begin() const override { return false; }
   bool waits_for_epoch_end() const override { return true; }  // every step of an epoch at its rate
   void on_epoch_begin(training& t, int64_t epoch) override {
     auto lr = f_(epoch);
@@ -82,9 +92,15 @@ bool higher_is_better(const char* who, const std::string& mode, const std::strin
   throw std::invalid_argument(fmt::format("{}: mode '{}' (min, max or auto)", who, mode));
 }
 
-double monitored(const char* who, const std::string& monitor, int64_t epoch, const logs& l) {
+// The monitored value of an epoch, or none when the epoch did not validate (a val_*
+// monitor, validation data given, no val_* key in its logs: validation_freq skipped it).
+std::optional<double> monitored(const char* who, const std::string& monitor, int64_t epoch, const logs& l,
+                                const training& t) {
   auto i = l.find(monitor);
   if (i != l.end()) return i->second;
+  if (monitor.rfind("val_", 0) == 0 && t.has_validation() &&
+      std::none_of(l.begin(), l.end(), [](const auto& kv) { return kv.first.rfind("val_", 0) == 0; }))
+    return std::nullopt;
   std::string keys;
   for (auto& [k, v] : l) keys += (keys.empty() ? "" : ", ") + k;
   throw std::runtime_error(fmt::format("{}: no '{}' in the logs of epoch {} ({}){}", who, monitor, epoch + 1, keys,
@@ -108,7 +124,9 @@ void early_stopping::on_train_begin(training& t) {
 // An epoch at or before the best one ends again when a ps restore rolled the run back
 // past it (and dropped the kept state): it is the best again, as it now is.
 void early_stopping::on_epoch_end(training& t, int64_t epoch, const logs& l) {
-  double v = monitored("early_stopping", o_.monitor, epoch, l);
+  auto seen = monitored("early_stopping", o_.monitor, epoch, l, t);
+  if (!seen) return;
+  double v = *seen;
   bool better = best_epoch_ < 0 || epoch <= best_epoch_ ||
                 (higher_ ? v - o_.min_delta > best_ : v + o_.min_delta < best_);
   if (better) {
@@ -149,7 +167,9 @@ void model_checkpoint::on_train_batch_end(training& t, const step_info& s) {
 
 void model_checkpoint::on_epoch_end(training& t, int64_t epoch, const logs& l) {
   if (o_.monitor.empty()) return;
-  double v = monitored("model_checkpoint", o_.monitor, epoch, l);
+  auto seen = monitored("model_checkpoint", o_.monitor, epoch, l, t);
+  if (!seen) return;
+  double v = *seen;
   bool redone = !best_epochs_.empty() && epoch <= best_epochs_.back();  // rolled back past the best
   if (have_best_ && !redone && !(higher_ ? v > best_ : v < best_)) return;
   have_best_ = true;
@@ -213,7 +233,9 @@ void reduce_lr_on_plateau::on_train_begin(training& t) {
 // Keras's order: a cooldown epoch resets the count; an improvement resets it; otherwise,
 // outside a cooldown, it grows, and at `patience` the rate drops.
 void reduce_lr_on_plateau::on_epoch_end(training& t, int64_t epoch, const logs& l) {
-  double v = monitored("reduce_lr_on_plateau", o_.monitor, epoch, l);
+  auto seen = monitored("reduce_lr_on_plateau", o_.monitor, epoch, l, t);
+  if (!seen) return;
+  double v = *seen;
   if (cooldown_left_ > 0) {
     --cooldown_left_;
     wait_ = 0;
@@ -249,6 +271,7 @@ class lambda_impl : public callback {
  public:
   explicit lambda_impl(lambda_hooks h) : h_(std::move(h)) {}
   bool waits_for_epoch_end() const override { return h_.waits_for_epoch_end; }
+  bool wants_batch_begin() const override { return static_cast<bool>(h_.on_train_batch_begin); }
   void on_train_begin(training& t) override {
     if (h_.on_train_begin) h_.on_train_begin(t);
   }

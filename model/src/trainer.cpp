@@ -354,8 +354,10 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
   uint64_t saved_seed = seed_;
   if (opts.seed != 0) seed_ = opts.seed;
   stop_ = restore_at_end_ = false;
+  validating_ = validation.has_value();
   kept_.reset();
   history h;
+  int64_t fit_steps = 0;  // this fit's steps: what callbacks see as the step
   try {
     each(cbs, [&](callback& c) { c.on_train_begin(*this); });
     std::unique_ptr<batch_iterator> persistent;
@@ -391,8 +393,9 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
           }
           break;
         }
-        each(cbs, [&](callback& c) { c.on_train_batch_begin(*this, epoch, steps_ + 1); });
+        each(cbs, [&](callback& c) { c.on_train_batch_begin(*this, epoch, fit_steps + 1); });
         double l = step(*e, *fit_loss);
+        ++fit_steps;
         loss_sum += l * static_cast<double>(e->rows());
         for (auto& [k, v] : last_logs_)
           if (k != "loss") extra_sums[k] += v * static_cast<double>(e->rows());
@@ -401,7 +404,7 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
         if (opts.verbose == 1 || !cbs.empty()) current();
         if (opts.verbose == 1) progress.update(step_in_epoch, samples, values);
         if (!cbs.empty()) {
-          step_info si{epoch, steps_, 0, l, e->rows(), 0, values};
+          step_info si{epoch, fit_steps, 0, l, e->rows(), 0, values};
           each(cbs, [&](callback& c) { c.on_train_batch_end(*this, si); });
         }
       }

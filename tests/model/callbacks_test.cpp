@@ -155,7 +155,7 @@ BOOST_AUTO_TEST_CASE(hooks_run_in_keras_order_and_validation_follows_validation_
   BOOST_TEST(rec->batch_ends == 12);
   BOOST_TEST(rec->begin_steps.front() == 1);
   BOOST_TEST(rec->begin_steps == rec->end_steps, boost::test_tools::per_element());  // each begins, then ends
-  BOOST_TEST(rec->end_steps.back() == t.steps());
+  BOOST_TEST(rec->end_steps.back() == 12);  // this fit's steps
   BOOST_TEST(rec->test_batches == 2);  // one batch of 50 per validation
   BOOST_TEST(h["loss"].size() == 4u);
   BOOST_TEST(h["val_loss"].size() == 2u);  // Keras: val_* only for the epochs that validated
@@ -479,6 +479,51 @@ BOOST_AUTO_TEST_CASE(bad_fit_options_are_refused_naming_the_field) {
   o.initial_epoch = -1;
   expect(o, "initial_epoch = -1 < 0");
   BOOST_TEST(t.steps() == 0);  // nothing trained on the way
+}
+
+// Keras: an epoch that did not validate (validation_freq) is skipped by a val_* monitor;
+// without any validation data the monitor is an error naming the keys there.
+BOOST_AUTO_TEST_CASE(a_val_monitor_skips_epochs_that_did_not_validate) {
+  three_classes d{100};
+  auto t = classifier();
+  early_stopping_options eo;
+  eo.monitor = "val_loss";
+  eo.mode = "max";  // a falling val_loss never improves: stops after `patience` validated epochs
+  eo.patience = 1;
+  auto es = std::make_shared<early_stopping>(eo);
+  auto o = quiet(8);
+  o.batch_size = 25;
+  o.validation_split = 0.2;
+  o.validation_freq = 2;  // epochs 1, 3, 5, 7 (from 0) validate
+  o.callbacks = {es};
+  auto h = t.fit(d.x, d.y, o);
+  BOOST_TEST(es->best_epoch() == 1);
+  BOOST_TEST(es->stopped_epoch() == 3);  // the next validated epoch
+  BOOST_TEST(h["loss"].size() == 4u);
+  o.validation_split = 0;
+  BOOST_CHECK_EXCEPTION(t.fit(d.x, d.y, o), std::runtime_error, [](const std::runtime_error& e) {
+    return std::string(e.what()).find("no 'val_loss' in the logs of epoch 1") != std::string::npos;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_csv_logger_serves_one_fit_after_another) {
+  three_classes d{60};
+  auto t = classifier();
+  auto dir = temp_dir("csv_again");
+  std::filesystem::create_directories(dir);
+  auto log = csv_logger(dir + "/log.csv");
+  auto o = quiet(2);
+  o.batch_size = 30;
+  o.callbacks = {log};
+  t.fit(d.x, d.y, o);
+  t.fit(d.x, d.y, o);
+  std::ifstream in(dir + "/log.csv");
+  std::string line;
+  int headers = 0, rows = 0;
+  while (std::getline(in, line)) (line.rfind("epoch,", 0) == 0 ? headers : rows)++;
+  BOOST_TEST(headers == 1);
+  BOOST_TEST(rows == 4);
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

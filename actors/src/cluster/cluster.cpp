@@ -210,8 +210,9 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
       "trains on datasets: split the data with take()/skip() and pass the held-out part as fit_options::validation");
   if (!opts.class_weight.empty())
     throw std::invalid_argument(
-      "fit: class_weight: the workers compute the loss the cluster was built with; build it with "
-      "model::class_weighted(loss, weights) as its loss instead");
+      "fit: class_weight: the workers compute the loss the cluster was built with; build the cluster with "
+      "model::class_weighted(loss, weights) as its loss instead (unlike Keras's class_weight, that also weights "
+      "val_loss and evaluate, and every class in the data needs a weight)");
   if (opts.initial_epoch > 0 && !opts.resume_from.empty())
     throw std::invalid_argument(
       "fit: initial_epoch with resume_from: a resumed run continues at its checkpoint's epoch; give one of them");
@@ -237,9 +238,11 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   spec.initial_epoch = opts.initial_epoch;
   spec.validation_freq = opts.validation_freq;
   spec.validation_epochs = opts.validation_epochs;
+  d.callback_error.clear();  // a failed run's is reported by its join, not carried over
   d.run_callbacks_list = d.callbacks;
   d.run_callbacks_list.insert(d.run_callbacks_list.end(), opts.callbacks.begin(), opts.callbacks.end());
-  spec.step_begin_events = !d.run_callbacks_list.empty();
+  spec.step_begin_events = false;
+  for (auto& cb : d.run_callbacks_list) spec.step_begin_events = spec.step_begin_events || cb->wants_batch_begin();
   spec.epoch_gate = false;
   for (auto& cb : d.run_callbacks_list) spec.epoch_gate = spec.epoch_gate || cb->waits_for_epoch_end();
   d.epoch_gate = spec.epoch_gate;

@@ -68,6 +68,7 @@ class cluster_training final : public model::training {
   void restore_kept_state_at_end() override { c_.restore_kept_state_at_end(); }
   void save_checkpoint(const std::string& dir, int keep) override { c_.checkpoint_async(dir, keep); }
   std::string own_checkpoint_dir() const override { return c_.spec().checkpoint_dir; }
+  bool has_validation() const override;
 
  private:
   cluster& c_;

@@ -475,6 +475,8 @@ std::map<std::string, double> cluster_training::hyperparams() const {
   return out;
 }
 
+bool cluster_training::has_validation() const { return c_.impl_->active && c_.impl_->opts.validation.has_value(); }
+
 cluster& cluster_of(training& t) {
   auto* view = dynamic_cast<cluster_training*>(&t);
   if (!view) throw std::logic_error("cluster_of: this training is not a cluster's (a trainer's callbacks see the trainer)");
@@ -483,7 +485,8 @@ cluster& cluster_of(training& t) {
 
 void cluster::add_callback(callback_ptr cb) {
   if (!cb) throw std::invalid_argument("cluster::add_callback: null callback");
-  impl_->callbacks.push_back(std::move(cb));
+  impl_->callbacks.push_back(cb);
+  if (!impl_->active) impl_->run_callbacks_list.push_back(std::move(cb));
 }
 
 std::string cluster::ps_report() {

@@ -55,6 +55,17 @@ void cluster::impl::handle(const event& e) {
       respawn_ps(static_cast<uint32_t>(e.count));
   }
   if (e.kind == event_kind::ps_restored && active) ++ps_restores;
+  if (e.kind == event_kind::ps_restored || e.kind == event_kind::resumed) {
+    // The shards hold the checkpoint's hyperparameters now: so does the copy callbacks read.
+    for (auto& [k, v] : e.values)
+      if (k.rfind("hyper.", 0) == 0) {
+        try {
+          optimizer->set_hyperparam(k.substr(6), v);
+        } catch (const std::exception&) {
+          // a value this optimizer refuses was never set on the shards either
+        }
+      }
+  }
   if (e.kind == event_kind::step_done && active) {
     run_staleness_sum += e.staleness;
     run_staleness_max = std::max(run_staleness_max, e.staleness);
@@ -72,7 +83,7 @@ void cluster::impl::handle(const event& e) {
     for (auto& p : start_promises) p->set_value();
     start_promises.clear();
   }
-  if (!run_callbacks_list.empty() && active) {
+  if (!run_callbacks_list.empty()) {
     if (e.kind == event_kind::epoch_done && epoch_gate && active)
       pass_gate(e);
     else if (!(e.kind == event_kind::epoch_begin && e.epoch == begun_at_gate) &&
@@ -243,6 +254,7 @@ void cluster::impl::complete() {
     p->set_exception(std::make_exception_ptr(std::runtime_error("set_hyperparams: the run ended before it began")));
   start_promises.clear();
   each_callback([&](callback& cb) { cb.on_train_end(*view, !r); });
+  run_callbacks_list = callbacks;  // between runs: add_callback's (a fit's own are done)
   if (!r) {
     failure = describe(r.error());
     failure_retryable = !is_application_error(r.error());

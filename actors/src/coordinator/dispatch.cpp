@@ -283,8 +283,9 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(wait), slow_atom::value, t.id);
   }
   bool eval = t.eval;
-  if (!eval && st.spec.step_begin_events)
-    for (auto& s : t.task.steps) {
+  if (!eval && !t.speculated && st.spec.step_begin_events)  // a speculative copy began already
+    for (size_t k = 0; k < t.task.steps.size(); ++k) {
+      const auto& s = t.task.steps[k];
       event e;
       e.kind = event_kind::step_begun;
       e.epoch = st.epoch;
@@ -292,7 +293,7 @@ void send_task(self_ptr self, worker_slot& w, pending_task t) {
       e.position = s.position;
       e.worker = wid;
       e.generation = w.generation;
-      e.total = st.steps_total;
+      e.total = st.steps_total + k;  // the steps applied, and those before it in the task
       emit(st, std::move(e));
     }
   auto task = t.task;

@@ -11,6 +11,14 @@ namespace actortrain::coord {
 
 namespace {
 
+// The optimizer's hyperparameters as the shards now hold them, as "hyper.NAME" values of
+// a restore's event: the application's copy (what callbacks read) follows them.
+void add_hyperparams(const coord_state& st, event& e) {
+  if (!st.optimizer) return;
+  for (auto& [k, v] : st.optimizer->hyperparams()) e.values["hyper." + k] = v;
+}
+
+
 // What the planner looks at of the coordinator (recovery_plan.hpp).
 recovery_view view_of(const coord_state& st) {
   recovery_view v;
@@ -252,6 +260,7 @@ void resume(self_ptr self) {
                 r.kind = event_kind::resumed;
                 r.count = step;
                 r.text = path;
+                add_hyperparams(st, r);
                 emit(st, std::move(r));
                 event e;
                 e.kind = event_kind::epoch_begin;
@@ -323,6 +332,7 @@ void emit_ps_restored(coord_state& st, int64_t step, std::string path, bool in_r
   e.kind = event_kind::ps_restored;
   e.count = step;
   e.text = std::move(path);
+  add_hyperparams(st, e);
   if (in_run) {
     e.values["recovery_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count();
     e.values["steps_lost"] =

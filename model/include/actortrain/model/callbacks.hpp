@@ -46,8 +46,8 @@ using logs = std::map<std::string, double>;
 /// A training step done (its loss, the running epoch means, who computed it, how stale).
 struct step_info {
   int64_t epoch = 0;
-  /// Steps applied in the run, this one included (a cluster rolled back to a checkpoint
-  /// counts from the checkpoint's step again).
+  /// Steps applied in the run (the fit call), this one included (a cluster rolled back
+  /// to a checkpoint counts from the checkpoint's step again).
   int64_t step = 0;
   uint32_t worker = 0;
   double loss = 0;
@@ -82,7 +82,8 @@ class training {
   /// value the optimizer refuses throws std::invalid_argument naming it and changes nothing.
   virtual void set_hyperparams(const std::map<std::string, double>& values) = 0;
   /// From on_epoch_end: keep a copy of the variables and optimizer state as this epoch
-  /// left them (one kept state; a later call replaces it). std::logic_error elsewhere.
+  /// left them (one kept state; a later call replaces it). A cluster throws
+  /// std::logic_error elsewhere; the trainer keeps its state whenever asked.
   virtual void keep_state() = 0;
   /// When training ends, the variables go back to the kept state (if one was kept).
   virtual void restore_kept_state_at_end() = 0;
@@ -94,6 +95,10 @@ class training {
   /// The directory the training writes checkpoints of its own into ("" if none): a
   /// callback's checkpoints must go elsewhere.
   virtual std::string own_checkpoint_dir() const { return {}; }
+  /// Whether the running fit has validation data. Then an epoch whose logs lack val_*
+  /// keys did not validate (fit_options::validation_freq), and callbacks monitoring a
+  /// val_* key skip it, as Keras's do; without validation data such a monitor is an error.
+  virtual bool has_validation() const { return false; }
 };
 
 class callback {
@@ -110,9 +115,13 @@ class callback {
   virtual void on_epoch_begin(training&, int64_t /*epoch*/) {}
   /// `l`: the epoch's loss, metrics and, when it validated, val_* values.
   virtual void on_epoch_end(training&, int64_t /*epoch*/, const logs& /*l*/) {}
-  /// Before a training step: the trainer's step `step` (the run's, from 1) of `epoch`;
-  /// a cluster's when the coordinator hands the step to a worker (a step re-run after a
-  /// failure begins again).
+  /// Before a training step: the trainer's step `step` (this fit's, from 1) of `epoch`;
+  /// a cluster's when the coordinator hands the step to a worker (`step`: the steps
+  /// applied by then plus its place in the task, an estimate; a step re-run after a
+  /// failure begins again, and so do the probes past the end of an epoch's data that
+  /// find no batch). A cluster sends these only while a callback's wants_batch_begin()
+  /// is true.
+  virtual bool wants_batch_begin() const { return true; }
   virtual void on_train_batch_begin(training&, int64_t /*epoch*/, int64_t /*step*/) {}
   virtual void on_train_batch_end(training&, const step_info&) {}
   /// evaluate(), and fit's validation at an epoch's end.
@@ -156,6 +165,7 @@ struct early_stopping_options {
 class early_stopping : public callback {
  public:
   explicit early_stopping(early_stopping_options o);
+  bool wants_batch_begin() const override { return false; }
   bool waits_for_epoch_end() const override { return true; }
   void on_train_begin(training&) override;
   void on_epoch_end(training&, int64_t epoch, const logs& l) override;
@@ -189,6 +199,7 @@ struct model_checkpoint_options {
 class model_checkpoint : public callback {
  public:
   explicit model_checkpoint(model_checkpoint_options o);
+  bool wants_batch_begin() const override { return false; }
   /// With a monitor: the best epoch's checkpoint is its end state.
   bool waits_for_epoch_end() const override { return !o_.monitor.empty(); }
   void on_train_begin(training&) override;
@@ -234,6 +245,7 @@ struct reduce_lr_options {
 class reduce_lr_on_plateau : public callback {
  public:
   explicit reduce_lr_on_plateau(reduce_lr_options o);
+  bool wants_batch_begin() const override { return false; }
   bool waits_for_epoch_end() const override { return true; }
   void on_train_begin(training&) override;
   void on_epoch_end(training&, int64_t epoch, const logs& l) override;
@@ -256,6 +268,7 @@ class reduce_lr_on_plateau : public callback {
 /// terminated_at() is the step (-1: none).
 class terminate_on_nan : public callback {
  public:
+  bool wants_batch_begin() const override { return false; }
   bool waits_for_epoch_end() const override { return true; }
   void on_train_begin(training&) override { at_ = -1; }
   void on_train_batch_end(training&, const step_info&) override;
@@ -276,6 +289,7 @@ struct lambda_hooks {
   /// True: a cluster's epoch ends wait for the hooks (callback::waits_for_epoch_end).
   bool waits_for_epoch_end = false;
 };
+/// (Its wants_batch_begin() is whether on_train_batch_begin is set.)
 callback_ptr lambda_callback(lambda_hooks hooks);
 
 }  // namespace actortrain::model

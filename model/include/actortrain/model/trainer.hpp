@@ -176,6 +176,7 @@ class trainer : public training {
   void restore_kept_state_at_end() override;
   /// write_checkpoint(checkpoint()) under `dir`, then the newest `keep` are kept.
   void save_checkpoint(const std::string& dir, int keep) override;
+  bool has_validation() const override { return validating_; }
 
   const model& structure() const { return model_; }
   parameter_store& parameters() { return params_; }
@@ -225,7 +226,7 @@ class trainer : public training {
   int64_t steps_ = 0;
   step_function step_fn_;
   logs last_logs_;  // the last step's logs (a custom step's extra keys)
-  bool stop_ = false, restore_at_end_ = false;
+  bool stop_ = false, restore_at_end_ = false, validating_ = false;
   struct kept_state {
     parameter_store params;
     std::vector<slot_block> slots;

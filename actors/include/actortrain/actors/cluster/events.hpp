@@ -102,7 +102,6 @@ class event_queue {
   std::deque<event> q_;
   size_t capacity_;
   uint64_t dropped_ = 0;
-  uint64_t dropped_begun_ = 0;  // step_begun events: a callback's hook, not a step
 };
 
 /// Writes events as JSON lines (one object per line; format in the README). Every line
