@@ -1,9 +1,10 @@
 // Keras callbacks and fit options on the one-process trainer: the order of the hooks,
 // callbacks per fit call, ReduceLROnPlateau, TerminateOnNaN, the lambda callback, early
 // stopping with restore, checkpoints, validation_split / validation_freq /
-// initial_epoch / class_weight with Keras's meaning. Every check reads what the trainer
-// did (its variables, its optimizer, the history, files written), not what a callback
-// says it asked for.
+// initial_epoch / class_weight with Keras's meaning. The checks read what the trainer
+// did (its variables, its optimizer, the history, files written); the few that read a
+// callback's own record (model_checkpoint::asked, reduce_lr_on_plateau::reduced_after)
+// stand beside one of those.
 
 #include <boost/test/unit_test.hpp>
 
