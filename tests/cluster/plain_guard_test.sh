@@ -82,9 +82,9 @@ wait $L; rc=$?
 cat "$WORK/out" | grep -v "epoch\|steps -" | tail -20
 [ $rc -eq 0 ] || fail "launch exited with $rc"
 for t in chief:0 ps:0 ps:1 worker:0 worker:1; do
-  grep -qF "a BASP header announced 4294967280 bytes" <(grep -F "[$t] $t: BASP guard: closed the connection from 127.0.0.1:" "$WORK/out") ||
+  grep -qF "a BASP header announced 4294967280 bytes" <(grep -E "^\[$t\] .*$t: BASP guard: closed the connection from 127\.0\.0\.1:" "$WORK/out") ||
     fail "$t did not log the member's 4 GiB header"
-  grep -qF "a wrong answer to the job's greeting" <(grep -F "[$t] $t: BASP guard: closed " "$WORK/out") ||
+  grep -qF "a wrong answer to the job's greeting" <(grep -E "^\[$t\] .*$t: BASP guard: closed " "$WORK/out") ||
     fail "$t did not log a stranger's wrong answer"
 done
 grep -qF "[chief:0] chief:0 done: 20000 steps" "$WORK/out" || fail "not exactly 20000 steps"
