@@ -1,5 +1,7 @@
 #include <actortrain/model/train_step.hpp>
 
+#include "builtin_step.hpp"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -24,14 +26,16 @@ void step_context::update_metrics(const matrix& out, const matrix& labels) {
   for (auto& m : *metrics_) m->update(out, labels);
 }
 
-logs default_train_step(step_context& ctx) {
+double detail::builtin_step(step_context& ctx) {
   const matrix& out = ctx.forward();
   matrix& d_out = ctx.d_out_buffer();
   double l = ctx.compute_loss(out, ctx.data().labels, &d_out);
   ctx.update_metrics(out, ctx.data().labels);
   ctx.backward(d_out);
-  return {{"loss", l}};
+  return l;
 }
+
+logs default_train_step(step_context& ctx) { return {{"loss", detail::builtin_step(ctx)}}; }
 
 double clip_by_global_norm(gradient_store& grads, double max_norm) {
   if (!(max_norm > 0)) throw std::invalid_argument(fmt::format("clip_by_global_norm: max_norm = {} (> 0)", max_norm));

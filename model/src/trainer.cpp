@@ -6,6 +6,8 @@
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/partitioner.hpp>
 
+#include "builtin_step.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -159,11 +161,17 @@ double trainer::step(const batch& b, const loss& lf) {
   grads_.zero();
   step_context ctx{exec_, params_, grads_, lf, &metrics_, b,
                    draw(seed_, static_cast<uint64_t>(steps_), 0x64726f70ULL), d_out_};
-  last_logs_ = step_fn_ ? step_fn_.fn(ctx) : default_train_step(ctx);
-  auto found = last_logs_.find("loss");
-  if (found == last_logs_.end())
-    throw std::invalid_argument(fmt::format("train step '{}' returned no \"loss\" in its logs", step_fn_.name));
-  const double l = found->second;
+  double l = 0;
+  if (!step_fn_) {
+    last_logs_.clear();  // the built-in step: no map per step
+    l = detail::builtin_step(ctx);
+  } else {
+    last_logs_ = step_fn_.fn(ctx);
+    auto found = last_logs_.find("loss");
+    if (found == last_logs_.end())
+      throw std::invalid_argument(fmt::format("train step '{}' returned no \"loss\" in its logs", step_fn_.name));
+    l = found->second;
+  }
   const auto& specs = model_.variables();
   for (size_t v = 0; v < specs.size(); ++v) {
     auto& value = params_[static_cast<variable_id>(v)];
