@@ -240,15 +240,16 @@ namespace {
 
 void after_backward(self_ptr self, clock_type::time_point t);
 
-// A custom training step (cluster_spec::train_step) computes the gradients: what it
-// returns as "loss" is the step's loss; metrics as the built-in step updates them. An
-// exception from it is an application error (the exception handler fails the run).
-void custom_step(worker_state& st) {
+// A training step computes the gradients: the built-in one (model::default_train_step)
+// or cluster_spec::train_step. What it returns as "loss" is the step's loss; the metrics
+// are reset per step and travel as states. An exception from a custom step is an
+// application error (the exception handler fails the run).
+void train_step(worker_state& st) {
   st.grads.zero();
   for (auto& m : st.metrics) m->reset();
   model::step_context ctx{*st.exec, st.params, st.grads, *st.opts.loss, &st.metrics, st.batch,
                           model::draw(st.opts.seed, st.current.step.position, st.current.step.pipeline), st.d_out};
-  auto logs = st.opts.train_step.fn(ctx);
+  auto logs = st.opts.train_step ? st.opts.train_step.fn(ctx) : model::default_train_step(ctx);
   auto l = logs.find("loss");
   if (l == logs.end())
     throw std::invalid_argument(fmt::format("train step '{}' returned no \"loss\" in its logs", st.opts.train_step.name));
@@ -264,18 +265,18 @@ void compute(self_ptr self) {
   auto& st = self->state;
   st.current.timings.pull_us = micros_since(st.phase_start);
   auto t = clock_type::now();
-  if (st.task.training && st.opts.train_step) {
-    custom_step(st);
+  if (st.task.training) {
+    train_step(st);
     after_backward(self, t);
     return;
   }
-  const auto& out = st.exec->forward(st.params, st.batch.features, st.task.training,
-                                     model::draw(st.opts.seed, st.current.step.position, st.current.step.pipeline));
+  // Evaluation (loss and metrics) or prediction (outputs): inference mode, no gradients.
+  const auto& out = st.exec->forward(st.params, st.batch.features, false);
   st.current.example_count = st.batch.rows();
   if (st.task.outputs) {
     st.current.outputs = tensor{model::matrix(out)};  // predict: the data may have no labels
   } else {
-    st.current.loss = st.opts.loss->compute(out, st.batch.labels, st.task.training ? &st.d_out : nullptr);
+    st.current.loss = st.opts.loss->compute(out, st.batch.labels, nullptr);
     st.current.metric_states.clear();
     for (auto& m : st.metrics) {
       m->reset();
@@ -283,16 +284,10 @@ void compute(self_ptr self) {
       st.current.metric_states.push_back(m->state());
     }
   }
-  if (!st.task.training) {
-    st.params.release();
-    st.current.timings.compute_us = micros_since(t);
-    st.records[st.current_record].result.steps.push_back(std::move(st.current));
-    run_next(self);
-    return;
-  }
-  st.grads.zero();
-  st.exec->backward(st.params, st.d_out, st.grads);
-  after_backward(self, t);
+  st.params.release();
+  st.current.timings.compute_us = micros_since(t);
+  st.records[st.current_record].result.steps.push_back(std::move(st.current));
+  run_next(self);
 }
 
 namespace {
