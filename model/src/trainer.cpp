@@ -318,11 +318,14 @@ void check_fit_options(const fit_options& opts) {
     bad(fmt::format("input.per_replica_buffer_size = {} (at most 2^20 batches)", opts.input.per_replica_buffer_size));
 }
 
+bool validates_after(int validation_freq, const std::vector<int64_t>& validation_epochs, int64_t epoch) {
+  if (!validation_epochs.empty())
+    return std::find(validation_epochs.begin(), validation_epochs.end(), epoch + 1) != validation_epochs.end();
+  return (epoch + 1) % std::max(1, validation_freq) == 0;
+}
+
 bool validates_after(const fit_options& opts, int64_t epoch) {
-  if (!opts.validation_epochs.empty())
-    return std::find(opts.validation_epochs.begin(), opts.validation_epochs.end(), epoch + 1) !=
-           opts.validation_epochs.end();
-  return (epoch + 1) % opts.validation_freq == 0;
+  return validates_after(opts.validation_freq, opts.validation_epochs, epoch);
 }
 
 history trainer::fit(const batch_source& data, const fit_options& opts) {

@@ -1,15 +1,13 @@
 #include <actortrain/actors/coordinator/protocol.hpp>
 
-#include <algorithm>
+#include <actortrain/model/trainer.hpp>
 
 #include <fmt/format.h>
 
 namespace actortrain {
 
 bool validates_after(const run_spec& s, int64_t epoch) {
-  if (!s.validation_epochs.empty())
-    return std::find(s.validation_epochs.begin(), s.validation_epochs.end(), epoch + 1) != s.validation_epochs.end();
-  return (epoch + 1) % std::max(1, s.validation_freq) == 0;
+  return model::validates_after(s.validation_freq, s.validation_epochs, epoch);  // fit_options' rule
 }
 
 std::string describe(const status_report& r) {

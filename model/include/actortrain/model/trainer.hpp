@@ -126,6 +126,8 @@ void check_fit_options(const fit_options& opts);
 /// Whether fit validates after `epoch` (from 0) under opts.validation_freq /
 /// validation_epochs.
 bool validates_after(const fit_options& opts, int64_t epoch);
+/// The same rule from its two parts (a cluster's coordinator has them in its run_spec).
+bool validates_after(int validation_freq, const std::vector<int64_t>& validation_epochs, int64_t epoch);
 
 /// The outputs of `ex` on every batch of `data` (epoch 0), in order (rows = examples),
 /// computed from `params` in inference mode. Throws std::invalid_argument for infinite
