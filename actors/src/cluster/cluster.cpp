@@ -231,6 +231,10 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
         d.spec.checkpoint_dir, have.back().step, d.spec.checkpoint_dir));
   }
   run_spec spec;
+  d.scheduled = d.starting_steps;  // begin_steps: a run of scheduled steps
+  d.grants_ended = false;
+  spec.on_demand = d.scheduled ? d.next_run : 0;  // the id this run gets below
+  if (d.scheduled) d.steps_run = d.next_run;
   spec.resume_from = opts.resume_from;
   spec.visitation_log = d.spec.visitation_log;
   spec.epochs = opts.epochs;
@@ -314,6 +318,7 @@ bool cluster::done(const run_handle& h) {
 
 fit_result cluster::join(const run_handle& h) {
   auto& d = *impl_;
+  if (d.active == h.id && d.scheduled) end_steps();  // it ends once the steps scheduled are applied
   if (d.active == h.id) {
     while (d.result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) d.drain(std::chrono::milliseconds(50));
     d.complete();

@@ -148,6 +148,21 @@ struct cluster::impl {
   // epoch begins (they are set on every shard before it).
   std::vector<std::shared_ptr<std::promise<void>>> start_promises;
   uint64_t dropped_at_start = 0;
+  // A run of scheduled steps (begin_steps): its grants by ticket, as sent (a coordinator
+  // that takes the run over gets them again), the tickets that are epoch marks, and
+  // what each scheduled step returned (nullopt: it found no batch), from the events.
+  bool scheduled = false;
+  bool starting_steps = false;  // begin_steps is calling schedule(fn, opts)
+  bool grants_ended = false;    // join sent the end of the grants
+  uint64_t steps_run = 0;       // the last run of scheduled steps (its handles' run)
+  std::vector<uint32_t> grant_fns;
+  std::vector<int32_t> grant_replicas;
+  uint64_t marks = 0;
+  std::map<uint64_t, std::optional<model::logs>> step_results;
+  // Sends the grants from ticket `first` on (end: no more will come).
+  void send_grants(uint64_t first, bool end);
+  // Waits (handling events) until `ready()` or the run ended; throws run_failed when it failed.
+  void wait_steps(const std::function<bool()>& ready);
 
   impl(caf::actor_system& s, cluster_spec sp)
     : sys(s), spec(std::move(sp)), events(std::make_shared<event_queue>(std::max<size_t>(8, spec.event_queue_capacity))) {}

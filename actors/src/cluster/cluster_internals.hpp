@@ -71,6 +71,10 @@ struct cluster_internals {
   /// Calls `fn` with every event the cluster handles (on the thread in done/join),
   /// before the cluster acts on it; events of a deposed coordinator are not shown.
   static void observe(cluster& c, std::function<void(const event&)> fn);
+  /// Job `j`'s loop (j.loop) on the pipelines `fn` builds, scheduled at once without
+  /// waiting, the grants closed (the simulator polls done() and joins): every pass's
+  /// steps on every replica, an epoch mark between passes.
+  static cluster::run_handle schedule_loop(cluster& c, const job& j, dataset::dataset_fn fn);
 };
 
 }  // namespace actortrain

@@ -386,6 +386,7 @@ worker_options cluster_internals::worker_options_for(const cluster_spec& spec, u
   o.structure = structure;
   o.loss = std::move(loss);
   o.train_step = spec.train_step;
+  o.steps = spec.steps;
   o.metrics = std::move(metrics);
   o.placement = std::move(placement);
   o.timeout = std::chrono::duration_cast<caf::timespan>(spec.request_timeout);
@@ -421,6 +422,7 @@ cluster_internals::deposed cluster_internals::take_over(cluster& c) {
   d.named(d.coordinator, actor_role::coordinator, static_cast<uint32_t>(d.deposed.size()));
   auto spec = d.last_spec;
   spec.resume_from = d.spec.checkpoint_dir;
+  if (d.scheduled) d.send_grants(1, d.grants_ended);  // ahead of the run's request: it resumes with them
   auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
   auto old = std::move(d.result);
   d.result = promise->get_future();

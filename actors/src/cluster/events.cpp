@@ -30,6 +30,7 @@ const char* to_string(event_kind k) {
     case event_kind::evaluation_done: return "evaluation";
     case event_kind::warning: return "warning";
     case event_kind::run_done: return "run_done";
+    case event_kind::step_no_data: return "step_no_data";
   }
   return "unknown";
 }
@@ -38,7 +39,8 @@ void event_queue::push(event e) {
   bool wake = true;
   {
     std::lock_guard<std::mutex> lock{mtx_};
-    if (e.kind == event_kind::step_done || e.kind == event_kind::step_begun) {
+    // A scheduled step's result is what its handle waits for: never dropped.
+    if ((e.kind == event_kind::step_done && e.ticket == 0) || e.kind == event_kind::step_begun) {
       if (q_.size() >= capacity_) {
         if (e.kind == event_kind::step_done) ++dropped_;  // (a begun step's hook is simply missed)
         return;
@@ -126,6 +128,7 @@ void metrics_writer::write(const event& e) {
       j["examples"] = e.examples;
       j["staleness"] = e.staleness;
       if (e.round > 0) j["round"] = e.round;
+      if (e.ticket > 0) j["ticket"] = e.ticket;
       j["us"] = {{"batch", e.batch_us}, {"pull", e.pull_us}, {"compute", e.compute_us}, {"push", e.push_us}};
       break;
     case event_kind::epoch_begin:
@@ -153,6 +156,10 @@ void metrics_writer::write(const event& e) {
       break;
     case event_kind::ps_lost:
       j["ps"] = e.count;
+      break;
+    case event_kind::step_no_data:
+      j["ticket"] = e.ticket;
+      j["pipeline"] = e.pipeline;
       break;
     case event_kind::run_done:
       j["failed"] = e.failed;

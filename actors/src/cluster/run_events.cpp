@@ -48,6 +48,10 @@ void cluster::impl::handle(const event& e) {
   if (observer) observer(e);
   if (writer) writer->write(e);
   if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline, e.count == 1);
+  if (scheduled && active && e.ticket != 0) {  // the first result counts (a roll-back redoes the step)
+    if (e.kind == event_kind::step_done) step_results.emplace(e.ticket, e.logs);
+    if (e.kind == event_kind::step_no_data) step_results.emplace(e.ticket, std::nullopt);
+  }
   if (e.kind == event_kind::ps_lost) {
     if (remote_ps_lost)
       remote_ps_lost(static_cast<uint32_t>(e.count));

@@ -36,6 +36,11 @@ nlohmann::json save_run(const coord_state& st) {
   r.kept_epoch = st.kept_epoch;
   r.kept_checkpoint = st.kept_checkpoint;
   if (st.optimizer) r.hyperparams = st.optimizer->hyperparams();
+  if (st.spec.on_demand) {
+    r.scheduled = true;
+    r.open_tickets.assign(st.grants.open().begin(), st.grants.open().end());
+    r.granted = st.grants.granted();
+  }
   return to_json(r);
 }
 
@@ -69,6 +74,16 @@ void load_run(coord_state& st, const nlohmann::json& j) {
   st.visits = std::move(r.visits);
   st.kept_epoch = r.kept_epoch;
   st.kept_checkpoint = r.kept_checkpoint;
+  // A run of scheduled steps: the tickets open then, and those granted since, run again
+  // (a state from before any grant, such as the run's start, opens every ticket).
+  if (st.spec.on_demand) {
+    if (st.opts.plant && st.opts.plant->which == planted_defect::forget_grants_after_rollback &&
+        st.grants.open().size() != r.open_tickets.size())
+      st.opts.plant->fired();  // test-only: the steps dispatched since the checkpoint are not scheduled again
+    else
+      st.grants.restore(r.open_tickets, r.scheduled ? r.granted : 0);
+  }
+  st.closing_epoch = false;
   forget_work(st);
   st.work.forget_failures();
   st.ph = phase::training;

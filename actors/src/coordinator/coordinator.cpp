@@ -145,6 +145,10 @@ caf::result<run_summary> on_fit(self_ptr self, run_spec& spec) {
     return make_error(error_code::invalid_request, "a run is in progress: fit calls do not overlap");
   if (spec.pipelines.empty()) return make_error(error_code::invalid_request, "fit without dataset shards");
   if (spec.epochs < 0) return make_error(error_code::invalid_request, fmt::format("epochs = {} < 0", spec.epochs));
+  if (spec.on_demand && round_size(st) > 0)
+    return make_error(error_code::invalid_request, "scheduled steps need an asynchronous consistency (not sync rounds)");
+  if (spec.on_demand && !spec.resume_from.empty() && spec.on_demand != st.grants_loop)
+    return make_error(error_code::invalid_request, "a run of scheduled steps resumes only with its grants");
   if (!alive_workers(st)) return make_error(error_code::no_workers, "the cluster has no live worker");
   ++st.run;
   st.spec = std::move(spec);
@@ -172,6 +176,13 @@ caf::result<run_summary> on_fit(self_ptr self, run_spec& spec) {
   st.rr = 0;
   st.standalone_eval = false;
   st.run_start_committed = false;
+  if (st.spec.on_demand) {
+    st.spec.epochs = INT32_MAX;  // the epochs turn with the data, the run ends with its grants
+    if (st.grants_loop != st.spec.on_demand) {  // none came ahead of the run
+      st.grants.reset();
+      st.grants_loop = st.spec.on_demand;
+    }
+  }
   event e;
   e.kind = event_kind::run_begin;
   e.count = st.spec.epochs;
@@ -181,6 +192,24 @@ caf::result<run_summary> on_fit(self_ptr self, run_spec& spec) {
   if (!st.lost_ps.empty()) self->delayed_send(self, st.opts.worker_wait, recover_atom::value, ++st.recoveries);
   start_run(self);
   return st.run_rp;
+}
+
+// Steps the application scheduled: kept from their arrival (they may overtake the run's
+// request), dispatched while their run is on.
+void on_grant(self_ptr self, step_grants& g) {
+  auto& st = self->state;
+  if (g.loop < st.grants_loop) return;  // an earlier loop's
+  if (g.loop > st.grants_loop) {
+    st.grants.reset();
+    st.grants_loop = g.loop;
+  }
+  try {
+    st.grants.add(g.first, g.steps, g.replicas, g.end);
+  } catch (const std::invalid_argument& e) {
+    if (st.spec.on_demand == g.loop && st.ph != phase::idle) fail_run(self, make_error(error_code::invalid_request, e.what()));
+    return;
+  }
+  if (st.spec.on_demand == g.loop && st.ph == phase::training) dispatch(self);
 }
 
 // An evaluation on its own (evaluate, predict): every batch once.
@@ -267,6 +296,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
     [self](fit_atom, run_spec& spec) -> caf::result<run_summary> { return on_fit(self, spec); },
     [self](eval_atom, eval_spec& spec) -> caf::result<eval_summary> { return on_eval(self, spec); },
     [self](hyper_atom, hyperparams_request& req) -> caf::result<caf::ok_atom> { return on_hyperparams(self, req); },
+    [self](grant_atom, step_grants& g) { on_grant(self, g); },
     // -- epochs: the gate (epochs.cpp) -------------------------------------------------------
     [self](gate_atom, uint64_t run, int64_t epoch, gate_decision& d) -> caf::result<caf::ok_atom> {
       return on_gate_decision(self, run, epoch, d);

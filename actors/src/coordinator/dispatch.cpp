@@ -21,6 +21,86 @@ std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, uint64_t
   return out;
 }
 
+// A task of one step at the next position of pipeline `p`.
+pending_task step_at(coord_state& st, size_t p) {
+  auto& ps = st.pipes[p];
+  pending_task t;
+  t.task.f = current_fence(st);
+  t.task.source = ps.shard;
+  t.task.epoch = st.spec.steps_per_epoch > 0 ? 0 : static_cast<uint64_t>(st.epoch);
+  t.task.epoch_begin = ps.epoch_begin;
+  step_id s{st.run, static_cast<uint32_t>(p), ps.next++};
+  st.round.dispatch(s, false);
+  t.task.steps.push_back(s);
+  ++st.dispatched_epoch;
+  ++st.dispatched_run;
+  return t;
+}
+
+// Scheduled step `ticket` has no batch: its pipeline's data ended in this epoch.
+void no_data(coord_state& st, uint64_t ticket, uint32_t pipeline) {
+  event e;
+  e.kind = event_kind::step_no_data;
+  e.epoch = st.epoch;
+  e.ticket = ticket;
+  e.pipeline = pipeline;
+  emit(st, std::move(e));
+}
+
+// A run of scheduled steps (run_spec::on_demand): the next granted step, one per task.
+// A step for a given pipeline whose data ended in this epoch is answered at once with
+// step_no_data; an epoch mark waits until the steps before it are applied, then ends the
+// epoch (every pipeline counts as at its end: dispatch's phase_complete turns the epoch).
+std::optional<pending_task> next_scheduled(coord_state& st, const worker_slot& to) {
+  if (st.closing_epoch) return std::nullopt;  // an epoch mark ended it: the next one begins first
+  for (;;) {
+    auto ticket = st.grants.front();
+    if (!ticket) return std::nullopt;
+    auto g = st.grants.at(*ticket);
+    if (g.step_fn == step_grants::epoch_mark) {
+      if (!st.work.idle() || !st.round.empty()) return std::nullopt;
+      st.grants.pop();
+      for (auto& p : st.pipes) p.end = std::min(p.end, p.next);
+      st.closing_epoch = true;
+      return std::nullopt;
+    }
+    std::optional<size_t> chosen;
+    if (g.replica >= 0) {
+      auto p = static_cast<size_t>(g.replica);
+      if (p >= st.pipes.size()) {  // the cluster checks it; a stray grant finds no batch
+        st.grants.pop();
+        no_data(st, *ticket, static_cast<uint32_t>(p));
+        continue;
+      }
+      if (st.pipes[p].lost) return std::nullopt;  // waits for its new shard
+      if (st.pipes[p].ended()) {
+        st.grants.pop();
+        no_data(st, *ticket, static_cast<uint32_t>(p));
+        continue;
+      }
+      chosen = p;
+    } else {
+      const size_t own = st.pipes.empty() ? 0 : to.id % st.pipes.size();
+      if (st.opts.pipeline_affinity && !st.pipes.empty() && !st.pipes[own].ended() && !st.pipes[own].lost) {
+        chosen = own;
+      } else {
+        for (size_t n = 0; n < st.pipes.size() && !chosen; ++n) {
+          auto p = (st.rr + n) % st.pipes.size();
+          if (st.pipes[p].ended() || st.pipes[p].lost) continue;
+          st.rr = p + 1;
+          chosen = p;
+        }
+      }
+      if (!chosen) return std::nullopt;  // every pipeline ended (the epoch turns) or waits for its shard
+    }
+    st.grants.pop();
+    auto t = step_at(st, *chosen);
+    t.task.step_fn = g.step_fn;
+    t.task.ticket = *ticket;
+    return t;
+  }
+}
+
 // The next task for a free worker, if the gate and the data allow one.
 std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   if (st.ph == phase::evaluating) {
@@ -79,6 +159,7 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   if (room == 0) return std::nullopt;
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
   if (budget <= 0) return std::nullopt;
+  if (st.spec.on_demand) return next_scheduled(st, to);
   // With pipeline affinity a worker takes its own pipeline (id modulo their number)
   // while that has steps, so a replica of it in the worker's process serves its batches
   // in order; then the others in turn.
@@ -141,7 +222,7 @@ void drop_twins(coord_state& st, uint64_t id) {
 // counters (a checkpoint may fall due), and a step_done event. `shown_loss` is what the
 // event reports (a synchronous round's loss for each of its steps); `round` is 0 outside
 // synchronous rounds.
-void count_step(self_ptr self, const step_result& r, double shown_loss, uint64_t round) {
+void count_step(self_ptr self, const step_result& r, double shown_loss, uint64_t round, uint64_t ticket = 0) {
   auto& st = self->state;
   st.train_acc.add(r);
   if (st.spec.visitation_log) st.visits.push_back(visit{r.step.run, r.step.pipeline, r.step.position, r.worker, r.generation});
@@ -173,6 +254,8 @@ void count_step(self_ptr self, const step_result& r, double shown_loss, uint64_t
   e.count = st.applied_epoch;
   e.total = st.steps_total;
   e.values = st.train_acc.values();
+  e.ticket = ticket;
+  for (auto& [k, v] : r.logs) e.logs[k] = v;
   emit(st, std::move(e));
 }
 
@@ -193,6 +276,15 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
     if (r.end_of_data) {
       ps.end = std::min(ps.end, r.step.position);
       if (!eval) st.round.past_the_data(r.step);
+      if (!eval && pt->task.ticket != 0) {
+        // A scheduled step past its pipeline's data: one for any pipeline takes the next
+        // batch there is (another pipeline's, or the next epoch's); one for this
+        // pipeline has none.
+        if (st.grants.at(pt->task.ticket).replica < 0)
+          st.grants.put_back(pt->task.ticket);
+        else
+          no_data(st, pt->task.ticket, r.step.pipeline);
+      }
       continue;
     }
     if (eval) {
@@ -208,7 +300,7 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
       continue;
     }
     st.round.settle(r.step);
-    count_step(self, r, r.loss, 0);
+    count_step(self, r, r.loss, 0, pt->task.ticket);
   }
   // Positions handed out past a pipeline's end come back as end_of_data; nothing to redo.
   dispatch(self);
@@ -468,6 +560,18 @@ void dispatch(self_ptr self) {
       end_epoch(self);
       if (st.checkpointing) return;  // the run's final checkpoint: finish_run again once written
       continue;  // the next epoch (or evaluation) may dispatch at once
+    }
+    if (st.ph == phase::training && st.spec.on_demand && st.grants.exhausted() && nothing_in_flight(st)) {
+      // Every scheduled step is applied and no more will come: the run ends, closing its
+      // epoch if a step of it was applied.
+      if (st.applied_epoch > 0) {
+        for (auto& p : st.pipes) p.end = std::min(p.end, p.next);
+        st.spec.epochs = st.epoch + 1;
+        end_epoch(self);
+      } else {
+        finish_run(self);
+      }
+      return;
     }
     if (!any) return;
   }

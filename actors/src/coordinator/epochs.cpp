@@ -21,6 +21,7 @@ void start_eval(self_ptr self, const std::vector<dataset_shard_actor>& shards) {
 void begin_epoch(self_ptr self) {
   auto& st = self->state;
   st.ph = phase::training;
+  st.closing_epoch = false;
   st.applied_epoch = 0;
   st.dispatched_epoch = 0;
   st.train_acc.reset(st.opts.metrics);

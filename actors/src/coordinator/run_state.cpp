@@ -57,6 +57,7 @@ nlohmann::json to_json(const run_state& s) {
     for (auto& [k, v] : *s.hyperparams) hp[k] = v;
     j["hyperparams"] = hp;
   }
+  if (s.scheduled) j["scheduled"] = {{"open", s.open_tickets}, {"granted", s.granted}};
   return j;
 }
 
@@ -113,6 +114,11 @@ run_state run_state_from(const nlohmann::json& j, size_t pipelines, int64_t step
     std::vector<std::pair<std::string, double>> hp;
     for (auto& [k, v] : j.at("hyperparams").items()) hp.emplace_back(k, v.get<double>());
     s.hyperparams = std::move(hp);
+  }
+  if (j.contains("scheduled")) {
+    s.scheduled = true;
+    s.open_tickets = j.at("scheduled").at("open").get<std::vector<uint64_t>>();
+    s.granted = j.at("scheduled").at("granted").get<uint64_t>();
   }
   return s;
 }

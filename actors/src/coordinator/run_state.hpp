@@ -49,6 +49,11 @@ struct run_state {
   int64_t kept_epoch = -1;
   std::string kept_checkpoint;
   std::optional<std::vector<std::pair<std::string, double>>> hyperparams;
+  /// A run of scheduled steps (grant_queue.hpp): the tickets open at this point and the
+  /// tickets granted so far.
+  bool scheduled = false;
+  std::vector<uint64_t> open_tickets;
+  uint64_t granted = 0;
 };
 
 /// The manifest's form of `s`.

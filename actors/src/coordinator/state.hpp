@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "recovery_plan.hpp"
+#include "grant_queue.hpp"
 #include "run_state.hpp"
 #include "step_queue.hpp"
 #include "sync_round.hpp"
@@ -183,6 +184,11 @@ struct coord_state {
   std::string outage_reason;
   bool eval_outputs = false;              // the standalone evaluation is a predict
   std::map<step_id, tensor> outputs;      // its outputs so far, by step
+  // A run of scheduled steps (run_spec::on_demand): the grants of loop `grants_loop`,
+  // kept from their arrival (they may come before the run's request).
+  grant_queue grants;
+  uint64_t grants_loop = 0;
+  bool closing_epoch = false;  // an epoch mark ended the epoch: nothing goes out until the next begins
   caf::typed_response_promise<run_summary> run_rp;
   caf::typed_response_promise<eval_summary> eval_rp;
   std::chrono::steady_clock::time_point started;
@@ -262,6 +268,7 @@ void mark_pipeline_lost(coord_state& st, uint32_t p, std::string why, bool eval 
 caf::result<run_summary> on_fit(self_ptr self, run_spec& spec);
 caf::result<eval_summary> on_eval(self_ptr self, eval_spec& spec);
 caf::result<caf::ok_atom> on_hyperparams(self_ptr self, hyperparams_request& req);
+void on_grant(self_ptr self, step_grants& g);
 
 // dispatch.cpp: the next task under the gate, sending it, its answer or error,
 // re-queues, speculative twins, synchronous rounds

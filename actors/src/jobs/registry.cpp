@@ -23,7 +23,7 @@ using cli::usage_error;
 // the coordinator's task.
 struct common_flags {
   int verbose = 0, spe = 1, pull_every = 1, push_every = 1;
-  bool pull_ahead = false;
+  bool pull_ahead = false, loop = false;
   double local_lr = 0, clip_norm = 0;
   std::string metrics;
   int64_t early_stopping = 0;
@@ -53,6 +53,9 @@ struct common_flags {
            "a custom training step: the built-in one, then the gradients clipped to this global L2 norm, as "
            "tf.clip_by_global_norm (0: off)",
            range<double>{0, 1e12})
+      .add("loop", loop,
+           "train with a custom loop instead of fit (TensorFlow's distributed-input loop): each epoch runs the "
+           "training step on the next batch of every replica until the data ends, and prints 'Epoch N, Loss: X'")
       .add_parsed("partitioner", "none",
                   "how variables are split into row partitions over the ps shards, as TensorFlow's "
                   "variable_partitioner: none, fixed_shards(N), min_size(BYTES,MAX_SHARDS), max_size(BYTES)",
@@ -75,6 +78,9 @@ struct common_flags {
     j.spec.pull_ahead = pull_ahead;
     if (partitioner) j.spec.partitioner = partitioner;
     if (clip_norm > 0) j.spec.train_step = model::clipped_step(clip_norm);
+    if (loop && (early_stopping > 0 || !csv_log.empty()))
+      throw usage_error(fmt::format("{}: --loop: callbacks (--early-stopping, --csv-log) run with fit only", name));
+    j.loop = loop;
     j.spec.steps_per_execution = push_every > 1 && spe == 1 ? push_every : spe;
     if (early_stopping > 0)
       j.callbacks.push_back(

@@ -90,6 +90,10 @@ fingerprint job_fingerprint(const job& j, const cluster_def& def) {
   f.emplace_back("optimizer", j.optimizer ? j.optimizer->describe() : "");
   f.emplace_back("loss", j.loss ? j.loss->describe() : "");
   f.emplace_back("train step", j.spec.train_step ? j.spec.train_step.name : "built-in");
+  std::vector<std::string> steps;
+  for (auto& s : j.spec.steps) steps.push_back(s.name);
+  f.emplace_back("registered steps", steps.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(steps, ", ")));
+  f.emplace_back("custom loop", j.loop ? (j.loop_step.empty() ? std::string{"the fit step"} : j.loop_step) : std::string{"no"});
   f.emplace_back("partitioner", j.spec.partitioner ? j.spec.partitioner->describe() : "none");
   f.emplace_back("ps shards", std::to_string(job_num_ps(j, def)));
   f.emplace_back("consistency", job_consistency(j, def).to_string());

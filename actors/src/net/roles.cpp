@@ -273,7 +273,7 @@ node_result host_coordinator(node_context& cx) {
     auto opts = cx.j.fit;
     opts.out = &cx.out;
     if (cx.opts.resume) opts.resume_from = def.checkpoint_dir;
-    auto r = c->join(c->schedule(cx.j.train, opts));
+    auto r = cx.j.loop ? train_loop(*c, cx.j, cx.out) : c->join(c->schedule(cx.j.train, opts));
     result.history = r.history;
     result.steps = r.steps;
     outcome.summary = to_summary(r.history, r.steps);

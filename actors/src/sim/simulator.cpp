@@ -37,6 +37,7 @@ std::string to_string(planted_defect d) {
     case planted_defect::foreign_step: return "foreign_step";
     case planted_defect::wrong_batch: return "wrong_batch";
     case planted_defect::visit_twice: return "visit_twice";
+    case planted_defect::forget_grants_after_rollback: return "forget_grants_after_rollback";
   }
   return "none";
 }
@@ -53,6 +54,7 @@ planted_defect planted_defect_from_string(const std::string& s) {
     known += (known.empty() ? "" : ", ") + to_string(d);
   }
   if (s == "none") return planted_defect::none;
+  if (s == to_string(planted_defect::forget_grants_after_rollback)) return planted_defect::forget_grants_after_rollback;
   throw std::invalid_argument(fmt::format("unknown defect '{}' ({})", s, known));
 }
 
@@ -339,7 +341,7 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
     fit_steps = 0;
     fit_run = 0;
     in_take_over = false;
-    auto h = c.schedule(fn, fo);
+    auto h = j.loop ? cluster_internals::schedule_loop(c, j, fn) : c.schedule(fn, fo);
     bool due = take_over && k == std::max(1, o.fits) - 1;  // the last fit is taken over
     for (int64_t guard = 0;; ++guard) {
       // While a take-over is due, one message at a time: it happens at its step count.

@@ -249,10 +249,18 @@ void train_step(worker_state& st) {
   for (auto& m : st.metrics) m->reset();
   model::step_context ctx{*st.exec, st.params, st.grads, *st.opts.loss, &st.metrics, st.batch,
                           model::draw(st.opts.seed, st.current.step.position, st.current.step.pipeline), st.d_out};
-  auto logs = st.opts.train_step ? st.opts.train_step.fn(ctx) : model::default_train_step(ctx);
+  const model::step_function* fn = &st.opts.train_step;
+  if (st.task.step_fn > 0) {
+    if (st.task.step_fn > st.opts.steps.size())
+      throw std::invalid_argument(fmt::format("worker {}: no registered step {} (this worker's job registers {})",
+                                              st.opts.id, st.task.step_fn, st.opts.steps.size()));
+    fn = &st.opts.steps[st.task.step_fn - 1];
+  }
+  auto logs = *fn ? fn->fn(ctx) : model::default_train_step(ctx);
   auto l = logs.find("loss");
   if (l == logs.end())
-    throw std::invalid_argument(fmt::format("train step '{}' returned no \"loss\" in its logs", st.opts.train_step.name));
+    throw std::invalid_argument(fmt::format("train step '{}' returned no \"loss\" in its logs", fn->name));
+  if (st.task.ticket != 0) st.current.logs.assign(logs.begin(), logs.end());
   st.current.example_count = st.batch.rows();
   st.current.loss = l->second;
   st.current.metric_states.clear();

@@ -5,5 +5,6 @@
 
 #include <actortrain/actors/cli/flags.hpp>
 #include <actortrain/actors/cluster/cluster.hpp>
+#include <actortrain/actors/cluster/distributed.hpp>
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/cluster/events.hpp>

@@ -57,8 +57,11 @@ class file_system;
 
 namespace actortrain {
 
+class distributed_dataset;
 class event_queue;
 class fault_policy;
+struct distributed_element;
+struct per_replica;
 struct event;
 struct job;
 
@@ -77,6 +80,12 @@ struct cluster_spec : exchange_options {
   /// worker). A cluster of processes: every task's job carries the same function (the
   /// program builds the same job), and the job fingerprint compares its name.
   model::step_function train_step;
+  /// Steps a custom training loop schedules by name (cluster::schedule, cluster::run):
+  /// each runs on a worker with its batch and the pulled variables, its gradients are
+  /// pushed and applied exactly once as a fit step's are, and what it returns (with
+  /// "loss") comes back to the handle. A cluster of processes: every task's job
+  /// registers the same steps (the job fingerprint compares their names).
+  std::vector<model::step_function> steps;
   /// How variables are split into row partitions (model/partitioner.hpp; null: whole
   /// variables). model::make_partitioner reads "none", "fixed_shards(n)",
   /// "min_size(bytes, max_shards)" and "max_size(bytes)" from a flag.
@@ -259,6 +268,79 @@ class cluster {
   /// Waits for the run, printing progress on this thread; throws std::runtime_error with
   /// the cluster's error text when the run failed.
   fit_result join(const run_handle& h);
+
+  // -- custom training loops (ClusterCoordinator.schedule of a step function) ---------
+  //
+  // A run of scheduled steps trains only what the application asks for, step by step:
+  //
+  // example[with_sys]:
+  //   spec.steps.push_back(model::clipped_step(1.0));  // registered by name: "clip_by_global_norm(1)"
+  //   actortrain::cluster c{sys, spec, mlp, *model::make_adam(), model::softmax_cross_entropy()};
+  //   auto run = c.begin_steps([train](const dataset::input_context& ctx) {
+  //     return train.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(64);
+  //   });
+  //   std::vector<actortrain::cluster::step_handle> hs;
+  //   for (int i = 0; i < 100; ++i) hs.push_back(c.schedule("clip_by_global_norm(1)"));
+  //   c.join_steps();                      // every step scheduled so far is applied
+  //   double last = c.fetch(hs.back())->at("loss");
+  //   auto result = c.join(run);           // the run ends: history per epoch, steps
+  //
+  // Every step has a step id (run, pipeline, position) from its pipeline's iterator at
+  // dispatch, so a step re-run after a lost worker (or after a roll-back) computes on the
+  // same batch, and its step_context key (its randomness) is the same.
+
+  /// What schedule returns (TensorFlow's RemoteValue): done() and fetch() take it.
+  struct step_handle {
+    uint64_t run = 0;
+    uint64_t ticket = 0;
+  };
+
+  /// Starts a run of scheduled steps on the pipelines `fn` builds (as schedule(fn) does);
+  /// nothing trains until schedule() asks. Its epochs turn when every pipeline's data
+  /// ended (then the pipelines start over, as with fit) or at next_epoch(). join(h) ends
+  /// it: it waits for every step scheduled, closes the open epoch, writes the run's last
+  /// checkpoint and returns the run's result (history per epoch: loss and metrics of
+  /// the fit step's kind). No callback runs (those of add_callback are back for the next
+  /// fit), no progress bar is drawn. From `opts` only out and input are used; epochs,
+  /// steps_per_epoch, validation, callbacks, initial_epoch and resume_from are refused
+  /// (std::invalid_argument), as is a sync consistency. One run at a time.
+  run_handle begin_steps(dataset::dataset_fn fn, const model::fit_options& opts = {});
+  /// Schedules registered step `step` on the next batch of input pipeline `replica`
+  /// (-1: of any pipeline, taken as fit takes them, into the next epoch when every
+  /// pipeline's data ended) and returns at once. `step`: a name in spec.steps, or "" (or
+  /// spec.train_step's name) for the fit step. Throws std::logic_error without a run of
+  /// scheduled steps in progress, std::invalid_argument for an unknown step or replica.
+  step_handle schedule(const std::string& step = "", int replica = -1);
+  /// The steps scheduled from now on take the next epoch's batches (each pipeline from
+  /// its start, reshuffled as the dataset does per epoch), once the steps scheduled
+  /// before are applied.
+  void next_epoch();
+  /// True when the step was applied (or found no batch), or the run failed.
+  bool done(const step_handle& h);
+  /// Waits for the step: what its step function returned ("loss" and any other logs),
+  /// or nullopt when it was for a given replica whose data had ended in this epoch.
+  /// After a roll-back redid it, the value is still the first one. Throws run_failed
+  /// when the run failed, std::logic_error for a handle of another run.
+  std::optional<model::logs> fetch(const step_handle& h);
+  /// Waits until every step scheduled so far is applied (TensorFlow's
+  /// ClusterCoordinator.join); throws run_failed when the run failed.
+  void join_steps();
+  /// No more steps will be scheduled: the run ends once those scheduled are applied
+  /// (join does this itself; this is for polling done(run_handle), as on CAF's test
+  /// coordinator).
+  void end_steps();
+
+  /// TensorFlow's distribute_datasets_from_function (distributed.hpp): begin_steps on
+  /// the pipelines `fn` builds, iterable per pass. Throws std::invalid_argument when a
+  /// pipeline's number of batches is not known (an infinite or filtered dataset: use
+  /// begin_steps and schedule a number of steps).
+  distributed_dataset distribute_dataset(dataset::dataset_fn fn, const model::fit_options& opts = {});
+  /// experimental_distribute_dataset: `data` auto-sharded over the pipelines by
+  /// spec.auto_shard (each replica's share is then batched by the user's pipeline).
+  distributed_dataset distribute_dataset(const dataset::dataset& data, const model::fit_options& opts = {});
+  /// strategy.run: registered step `step` ("" the fit step) on the next batch of every
+  /// replica; waits for all and returns what each returned.
+  per_replica run(const std::string& step, const distributed_element& x);
 
   // -- blocking wrappers (Keras) ------------------------------------------------------
 

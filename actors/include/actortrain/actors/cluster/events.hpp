@@ -43,6 +43,8 @@ enum class event_kind : uint8_t {
   evaluation_done, ///< values of an evaluate() call
   warning,         ///< text
   run_done,        ///< the run ended: values/history in `history`, or text = error
+  step_no_data,    ///< scheduled step `ticket` found no batch: its pipeline's data had ended
+                   ///< in this epoch (`pipeline`)
 };
 
 const char* to_string(event_kind k);
@@ -76,6 +78,10 @@ struct event {
   /// pushing.
   uint64_t batch_us = 0, pull_us = 0, compute_us = 0, push_us = 0;
   std::map<std::string, double> values;
+  /// step_done and step_no_data of a scheduled step (cluster::schedule): its ticket, and
+  /// for step_done what its step function returned. Never dropped by a full queue.
+  uint64_t ticket = 0;
+  std::map<std::string, double> logs;
   std::map<std::string, std::vector<double>> history;  ///< run_done
   bool failed = false;                                 ///< run_done: the run ended with an error
   std::string text;

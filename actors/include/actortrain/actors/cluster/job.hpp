@@ -14,6 +14,7 @@
 #include <actortrain/model/trainer.hpp>
 
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,7 +43,18 @@ struct job {
   /// Callbacks of the run (callbacks.hpp), run on the coordinator's task only, as
   /// TensorFlow's ParameterServerStrategy runs them on the chief.
   std::vector<callback_ptr> callbacks;
+  /// A custom training loop on the chief instead of fit (train_loop): TensorFlow's
+  /// distributed-input loop over `train` for fit.epochs passes, running registered step
+  /// `loop_step` ("" the fit step) on the next batch of every replica.
+  bool loop = false;
+  std::string loop_step;
 };
+
+/// The loop of job `j` (j.loop) on cluster `c`, built for the job: `train` as a
+/// distributed dataset, each of fit.epochs passes running j.loop_step on every
+/// replica's next batch (cluster::run) and printing "Epoch {}, Loss: {:.4f}" to `out`:
+/// the mean over the pass of the replicas' mean loss. Returns the run's result (join).
+fit_result train_loop(cluster& c, const job& j, std::ostream& out);
 
 /// Throws std::invalid_argument naming what job `j` lacks (a model, an optimizer, a loss,
 /// training data), as `who` ("run_node", "simulate", "cluster") says it.

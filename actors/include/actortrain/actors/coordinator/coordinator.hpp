@@ -140,7 +140,9 @@ using coordinator_actor = caf::typed_actor<
   // Sent to itself: the gate with this id waited the request timeout.
   caf::reacts_to<gate_atom, uint64_t>,
   // Sent to itself when a ps shard is lost: the run fails unless it was replaced since.
-  caf::reacts_to<recover_atom, uint64_t>>;
+  caf::reacts_to<recover_atom, uint64_t>,
+  // Steps the application scheduled in a run of scheduled steps (run_spec::on_demand).
+  caf::reacts_to<grant_atom, step_grants>>;
 
 struct coordinator_options {
   std::vector<ps_shard_actor> ps;

@@ -38,6 +38,28 @@ struct run_spec {
   std::vector<int64_t> validation_epochs;
   /// Emit a step_begun event for each step handed to a worker (callbacks' on_train_batch_begin).
   bool step_begin_events = false;
+  /// Nonzero: a run of scheduled steps (cluster::begin_steps), and the id its grants
+  /// (step_grants::loop) name. It dispatches a step only for a grant, in the order
+  /// granted, one step per task; its epochs turn when every pipeline's data ended or at
+  /// a grant's epoch mark; it ends once its grants are closed and every granted step is
+  /// applied. `epochs` is ignored.
+  uint64_t on_demand = 0;
+};
+
+/// Steps the application scheduled in a run of scheduled steps (grant_atom): tickets
+/// first, first + 1, ... in order, each running step function steps[k] (step_task::step_fn)
+/// on the next batch of input pipeline replicas[k] (-1: any pipeline, as fit takes them).
+/// A step of epoch_mark ends the current epoch there (a distributed dataset's next pass):
+/// every pipeline counts as at its end once the steps granted before are applied. `end`:
+/// no more grants; the run ends once every step granted is applied. A repeated grant
+/// (first already granted) is ignored.
+struct step_grants {
+  static constexpr uint32_t epoch_mark = UINT32_MAX;
+  uint64_t loop = 0;  ///< the run's run_spec::on_demand
+  uint64_t first = 1;
+  std::vector<uint32_t> steps;
+  std::vector<int32_t> replicas;
+  bool end = false;
 };
 
 /// Whether run `s` validates after `epoch` (from 0): after the epochs (from 1) listed in

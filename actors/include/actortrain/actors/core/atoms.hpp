@@ -39,5 +39,6 @@ using gate_atom = caf::atom_constant<caf::atom("gate")>;
 using keep_atom = caf::atom_constant<caf::atom("keep")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
 using ledger_atom = caf::atom_constant<caf::atom("ledger")>;
+using grant_atom = caf::atom_constant<caf::atom("grant")>;
 
 }  // namespace actortrain

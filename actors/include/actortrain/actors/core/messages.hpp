@@ -69,6 +69,7 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_files))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::status_report))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::gate_decision))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_ledgers))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::step_grants))
 CAF_END_TYPE_ID_BLOCK(actortrain)
 
 namespace actortrain {

@@ -427,7 +427,7 @@ typename Inspector::result_type inspect(Inspector& f, batch_reply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_task& x) {
   return f(caf::meta::type_name("step_task"), x.f, x.source, x.steps, x.epoch, x.epoch_begin, x.training,
-           x.outputs, x.watermark, x.ps);
+           x.outputs, x.watermark, x.ps, x.step_fn, x.ticket);
 }
 
 template <class Inspector>
@@ -438,7 +438,8 @@ typename Inspector::result_type inspect(Inspector& f, phase_timings& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("step_result"), x.step, x.worker, x.generation, x.end_of_data, exact(x.loss),
-           x.example_count, exact(x.metric_states), x.max_staleness, x.timings, x.outputs, x.digest);
+           x.example_count, exact(x.metric_states), x.max_staleness, x.timings, x.outputs, x.digest,
+           exact(x.logs));
 }
 
 template <class Inspector>
@@ -452,7 +453,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
   return f(caf::meta::type_name("run_spec"), x.pipelines, x.eval_pipelines, x.epochs, x.steps_per_epoch,
            x.visitation_log, x.resume_from, x.epoch_gate, exact(x.hyperparams), x.initial_epoch, x.validation_freq,
-           x.validation_epochs, x.step_begin_events);
+           x.validation_epochs, x.step_begin_events, x.on_demand);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_grants& x) {
+  return f(caf::meta::type_name("step_grants"), x.loop, x.first, x.steps, x.replicas, x.end);
 }
 
 template <class Inspector>

@@ -9,6 +9,8 @@
 #include <actortrain/actors/ps/handle.hpp>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace actortrain {
@@ -29,6 +31,12 @@ struct step_task {
   /// The ps shards by index as the coordinator knows them (a lost shard is respawned
   /// under a new handle); the worker pulls from and pushes to these from this task on.
   std::vector<ps_shard_actor> ps;
+  /// The step function (a run of scheduled steps: cluster::schedule): 0 the fit's step
+  /// (cluster_spec::train_step, or the built-in one), k >= 1 cluster_spec::steps[k - 1].
+  uint32_t step_fn = 0;
+  /// The scheduled step this task runs (0: a step of fit); such a task holds one step,
+  /// and its result carries the step function's logs.
+  uint64_t ticket = 0;
 };
 
 /// Microseconds spent per phase of a step.
@@ -51,6 +59,8 @@ struct step_result {
   phase_timings timings;
   tensor outputs;  ///< the model's outputs for the batch, when the task asked for them
   uint64_t digest = 0;  ///< of the batch (dataset::element_digest), for the ledgers
+  /// What the step function returned (only for a scheduled step: step_task::ticket).
+  std::vector<std::pair<std::string, double>> logs;
 };
 
 struct task_result {

@@ -75,6 +75,9 @@ struct worker_options : exchange_options {
   model::loss_ptr loss;
   /// A custom training step (cluster_spec::train_step); empty: the built-in one.
   model::step_function train_step;
+  /// The steps a run of scheduled steps may run by index (cluster_spec::steps;
+  /// step_task::step_fn k >= 1 is steps[k - 1]).
+  std::vector<model::step_function> steps;
   /// Prototypes: the worker clones them (metric states travel in step results).
   std::vector<std::shared_ptr<const model::metric>> metrics;
   std::shared_ptr<const model::placement> placement;
