@@ -33,6 +33,9 @@ BOOST_AUTO_TEST_CASE(tickets_come_out_in_the_order_granted_with_what_each_asks) 
   BOOST_TEST(!q.exhausted());  // more may come
   q.add(4, {}, {}, true);
   BOOST_TEST(q.exhausted());
+  BOOST_CHECK_THROW(q.add(4, {0}, {-1}, false), std::invalid_argument);  // nothing after the end
+  BOOST_CHECK_NO_THROW(q.add(1, {0, 2, 1}, {-1, 1, 0}, true));           // the same again: known
+  BOOST_TEST(q.granted() == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(a_repeated_grant_is_skipped_and_a_gap_refused) {

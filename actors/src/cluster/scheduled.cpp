@@ -82,6 +82,7 @@ cluster::run_handle cluster::begin_steps(dataset::dataset_fn fn, const model::fi
 cluster::step_handle cluster::schedule(const std::string& step, int replica) {
   auto& d = *impl_;
   if (!d.active || !d.scheduled) throw std::logic_error("cluster::schedule(step): no run of scheduled steps (begin_steps)");
+  if (d.grants_ended) throw std::logic_error("cluster::schedule(step): the run's steps were ended (end_steps, join)");
   uint32_t fn = UINT32_MAX;
   if (step.empty() || (d.spec.train_step && step == d.spec.train_step.name)) fn = 0;
   for (size_t k = 0; k < d.spec.steps.size() && fn == UINT32_MAX; ++k)
@@ -114,6 +115,7 @@ void cluster::end_steps() {
 void cluster::next_epoch() {
   auto& d = *impl_;
   if (!d.active || !d.scheduled) throw std::logic_error("cluster::next_epoch: no run of scheduled steps (begin_steps)");
+  if (d.grants_ended) throw std::logic_error("cluster::next_epoch: the run's steps were ended (end_steps, join)");
   d.grant_fns.push_back(step_grants::epoch_mark);
   d.grant_replicas.push_back(-1);
   ++d.marks;

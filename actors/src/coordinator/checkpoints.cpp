@@ -38,6 +38,7 @@ nlohmann::json save_run(const coord_state& st) {
   if (st.optimizer) r.hyperparams = st.optimizer->hyperparams();
   if (st.spec.on_demand) {
     r.scheduled = true;
+    r.loop = st.spec.on_demand;
     r.open_tickets.assign(st.grants.open().begin(), st.grants.open().end());
     r.granted = st.grants.granted();
   }
@@ -74,8 +75,12 @@ void load_run(coord_state& st, const nlohmann::json& j) {
   st.visits = std::move(r.visits);
   st.kept_epoch = r.kept_epoch;
   st.kept_checkpoint = r.kept_checkpoint;
-  // A run of scheduled steps: the tickets open then, and those granted since, run again
-  // (a state from before any grant, such as the run's start, opens every ticket).
+  // A run of scheduled steps: the tickets open then, and those granted since, run again.
+  // The state must be this run's (a take-over before the run's start was committed
+  // would find the previous run's).
+  if (st.spec.on_demand && (!r.scheduled || r.loop != st.spec.on_demand))
+    throw std::runtime_error("the checkpoint holds the state of another run than this run of scheduled steps");
+  if (st.spec.on_demand) st.spec.epochs = INT32_MAX;  // the end's last epoch is decided again
   if (st.spec.on_demand) {
     if (st.opts.plant && st.opts.plant->which == planted_defect::forget_grants_after_rollback &&
         st.grants.open().size() != r.open_tickets.size())

@@ -60,6 +60,7 @@ std::optional<pending_task> next_scheduled(coord_state& st, const worker_slot& t
     if (g.step_fn == step_grants::epoch_mark) {
       if (!st.work.idle() || !st.round.empty()) return std::nullopt;
       st.grants.pop();
+      if (st.dispatched_epoch == 0) continue;  // the epoch has not begun: it stays the one to come
       for (auto& p : st.pipes) p.end = std::min(p.end, p.next);
       st.closing_epoch = true;
       return std::nullopt;
@@ -72,12 +73,12 @@ std::optional<pending_task> next_scheduled(coord_state& st, const worker_slot& t
         no_data(st, *ticket, static_cast<uint32_t>(p));
         continue;
       }
-      if (st.pipes[p].lost) return std::nullopt;  // waits for its new shard
       if (st.pipes[p].ended()) {
         st.grants.pop();
         no_data(st, *ticket, static_cast<uint32_t>(p));
         continue;
       }
+      if (st.pipes[p].lost) return std::nullopt;  // waits for its new shard
       chosen = p;
     } else {
       const size_t own = st.pipes.empty() ? 0 : to.id % st.pipes.size();

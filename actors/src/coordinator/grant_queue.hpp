@@ -29,11 +29,13 @@ class grant_queue {
   /// Grants tickets first, first + 1, ... (one per `fns[k]`, `replicas[k]`). Tickets
   /// already granted are skipped (a grant sent again after a take-over); a gap (first
   /// past the next ticket) throws std::invalid_argument, as do vectors of different
-  /// lengths. `end`: no more grants after these.
+  /// lengths, as does a new ticket after an `end`. `end`: no more grants after these.
   void add(uint64_t first, const std::vector<uint32_t>& fns, const std::vector<int32_t>& replicas, bool end) {
     if (fns.size() != replicas.size())
       throw std::invalid_argument("step grants: " + std::to_string(fns.size()) + " step functions for " +
                                   std::to_string(replicas.size()) + " replicas");
+    if (closed_ && first + fns.size() > grants_.size() + 1)
+      throw std::invalid_argument("step grants: ticket " + std::to_string(grants_.size() + 1) + " after the end");
     if (first == 0 || first > grants_.size() + 1)
       throw std::invalid_argument("step grants: ticket " + std::to_string(first) + " after ticket " +
                                   std::to_string(grants_.size()) + " (a gap)");

@@ -349,6 +349,14 @@ void continue_start(self_ptr self) {
     return;
   }
   if (st.ph == phase::idle) return;
+  if (st.applied_run == 0 && st.ph == phase::training) {
+    // The steps sent before the loss were forgotten with it and none was applied: the
+    // run's batches start over from its first, and so do its scheduled steps.
+    for (auto& p : st.pipes) p.next = p.epoch_begin;
+    st.dispatched_epoch = 0;
+    st.dispatched_run = 0;
+    if (st.spec.on_demand) st.grants.restore({}, 0);
+  }
   // The run's first checkpoint was being written: write it again.
   if (!st.opts.checkpoint_dir.empty()) {
     st.quiescing = true;

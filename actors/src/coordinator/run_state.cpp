@@ -57,7 +57,7 @@ nlohmann::json to_json(const run_state& s) {
     for (auto& [k, v] : *s.hyperparams) hp[k] = v;
     j["hyperparams"] = hp;
   }
-  if (s.scheduled) j["scheduled"] = {{"open", s.open_tickets}, {"granted", s.granted}};
+  if (s.scheduled) j["scheduled"] = {{"loop", s.loop}, {"open", s.open_tickets}, {"granted", s.granted}};
   return j;
 }
 
@@ -119,6 +119,7 @@ run_state run_state_from(const nlohmann::json& j, size_t pipelines, int64_t step
     s.scheduled = true;
     s.open_tickets = j.at("scheduled").at("open").get<std::vector<uint64_t>>();
     s.granted = j.at("scheduled").at("granted").get<uint64_t>();
+    s.loop = j.at("scheduled").at("loop").get<uint64_t>();
   }
   return s;
 }

@@ -52,6 +52,7 @@ struct run_state {
   /// A run of scheduled steps (grant_queue.hpp): the tickets open at this point and the
   /// tickets granted so far.
   bool scheduled = false;
+  uint64_t loop = 0;  ///< its run_spec::on_demand
   std::vector<uint64_t> open_tickets;
   uint64_t granted = 0;
 };

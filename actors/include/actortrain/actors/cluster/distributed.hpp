@@ -19,7 +19,7 @@
 //       total += actortrain::reduce(actortrain::reduce_op::mean, c.run("", x));
 //       ++batches;
 //     }
-//     fmt::print("Epoch {}, Loss: {:.4f}\n", epoch + 1, total / batches);
+//     std::printf("Epoch %d, Loss: %.4f\n", epoch + 1, total / batches);
 //   }
 //   auto result = c.join(dist.handle());  // the run ends
 //

@@ -54,6 +54,8 @@ struct job {
 /// distributed dataset, each of fit.epochs passes running j.loop_step on every
 /// replica's next batch (cluster::run) and printing "Epoch {}, Loss: {:.4f}" to `out`:
 /// the mean over the pass of the replicas' mean loss. Returns the run's result (join).
+/// The job's validation data, steps_per_epoch and callbacks are not used (a loop has
+/// none of them); a resumed run is not (a loop starts over).
 fit_result train_loop(cluster& c, const job& j, std::ostream& out);
 
 /// Throws std::invalid_argument naming what job `j` lacks (a model, an optimizer, a loss,
