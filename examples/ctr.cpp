@@ -11,6 +11,13 @@
 //   build/examples/ctr                                  # 2 ps, 2 workers, async
 //   build/examples/ctr --consistency sync --epochs 3
 //   build/examples/ctr --optimizer "adagrad(0.05)" --buckets 16384
+//   build/examples/ctr --wide "adagrad(0.05)" --clip-norm 5    # wide and deep
+//
+// With --wide the model is wide and deep: a weight per bucket (the wide, linear part)
+// added to the deep tower's logit. The shards update the wide part with its own
+// optimizer (cluster_spec::variable_groups) and the rest with --optimizer, as
+// TensorFlow's DNNLinearCombined models do; --clip-norm makes the workers run a custom
+// training step that clips the gradients to that global norm first.
 
 #include <actortrain/actors/all.hpp>
 #include <actortrain/actors/jobs/jobs.hpp>
@@ -27,6 +34,7 @@ int main(int argc, char** argv) {
   return actortrain::cli::run_main("ctr", [&] {
     actortrain::jobs::ctr_options o;
     int ps = 2, workers = 2, verbose = 2, threads = 2;
+    double clip_norm = 0;
     actortrain::consistency_mode consistency;
     std::shared_ptr<const actortrain::model::partitioner> partitioner = actortrain::model::make_partitioner("fixed_shards(2)");
     actortrain::cli::flags f{"ctr",
@@ -51,6 +59,16 @@ int main(int argc, char** argv) {
       .add_parsed("consistency", "async", "async, bounded_staleness(s) or sync",
                   [&](const std::string& v) { consistency = actortrain::consistency_mode::parse(v); })
       .add("whole-tables", o.whole_tables, "pull the whole table every step instead of the batch's rows")
+      .add_parsed("wide", "",
+                  "add a wide part (a weight per bucket) that the shards update with this optimizer of its own, "
+                  "e.g. adagrad(0.05)",
+                  [&o](const std::string& v) {
+                    actortrain::model::make_optimizer(v);  // refused here, naming the flag
+                    o.wide_optimizer = v;
+                  })
+      .add("clip-norm", clip_norm,
+           "a custom training step: the built-in one, then the gradients clipped to this global L2 norm (0: off)",
+           range<double>{0, 1e12})
       .add("seed", o.seed, "seed of the data and the initialization")
       .add("threads", threads, "CAF scheduler threads", range<int>{1, 256})
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch", range<int>{0, 2});
@@ -64,6 +82,7 @@ int main(int argc, char** argv) {
     j.spec.partitioner = partitioner;
     j.spec.consistency = consistency;
     j.fit.verbose = verbose;
+    if (clip_norm > 0) j.spec.train_step = actortrain::model::clipped_step(clip_norm);
 
     caf::actor_system_config cfg;
     actortrain::configure(cfg);
@@ -72,8 +91,11 @@ int main(int argc, char** argv) {
     actortrain::cluster c{sys, j};
     auto r = c.join(c.schedule(j.train, j.fit));
     const auto& hist = r.history;
-    fmt::print("\n{} ps, {} workers, {}, {} buckets x {}, {}: {} steps, staleness mean {:.2f} max {}\n", ps, workers,
-               consistency.to_string(), o.buckets, o.dim, o.optimizer, r.steps, r.mean_staleness, r.max_staleness);
+    fmt::print("\n{} ps, {} workers, {}, {} buckets x {}, {}{}{}: {} steps, staleness mean {:.2f} max {}\n", ps, workers,
+               consistency.to_string(), o.buckets, o.dim, o.optimizer,
+               o.wide_optimizer.empty() ? "" : ", wide part " + o.wide_optimizer,
+               clip_norm > 0 ? fmt::format(", clipped to {}", clip_norm) : "", r.steps, r.mean_staleness,
+               r.max_staleness);
     fmt::print("{} of 3600 category values share a bucket; the optimum is the true probabilities' score\n",
                best.shared_buckets);
     fmt::print("epoch  test AUC  (optimum)  test log loss  (optimum)\n");

@@ -10,6 +10,7 @@ list(APPEND MODEL_SOURCES
   ${ACTORTRAIN_OPTIM_KERNELS}
   src/optim/call_spec.cpp
   src/optim/make_optimizer.cpp
+  src/optim/groups.cpp
   src/partitioner.cpp
   src/checkpoint/file_system.cpp
   src/checkpoint/fault_file_system.cpp

@@ -249,7 +249,7 @@ int launch_command(int argc, char** argv, int first) {
           "reads them). Ctrl-C stops every task. Exit status 0 when every task succeeded, 1\n"
           "when the job failed, 2 for bad flags. Flags after -- go to the example\n"
           "(actortrain launch --example linear -- --help lists them)."};
-  f.add("example", example, "the example to run (linear, fashion_mnist)")
+  f.add("example", example, "the registered job to run (" + jobs::registered_names() + ")")
     .add("ps", ps, "ps tasks (0: a worker-only cluster without chief)", range<int>{0, 64})
     .add("workers", workers, "worker tasks", range<int>{1, 256})
     .add("consistency", consistency, "async, bounded_staleness(s) or sync (default: the example's, sync without ps)")

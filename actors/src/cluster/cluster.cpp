@@ -131,7 +131,8 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   if (!loss) throw std::invalid_argument("cluster: no loss");
   d.structure = std::move(structure);
   d.loss = std::move(loss);
-  d.optimizer = opt.clone();
+  model::check_groups(d.structure, d.spec.variable_groups);
+  d.optimizer = std::make_unique<model::optimizer_set>(opt, d.spec.variable_groups);
   for (auto& m : metrics) {
     if (!m) throw std::invalid_argument("cluster: null metric");
     d.metrics.push_back(std::shared_ptr<const model::metric>(std::move(m)));
@@ -176,7 +177,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.checkpoint_keep = static_cast<size_t>(d.spec.checkpoint_keep);
   c.checkpoint_fs = d.spec.checkpoint_fs;
   c.checkpoint_shared = d.spec.checkpoint_shared;
-  c.optimizer = std::shared_ptr<const model::optimizer>(d.optimizer->clone());  // when every worker is lost, wait this long for one to join
+  c.optimizer = std::make_shared<const model::optimizer_set>(*d.optimizer);  // when every worker is lost, wait this long for one to join
   // A worker that pulls ahead never waits, so it reads its push acknowledgements (and
   // answers a task) one step later: one more task keeps its queue from running dry.
   c.tasks_per_worker = d.spec.tasks_in_flight > 0 ? d.spec.tasks_in_flight : d.spec.pull_ahead ? 4 : 3;

@@ -84,7 +84,7 @@ struct cluster::impl {
   cluster_spec spec;
   model::model structure;
   model::loss_ptr loss;
-  model::optimizer_ptr optimizer;  // a copy of the shards': checks hyperparameter changes
+  std::unique_ptr<model::optimizer_set> optimizer;  // a copy of the shards': checks hyperparameter changes
   std::vector<std::shared_ptr<const model::metric>> metrics;
   std::shared_ptr<const model::placement> placement;
   std::shared_ptr<dispatch_gate> gate;  // the consistency mode
@@ -210,7 +210,8 @@ struct cluster::impl {
     o.apply_log = spec.apply_log;
     o.checkpoint_fs = spec.checkpoint_fs;
     if (gate->round_size() > 0) o.policy = hold_for_round();  // one per shard: it holds the round's pushes
-    auto p = spawn_ps_shard(sys, *optimizer, o);  // with the current hyperparameters
+    o.groups = optimizer->groups();
+    auto p = spawn_ps_shard(sys, optimizer->fallback(), o);  // with the current hyperparameters
     named(p, actor_role::ps, index);
     return p;
   }

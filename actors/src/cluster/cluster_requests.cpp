@@ -115,7 +115,7 @@ model::matrix cluster::predict(const dataset::dataset& data, const std::vector<c
 std::future<void> cluster::set_hyperparams_async(const std::map<std::string, double>& values) {
   auto& d = *impl_;
   // Every shard holds a copy of this optimizer: what it refuses, they would.
-  auto probe = d.optimizer->clone();
+  auto probe = std::make_unique<model::optimizer_set>(*d.optimizer);
   for (auto& [k, v] : values) probe->set_hyperparam(k, v);
   if (d.at_gate.open) {
     // From a callback at the epoch gate: set before the next epoch's first step.

@@ -259,7 +259,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, coordinator_opt
   if (opts.detached) detail::name_this_thread("at.coordinator");
   auto& st = self->state;
   st.opts = std::move(opts);
-  if (st.opts.optimizer) st.optimizer = st.opts.optimizer->clone();
+  if (st.opts.optimizer) st.optimizer = std::make_unique<model::optimizer_set>(*st.opts.optimizer);
   if (!st.opts.gate) st.opts.gate = dispatch_when_free();
   st.started = std::chrono::steady_clock::now();
   for (size_t i = 0; i < st.opts.workers.size(); ++i) {

@@ -105,7 +105,7 @@ struct coord_state {
   int64_t checkpoint_step = -1;
   std::string checkpoint_dir;
   double checkpoint_at = 0;
-  std::unique_ptr<model::optimizer> optimizer;  // opts.optimizer's copy (hyperparameters kept current)
+  std::unique_ptr<model::optimizer_set> optimizer;  // opts.optimizer's copy (hyperparameters kept current)
   coordinator_options opts;
   std::vector<worker_slot> workers;
   bool ps_ready = false;

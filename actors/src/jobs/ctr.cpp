@@ -105,6 +105,15 @@ job ctr(const ctr_options& o) {
   auto out = g.apply(md::layers::dense(1), g.apply(md::layers::dense(32, activation::relu), h));
   job j;
   j.name = fmt::format("ctr(rows={}, buckets={}, dim={}, seed={})", o.rows, o.buckets, o.dim, o.seed);
+  if (!o.wide_optimizer.empty()) {
+    // Wide and deep: a weight per bucket, summed over the fields, plus the deep logit.
+    auto wide = md::layers::embedding(o.buckets, 1, md::layers::combiner::sum, md::zeros());
+    wide->set_name("wide_embedding");
+    out = g.apply(md::layers::add(), {g.apply(wide, ids), out});
+    j.spec.variable_groups.push_back({"wide", {"wide_embedding/"}, md::make_optimizer(o.wide_optimizer)});
+    j.name = fmt::format("ctr(rows={}, buckets={}, dim={}, wide={}, seed={})", o.rows, o.buckets, o.dim,
+                         o.wide_optimizer, o.seed);
+  }
   j.structure = md::model::functional(g, {ids, dense}, out);
   j.optimizer = md::make_optimizer(o.optimizer);
   j.loss = md::binary_cross_entropy();

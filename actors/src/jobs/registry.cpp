@@ -143,6 +143,9 @@ bool make_ctr(const std::vector<std::string>& args, job& j) {
     .add("batch", o.batch, "examples per step", range<int64_t>{1, int64_t{1} << 20})
     .add("optimizer", o.optimizer, "adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)")
     .add("whole-tables", o.whole_tables, "pull the whole table every step instead of the batch's rows")
+    .add("wide", o.wide_optimizer,
+         "add a wide part (a weight per bucket) trained on the shards by this optimizer of its own, e.g. "
+         "adagrad(0.05) (wide-and-deep; its hyperparameters are wide/NAME)")
     .add("seed", o.seed, "seed of the data and the initialization");
   common_flags common{2};
   common.add_to(f);
@@ -150,7 +153,9 @@ bool make_ctr(const std::vector<std::string>& args, job& j) {
   try {
     j = ctr(o);
   } catch (const std::invalid_argument& e) {  // an optimizer it cannot read
-    throw usage_error(fmt::format("ctr: --optimizer '{}': {}", o.optimizer, e.what()));
+    throw usage_error(fmt::format("ctr: --optimizer '{}'{}: {}", o.optimizer,
+                                  o.wide_optimizer.empty() ? "" : fmt::format(" or --wide '{}'", o.wide_optimizer),
+                                  e.what()));
   }
   common.apply("ctr", j);
   return true;

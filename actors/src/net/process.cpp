@@ -87,7 +87,7 @@ fingerprint job_fingerprint(const job& j, const cluster_def& def) {
   fingerprint f;
   f.emplace_back("job", j.name);
   f.emplace_back("model", one_line(j.structure.describe()));
-  f.emplace_back("optimizer", j.optimizer ? j.optimizer->describe() : "");
+  f.emplace_back("optimizer", j.optimizer ? model::optimizer_set{*j.optimizer, j.spec.variable_groups}.describe() : "");
   f.emplace_back("loss", j.loss ? j.loss->describe() : "");
   f.emplace_back("train step", j.spec.train_step ? j.spec.train_step.name : "built-in");
   std::vector<std::string> steps;

@@ -273,6 +273,8 @@ node_result host_coordinator(node_context& cx) {
     auto opts = cx.j.fit;
     opts.out = &cx.out;
     if (cx.opts.resume) opts.resume_from = def.checkpoint_dir;
+    if (cx.j.loop && cx.opts.resume)
+      throw std::invalid_argument("--resume: a custom loop (--loop) starts over; it does not resume a run");
     auto r = cx.j.loop ? train_loop(*c, cx.j, cx.out) : c->join(c->schedule(cx.j.train, opts));
     result.history = r.history;
     result.steps = r.steps;
@@ -498,6 +500,7 @@ node_result play_ps(node_context& cx) {
   o.index = static_cast<uint32_t>(cx.opts.task.index);
   o.detached = true;
   if (job_consistency(cx.j, def).mode() == consistency_mode::kind::sync) o.policy = hold_for_round();
+  o.groups = cx.j.spec.variable_groups;
   auto shard = spawn_ps_shard(cx.sys, *cx.j.optimizer, o);
   std::vector<std::unique_ptr<data_plane::server>> planes;
   caf::anon_send(cx.node, caf::put_atom::value,

@@ -40,7 +40,7 @@ using model::all_finite;
 
 shard_store::shard_store(const model::optimizer& opt, options opts)
     : index_(opts.index),
-      opt_(opt.clone()),
+      opts_(opt, opts.groups),
       policy_(opts.policy ? std::move(opts.policy) : std::shared_ptr<apply_policy>(apply_now())),
       keep_log_(opts.apply_log) {
   stats_.shard = opts.index;
@@ -185,7 +185,7 @@ void shard_store::apply_slices(push_request& r, uint64_t& max_lag) {
     max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
     record_staleness(p.version, s.read_version);
     auto& w = writable(p);
-    opt_->apply_dense(w.data(), s.grad.value->data(), static_cast<size_t>(w.size()), p.slots);
+    opts_.for_variable(p.name).apply_dense(w.data(), s.grad.value->data(), static_cast<size_t>(w.size()), p.slots);
     ++p.version;
     record_steps(p.ledger, r);
   }
@@ -205,7 +205,7 @@ void shard_store::apply_slices(push_request& r, uint64_t& max_lag) {
       model::matrix g(static_cast<Eigen::Index>(local.size()), s.rows.cols());
       for (size_t j = 0; j < src.size(); ++j) g.row(static_cast<Eigen::Index>(j)) = s.rows.value->row(src[j]);
       auto& w = writable(p);
-      opt_->apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
+      opts_.for_variable(p.name).apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
       ++p.version;
       record_steps(p.ledger, r);
     }
@@ -226,9 +226,9 @@ failure shard_store::init(init_request& req) {
   // retry (or a late original) of the one taken, which must not roll back what was
   // applied since.
   if (initialized_ && last_init_ && same_epochs(*last_init_, req.f)) return {};
-  auto names = opt_->slot_names();
   auto invalid = [](std::string what) { return failure{error_code::invalid_request, std::move(what)}; };
   for (auto& p : req.partitions) {
+    auto names = opts_.for_variable(p.name).slot_names();
     if (!p.value.value) return invalid(fmt::format("init: partition of {} without values", p.name));
     if (p.row_end != p.row_begin + p.value.rows())
       return invalid(fmt::format("init: partition of {} names rows [{}, {}) for {} rows of values", p.name, p.row_begin,
@@ -238,7 +238,8 @@ failure shard_store::init(init_request& req) {
         fmt::format("init: partition of {}: {} slots, {} slot names", p.name, p.slots.size(), p.slot_names.size()));
     for (auto& n : p.slot_names)
       if (std::find(names.begin(), names.end(), n) == names.end())
-        return invalid(fmt::format("init: partition of {}: the optimizer has no slot '{}'", p.name, n));
+        return invalid(fmt::format("init: partition of {}: its optimizer ({}) has no slot '{}'", p.name,
+                                   opts_.for_variable(p.name).name(), n));
     for (auto& s : p.slots)
       if (!s.value || s.rows() != p.value.rows() || s.cols() != p.value.cols())
         return invalid(
@@ -258,7 +259,9 @@ failure shard_store::init(init_request& req) {
     q.sparse = p.sparse;
     q.value = std::make_shared<model::matrix>(p.value.take());
     q.version = p.version;
-    q.slots = opt_->make_slots(static_cast<size_t>(q.value->size()));
+    const auto& opt = opts_.for_variable(p.name);
+    auto names = opt.slot_names();
+    q.slots = opt.make_slots(static_cast<size_t>(q.value->size()));
     for (size_t k = 0; k < p.slots.size(); ++k) {
       auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
       const auto& m = *p.slots[k].value;
@@ -268,7 +271,7 @@ failure shard_store::init(init_request& req) {
     if (p.kept && p.kept->value.value && p.kept->value.rows() == q.value->rows() &&
         p.kept->value.cols() == q.value->cols()) {
       // The kept state of the restored run (a checkpoint of it): restore's target.
-      auto kept_slots = opt_->make_slots(static_cast<size_t>(q.value->size()));
+      auto kept_slots = opt.make_slots(static_cast<size_t>(q.value->size()));
       for (size_t k = 0; k < p.kept->slots.size() && k < p.slot_names.size(); ++k) {
         auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
         const auto& m = *p.kept->slots[k].value;
@@ -320,13 +323,13 @@ failure shard_store::set_hyperparams(const hyperparams_request& req) {
   auto last = last_hyper_;
   if (!newer(last, req.f, req.id)) return {};  // a newer change was taken
   // Validate all first so a bad value changes nothing.
-  auto probe = opt_->clone();
+  auto probe = opts_;
   try {
-    for (auto& [k, v] : req.values) probe->set_hyperparam(k, v);
+    for (auto& [k, v] : req.values) probe.set_hyperparam(k, v);
   } catch (const std::invalid_argument& e) {
     return failure{error_code::invalid_request, fmt::format("ps shard {}: {}", index_, e.what())};
   }
-  opt_ = std::move(probe);
+  opts_ = probe;
   last_hyper_ = last;
   return {};
 }
@@ -368,8 +371,8 @@ failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
   if (!initialized_) return not_ready();
   if (auto err = check_fence(req.f)) return err;
   out.shard = index_;
-  auto names = opt_->slot_names();
   for (auto& [k, p] : parts_) {
+    auto names = opts_.for_variable(p.name).slot_names();
     partition_state s;
     s.key = k;
     s.name = p.name;
@@ -406,9 +409,9 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
   snapshot_changes_ = changes_;
   auto entry = [](const model::file_record& r) { return file_entry{r.name, r.bytes, r.crc32}; };
   out.shard = index_;
-  auto names = opt_->slot_names();
   try {
     for (auto& [k, p] : parts_) {
+      auto names = opts_.for_variable(p.name).slot_names();
       model::partition_data d;
       d.row_begin = p.row_begin;
       d.row_end = p.row_begin + p.value->rows();

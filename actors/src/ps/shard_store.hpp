@@ -18,6 +18,7 @@
 #include <actortrain/actors/ps/apply_policy.hpp>
 #include <actortrain/actors/ps/protocol.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
+#include <actortrain/model/optim/groups.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
 
 #include <cstdint>
@@ -37,9 +38,12 @@ class shard_store {
     std::shared_ptr<apply_policy> policy;  ///< null: apply_now()
     size_t staleness_buckets = 16;         ///< histogram size (at least 2)
     bool apply_log = false;                ///< keep which computation applied each step
+    /// Variables with optimizers of their own (model/optim/groups.hpp): each partition
+    /// is updated, and its slots kept, by its variable's optimizer.
+    std::vector<model::variable_group> groups;
   };
 
-  /// Updates with its own clone of `opt`.
+  /// Updates with its own clones of `opt` and of the groups' optimizers.
   shard_store(const model::optimizer& opt, options opts);
 
   bool initialized() const { return initialized_; }
@@ -97,7 +101,7 @@ class shard_store {
 
   uint32_t index_ = 0;
   bool initialized_ = false;
-  model::optimizer_ptr opt_;
+  model::optimizer_set opts_;
   std::shared_ptr<apply_policy> policy_;
   std::map<partition_key, partition> parts_;
   // Highest epochs seen, and per worker the lowest generation still accepted.

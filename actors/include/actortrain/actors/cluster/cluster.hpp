@@ -34,6 +34,7 @@
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/model.hpp>
+#include <actortrain/model/optim/groups.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
 #include <actortrain/model/partitioner.hpp>
 #include <actortrain/model/trainer.hpp>
@@ -86,6 +87,13 @@ struct cluster_spec : exchange_options {
   /// "loss") comes back to the handle. A cluster of processes: every task's job
   /// registers the same steps (the job fingerprint compares their names).
   std::vector<model::step_function> steps;
+  /// Variables with optimizers of their own on the ps shards (model/optim/groups.hpp):
+  /// the wide-and-deep pattern, e.g. {"wide", {"wide_embedding/"}, model::make_adagrad()}
+  /// beside the cluster's optimizer for the rest. A group's hyperparameters are named
+  /// "GROUP/NAME" (set_hyperparams({{"wide/learning_rate", 0.05}})); a learning-rate
+  /// schedule sets the cluster's optimizer's only. Checkpoints keep each partition's
+  /// slots under its own optimizer's slot names.
+  std::vector<model::variable_group> variable_groups;
   /// How variables are split into row partitions (model/partitioner.hpp; null: whole
   /// variables). model::make_partitioner reads "none", "fixed_shards(n)",
   /// "min_size(bytes, max_shards)" and "max_size(bytes)" from a flag.
@@ -286,8 +294,9 @@ class cluster {
   //   auto result = c.join(run);           // the run ends: history per epoch, steps
   //
   // Every step has a step id (run, pipeline, position) from its pipeline's iterator at
-  // dispatch, so a step re-run after a lost worker (or after a roll-back) computes on the
-  // same batch, and its step_context key (its randomness) is the same.
+  // dispatch, so a step re-run after a lost worker computes on the same batch with the
+  // same step_context key (its randomness). After a roll-back, a step for a given replica
+  // takes that replica's same batch again; one for any replica the next batch there is.
 
   /// What schedule returns (TensorFlow's RemoteValue): done() and fetch() take it.
   struct step_handle {

@@ -97,6 +97,7 @@
 #include <actortrain/actors/core/send_seam.hpp>
 #include <actortrain/actors/worker/worker.hpp>
 #include <actortrain/model/metric.hpp>
+#include <actortrain/model/optim/groups.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
 #include <actortrain/model/partitioner.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
@@ -183,9 +184,10 @@ struct coordinator_options {
   /// (a cluster's checkpoint.shared); only the files' records come here. Else the
   /// shards' state comes here and this actor writes it all.
   bool checkpoint_shared = false;
-  /// The shards' optimizer (a copy): checkpoints record its describe() and current
-  /// hyperparameters, which set_hyperparams keeps up to date. Null: not recorded.
-  std::shared_ptr<const model::optimizer> optimizer;
+  /// The shards' optimizers (a copy, with the variable groups'): checkpoints record its
+  /// describe() and current hyperparameters, which set_hyperparams keeps up to date.
+  /// Null: not recorded.
+  std::shared_ptr<const model::optimizer_set> optimizer;
   /// How long a run waits for a worker to join once every worker is lost.
   caf::timespan worker_wait = std::chrono::seconds(60);
   uint64_t coordinator_epoch = 1;

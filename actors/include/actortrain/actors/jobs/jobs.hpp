@@ -74,6 +74,11 @@ struct ctr_options {
   int64_t batch = 256;
   std::string optimizer = "adam(0.002)";
   bool whole_tables = false;
+  /// Not empty: a wide part beside the deep one (wide-and-deep), a weight per bucket
+  /// (an embedding of width 1 summed over the fields, layer "wide_embedding") added to
+  /// the deep tower's logit, updated on the shards by this optimizer of its own
+  /// (cluster_spec::variable_groups, group "wide"), e.g. "adagrad(0.05)".
+  std::string wide_optimizer;
   uint64_t seed = 1;
 };
 job ctr(const ctr_options& o = {});

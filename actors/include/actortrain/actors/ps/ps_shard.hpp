@@ -60,6 +60,7 @@
 #include <actortrain/actors/ps/apply_policy.hpp>
 #include <actortrain/actors/core/send_seam.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
+#include <actortrain/model/optim/groups.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
 
 #include <caf/all.hpp>
@@ -83,6 +84,8 @@ struct ps_shard_options {
   bool apply_log = false;
   /// Where shared checkpoints are written (null: model::posix_file_system()).
   std::shared_ptr<model::file_system> checkpoint_fs;
+  /// Variables with optimizers of their own (cluster_spec::variable_groups).
+  std::vector<model::variable_group> groups;
 };
 
 /// Spawns a shard that updates with its own clone of `opt`. Throws std::invalid_argument

@@ -3,6 +3,7 @@
 
 #include <actortrain/model/optim/adagrad.hpp>
 #include <actortrain/model/optim/adam.hpp>
+#include <actortrain/model/optim/groups.hpp>
 #include <actortrain/model/optim/make_optimizer.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
 #include <actortrain/model/optim/rmsprop.hpp>
