@@ -15,6 +15,11 @@
 
 #include <fmt/format.h>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <set>
+
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"
 #include "random_matrix.hpp"
@@ -222,6 +227,45 @@ BOOST_AUTO_TEST_CASE(a_hundred_random_fault_plans_keep_every_invariant_of_a_loop
   }
   BOOST_TEST(injected > 100u);
   BOOST_TEST(completed >= 80, completed << " of 100 runs completed");
+}
+
+// evaluate() and predict() on a cluster (real threads: they block) call the batch hooks
+// as the batches are handed out and answered; the last running logs are the result.
+BOOST_AUTO_TEST_CASE(evaluate_and_predict_call_the_batch_hooks_of_their_callbacks) {
+  caf::actor_system_config cfg;
+  configure(cfg);
+  caf::actor_system real{cfg};
+  cluster_spec sp;
+  sp.num_workers = 2;
+  matrix x = testing::random_matrix(96, 4, 3), y = testing::random_matrix(96, 1, 4);
+  cluster c{real, sp, model::model::sequential(4, {model::layers::dense(1)}), *model::make_sgd({0.05}),
+            model::mean_squared_error()};
+  struct recorder : callback {
+    int test_begun = 0, test_done = 0, predict_begun = 0, predict_done = 0;
+    std::set<int64_t> test_indices;
+    model::logs last;
+    void on_test_batch_begin(model::training&, int64_t) override { ++test_begun; }
+    void on_test_batch_end(model::training&, int64_t b, const model::logs& l) override {
+      ++test_done;
+      test_indices.insert(b);
+      last = l;
+    }
+    void on_predict_batch_begin(model::training&, int64_t) override { ++predict_begun; }
+    void on_predict_batch_end(model::training&, int64_t) override { ++predict_done; }
+  };
+  auto r = std::make_shared<recorder>();
+  auto data = ds::from_tensor_slices({x}, y).batch(16);  // 6 batches
+  auto result = c.evaluate(data, {r});
+  BOOST_TEST(r->test_begun == 6);  // not the positions handed out past the end
+  BOOST_TEST(r->test_done == 6);
+  BOOST_TEST((r->test_indices == std::set<int64_t>{0, 1, 2, 3, 4, 5}));
+  BOOST_TEST(r->last.at("loss") == result.at("loss"), "the last running loss is evaluate's result");
+  auto out = c.predict(ds::from_tensor_slices({x}, y).batch(16), {r});
+  BOOST_TEST(out.rows() == 96);
+  BOOST_TEST(r->predict_begun == 6);
+  BOOST_TEST(r->predict_done == 6);
+  c.evaluate(data);  // without callbacks: no batch events, nothing called
+  BOOST_TEST(r->test_done == 6);
 }
 
 // The checks above could fail: a roll-back that does not schedule again the steps

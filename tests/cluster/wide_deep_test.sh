@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Variable groups with optimizers of their own across processes: the registered ctr job
+# Variable groups with optimizers of their own, embedded and across processes: the
+# example trains the wide-and-deep model; then the registered ctr job
 # made wide and deep (--wide: a weight per bucket trained by Adagrad on the ps tasks, the
 # rest by Adam) with a clipping custom step (--clip-norm), on a chief, 2 ps and 2 worker
 # tasks. The ledger checker (the ps tasks' ledger files and the job's own dataset) says
@@ -8,6 +9,19 @@
 # Adam's; a task whose job gives the wide part another optimizer is refused by the job
 # fingerprint.
 . "$(dirname "$0")/lib.sh"
+CTR=${CTR_EXAMPLE:?set CTR_EXAMPLE to the ctr example}
+
+# Embedded, with real threads: the example trains the wide-and-deep model with the
+# clipping step and comes close to the optimum's AUC.
+timeout 120 "$CTR" --wide "adagrad(0.05)" --clip-norm 5 --epochs 1 --rows 500000 --test-rows 20000 --verbose 0 \
+  >"$WORK/embedded.out" 2>&1 || { cat "$WORK/embedded.out"; fail "examples/ctr --wide failed"; }
+cat "$WORK/embedded.out"
+grep -qF "wide part adagrad(0.05), clipped to 5" "$WORK/embedded.out" || fail "the example did not train wide and deep"
+python3 - "$WORK/embedded.out" <<'PY' || fail "the wide-and-deep model's test AUC is not within 0.03 of the optimum"
+import re, sys
+m = re.search(r'^\s+1\s+([0-9.]+)\s+\(([0-9.]+)\)', open(sys.argv[1]).read(), re.M)
+sys.exit(0 if m and float(m.group(1)) > float(m.group(2)) - 0.03 else 1)
+PY
 ARGS="--epochs 1 --rows 4000 --test-rows 500 --batch 100 --buckets 1024 --dim 4 --wide adagrad(0.1) --clip-norm 5"
 
 timeout 150 "$AT" launch --example ctr --ps 2 --workers 2 --dir "$WORK/run" --checkpoint-dir "$WORK/ckpt" \

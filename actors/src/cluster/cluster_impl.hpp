@@ -151,6 +151,9 @@ struct cluster::impl {
   // A run of scheduled steps (begin_steps): its grants by ticket, as sent (a coordinator
   // that takes the run over gets them again), the tickets that are epoch marks, and
   // what each scheduled step returned (nullopt: it found no batch), from the events.
+  // evaluate() and predict(): the callbacks that hear their batches (empty: no batch events).
+  std::vector<callback_ptr> eval_hooks;
+  bool predicting = false;
   bool scheduled = false;
   bool starting_steps = false;  // begin_steps is calling schedule(fn, opts)
   bool grants_ended = false;    // join sent the end of the grants

@@ -41,6 +41,7 @@ std::future<std::map<std::string, double>> cluster::evaluate_async(const dataset
   auto& d = *impl_;
   if (d.active) throw std::logic_error("cluster::evaluate: a run is in progress");
   eval_spec spec;
+  spec.batch_events = !d.eval_hooks.empty();
   d.run_prefetch = 0;  // a fit's input options are that fit's
   spec.pipelines = d.spawn_shards([data](const dataset::input_context& ctx) {
     return dataset::auto_shard(data, ctx, dataset::auto_shard_policy::data);
@@ -71,8 +72,17 @@ std::map<std::string, double> cluster::evaluate(const dataset::dataset& data, co
   auto& d = *impl_;
   auto cbs = call_callbacks(d.callbacks, callbacks, "cluster::evaluate");
   for (auto& cb : cbs) cb->on_test_begin(*d.view);
-  auto fut = evaluate_async(data);
-  d.wait(fut);
+  d.eval_hooks = cbs;  // their on_test_batch_* run as the batches are handed out and answered
+  d.predicting = false;
+  std::future<std::map<std::string, double>> fut;
+  try {
+    fut = evaluate_async(data);
+    d.wait(fut);
+  } catch (...) {
+    d.eval_hooks.clear();
+    throw;
+  }
+  d.eval_hooks.clear();
   auto r = fut.get();
   for (auto& cb : cbs) cb->on_test_end(*d.view, r);
   return r;
@@ -90,6 +100,7 @@ std::future<model::matrix> cluster::predict_async(const dataset::dataset& data) 
   o.detached = !d.spec.simulated;
   eval_spec spec;
   spec.outputs = true;
+  spec.batch_events = !d.eval_hooks.empty();
   spec.pipelines.push_back(spawn_dataset_shard(d.sys, [data](const dataset::input_context&) { return data; }, o));
   auto width = d.structure.output_width();
   return ask_evaluation<model::matrix>(d.sys, d.coordinator, d.call_timeout(), std::move(spec),
@@ -105,8 +116,17 @@ model::matrix cluster::predict(const dataset::dataset& data, const std::vector<c
   auto& d = *impl_;
   auto cbs = call_callbacks(d.callbacks, callbacks, "cluster::predict");
   for (auto& cb : cbs) cb->on_predict_begin(*d.view);
-  auto fut = predict_async(data);
-  d.wait(fut);
+  d.eval_hooks = cbs;  // their on_predict_batch_* run as the batches are handed out and answered
+  d.predicting = true;
+  std::future<model::matrix> fut;
+  try {
+    fut = predict_async(data);
+    d.wait(fut);
+  } catch (...) {
+    d.eval_hooks.clear();
+    throw;
+  }
+  d.eval_hooks.clear();
   auto r = fut.get();
   for (auto& cb : cbs) cb->on_predict_end(*d.view);
   return r;

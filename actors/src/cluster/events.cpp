@@ -31,6 +31,8 @@ const char* to_string(event_kind k) {
     case event_kind::warning: return "warning";
     case event_kind::run_done: return "run_done";
     case event_kind::step_no_data: return "step_no_data";
+    case event_kind::eval_batch_begun: return "eval_batch_begun";
+    case event_kind::eval_batch_done: return "eval_batch_done";
   }
   return "unknown";
 }
@@ -40,7 +42,8 @@ void event_queue::push(event e) {
   {
     std::lock_guard<std::mutex> lock{mtx_};
     // A scheduled step's result is what its handle waits for: never dropped.
-    if ((e.kind == event_kind::step_done && e.ticket == 0) || e.kind == event_kind::step_begun) {
+    if ((e.kind == event_kind::step_done && e.ticket == 0) || e.kind == event_kind::step_begun ||
+        e.kind == event_kind::eval_batch_begun || e.kind == event_kind::eval_batch_done) {
       if (q_.size() >= capacity_) {
         if (e.kind == event_kind::step_done) ++dropped_;  // (a begun step's hook is simply missed)
         return;
@@ -110,7 +113,9 @@ void metrics_writer::write_done(uint64_t run, bool failed, const std::string& te
 }
 
 void metrics_writer::write(const event& e) {
-  if (e.kind == event_kind::step_begun) return;  // a callback's hook, not a measurement
+  if (e.kind == event_kind::step_begun || e.kind == event_kind::eval_batch_begun ||
+      e.kind == event_kind::eval_batch_done)
+    return;  // a callback's hook, not a measurement
   nlohmann::json j;
   j["event"] = to_string(e.kind);
   j["run"] = e.run;

@@ -48,6 +48,15 @@ void cluster::impl::handle(const event& e) {
   if (observer) observer(e);
   if (writer) writer->write(e);
   if (e.kind == event_kind::dataset_lost) rebuild_shard(e.pipeline, e.count == 1);
+  if (e.kind == event_kind::eval_batch_begun || e.kind == event_kind::eval_batch_done) {
+    for (auto& cb : eval_hooks) {  // a hook's exception reaches evaluate()'s or predict()'s caller
+      if (e.kind == event_kind::eval_batch_begun)
+        predicting ? cb->on_predict_batch_begin(*view, e.count) : cb->on_test_batch_begin(*view, e.count);
+      else
+        predicting ? cb->on_predict_batch_end(*view, e.count) : cb->on_test_batch_end(*view, e.count, e.values);
+    }
+    return;
+  }
   if (scheduled && active && e.ticket != 0) {  // the first result counts (a roll-back redoes the step)
     if (e.kind == event_kind::step_done) step_results.emplace(e.ticket, e.logs);
     if (e.kind == event_kind::step_no_data) step_results.emplace(e.ticket, std::nullopt);

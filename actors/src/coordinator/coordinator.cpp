@@ -44,6 +44,7 @@ void fail_run(self_ptr self, caf::error err) {
   st.recovering = false;
   st.resuming = false;
   st.eval_outputs = false;
+  st.eval_batch_events = false;
   st.outputs.clear();
   // Nothing of a failed run counts later: its tasks' late answers find nothing pending,
   // and the next run begins under new epochs, which its late pushes lack.
@@ -221,6 +222,8 @@ caf::result<eval_summary> on_eval(self_ptr self, eval_spec& spec) {
   st.eval_rp = self->make_response_promise<eval_summary>();
   st.standalone_eval = true;
   st.eval_outputs = spec.outputs;
+  st.eval_batch_events = spec.batch_events;
+  st.eval_done = 0;
   st.outputs.clear();
   auto shards = spec.pipelines;
   auto go = [self, shards] {

@@ -293,6 +293,21 @@ void on_task_result(self_ptr self, uint32_t wid, uint64_t id, task_result& res) 
         st.outputs[r.step] = std::move(r.outputs);  // a re-run batch replaces its first answer
       else
         st.eval_acc.add(r);
+      if (st.standalone_eval && st.eval_batch_events) {
+        // Begun and done together: only an answered batch is known to exist (the
+        // positions handed out past the data's end come back without one).
+        event b;
+        b.kind = event_kind::eval_batch_begun;
+        b.count = st.eval_done;
+        b.worker = r.worker;
+        emit(st, std::move(b));
+        event e;
+        e.kind = event_kind::eval_batch_done;
+        e.count = st.eval_done++;
+        e.worker = r.worker;
+        if (!st.eval_outputs) e.values = st.eval_acc.values();
+        emit(st, std::move(e));
+      }
       continue;
     }
     if (round_size(st) > 0) {

@@ -183,6 +183,8 @@ struct coord_state {
   uint64_t outages = 0;  // times every worker was lost; a join ends the current one
   std::string outage_reason;
   bool eval_outputs = false;              // the standalone evaluation is a predict
+  bool eval_batch_events = false;         // it emits eval_batch_begun/done (eval_spec::batch_events)
+  int64_t eval_done = 0;                  // its batches answered
   std::map<step_id, tensor> outputs;      // its outputs so far, by step
   // A run of scheduled steps (run_spec::on_demand): the grants of loop `grants_loop`,
   // kept from their arrival (they may come before the run's request).

@@ -26,10 +26,11 @@
 // its event stream; what that means for stop_training and hyperparameters — the epoch
 // gate — is in actortrain/actors/cluster/callbacks.hpp.
 //
-// Hooks a trainer calls and a cluster does not: on_test_batch_* and on_predict_batch_*
-// (a cluster's workers compute those batches; its evaluate and predict call
-// on_test_begin/end and on_predict_begin/end). Hooks only a cluster calls: on_failure,
-// on_checkpoint (its coordinated checkpoints).
+// A cluster calls on_test_batch_* and on_predict_batch_* in evaluate() and predict(),
+// begin and end together when a batch's answer arrives (its workers compute batches in
+// parallel, and only an answered batch is known to exist; `batch` counts the answers
+// from 0), not in fit's validation, whose on_test_begin/end it calls at the epoch's end. Hooks only a cluster
+// calls: on_failure, on_checkpoint (its coordinated checkpoints).
 
 #include <cstdint>
 #include <functional>

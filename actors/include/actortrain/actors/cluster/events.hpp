@@ -45,6 +45,11 @@ enum class event_kind : uint8_t {
   run_done,        ///< the run ended: values/history in `history`, or text = error
   step_no_data,    ///< scheduled step `ticket` found no batch: its pipeline's data had ended
                    ///< in this epoch (`pipeline`)
+  eval_batch_begun,  ///< a batch of evaluate() or predict() answered by `worker`, just before
+                     ///< its eval_batch_done (`count`: the n-th answered, from 0); only with
+                     ///< eval_spec::batch_events, not in the metrics file, dropped like step
+                     ///< events when the queue is full
+  eval_batch_done,   ///< the same batch (values: evaluate's running loss and metrics)
 };
 
 const char* to_string(event_kind k);

@@ -96,6 +96,9 @@ struct run_summary {
 struct eval_spec {
   std::vector<dataset_shard_actor> pipelines;
   bool outputs = false;
+  /// Emit eval_batch_begun and eval_batch_done events (callbacks' on_test_batch_* and
+  /// on_predict_batch_*).
+  bool batch_events = false;
 };
 
 struct eval_summary {

@@ -479,7 +479,7 @@ typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_spec& x) {
-  return f(caf::meta::type_name("eval_spec"), x.pipelines, x.outputs);
+  return f(caf::meta::type_name("eval_spec"), x.pipelines, x.outputs, x.batch_events);
 }
 
 template <class Inspector>
