@@ -14,6 +14,7 @@
 
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"
+#include "fault_plans.hpp"
 #include "random_matrix.hpp"
 
 using namespace actortrain;
@@ -115,23 +116,7 @@ BOOST_AUTO_TEST_CASE(a_hundred_random_fault_plans_keep_every_invariant_with_a_cu
   j.spec.num_workers = 2;
   j.spec.num_ps = 2;
   j.spec.train_step = clip_step(1.0);
-  size_t injected = 0;
-  int completed = 0;
-  for (uint64_t seed = 1; seed <= 100; ++seed) {
-    sim_options so;
-    so.seed = seed;
-    auto r = simulate(j, so);
-    injected += r.injected.size();
-    if (!r.ok()) BOOST_ERROR(fmt::format("seed {}: {}\nreproduce: {}", seed, r.report(), r.replay));
-    // A run ends complete with every step in the ledgers, or (a plan that failed one
-    // step three times) as a poison step, which the checks above judged a valid prefix.
-    if (r.completed()) {
-      ++completed;
-      BOOST_TEST(r.steps == 40, fmt::format("seed {}: {} steps in the ledgers", seed, r.steps));
-    }
-  }
-  BOOST_TEST(injected > 100u);  // the plans did something
-  BOOST_TEST(completed >= 80, completed << " of 100 runs completed");
+  testing::hundred_fault_plans(j, 40);  // 20 steps an epoch, 2 epochs
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -22,6 +22,7 @@
 
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"
+#include "fault_plans.hpp"
 #include "random_matrix.hpp"
 
 using namespace actortrain;
@@ -212,21 +213,7 @@ BOOST_AUTO_TEST_CASE(a_hundred_random_fault_plans_keep_every_invariant_of_a_loop
   j.spec.steps.push_back(model::clipped_step(1.0));
   j.loop = true;
   j.loop_step = "clip_by_global_norm(1)";
-  size_t injected = 0;
-  int completed = 0;
-  for (uint64_t seed = 1; seed <= 100; ++seed) {
-    sim_options so;
-    so.seed = seed;
-    auto r = simulate(j, so);
-    injected += r.injected.size();
-    if (!r.ok()) BOOST_ERROR(fmt::format("seed {}: {}\nreproduce: {}", seed, r.report(), r.replay));
-    if (r.completed()) {
-      ++completed;
-      BOOST_TEST(r.steps == 40, fmt::format("seed {}: {} steps in the ledgers", seed, r.steps));
-    }
-  }
-  BOOST_TEST(injected > 100u);
-  BOOST_TEST(completed >= 80, completed << " of 100 runs completed");
+  testing::hundred_fault_plans(j, 40);  // 20 batches a pass, 2 passes
 }
 
 // evaluate() and predict() on a cluster (real threads: they block) call the batch hooks

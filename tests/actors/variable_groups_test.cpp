@@ -16,6 +16,7 @@
 
 // Last: CAF's test DSL defines macros (inject, expect) that clash with ordinary names.
 #include "caf_test.hpp"
+#include "fault_plans.hpp"
 
 using namespace actortrain;
 
@@ -113,24 +114,7 @@ BOOST_AUTO_TEST_CASE(a_hundred_random_fault_plans_keep_every_invariant_with_grou
   j.spec.num_workers = 2;
   j.spec.num_ps = 2;
   j.spec.train_step = model::clipped_step(5.0);
-  size_t injected = 0;
-  int completed = 0;
-  int64_t steps = -1;
-  for (uint64_t seed = 1; seed <= 100; ++seed) {
-    sim_options so;
-    so.seed = seed;
-    auto r = simulate(j, so);
-    injected += r.injected.size();
-    if (!r.ok()) BOOST_ERROR(fmt::format("seed {}: {}\nreproduce: {}", seed, r.report(), r.replay));
-    if (r.completed()) {
-      ++completed;
-      if (steps < 0) steps = r.steps;
-      BOOST_TEST(r.steps == steps, fmt::format("seed {}: {} steps in the ledgers, not {}", seed, r.steps, steps));
-    }
-  }
-  BOOST_TEST(steps == 40);  // 1600 rows / 80 per batch, 2 epochs
-  BOOST_TEST(injected > 100u);
-  BOOST_TEST(completed >= 80, completed << " of 100 runs completed");
+  testing::hundred_fault_plans(j, 40);  // 1600 rows / 80 per batch, 2 epochs
 }
 
 BOOST_AUTO_TEST_SUITE_END()
