@@ -66,24 +66,31 @@ std::vector<callback_ptr> call_callbacks(const std::vector<callback_ptr>& every,
   return all;
 }
 
-}  // namespace
-
-std::map<std::string, double> cluster::evaluate(const dataset::dataset& data, const std::vector<callback_ptr>& callbacks) {
-  auto& d = *impl_;
-  auto cbs = call_callbacks(d.callbacks, callbacks, "cluster::evaluate");
-  for (auto& cb : cbs) cb->on_test_begin(*d.view);
-  d.eval_hooks = cbs;  // their on_test_batch_* run as the batches are handed out and answered
-  d.predicting = false;
-  std::future<std::map<std::string, double>> fut;
+// Starts `start()` (evaluate_async or predict_async) and waits for it, with `hooks`
+// hearing its batches (on_test_batch_* or, when `predicting`, on_predict_batch_*).
+template <class T, class Start>
+T with_batch_hooks(cluster::impl& d, const std::vector<callback_ptr>& hooks, bool predicting, Start start) {
+  d.eval_hooks = hooks;
+  d.predicting = predicting;
+  std::future<T> fut;
   try {
-    fut = evaluate_async(data);
+    fut = start();
     d.wait(fut);
   } catch (...) {
     d.eval_hooks.clear();
     throw;
   }
   d.eval_hooks.clear();
-  auto r = fut.get();
+  return fut.get();
+}
+
+}  // namespace
+
+std::map<std::string, double> cluster::evaluate(const dataset::dataset& data, const std::vector<callback_ptr>& callbacks) {
+  auto& d = *impl_;
+  auto cbs = call_callbacks(d.callbacks, callbacks, "cluster::evaluate");
+  for (auto& cb : cbs) cb->on_test_begin(*d.view);
+  auto r = with_batch_hooks<std::map<std::string, double>>(d, cbs, false, [&] { return evaluate_async(data); });
   for (auto& cb : cbs) cb->on_test_end(*d.view, r);
   return r;
 }
@@ -116,18 +123,7 @@ model::matrix cluster::predict(const dataset::dataset& data, const std::vector<c
   auto& d = *impl_;
   auto cbs = call_callbacks(d.callbacks, callbacks, "cluster::predict");
   for (auto& cb : cbs) cb->on_predict_begin(*d.view);
-  d.eval_hooks = cbs;  // their on_predict_batch_* run as the batches are handed out and answered
-  d.predicting = true;
-  std::future<model::matrix> fut;
-  try {
-    fut = predict_async(data);
-    d.wait(fut);
-  } catch (...) {
-    d.eval_hooks.clear();
-    throw;
-  }
-  d.eval_hooks.clear();
-  auto r = fut.get();
+  auto r = with_batch_hooks<model::matrix>(d, cbs, true, [&] { return predict_async(data); });
   for (auto& cb : cbs) cb->on_predict_end(*d.view);
   return r;
 }

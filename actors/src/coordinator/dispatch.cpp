@@ -37,6 +37,12 @@ pending_task step_at(coord_state& st, size_t p) {
   return t;
 }
 
+// Every pipeline counts as at its end where it is now: the epoch of a run of scheduled
+// steps closes there (an epoch mark, or the run's end).
+void close_pipelines(coord_state& st) {
+  for (auto& p : st.pipes) p.end = std::min(p.end, p.next);
+}
+
 // Scheduled step `ticket` has no batch: its pipeline's data ended in this epoch.
 void no_data(coord_state& st, uint64_t ticket, uint32_t pipeline) {
   event e;
@@ -61,7 +67,7 @@ std::optional<pending_task> next_scheduled(coord_state& st, const worker_slot& t
       if (!st.work.idle() || !st.round.empty()) return std::nullopt;
       st.grants.pop();
       if (st.dispatched_epoch == 0) continue;  // the epoch has not begun: it stays the one to come
-      for (auto& p : st.pipes) p.end = std::min(p.end, p.next);
+      close_pipelines(st);
       st.closing_epoch = true;
       return std::nullopt;
     }
@@ -581,7 +587,7 @@ void dispatch(self_ptr self) {
       // Every scheduled step is applied and no more will come: the run ends, closing its
       // epoch if a step of it was applied.
       if (st.applied_epoch > 0) {
-        for (auto& p : st.pipes) p.end = std::min(p.end, p.next);
+        close_pipelines(st);
         st.spec.epochs = st.epoch + 1;
         end_epoch(self);
       } else {

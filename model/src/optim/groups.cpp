@@ -69,7 +69,7 @@ const std::string& optimizer_set::group_of(const std::string& name) const {
   return none;
 }
 
-optimizer& optimizer_set::target(const std::string& name, std::string& param) {
+const optimizer& optimizer_set::target(const std::string& name, std::string& param) const {
   auto slash = name.find('/');
   if (slash == std::string::npos) {
     param = name;
@@ -88,12 +88,13 @@ optimizer& optimizer_set::target(const std::string& name, std::string& param) {
 
 void optimizer_set::set_hyperparam(const std::string& name, double value) {
   std::string param;
-  target(name, param).set_hyperparam(param, value);  // checks before it changes anything
+  // target() finds one of this set's own optimizers: changing it is changing the set.
+  const_cast<optimizer&>(target(name, param)).set_hyperparam(param, value);  // checks before it changes anything
 }
 
 double optimizer_set::hyperparam(const std::string& name) const {
   std::string param;
-  return const_cast<optimizer_set*>(this)->target(name, param).hyperparam(param);
+  return target(name, param).hyperparam(param);
 }
 
 std::vector<std::pair<std::string, double>> optimizer_set::hyperparams() const {

@@ -74,7 +74,8 @@ class optimizer_set {
     std::vector<std::string> variables;
     optimizer_ptr opt;
   };
-  optimizer& target(const std::string& name, std::string& param);
+  // The optimizer "NAME" or "GROUP/NAME" names, and NAME in `param`.
+  const optimizer& target(const std::string& name, std::string& param) const;
   optimizer_ptr fallback_;
   std::vector<group> groups_;
 };
