@@ -36,17 +36,17 @@ float adagrad::initial_slot_value(size_t) const {
   return static_cast<float>(hp(initial_accumulator_value_));
 }
 
-adagrad::kernel adagrad::make_kernel() const {
-  return kernel{static_cast<float>(hp(learning_rate_)), static_cast<float>(hp(epsilon_))};
+adagrad::kernel adagrad::make_kernel(double lr_scale) const {
+  return kernel{static_cast<float>(hp(learning_rate_) * lr_scale), static_cast<float>(hp(epsilon_))};
 }
 
-void adagrad::update_dense(float* values, const float* grads, size_t n, slot_block& s) const {
-  detail::run_dense(make_kernel(), values, grads, n, s);
+void adagrad::update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const {
+  detail::run_dense(make_kernel(lr_scale), values, grads, n, s);
 }
 
 void adagrad::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                          const float* grad_rows, slot_block& s) const {
-  detail::run_rows(make_kernel(), values, row_width, rows, num_rows, grad_rows, s);
+                          const float* grad_rows, slot_block& s, double lr_scale) const {
+  detail::run_rows(make_kernel(lr_scale), values, row_width, rows, num_rows, grad_rows, s);
 }
 
 optimizer_ptr make_adagrad(const adagrad_options& options) {

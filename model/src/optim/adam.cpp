@@ -37,23 +37,23 @@ optimizer_ptr adam::clone() const {
   return std::make_unique<adam>(*this);
 }
 
-adam::kernel adam::make_kernel(int64_t t) const {
+adam::kernel adam::make_kernel(int64_t t, double lr_scale) const {
   const double b1 = hp(beta_1_);
   const double b2 = hp(beta_2_);
   const double td = static_cast<double>(t);
-  const double lr_t = hp(learning_rate_) * std::sqrt(1.0 - std::pow(b2, td)) /
+  const double lr_t = hp(learning_rate_) * lr_scale * std::sqrt(1.0 - std::pow(b2, td)) /
                       (1.0 - std::pow(b1, td));
   return kernel{static_cast<float>(1.0 - b1), static_cast<float>(1.0 - b2),
                 static_cast<float>(lr_t), static_cast<float>(hp(epsilon_))};
 }
 
-void adam::update_dense(float* values, const float* grads, size_t n, slot_block& s) const {
-  detail::run_dense(make_kernel(s.iterations), values, grads, n, s);
+void adam::update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const {
+  detail::run_dense(make_kernel(s.iterations, lr_scale), values, grads, n, s);
 }
 
 void adam::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                       const float* grad_rows, slot_block& s) const {
-  detail::run_rows(make_kernel(s.iterations), values, row_width, rows, num_rows, grad_rows, s);
+                       const float* grad_rows, slot_block& s, double lr_scale) const {
+  detail::run_rows(make_kernel(s.iterations, lr_scale), values, row_width, rows, num_rows, grad_rows, s);
 }
 
 optimizer_ptr make_adam(const adam_options& options) {

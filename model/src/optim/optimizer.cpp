@@ -44,7 +44,14 @@ std::string optimizer::check_change(size_t, double) const {
   return {};
 }
 
-void optimizer::apply_dense(float* values, const float* grads, size_t n, slot_block& s) const {
+void optimizer::check_scale(double lr_scale) const {
+  if (!(lr_scale > 0.0 && lr_scale <= 1.0))
+    throw std::invalid_argument(fmt::format("{}: learning-rate scale {} is not in (0, 1]", name_, lr_scale));
+}
+
+void optimizer::apply_dense(float* values, const float* grads, size_t n, slot_block& s,
+                            double lr_scale) const {
+  check_scale(lr_scale);
   if (s.slots.size() != slot_names_.size())
     throw std::invalid_argument(fmt::format("{}: apply_dense with {} slots, expected {}", name_,
                                             s.slots.size(), slot_names_.size()));
@@ -53,11 +60,12 @@ void optimizer::apply_dense(float* values, const float* grads, size_t n, slot_bl
       throw std::invalid_argument(fmt::format("{}: apply_dense over {} values but slot '{}' has {}",
                                               name_, n, slot_names_[k], s.slots[k].size()));
   ++s.iterations;
-  update_dense(values, grads, n, s);
+  update_dense(values, grads, n, s, lr_scale);
 }
 
 void optimizer::apply_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                           const float* grad_rows, slot_block& s) const {
+                           const float* grad_rows, slot_block& s, double lr_scale) const {
+  check_scale(lr_scale);
   if (row_width == 0)
     throw std::invalid_argument(fmt::format("{}: apply_rows with row_width 0", name_));
   if (s.slots.size() != slot_names_.size())
@@ -84,7 +92,7 @@ void optimizer::apply_rows(float* values, size_t row_width, const int64_t* rows,
   }
   ++s.iterations;
   if (increasing) {
-    update_rows(values, row_width, rows, num_rows, grad_rows, s);
+    update_rows(values, row_width, rows, num_rows, grad_rows, s, lr_scale);
     return;
   }
   // Repeated or unsorted rows: merge duplicates by summing their gradients, in row order.
@@ -106,7 +114,7 @@ void optimizer::apply_rows(float* values, size_t row_width, const int64_t* rows,
       for (size_t c = 0; c < row_width; ++c) acc[c] += g[c];
     }
   }
-  update_rows(values, row_width, uniq.data(), uniq.size(), merged.data(), s);
+  update_rows(values, row_width, uniq.data(), uniq.size(), merged.data(), s, lr_scale);
 }
 
 size_t optimizer::declare(std::string name, double value, value_range range, bool fixed) {

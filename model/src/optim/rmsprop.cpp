@@ -78,8 +78,8 @@ std::string rmsprop::check_change(size_t index, double value) const {
 }
 
 template <class Run>
-void rmsprop::dispatch(Run&& run) const {
-  const auto lr = static_cast<float>(hp(learning_rate_));
+void rmsprop::dispatch(double lr_scale, Run&& run) const {
+  const auto lr = static_cast<float>(hp(learning_rate_) * lr_scale);
   const auto rho = static_cast<float>(hp(rho_));
   const auto one_minus_rho = static_cast<float>(1.0 - hp(rho_));
   const auto momentum = static_cast<float>(hp(momentum_));
@@ -98,13 +98,13 @@ void rmsprop::dispatch(Run&& run) const {
   }
 }
 
-void rmsprop::update_dense(float* values, const float* grads, size_t n, slot_block& s) const {
-  dispatch([&](const auto& k) { detail::run_dense(k, values, grads, n, s); });
+void rmsprop::update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const {
+  dispatch(lr_scale, [&](const auto& k) { detail::run_dense(k, values, grads, n, s); });
 }
 
 void rmsprop::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                          const float* grad_rows, slot_block& s) const {
-  dispatch([&](const auto& k) {
+                          const float* grad_rows, slot_block& s, double lr_scale) const {
+  dispatch(lr_scale, [&](const auto& k) {
     detail::run_rows(k, values, row_width, rows, num_rows, grad_rows, s);
   });
 }

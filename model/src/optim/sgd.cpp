@@ -71,8 +71,8 @@ std::string sgd::check_change(size_t index, double value) const {
 
 // Picks the kernel once per call; `run` receives it and runs the dense or the row path.
 template <class Run>
-void sgd::dispatch(Run&& run) const {
-  const auto lr = static_cast<float>(hp(learning_rate_));
+void sgd::dispatch(double lr_scale, Run&& run) const {
+  const auto lr = static_cast<float>(hp(learning_rate_) * lr_scale);
   const auto momentum = static_cast<float>(hp(momentum_));
   if (num_slots() == 0)
     run(plain_kernel{lr});
@@ -82,13 +82,13 @@ void sgd::dispatch(Run&& run) const {
     run(momentum_kernel{lr, momentum});
 }
 
-void sgd::update_dense(float* values, const float* grads, size_t n, slot_block& s) const {
-  dispatch([&](const auto& k) { detail::run_dense(k, values, grads, n, s); });
+void sgd::update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const {
+  dispatch(lr_scale, [&](const auto& k) { detail::run_dense(k, values, grads, n, s); });
 }
 
 void sgd::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                      const float* grad_rows, slot_block& s) const {
-  dispatch([&](const auto& k) {
+                      const float* grad_rows, slot_block& s, double lr_scale) const {
+  dispatch(lr_scale, [&](const auto& k) {
     detail::run_rows(k, values, row_width, rows, num_rows, grad_rows, s);
   });
 }

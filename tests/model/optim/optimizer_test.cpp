@@ -58,6 +58,38 @@ BOOST_AUTO_TEST_CASE(set_hyperparam_rejects_unknown_names_and_bad_values) {
   BOOST_CHECK_THROW(opt.hyperparam("nope"), std::invalid_argument);
 }
 
+// A ps shard's staleness-aware rate: every rule's step at lr_scale s is its step at
+// learning rate s * lr, and a scale outside (0, 1] is refused before anything changes.
+BOOST_AUTO_TEST_CASE(a_learning_rate_scale_is_the_same_as_a_smaller_learning_rate) {
+  const std::vector<float> g{0.5f, -2.0f, 1.0f};
+  for (const std::string spec : {"sgd(0.1)", "sgd(0.1, momentum=0.9)", "adam(0.1)", "adagrad(0.1)", "rmsprop(0.1)"}) {
+    auto scaled = make_optimizer(spec);
+    auto smaller = make_optimizer(spec);
+    smaller->set_hyperparam("learning_rate", 0.025);
+    std::vector<float> a{1, 2, 3}, b{1, 2, 3};
+    auto sa = scaled->make_slots(3), sb = smaller->make_slots(3);
+    for (int step = 0; step < 3; ++step) {
+      scaled->apply_dense(a.data(), g.data(), 3, sa, 0.25);
+      smaller->apply_dense(b.data(), g.data(), 3, sb);
+    }
+    for (size_t i = 0; i < 3; ++i) BOOST_TEST(a[i] == b[i], spec << " value " << i);
+    const int64_t rows[] = {1};
+    std::vector<float> ra{1, 2, 3, 4}, rb{1, 2, 3, 4};
+    auto ta = scaled->make_slots(4), tb = smaller->make_slots(4);
+    scaled->apply_rows(ra.data(), 2, rows, 1, g.data(), ta, 0.25);
+    smaller->apply_rows(rb.data(), 2, rows, 1, g.data(), tb);
+    for (size_t i = 0; i < 4; ++i) BOOST_TEST(ra[i] == rb[i], spec << " row value " << i);
+    for (double bad : {0.0, -1.0, 1.5, std::nan("")}) {
+      auto before = a;
+      auto slots = sa;
+      auto msg = error_of([&] { scaled->apply_dense(a.data(), g.data(), 3, sa, bad); });
+      BOOST_TEST(contains(msg, "learning-rate scale"), spec << ": " << msg);
+      BOOST_TEST((a == before));
+      BOOST_TEST(sa.iterations == slots.iterations);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(clone_is_independent) {
   adam opt;
   auto copy = opt.clone();

@@ -38,13 +38,13 @@ class adagrad final : public optimizer {
 
  protected:
   float initial_slot_value(size_t k) const override;
-  void update_dense(float* values, const float* grads, size_t n, slot_block& s) const override;
+  void update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const override;
   void update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                   const float* grad_rows, slot_block& s) const override;
+                   const float* grad_rows, slot_block& s, double lr_scale) const override;
 
  private:
   struct kernel;
-  kernel make_kernel() const;
+  kernel make_kernel(double lr_scale) const;
 
   size_t learning_rate_;
   size_t initial_accumulator_value_;

@@ -46,13 +46,13 @@ class adam final : public optimizer {
   optimizer_ptr clone() const override;
 
  protected:
-  void update_dense(float* values, const float* grads, size_t n, slot_block& s) const override;
+  void update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const override;
   void update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                   const float* grad_rows, slot_block& s) const override;
+                   const float* grad_rows, slot_block& s, double lr_scale) const override;
 
  private:
   struct kernel;
-  kernel make_kernel(int64_t t) const;
+  kernel make_kernel(int64_t t, double lr_scale) const;
 
   size_t learning_rate_;
   size_t beta_1_;

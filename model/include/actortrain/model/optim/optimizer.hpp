@@ -72,7 +72,10 @@ class optimizer {
   /// Dense update: values[i] from grads[i], i < n. Increments s.iterations.
   /// Requires s.slots.size() == num_slots() and every slot of size n (else
   /// std::invalid_argument naming the optimizer). `values` and `grads` must not overlap.
-  void apply_dense(float* values, const float* grads, size_t n, slot_block& s) const;
+  /// `lr_scale` multiplies the learning rate for this call only (a ps shard's
+  /// staleness-aware rate); it must be finite and in (0, 1] (else std::invalid_argument).
+  void apply_dense(float* values, const float* grads, size_t n, slot_block& s,
+                   double lr_scale = 1.0) const;
 
   /// Sparse ("lazy") row update, as TF's sparse kernels and LazyAdam: only the given rows
   /// of `values` and the same rows of every slot change; rows not listed keep their
@@ -88,7 +91,7 @@ class optimizer {
   /// block size; their caller guarantees the bound), std::invalid_argument for a zero
   /// row_width or slots of the wrong count or size.
   void apply_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                  const float* grad_rows, slot_block& s) const;
+                  const float* grad_rows, slot_block& s, double lr_scale = 1.0) const;
 
   /// Sets a hyperparameter for the following apply calls (learning-rate schedules reach
   /// a ps shard's optimizer through this). Flags take 0 or 1. Throws std::invalid_argument
@@ -144,10 +147,12 @@ class optimizer {
   /// slot pointers valid for the span:
   ///  - update_dense: the whole block, n floats.
   ///  - update_rows: `rows` unique and in range (duplicates already merged).
+  /// `lr_scale` (checked, in (0, 1]) multiplies the learning rate of this call.
   virtual void update_dense(float* values, const float* grads, size_t n,
-                            slot_block& s) const = 0;
+                            slot_block& s, double lr_scale) const = 0;
   virtual void update_rows(float* values, size_t row_width, const int64_t* rows,
-                           size_t num_rows, const float* grad_rows, slot_block& s) const = 0;
+                           size_t num_rows, const float* grad_rows, slot_block& s,
+                           double lr_scale) const = 0;
 
  private:
   struct param {
@@ -157,6 +162,7 @@ class optimizer {
     bool fixed;
   };
   const param* find(const std::string& name) const;
+  void check_scale(double lr_scale) const;
   std::string range_error(const param& p, double value) const;
   std::string known_names() const;
 

@@ -41,13 +41,13 @@ class sgd final : public optimizer {
 
  protected:
   std::string check_change(size_t index, double value) const override;
-  void update_dense(float* values, const float* grads, size_t n, slot_block& s) const override;
+  void update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const override;
   void update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
-                   const float* grad_rows, slot_block& s) const override;
+                   const float* grad_rows, slot_block& s, double lr_scale) const override;
 
  private:
   template <class Run>
-  void dispatch(Run&& run) const;
+  void dispatch(double lr_scale, Run&& run) const;
 
   size_t learning_rate_;
   size_t momentum_;
