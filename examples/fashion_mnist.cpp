@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
                   "split variables over the ps shards: fixed_shards(n), min_size(bytes, n), max_size(bytes)",
                   [&](const std::string& v) { partitioner = actortrain::model::make_partitioner(v); })
       .add("pull-ahead", pull_ahead, "fetch the next step's parameters while a step computes (faster, staleness +1)")
+      .add_parsed("compensation", o.compensation.to_string(),
+                  "what the ps shards do about stale gradients: none, lookahead (workers compute on the parameters "
+                  "extrapolated along the last update), lookahead(k), staleness_lr, dc_asgd(lambda)",
+                  [&](const std::string& v) { o.compensation = actortrain::staleness_compensation::parse(v); })
       .add("threads", threads, "CAF scheduler threads", range<int>{1, 256})
       .add("metrics", metrics, "write JSON-lines metrics to this file (actortrain plot draws them)")
       .add("data-dir", o.data_dir, "directory with the four Fashion-MNIST .gz files")

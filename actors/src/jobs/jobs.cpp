@@ -95,6 +95,7 @@ job fashion_mnist(const fashion_mnist_options& o) {
                             : ds::fashion_mnist(ds::split::test, o.data_dir);
   j.fit.validation = (o.limit > 0 ? test.take(std::max<int64_t>(1, o.limit / 4)) : test).batch(1000);
   j.spec.seed = o.seed;
+  j.spec.compensation = o.compensation;
   return j;
 }
 

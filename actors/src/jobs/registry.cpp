@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <optional>
 
 namespace actortrain::jobs {
 
@@ -29,6 +30,7 @@ struct common_flags {
   int64_t early_stopping = 0;
   std::string monitor = "val_loss", mode = "auto", csv_log;
   std::shared_ptr<const model::partitioner> partitioner;
+  std::optional<staleness_compensation> compensation;
 
   explicit common_flags(int default_verbose) : verbose(default_verbose) {}
 
@@ -60,6 +62,10 @@ struct common_flags {
                   "how variables are split into row partitions over the ps shards, as TensorFlow's "
                   "variable_partitioner: none, fixed_shards(N), min_size(BYTES,MAX_SHARDS), max_size(BYTES)",
                   [this](const std::string& v) { partitioner = model::make_partitioner(v); })
+      .add_parsed("compensation", "the job's",
+                  "what the ps shards do about stale gradients (async): none, lookahead, lookahead(K), staleness_lr, "
+                  "dc_asgd(LAMBDA)",
+                  [this](const std::string& v) { compensation = staleness_compensation::parse(v); })
       .add("early-stopping", early_stopping,
            "stop when --monitor has not improved for N epochs, and end with the best epoch's variables (0: off)",
            range<int64_t>{0, 1 << 20})
@@ -77,6 +83,7 @@ struct common_flags {
     j.spec.push_every = push_every;
     j.spec.pull_ahead = pull_ahead;
     if (partitioner) j.spec.partitioner = partitioner;
+    if (compensation) j.spec.compensation = *compensation;
     if (clip_norm > 0) j.spec.train_step = model::clipped_step(clip_norm);
     if (loop && (early_stopping > 0 || !csv_log.empty()))
       throw usage_error(fmt::format("{}: --loop: callbacks (--early-stopping, --csv-log) run with fit only", name));

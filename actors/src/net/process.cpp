@@ -97,6 +97,7 @@ fingerprint job_fingerprint(const job& j, const cluster_def& def) {
   f.emplace_back("partitioner", j.spec.partitioner ? j.spec.partitioner->describe() : "none");
   f.emplace_back("ps shards", std::to_string(job_num_ps(j, def)));
   f.emplace_back("consistency", job_consistency(j, def).to_string());
+  f.emplace_back("compensation", j.spec.compensation.to_string());
   f.emplace_back("version", ACTORTRAIN_VERSION);
   return f;
 }

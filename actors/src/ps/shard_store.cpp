@@ -42,6 +42,7 @@ shard_store::shard_store(const model::optimizer& opt, options opts)
     : index_(opts.index),
       opts_(opt, opts.groups),
       policy_(opts.policy ? std::move(opts.policy) : std::shared_ptr<apply_policy>(apply_now())),
+      compensation_(opts.compensation),
       keep_log_(opts.apply_log) {
   stats_.shard = opts.index;
   stats_.staleness_histogram.assign(std::max<size_t>(2, opts.staleness_buckets), 0);
@@ -184,9 +185,12 @@ void shard_store::apply_slices(push_request& r, uint64_t& max_lag) {
     auto& p = parts_.at(s.key);
     max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
     record_staleness(p.version, s.read_version);
+    double lr_scale = 1;
+    const float* g = p.comp.before(*p.value, p.version, s.read_version, *s.grad.value, lr_scale);
     auto& w = writable(p);
-    opts_.for_variable(p.name).apply_dense(w.data(), s.grad.value->data(), static_cast<size_t>(w.size()), p.slots);
+    opts_.for_variable(p.name).apply_dense(w.data(), g, static_cast<size_t>(w.size()), p.slots, lr_scale);
     ++p.version;
+    p.comp.after(w, p.version);
     record_steps(p.ledger, r);
   }
   for (auto& s : r.sparse) {
@@ -268,6 +272,10 @@ failure shard_store::init(init_request& req) {
       std::copy(m.data(), m.data() + m.size(), q.slots.slots[at].begin());
     }
     q.slots.iterations = p.iterations;
+    if (!q.sparse) {
+      q.comp = compensator{compensation_};
+      q.comp.reset(*q.value, q.version);
+    }
     if (p.kept && p.kept->value.value && p.kept->value.rows() == q.value->rows() &&
         p.kept->value.cols() == q.value->cols()) {
       // The kept state of the restored run (a checkpoint of it): restore's target.
@@ -361,6 +369,7 @@ failure shard_store::restore(const fence_request& req) {
     p.spare.reset();
     p.slots = slots;
     ++p.version;  // new values: a reader's cached version must not match them
+    p.comp.reset(*p.value, p.version);
   }
   last_restore_ = last;
   ++changes_;
@@ -460,8 +469,12 @@ failure shard_store::pull(const pull_request& req, pull_reply& out) {
     if (i == parts_.end())
       return failure{error_code::invalid_request,
                      fmt::format("ps shard {}: no partition {}:{}", index_, k.variable, k.index)};
-    out.values.push_back(
-      partition_value{k, i->second.version, tensor{std::shared_ptr<const model::matrix>(i->second.value)}});
+    auto& p = i->second;
+    // A training step computes on the compensated view (lookahead); everyone else, on
+    // the values.
+    auto values = req.training && !p.sparse ? p.comp.view(p.value, p.version)
+                                            : std::shared_ptr<const model::matrix>(p.value);
+    out.values.push_back(partition_value{k, p.version, tensor{std::move(values)}});
   }
   return {};
 }
@@ -546,7 +559,10 @@ ps_stats shard_store::stats() const {
   s.held = policy_->held();
   s.seen = seen_;
   for (auto& [w, g] : min_generation_) s.min_generations.emplace_back(w, g);
-  for (auto& [k, p] : parts_) s.versions.push_back(partition_value{k, p.version, tensor{}});
+  for (auto& [k, p] : parts_) {
+    s.versions.push_back(partition_value{k, p.version, tensor{}});
+    s.uncompensated += p.comp.uncompensated();
+  }
   return s;
 }
 

@@ -16,10 +16,13 @@
 
 #include <actortrain/actors/core/error_code.hpp>
 #include <actortrain/actors/ps/apply_policy.hpp>
+#include <actortrain/actors/ps/compensation.hpp>
 #include <actortrain/actors/ps/protocol.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
 #include <actortrain/model/optim/groups.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
+
+#include "compensator.hpp"
 
 #include <cstdint>
 #include <map>
@@ -41,6 +44,8 @@ class shard_store {
     /// Variables with optimizers of their own (model/optim/groups.hpp): each partition
     /// is updated, and its slots kept, by its variable's optimizer.
     std::vector<model::variable_group> groups;
+    /// What a dense partition does about stale gradients (ps/compensation.hpp).
+    staleness_compensation compensation;
   };
 
   /// Updates with its own clones of `opt` and of the groups' optimizers.
@@ -88,6 +93,7 @@ class shard_store {
     model::slot_block slots;
     uint64_t version = 0;
     step_ledger ledger;  // every step applied to it (ledger.hpp)
+    compensator comp;    // dense partitions' staleness compensation (compensator.hpp)
   };
 
   failure check_fence(const fence& f);
@@ -103,6 +109,7 @@ class shard_store {
   bool initialized_ = false;
   model::optimizer_set opts_;
   std::shared_ptr<apply_policy> policy_;
+  staleness_compensation compensation_;
   std::map<partition_key, partition> parts_;
   // Highest epochs seen, and per worker the lowest generation still accepted.
   fence seen_;

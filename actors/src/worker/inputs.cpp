@@ -23,11 +23,19 @@ bool same_fence(const fence& a, const fence& b) {
          a.worker_generation == b.worker_generation && a.worker == b.worker;
 }
 
-// The step after the current one and its fence, if one is known (this task's next
-// step, or the first of the next queued task).
-std::optional<std::pair<fence, step_id>> next_step(const worker_state& st) {
-  if (st.next < st.task.steps.size()) return std::make_pair(st.task.f, st.task.steps[st.next]);
-  if (!st.waiting.empty()) return std::make_pair(st.waiting.front().first.f, st.waiting.front().first.steps.front());
+// The step after the current one, its fence and whether it trains, if one is known
+// (this task's next step, or the first of the next queued task).
+struct known_step {
+  fence f;
+  step_id step;
+  bool training = false;
+};
+std::optional<known_step> next_step(const worker_state& st) {
+  if (st.next < st.task.steps.size()) return known_step{st.task.f, st.task.steps[st.next], st.task.training};
+  if (!st.waiting.empty()) {
+    const auto& t = st.waiting.front().first;
+    return known_step{t.f, t.steps.front(), t.training};
+  }
   return std::nullopt;
 }
 
@@ -45,7 +53,7 @@ void install_round(self_ptr self) {
     st.reuses_left = st.opts.pull_every - 1;
   }
   if (st.opts.pull_ahead)
-    if (auto n = next_step(st)) send_round(self, n->first, n->second);
+    if (auto n = next_step(st)) send_round(self, n->f, n->step, n->training);
   compute(self);
 }
 
@@ -63,7 +71,7 @@ void round_failed(self_ptr self, uint64_t id, int p, caf::error e) {
 }  // namespace
 
 // Pulls every variable from the shards that hold it, in parallel, as one round.
-void send_round(self_ptr self, const fence& f, const step_id& step) {
+void send_round(self_ptr self, const fence& f, const step_id& step, bool training) {
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
   const int nps = pl.num_ps();
@@ -79,6 +87,7 @@ void send_round(self_ptr self, const fence& f, const step_id& step) {
   rd.id = ++st.round_id;
   rd.f = f;
   rd.step = step;
+  rd.training = training;
   rd.values = model::parameter_store{st.opts.structure.variables().size()};
   rd.read_version.assign(st.opts.structure.variables().size(), 0);
   for (auto& r : reqs)
@@ -87,6 +96,7 @@ void send_round(self_ptr self, const fence& f, const step_id& step) {
     auto& r = reqs[static_cast<size_t>(p)];
     if (r.partitions.empty()) continue;
     r.f = f;
+    r.training = training;
     st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], via(st, p), st.opts.timeout, pull_atom::value, std::move(r))
       .then(
         [self, id = rd.id](pull_reply& rep) {
@@ -197,8 +207,8 @@ void pull(self_ptr self) {
     return;
   }
   st.reuses_left = 0;
-  if (!rd.active || !same_fence(rd.f, st.task.f) || rd.step != st.current.step)
-    send_round(self, st.task.f, st.current.step);
+  if (!rd.active || !same_fence(rd.f, st.task.f) || rd.step != st.current.step || rd.training != st.task.training)
+    send_round(self, st.task.f, st.current.step, st.task.training);
   send_rows(self);
   if (rd.outstanding == 0) {
     install_round(self);

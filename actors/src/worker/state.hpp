@@ -98,6 +98,7 @@ struct worker_state {
     fence f;           // asked under this fence,
     step_id step;      // for this step: used by no other (it may have been asked before
                        // the other was dispatched, which the consistency modes forbid)
+    bool training = false;  // a training step's (the shard may answer a compensated view)
     size_t outstanding = 0;
     model::parameter_store values;
     std::vector<uint64_t> read_version;
@@ -151,7 +152,7 @@ caf::error shard_error(const worker_state& st, int p, caf::error e);
 // inputs.cpp
 void prefetch_next(self_ptr self);
 void on_batch(self_ptr self, batch_reply& r);
-void send_round(self_ptr self, const fence& f, const step_id& step);
+void send_round(self_ptr self, const fence& f, const step_id& step, bool training);
 void pull(self_ptr self);
 void local_step(worker_state& st);
 

@@ -29,6 +29,7 @@
 #include <actortrain/actors/cluster/callbacks.hpp>
 #include <actortrain/actors/ps/ledger.hpp>
 #include <actortrain/actors/core/consistency.hpp>
+#include <actortrain/actors/ps/compensation.hpp>
 #include <actortrain/actors/worker/exchange_options.hpp>
 #include <actortrain/dataset/input_context.hpp>
 #include <actortrain/model/loss.hpp>
@@ -112,6 +113,13 @@ struct cluster_spec : exchange_options {
   ///    input_context.num_replicas_in_sync = R (1 in the other modes): per-replica batch
   ///    = global batch / R. Needs steps_per_execution = 1.
   consistency_mode consistency = consistency_mode::async();
+  /// What the ps shards do about a stale gradient, one computed on parameters other
+  /// steps have moved since (ps/compensation.hpp, with each method's paper;
+  /// staleness_compensation::parse reads "none", "lookahead", "lookahead(k)",
+  /// "staleness_lr" and "dc_asgd(lambda)" from a flag). Asynchronous and
+  /// bounded-staleness training only; a cluster of processes: every task's job gives the
+  /// same (the job fingerprint compares it).
+  staleness_compensation compensation;
   /// Steps per task sent to a worker (Keras's steps_per_execution): fewer round trips
   /// with the coordinator for tiny models.
   int steps_per_execution = 1;

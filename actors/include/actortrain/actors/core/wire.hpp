@@ -295,7 +295,7 @@ typename Inspector::result_type inspect(Inspector& f, init_request& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_request& x) {
-  return f(caf::meta::type_name("pull_request"), x.f, x.partitions);
+  return f(caf::meta::type_name("pull_request"), x.f, x.partitions, x.training);
 }
 
 template <class Inspector>
@@ -372,7 +372,7 @@ typename Inspector::result_type inspect(Inspector& f, hyperparams_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.base, x.duplicates, x.rejected, x.fenced, x.undone,
-           x.remembered, x.held, x.rows_pulled, x.staleness_histogram, x.versions, x.apply_log, x.seen, x.min_generations);
+           x.remembered, x.held, x.rows_pulled, x.uncompensated, x.staleness_histogram, x.versions, x.apply_log, x.seen, x.min_generations);
 }
 
 template <class Inspector>

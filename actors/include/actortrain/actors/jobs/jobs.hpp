@@ -54,6 +54,9 @@ struct fashion_mnist_options {
   uint64_t seed = 1;
   int64_t limit = 0;
   std::string data_dir = dataset::fashion_mnist_default_dir;
+  /// What the ps shards do about stale gradients (cluster_spec::compensation); the
+  /// default is the one measured best for this job (docs/benchmarks.md).
+  staleness_compensation compensation = staleness_compensation::lookahead();
   /// Both splits already in memory (dataset::load_fashion_mnist), instead of reading
   /// data_dir: the benchmarks load them once for many runs.
   std::shared_ptr<const dataset::fashion_mnist_arrays> train_arrays, test_arrays;

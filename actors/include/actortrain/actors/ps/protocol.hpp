@@ -93,6 +93,9 @@ struct init_request {
 struct pull_request {
   fence f;
   std::vector<partition_key> partitions;
+  /// A training step's read: a shard with lookahead compensation answers the values
+  /// extrapolated ahead (ps/compensation.hpp); evaluation and observers read the values.
+  bool training = false;
 };
 
 /// A partition's values at a version: what a pull answers (and, without the values, what
@@ -229,6 +232,9 @@ struct ps_stats {
   uint64_t remembered = 0;  ///< step ids kept for de-duplication (bounded by the watermark)
   uint64_t held = 0;        ///< pushes held for a synchronous round not closed yet
   uint64_t rows_pulled = 0;  ///< embedding rows served by pull_rows
+  /// Stale gradients applied without compensation because the version they were
+  /// computed on was no longer kept (ps/compensation.hpp: dc_asgd keeps 16).
+  uint64_t uncompensated = 0;
   std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
   std::vector<partition_value> versions;      ///< keys and versions (no values)
   std::vector<applied_by> apply_log;          ///< with ps_shard_options::apply_log

@@ -58,6 +58,7 @@
 #include <actortrain/actors/core/messages.hpp>
 #include <actortrain/actors/ps/handle.hpp>
 #include <actortrain/actors/ps/apply_policy.hpp>
+#include <actortrain/actors/ps/compensation.hpp>
 #include <actortrain/actors/core/send_seam.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
 #include <actortrain/model/optim/groups.hpp>
@@ -86,6 +87,8 @@ struct ps_shard_options {
   std::shared_ptr<model::file_system> checkpoint_fs;
   /// Variables with optimizers of their own (cluster_spec::variable_groups).
   std::vector<model::variable_group> groups;
+  /// What the shard does about stale gradients (cluster_spec::compensation).
+  staleness_compensation compensation;
 };
 
 /// Spawns a shard that updates with its own clone of `opt`. Throws std::invalid_argument
