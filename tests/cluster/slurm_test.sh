@@ -35,7 +35,9 @@ val_acc() { tail -1 | grep -oE 'val_accuracy [0-9.]+' | awk '{print $2}'; }
 
 # 1. sync over TLS
 PB=$(free_port_block 5)
-echo '{"consistency": "sync"}' >"$WORK/sync.json"
+# Registration gets 30 s instead of 10: ctest runs this beside the attack test on 2
+# cores, and TLS handshakes under that load once took the workers past 10 s.
+echo '{"consistency": "sync", "timeouts": {"connect_ms": 30000}}' >"$WORK/sync.json"
 timeout 120 srun -l -n 5 bash -c 'exec "$AT" node --example fashion_mnist --jobs chief=1,ps=2,worker=2 \
     --port-base '"$PB"' --cluster "$WORK/sync.json" --tls-cert "$WORK/certs/rank$SLURM_PROCID.pem" \
     --tls-key "$WORK/certs/rank$SLURM_PROCID.key" --tls-ca "$WORK/certs/ca.pem" \
@@ -60,7 +62,7 @@ echo "sync over TLS: the same history and $ls steps as launch"
 # 2. async, plain. Asynchrony makes each run's accuracy its own (launch alone spreads
 # by 0.02-0.03 across runs of one seed), so five runs of each, alternated: the same step
 # count every time, and srun's median val_accuracy within 0.01 of the range of launch's.
-echo "{\"secret\": \"$SECRET\"}" >"$WORK/async.json"
+echo "{\"secret\": \"$SECRET\", \"timeouts\": {\"connect_ms\": 30000}}" >"$WORK/async.json"
 ASYNC=(--epochs 2 --limit 30000 --seed 3)
 accs_srun="" accs_launch=""
 for round in 1 2 3 4 5; do
