@@ -169,23 +169,33 @@ BOOST_AUTO_TEST_CASE(staleness_lr_divides_the_step_by_the_staleness) {
   BOOST_TEST((before2 - s.values()).isApprox(static_cast<float>(lr) * g, 1e-6f));
 }
 
-BOOST_AUTO_TEST_CASE(dc_asgd_applies_a_gradient_older_than_its_kept_versions_as_it_is_and_counts_it) {
-  quadratic q;
-  shard s{staleness_compensation::dc_asgd(0.1)};
-  auto [w0, v0] = s.pull(true);
-  for (int i = 0; i < 17; ++i) s.push(q.grad(s.values()), v0 + static_cast<uint64_t>(i));
-  BOOST_TEST(s.store.stats().uncompensated == 0u);
-  matrix before = s.values();
-  matrix g = q.grad(w0);
-  s.push(g, v0);  // 17 versions late: version 0 is no longer kept
-  BOOST_TEST((before - s.values()).isApprox(static_cast<float>(lr) * g, 1e-6f));
-  BOOST_TEST(s.store.stats().uncompensated == 1u);
+BOOST_AUTO_TEST_CASE(dc_asgd_compensates_up_to_15_versions_late_and_counts_what_is_older) {
+  for (uint64_t late : {15u, 16u}) {
+    quadratic q;
+    shard s{staleness_compensation::dc_asgd(0.1)};
+    auto [w0, v0] = s.pull(true);
+    for (uint64_t i = 0; i < late; ++i) s.push(q.grad(s.values()), v0 + i);
+    BOOST_TEST(s.store.stats().uncompensated == 0u);
+    matrix before = s.values();
+    matrix g = q.grad(w0);
+    s.push(g, v0);  // `late` versions late
+    matrix plain = static_cast<float>(lr) * g;
+    if (late == 15) {  // version 0 is still kept: corrected by lambda g*g*(w_now - w0)
+      matrix corrected = static_cast<float>(lr) * (g.array() + 0.1f * g.array() * g.array() * (before - w0).array()).matrix();
+      BOOST_TEST((before - s.values()).isApprox(corrected, 1e-5f));
+      BOOST_TEST(!corrected.isApprox(plain, 1e-3f));
+      BOOST_TEST(s.store.stats().uncompensated == 0u);
+    } else {  // version 0 is gone: applied as it is, and counted
+      BOOST_TEST((before - s.values()).isApprox(plain, 1e-6f));
+      BOOST_TEST(s.store.stats().uncompensated == 1u);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(the_text_forms_read_back_and_bad_ones_are_named) {
   for (const std::string t : {"none", "lookahead", "lookahead(1)", "lookahead(0.5)", "staleness_lr", "dc_asgd(0.04)"})
     BOOST_TEST(staleness_compensation::parse(t).to_string() == t);
-  for (const std::string t : {"", "Lookahead", "lookahead()", "lookahead(9)", "lookahead(-1)", "dc_asgd", "dc_asgd(0)",
+  for (const std::string t : {"", "Lookahead", "lookahead()", "lookahead(0)", "lookahead(9)", "lookahead(-1)", "dc_asgd", "dc_asgd(0)",
                               "dc_asgd(x)", "dc_asgd(1e7)", "staleness_lr(2)", "dc_asgd(nan)"}) {
     std::string msg;
     try {

@@ -37,7 +37,7 @@ struct store_fixture {
   failure last;
 
   explicit store_fixture(std::shared_ptr<apply_policy> policy = nullptr)
-      : store(*model::make_sgd({1.0}), shard_store::options{0, std::move(policy), 16, false, {}}) {
+      : store(*model::make_sgd({1.0}), shard_store::options{0, std::move(policy), 16, false, {}, {}}) {
     auto req = two_partitions();
     BOOST_REQUIRE(init(req));
   }
@@ -334,7 +334,7 @@ BOOST_AUTO_TEST_CASE(a_push_must_carry_one_digest_per_step) {
 }
 
 BOOST_AUTO_TEST_CASE(a_store_without_partitions_says_so_and_changes_nothing) {
-  shard_store fresh(*model::make_sgd({1.0}), shard_store::options{3, nullptr, 16, false, {}});
+  shard_store fresh(*model::make_sgd({1.0}), shard_store::options{3, nullptr, 16, false, {}, {}});
   pull_reply r;
   auto f = fresh.pull(pull_request{}, r);
   BOOST_TEST(to_string(f.code) == "not_initialized");
@@ -487,7 +487,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_is_a_state_another_store_takes_whole) {
   BOOST_TEST((snap.partitions[0].row_end == 2 && snap.partitions[1].row_end == 5));
   BOOST_TEST((!snap.partitions[0].sparse && snap.partitions[1].sparse));
   // The same type goes back in: values, version, apply count, ledger and sparseness.
-  shard_store other(*model::make_sgd({1.0}), shard_store::options{1, nullptr, 16, false, {}});
+  shard_store other(*model::make_sgd({1.0}), shard_store::options{1, nullptr, 16, false, {}, {}});
   init_request init;
   init.f = epochs(1);
   init.partitions = snap.partitions;

@@ -214,7 +214,7 @@ struct cluster::impl {
     o.checkpoint_fs = spec.checkpoint_fs;
     if (gate->round_size() > 0) o.policy = hold_for_round();  // one per shard: it holds the round's pushes
     o.groups = optimizer->groups();
-    o.compensation = spec.compensation;
+    if (gate->round_size() == 0) o.compensation = spec.compensation;  // sync rounds have no staleness
     auto p = spawn_ps_shard(sys, optimizer->fallback(), o);  // with the current hyperparameters
     named(p, actor_role::ps, index);
     return p;

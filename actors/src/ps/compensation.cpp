@@ -40,7 +40,13 @@ staleness_compensation staleness_compensation::parse(const std::string& text) {
   if (text == "none") return none();
   if (text == "lookahead") return lookahead();
   if (text == "staleness_lr") return staleness_lr();
-  if (call_of(text, "lookahead")) return lookahead(argument(text, "lookahead", 0, max_horizon, "lookahead(1)"));
+  if (call_of(text, "lookahead")) {
+    double k = argument(text, "lookahead", 0, max_horizon, "lookahead(1)");
+    if (k == 0)
+      throw std::invalid_argument(fmt::format(
+        "compensation '{}': k must be > 0 (\"lookahead\" measures it; \"none\" turns compensation off)", text));
+    return lookahead(k);
+  }
   if (call_of(text, "dc_asgd")) {
     double lambda = argument(text, "dc_asgd", 0, 1e6, "dc_asgd(0.04)");
     if (lambda == 0) throw std::invalid_argument(fmt::format("compensation '{}': lambda must be > 0 (or: none)", text));

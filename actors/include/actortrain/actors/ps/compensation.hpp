@@ -25,8 +25,9 @@
 //    "Asynchronous Stochastic Gradient Descent with Delay Compensation", ICML 2017): the
 //    gradient becomes g + lambda g*g*(w_now - w_read), element-wise, a first-order Taylor
 //    correction with g*g standing for the Hessian's diagonal. The shard keeps the values
-//    of its last 16 versions to know w_read; an older gradient is applied uncompensated
-//    (and counted: ps_stats::uncompensated).
+//    of its last 16 versions (the current one included) to know w_read, so a gradient up
+//    to 15 versions late is compensated; an older one is applied as it is (and counted
+//    per partition: ps_stats::uncompensated).
 //
 // All three act on dense partitions; rows of row-pulled (sparse) variables are applied
 // as they are. Synchronous training has no staleness and ignores the setting. None
@@ -46,12 +47,13 @@ class staleness_compensation {
   enum class kind { none, lookahead, staleness_lr, dc_asgd };
 
   static staleness_compensation none() { return {kind::none, 0}; }
-  /// k updates ahead; 0: the partition's measured mean staleness (capped at 8).
+  /// k updates ahead (0 < k <= 8); 0: the partition's measured mean staleness (capped
+  /// at 8). With pull_every > 1 the measured staleness includes the reused steps' lag.
   static staleness_compensation lookahead(double k = 0) { return {kind::lookahead, k}; }
   static staleness_compensation staleness_lr() { return {kind::staleness_lr, 0}; }
   static staleness_compensation dc_asgd(double lambda) { return {kind::dc_asgd, lambda}; }
 
-  /// "none", "lookahead", "lookahead(k)" (0 <= k <= 8), "staleness_lr" or
+  /// "none", "lookahead" (measured k), "lookahead(k)" (0 < k <= 8), "staleness_lr" or
   /// "dc_asgd(lambda)" (0 < lambda <= 1e6). Throws std::invalid_argument naming the
   /// text and what is allowed.
   static staleness_compensation parse(const std::string& text);

@@ -232,8 +232,9 @@ struct ps_stats {
   uint64_t remembered = 0;  ///< step ids kept for de-duplication (bounded by the watermark)
   uint64_t held = 0;        ///< pushes held for a synchronous round not closed yet
   uint64_t rows_pulled = 0;  ///< embedding rows served by pull_rows
-  /// Stale gradients applied without compensation because the version they were
-  /// computed on was no longer kept (ps/compensation.hpp: dc_asgd keeps 16).
+  /// Partition slices of stale gradients applied without compensation because the
+  /// version they were computed on was no longer kept (ps/compensation.hpp: dc_asgd
+  /// compensates up to 15 versions late); since the shard was initialized.
   uint64_t uncompensated = 0;
   std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
   std::vector<partition_value> versions;      ///< keys and versions (no values)
