@@ -201,7 +201,12 @@ cluster::~cluster() {
 }
 
 cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_options& opts) {
-  auto& d = *impl_;
+  return impl_->start_run(std::move(fn), opts, /*scheduled=*/false);
+}
+
+// schedule(fn, opts), and begin_steps with `scheduled` (its caller checked its options).
+cluster::run_handle cluster::impl::start_run(dataset::dataset_fn fn, const model::fit_options& opts, bool scheduled) {
+  auto& d = *this;
   if (d.active) throw std::logic_error("cluster::schedule: a run is in progress (join it first)");
   if (!fn) throw std::invalid_argument("cluster::schedule: no dataset_fn");
   model::check_fit_options(opts);
@@ -232,10 +237,9 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
         d.spec.checkpoint_dir, have.back().step, d.spec.checkpoint_dir));
   }
   run_spec spec;
-  d.scheduled = d.starting_steps;  // begin_steps: a run of scheduled steps
   d.grants_ended = false;
-  spec.on_demand = d.scheduled ? d.next_run : 0;  // the id this run gets below
-  if (d.scheduled) d.steps_run = d.next_run;
+  spec.on_demand = scheduled ? d.next_run : 0;  // the id this run gets below
+  if (scheduled) d.steps_run = d.next_run;
   spec.resume_from = opts.resume_from;
   spec.visitation_log = d.spec.visitation_log;
   spec.epochs = opts.epochs;
@@ -244,8 +248,13 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   spec.validation_freq = opts.validation_freq;
   spec.validation_epochs = opts.validation_epochs;
   d.callback_error.clear();  // a failed run's is reported by its join, not carried over
-  d.run_callbacks_list = d.callbacks;
-  d.run_callbacks_list.insert(d.run_callbacks_list.end(), opts.callbacks.begin(), opts.callbacks.end());
+  // No callback runs during a run of scheduled steps (as in a Keras custom loop, the loop
+  // itself is where the application decides).
+  d.run_callbacks_list.clear();
+  if (!scheduled) {
+    d.run_callbacks_list = d.callbacks;
+    d.run_callbacks_list.insert(d.run_callbacks_list.end(), opts.callbacks.begin(), opts.callbacks.end());
+  }
   spec.step_begin_events = false;
   for (auto& cb : d.run_callbacks_list) spec.step_begin_events = spec.step_begin_events || cb->wants_batch_begin();
   spec.epoch_gate = false;
@@ -281,6 +290,7 @@ cluster::run_handle cluster::schedule(dataset::dataset_fn fn, const model::fit_o
   auto promise = std::make_shared<std::promise<caf::expected<run_summary>>>();
   d.result = promise->get_future();
   d.active = d.next_run++;
+  d.scheduled = scheduled;  // set with active: a start that threw leaves neither
   // The callbacks' start of training and of the first epoch run now, before the run is
   // asked for, so what they set (a schedule's first learning rate) is on every shard
   // before the first step; a resumed run's epoch is known only once it is restored.
@@ -312,7 +322,7 @@ bool cluster::done(const run_handle& h) {
   auto& d = *impl_;
   if (d.active != h.id) return true;
   d.drain(std::chrono::milliseconds(0));
-  if (d.result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+  if (!d.run_ended()) return false;
   d.complete();
   return true;
 }
@@ -321,7 +331,7 @@ fit_result cluster::join(const run_handle& h) {
   auto& d = *impl_;
   if (d.active == h.id && d.scheduled) end_steps();  // it ends once the steps scheduled are applied
   if (d.active == h.id) {
-    while (d.result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) d.drain(std::chrono::milliseconds(50));
+    d.drain_until([&] { return d.run_ended(); });
     d.complete();
   }
   if (!d.failure.empty()) throw run_failed(d.failure, d.failure_retryable);

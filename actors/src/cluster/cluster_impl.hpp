@@ -155,7 +155,6 @@ struct cluster::impl {
   std::vector<callback_ptr> eval_hooks;
   bool predicting = false;
   bool scheduled = false;
-  bool starting_steps = false;  // begin_steps is calling schedule(fn, opts)
   bool grants_ended = false;    // join sent the end of the grants
   uint64_t steps_run = 0;       // the last run of scheduled steps (its handles' run)
   std::vector<uint32_t> grant_fns;
@@ -165,6 +164,9 @@ struct cluster::impl {
   // Sends the grants from ticket `first` on (end: no more will come).
   void send_grants(uint64_t first, bool end);
   // Waits (handling events) until `ready()` or the run ended; throws run_failed when it failed.
+  // Starts a run on the pipelines `fn` builds: schedule(fn, opts) (with the
+  // callbacks), or with `scheduled` begin_steps's run of scheduled steps (none run).
+  run_handle start_run(dataset::dataset_fn fn, const model::fit_options& opts, bool scheduled);
   void wait_steps(const std::function<bool()>& ready);
 
   impl(caf::actor_system& s, cluster_spec sp)
@@ -214,7 +216,7 @@ struct cluster::impl {
     o.checkpoint_fs = spec.checkpoint_fs;
     if (gate->round_size() > 0) o.policy = hold_for_round();  // one per shard: it holds the round's pushes
     o.groups = optimizer->groups();
-    if (gate->round_size() == 0) o.compensation = spec.compensation;  // sync rounds have no staleness
+    o.compensation = spec.compensation;
     auto p = spawn_ps_shard(sys, optimizer->fallback(), o);  // with the current hyperparameters
     named(p, actor_role::ps, index);
     return p;
@@ -257,12 +259,23 @@ struct cluster::impl {
 
   void handle(const event& e);
 
-  // Waits for `fut` on the application thread, handling events meanwhile.
-  template <class T>
-  void wait(std::future<T>& fut) {
-    while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) drain(std::chrono::milliseconds(50));
+  // Handles events on the application thread until `done()` holds, then what is queued.
+  template <class P>
+  void drain_until(P done) {
+    while (!done()) drain(std::chrono::milliseconds(50));
     drain(std::chrono::milliseconds(0));
   }
+  template <class T>
+  static bool is_ready(const std::future<T>& fut) {
+    return fut.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+  // Waits for `fut`, handling events meanwhile.
+  template <class T>
+  void wait(std::future<T>& fut) {
+    drain_until([&] { return is_ready(fut); });
+  }
+  // The active run's answer has come (complete() takes it).
+  bool run_ended() const { return is_ready(result); }
 
   void drain(std::chrono::milliseconds wait);
 

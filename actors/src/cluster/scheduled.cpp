@@ -24,17 +24,12 @@ void cluster::impl::send_grants(uint64_t first, bool end) {
 }
 
 void cluster::impl::wait_steps(const std::function<bool()>& ready) {
-  for (;;) {
-    drain(std::chrono::milliseconds(0));
-    if (ready()) return;
-    if (result.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      complete();
-      if (!failure.empty()) throw run_failed(failure, failure_retryable);
-      if (ready()) return;
-      throw std::logic_error("the run of scheduled steps ended with steps not done");
-    }
-    drain(std::chrono::milliseconds(50));
-  }
+  drain_until([&] { return ready() || run_ended(); });
+  if (ready()) return;
+  complete();
+  if (!failure.empty()) throw run_failed(failure, failure_retryable);
+  if (ready()) return;
+  throw std::logic_error("the run of scheduled steps ended with steps not done");
 }
 
 cluster::run_handle cluster::begin_steps(dataset::dataset_fn fn, const model::fit_options& opts) {
@@ -60,23 +55,7 @@ cluster::run_handle cluster::begin_steps(dataset::dataset_fn fn, const model::fi
   d.grant_replicas.clear();
   d.marks = 0;
   d.step_results.clear();
-  // No callback runs during the run (as in a Keras custom loop, the loop itself is
-  // where the application decides): add_callback's are back for the next fit.
-  std::vector<callback_ptr> keep = d.callbacks;
-  d.callbacks.clear();
-  run_handle h;
-  d.starting_steps = true;
-  try {
-    h = schedule(std::move(fn), o);
-  } catch (...) {
-    d.callbacks = std::move(keep);
-    d.starting_steps = d.scheduled = false;
-    throw;
-  }
-  d.starting_steps = false;
-  d.callbacks = std::move(keep);
-  d.run_callbacks_list.clear();
-  return h;
+  return d.start_run(std::move(fn), o, /*scheduled=*/true);
 }
 
 cluster::step_handle cluster::schedule(const std::string& step, int replica) {
@@ -138,7 +117,7 @@ bool cluster::done(const step_handle& h) {
   check_handle(d, h, "done");
   d.drain(std::chrono::milliseconds(0));
   if (d.step_results.count(h.ticket)) return true;
-  return d.result.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  return d.run_ended();
 }
 
 std::optional<model::logs> cluster::fetch(const step_handle& h) {

@@ -78,15 +78,15 @@ void load_run(coord_state& st, const nlohmann::json& j) {
   // A run of scheduled steps: the tickets open then, and those granted since, run again.
   // The state must be this run's (a take-over before the run's start was committed
   // would find the previous run's).
-  if (st.spec.on_demand && (!r.scheduled || r.loop != st.spec.on_demand))
-    throw std::runtime_error("the checkpoint holds the state of another run than this run of scheduled steps");
-  if (st.spec.on_demand) st.spec.epochs = INT32_MAX;  // the end's last epoch is decided again
   if (st.spec.on_demand) {
+    if (!r.scheduled || r.loop != st.spec.on_demand)
+      throw std::runtime_error("the checkpoint holds the state of another run than this run of scheduled steps");
+    st.spec.epochs = INT32_MAX;  // the end's last epoch is decided again
     if (st.opts.plant && st.opts.plant->which == planted_defect::forget_grants_after_rollback &&
         st.grants.open().size() != r.open_tickets.size())
       st.opts.plant->fired();  // test-only: the steps dispatched since the checkpoint are not scheduled again
     else
-      st.grants.restore(r.open_tickets, r.scheduled ? r.granted : 0);
+      st.grants.restore(r.open_tickets, r.granted);
   }
   st.closing_epoch = false;
   forget_work(st);

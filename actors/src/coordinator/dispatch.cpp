@@ -21,20 +21,43 @@ std::optional<pending_task> take_pending(coord_state& st, uint32_t wid, uint64_t
   return out;
 }
 
-// A task of one step at the next position of pipeline `p`.
-pending_task step_at(coord_state& st, size_t p) {
+// A task of up to `k` steps at the next positions of pipeline `p` (fewer where its data
+// ends).
+pending_task steps_at(coord_state& st, size_t p, int64_t k) {
   auto& ps = st.pipes[p];
   pending_task t;
   t.task.f = current_fence(st);
   t.task.source = ps.shard;
   t.task.epoch = st.spec.steps_per_epoch > 0 ? 0 : static_cast<uint64_t>(st.epoch);
   t.task.epoch_begin = ps.epoch_begin;
-  step_id s{st.run, static_cast<uint32_t>(p), ps.next++};
-  st.round.dispatch(s, false);
-  t.task.steps.push_back(s);
-  ++st.dispatched_epoch;
-  ++st.dispatched_run;
+  for (int64_t j = 0; j < k && ps.next < ps.end; ++j) {
+    step_id s{st.run, static_cast<uint32_t>(p), ps.next++};
+    st.round.dispatch(s, round_size(st) > 0);
+    t.task.steps.push_back(s);
+  }
+  st.dispatched_epoch += static_cast<int64_t>(t.task.steps.size());
+  st.dispatched_run += t.task.steps.size();
   return t;
+}
+
+// The training pipeline a free worker takes its next steps from. With pipeline affinity
+// a worker takes its own (id modulo their number) while that has steps, so a replica of
+// it in the worker's process serves its batches in order; then the others in turn.
+// None when every pipeline ended or waits for its new shard, or, with `wait_for_lost`,
+// when the one whose turn it is waits for its new shard.
+std::optional<size_t> pick_pipeline(coord_state& st, const worker_slot& to, bool wait_for_lost) {
+  if (st.pipes.empty()) return std::nullopt;
+  const size_t own = to.id % st.pipes.size();
+  if (st.opts.pipeline_affinity && !st.pipes[own].ended() && !st.pipes[own].lost) return own;
+  for (size_t n = 0; n < st.pipes.size(); ++n) {
+    auto p = (st.rr + n) % st.pipes.size();
+    auto& ps = st.pipes[p];
+    if (ps.lost && !ps.ended() && wait_for_lost) return std::nullopt;
+    if (ps.ended() || ps.lost) continue;
+    st.rr = p + 1;
+    return p;
+  }
+  return std::nullopt;
 }
 
 // Every pipeline counts as at its end where it is now: the epoch of a run of scheduled
@@ -74,12 +97,8 @@ std::optional<pending_task> next_scheduled(coord_state& st, const worker_slot& t
     std::optional<size_t> chosen;
     if (g.replica >= 0) {
       auto p = static_cast<size_t>(g.replica);
-      if (p >= st.pipes.size()) {  // the cluster checks it; a stray grant finds no batch
-        st.grants.pop();
-        no_data(st, *ticket, static_cast<uint32_t>(p));
-        continue;
-      }
-      if (st.pipes[p].ended()) {
+      // A stray replica (the cluster checks it) or one whose data ended finds no batch.
+      if (p >= st.pipes.size() || st.pipes[p].ended()) {
         st.grants.pop();
         no_data(st, *ticket, static_cast<uint32_t>(p));
         continue;
@@ -87,21 +106,11 @@ std::optional<pending_task> next_scheduled(coord_state& st, const worker_slot& t
       if (st.pipes[p].lost) return std::nullopt;  // waits for its new shard
       chosen = p;
     } else {
-      const size_t own = st.pipes.empty() ? 0 : to.id % st.pipes.size();
-      if (st.opts.pipeline_affinity && !st.pipes.empty() && !st.pipes[own].ended() && !st.pipes[own].lost) {
-        chosen = own;
-      } else {
-        for (size_t n = 0; n < st.pipes.size() && !chosen; ++n) {
-          auto p = (st.rr + n) % st.pipes.size();
-          if (st.pipes[p].ended() || st.pipes[p].lost) continue;
-          st.rr = p + 1;
-          chosen = p;
-        }
-      }
+      chosen = pick_pipeline(st, to, /*wait_for_lost=*/false);
       if (!chosen) return std::nullopt;  // every pipeline ended (the epoch turns) or waits for its shard
     }
     st.grants.pop();
-    auto t = step_at(st, *chosen);
+    auto t = steps_at(st, *chosen, 1);
     t.task.step_fn = g.step_fn;
     t.task.ticket = *ticket;
     return t;
@@ -167,34 +176,12 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   int64_t budget = st.spec.steps_per_epoch > 0 ? st.spec.steps_per_epoch - st.dispatched_epoch : INT64_MAX;
   if (budget <= 0) return std::nullopt;
   if (st.spec.on_demand) return next_scheduled(st, to);
-  // With pipeline affinity a worker takes its own pipeline (id modulo their number)
-  // while that has steps, so a replica of it in the worker's process serves its batches
-  // in order; then the others in turn.
-  const size_t own = st.pipes.empty() ? 0 : to.id % st.pipes.size();
-  bool own_open = st.opts.pipeline_affinity && !st.pipes.empty() && !st.pipes[own].ended() && !st.pipes[own].lost;
-  for (size_t n = 0; n < st.pipes.size(); ++n) {
-    auto p = own_open ? own : (st.rr + n) % st.pipes.size();
-    auto& ps = st.pipes[p];
-    if (ps.lost && !ps.ended() && st.opts.gate->ordered()) return std::nullopt;  // its turn: wait for its new shard
-    if (ps.ended() || ps.lost) continue;
-    if (!own_open) st.rr = p + 1;
-    pending_task t;
-    t.task.f = current_fence(st);
-    t.task.source = ps.shard;
-    t.task.epoch = st.spec.steps_per_epoch > 0 ? 0 : static_cast<uint64_t>(st.epoch);
-    t.task.epoch_begin = ps.epoch_begin;
-    int64_t k = std::min<int64_t>(st.opts.steps_per_execution, budget);
-    if (room < static_cast<uint64_t>(k)) k = static_cast<int64_t>(room);
-    for (int64_t j = 0; j < k && ps.next < ps.end; ++j) {
-      step_id s{st.run, static_cast<uint32_t>(p), ps.next++};
-      st.round.dispatch(s, round_size(st) > 0);
-      t.task.steps.push_back(s);
-    }
-    st.dispatched_epoch += static_cast<int64_t>(t.task.steps.size());
-    st.dispatched_run += t.task.steps.size();
-    return t;
-  }
-  return std::nullopt;
+  // An ordered gate waits for a lost pipeline whose turn it is.
+  auto p = pick_pipeline(st, to, /*wait_for_lost=*/st.opts.gate->ordered());
+  if (!p) return std::nullopt;
+  int64_t k = std::min<int64_t>(st.opts.steps_per_execution, budget);
+  if (room < static_cast<uint64_t>(k)) k = static_cast<int64_t>(room);
+  return steps_at(st, *p, k);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ class apply_now_policy : public apply_policy {
 class hold_for_round_policy : public apply_policy {
  public:
   std::string describe() const override { return "hold_for_round"; }
+  bool applies_stale_gradients() const override { return false; }
   push_status on_push(push_request& req, const std::function<void(push_request&)>&) override {
     auto step = req.step;
     held_[step] = std::move(req);

@@ -42,7 +42,7 @@ shard_store::shard_store(const model::optimizer& opt, options opts)
     : index_(opts.index),
       opts_(opt, opts.groups),
       policy_(opts.policy ? std::move(opts.policy) : std::shared_ptr<apply_policy>(apply_now())),
-      compensation_(opts.compensation),
+      compensation_(policy_->applies_stale_gradients() ? opts.compensation : staleness_compensation::none()),
       keep_log_(opts.apply_log) {
   stats_.shard = opts.index;
   stats_.staleness_histogram.assign(std::max<size_t>(2, opts.staleness_buckets), 0);
@@ -188,7 +188,7 @@ void shard_store::apply_slices(push_request& r, uint64_t& max_lag) {
     double lr_scale = 1;
     const float* g = p.comp.before(*p.value, p.version, s.read_version, *s.grad.value, lr_scale);
     auto& w = writable(p);
-    opts_.for_variable(p.name).apply_dense(w.data(), g, static_cast<size_t>(w.size()), p.slots, lr_scale);
+    opts_.at(p.optimizer).apply_dense(w.data(), g, static_cast<size_t>(w.size()), p.slots, lr_scale);
     ++p.version;
     p.comp.after(w, p.version);
     record_steps(p.ledger, r);
@@ -209,7 +209,7 @@ void shard_store::apply_slices(push_request& r, uint64_t& max_lag) {
       model::matrix g(static_cast<Eigen::Index>(local.size()), s.rows.cols());
       for (size_t j = 0; j < src.size(); ++j) g.row(static_cast<Eigen::Index>(j)) = s.rows.value->row(src[j]);
       auto& w = writable(p);
-      opts_.for_variable(p.name).apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
+      opts_.at(p.optimizer).apply_rows(w.data(), static_cast<size_t>(w.cols()), local.data(), local.size(), g.data(), p.slots);
       ++p.version;
       record_steps(p.ledger, r);
     }
@@ -263,7 +263,8 @@ failure shard_store::init(init_request& req) {
     q.sparse = p.sparse;
     q.value = std::make_shared<model::matrix>(p.value.take());
     q.version = p.version;
-    const auto& opt = opts_.for_variable(p.name);
+    q.optimizer = opts_.index_of(p.name);
+    const auto& opt = opts_.at(q.optimizer);
     auto names = opt.slot_names();
     q.slots = opt.make_slots(static_cast<size_t>(q.value->size()));
     for (size_t k = 0; k < p.slots.size(); ++k) {
@@ -381,7 +382,7 @@ failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
   if (auto err = check_fence(req.f)) return err;
   out.shard = index_;
   for (auto& [k, p] : parts_) {
-    auto names = opts_.for_variable(p.name).slot_names();
+    auto names = opts_.at(p.optimizer).slot_names();
     partition_state s;
     s.key = k;
     s.name = p.name;
@@ -420,7 +421,7 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
   out.shard = index_;
   try {
     for (auto& [k, p] : parts_) {
-      auto names = opts_.for_variable(p.name).slot_names();
+      auto names = opts_.at(p.optimizer).slot_names();
       model::partition_data d;
       d.row_begin = p.row_begin;
       d.row_end = p.row_begin + p.value->rows();

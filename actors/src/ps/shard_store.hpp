@@ -44,7 +44,8 @@ class shard_store {
     /// Variables with optimizers of their own (model/optim/groups.hpp): each partition
     /// is updated, and its slots kept, by its variable's optimizer.
     std::vector<model::variable_group> groups;
-    /// What a dense partition does about stale gradients (ps/compensation.hpp).
+    /// What a dense partition does about stale gradients (ps/compensation.hpp); none
+    /// under a policy that applies no stale gradient (apply_policy).
     staleness_compensation compensation;
   };
 
@@ -91,6 +92,7 @@ class shard_store {
     std::shared_ptr<model::matrix> value;
     std::shared_ptr<model::matrix> spare;  // an earlier version's buffer, for copy-on-write
     model::slot_block slots;
+    int optimizer = -1;  // opts_.at(optimizer) updates it (optimizer_set::index_of)
     uint64_t version = 0;
     step_ledger ledger;  // every step applied to it (ledger.hpp)
     compensator comp;    // dense partitions' staleness compensation (compensator.hpp)

@@ -54,19 +54,32 @@ optimizer_set& optimizer_set::operator=(const optimizer_set& other) {
   return *this;
 }
 
-const optimizer& optimizer_set::for_variable(const std::string& name) const {
+const optimizer_set::group* optimizer_set::find(const std::string& variable) const {
   for (auto& g : groups_)
     for (auto& v : g.variables)
-      if (names(v, name)) return *g.opt;
-  return *fallback_;
+      if (names(v, variable)) return &g;
+  return nullptr;
+}
+
+const optimizer& optimizer_set::for_variable(const std::string& name) const {
+  auto g = find(name);
+  return g ? *g->opt : *fallback_;
+}
+
+int optimizer_set::index_of(const std::string& name) const {
+  auto g = find(name);
+  return g ? static_cast<int>(g - groups_.data()) : -1;
+}
+
+const optimizer& optimizer_set::at(int index) const {
+  if (index == -1) return *fallback_;
+  return *groups_.at(static_cast<size_t>(index)).opt;
 }
 
 const std::string& optimizer_set::group_of(const std::string& name) const {
   static const std::string none;
-  for (auto& g : groups_)
-    for (auto& v : g.variables)
-      if (names(v, name)) return g.name;
-  return none;
+  auto g = find(name);
+  return g ? g->name : none;
 }
 
 const optimizer& optimizer_set::target(const std::string& name, std::string& param) const {

@@ -31,6 +31,10 @@ class apply_policy {
   virtual void clear() {}
   /// Pushes held now.
   virtual size_t held() const { return 0; }
+  /// Whether a push may be applied to values other steps moved since it read them: then
+  /// the shard's staleness compensation (ps/compensation.hpp) applies; a policy that
+  /// applies rounds on the parameters the round read has no staleness to compensate.
+  virtual bool applies_stale_gradients() const { return true; }
 };
 
 /// Asynchronous training: every push is applied on arrival.

@@ -87,7 +87,8 @@ struct ps_shard_options {
   std::shared_ptr<model::file_system> checkpoint_fs;
   /// Variables with optimizers of their own (cluster_spec::variable_groups).
   std::vector<model::variable_group> groups;
-  /// What the shard does about stale gradients (cluster_spec::compensation).
+  /// What the shard does about stale gradients (cluster_spec::compensation); none under
+  /// a policy that applies whole rounds (hold_for_round), which has no staleness.
   staleness_compensation compensation;
 };
 

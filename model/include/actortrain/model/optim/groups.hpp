@@ -49,6 +49,13 @@ class optimizer_set {
   /// The optimizer of variable `name`: its group's (the first group that names it), or
   /// the default one.
   const optimizer& for_variable(const std::string& name) const;
+  /// The index of variable `name`'s optimizer, for at(): its group's (0, 1, ... in the
+  /// order given) or -1 for the default one. Stays valid across copies and
+  /// hyperparameter changes, so a caller resolves a variable once (a ps shard does, per
+  /// partition, at init) instead of searching the groups on every apply.
+  int index_of(const std::string& name) const;
+  /// The optimizer index_of returned; std::out_of_range for another index.
+  const optimizer& at(int index) const;
   /// The group of variable `name` ("" for the default optimizer).
   const std::string& group_of(const std::string& name) const;
 
@@ -74,6 +81,8 @@ class optimizer_set {
     std::vector<std::string> variables;
     optimizer_ptr opt;
   };
+  // The first group that names `variable` (null: none does).
+  const group* find(const std::string& variable) const;
   // The optimizer "NAME" or "GROUP/NAME" names, and NAME in `param`.
   const optimizer& target(const std::string& name, std::string& param) const;
   optimizer_ptr fallback_;
