@@ -11,7 +11,10 @@ the issue's reference names (2 trainers, 1 server, TensorPipe).
 
 Prints one JSON line: samples_per_second (training samples over the time from the first
 trainer's start to the last one's end; no evaluation inside), accuracy (the server's
-model on the 10,000 test images), staleness (the mean number of updates applied between
+model on the 10,000 test images), accuracy_at (after each epoch's updates, the training
+seconds so far and the test accuracy of the parameters then: the server copies them
+when its update count completes an epoch, and they are evaluated after training, so
+no evaluation counts as training time), staleness (the mean number of updates applied between
 the read of a step's parameters and its own update, as ActorTrain counts it), updates
 and the settings. Needs Debian's python3-torch (and
 libopenblas0-pthread, or its matrix products use the reference BLAS and it runs ~10x
@@ -20,40 +23,19 @@ workers compute on one thread each).
 """
 
 import argparse
-import gzip
 import json
-import os
 import socket
-import struct
 import sys
 import threading
 import time
 
-import numpy as np
 import torch
 import torch.distributed.rpc as rpc
 import torch.multiprocessing as mp
 from torch import nn
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    dims = magic & 0xFF
-    shape = struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
-def load(data_dir, part):
-    images = read_idx(os.path.join(data_dir, f"{part}-images-idx3-ubyte.gz"))
-    labels = read_idx(os.path.join(data_dir, f"{part}-labels-idx1-ubyte.gz"))
-    x = torch.from_numpy(images.reshape(len(images), -1).astype(np.float32) / 255.0)
-    return x, torch.from_numpy(labels.astype(np.int64))
-
-
-def make_model():
-    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+from fashion_mnist_torch import (accuracy_at, add_common_flags, check_common_flags, load, make_model,
+                                 steps_per_epoch)
 
 
 class Server:
@@ -65,6 +47,8 @@ class Server:
     finished = []
     version = 0      # updates applied so far
     staleness = []   # per update: updates applied between its parameters' read and it
+    per_epoch = 0    # updates in one pass over the data
+    snapshots = []   # (training seconds, parameters) after each epoch's last update
 
 
 def snapshot():
@@ -85,6 +69,9 @@ def server_apply(grads, read_version):
             p.grad = g
         Server.optimizer.step()
         Server.version += 1
+        if Server.version % Server.per_epoch == 0:
+            Server.snapshots.append((time.perf_counter() - Server.started,
+                                     [p.detach().clone() for p in Server.model.parameters()]))
         return snapshot()
 
 
@@ -124,6 +111,7 @@ def run(rank, args):
     if rank == 0:
         Server.model = make_model()
         Server.optimizer = torch.optim.Adam(Server.model.parameters(), lr=args.lr)
+        Server.per_epoch = steps_per_epoch(60000, args.trainers, args.batch)
     rpc.init_rpc(name, rank=rank, world_size=args.trainers + 1, rpc_backend_options=options)
     if rank > 0:
         trainer(rank, args)
@@ -134,6 +122,7 @@ def run(rank, args):
             accuracy = (Server.model(x).argmax(1) == y).float().mean().item()
         seconds = max(Server.finished) - Server.started
         print(json.dumps({"samples_per_second": 60000 * args.epochs / seconds, "accuracy": accuracy,
+                          "accuracy_at": accuracy_at(Server.snapshots, args.data_dir),
                           "staleness": sum(Server.staleness) / max(1, len(Server.staleness)),
                           "updates": Server.version, "seconds": seconds, "epochs": args.epochs,
                           "trainers": args.trainers,
@@ -148,21 +137,9 @@ def free_port():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--lr", type=float, default=0.001)
-    p.add_argument("--trainers", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
-    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    add_common_flags(p, "trainer processes (besides the server)")
     args = p.parse_args()
-    if args.epochs < 1 or args.batch < 1 or args.trainers < 1 or args.threads < 1:
-        p.error("--epochs, --batch, --trainers and --threads must be >= 1")
-    for part in ("train", "t10k"):
-        for kind in ("images-idx3", "labels-idx1"):
-            path = os.path.join(args.data_dir, f"{part}-{kind}-ubyte.gz")
-            if not os.path.exists(path):
-                p.error(f"{path}: no such file (install dataset-fashion-mnist, or give --data-dir)")
+    check_common_flags(p, args)
     args.port = free_port()
     mp.spawn(run, args=(args,), nprocs=args.trainers + 1, join=True)
 

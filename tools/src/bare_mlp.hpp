@@ -7,17 +7,21 @@
 #include <actortrain/model/tensor.hpp>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace actortrain::tools {
 
 struct bare_result {
   double samples_per_second = 0;  ///< training only (evaluation excluded)
-  double test_accuracy = 0;
+  double test_accuracy = 0;       ///< after the last epoch
+  /// After each epoch: (training seconds so far, test accuracy).
+  std::vector<std::pair<double, double>> accuracy_at;
 };
 
 /// Trains for `epochs` on (x_train, y_train) (pixels in [0,1], labels as class ids in
 /// one column) with batch `batch` and Adam(lr), reshuffling every epoch from `seed`,
-/// then evaluates on the test set.
+/// and evaluates on the test set after each epoch with the clock stopped.
 bare_result train_bare_mlp(const model::matrix& x_train, const model::matrix& y_train,
                            const model::matrix& x_test, const model::matrix& y_test, int epochs,
                            int64_t batch, float lr, uint64_t seed);

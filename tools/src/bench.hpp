@@ -2,6 +2,7 @@
 // `actortrain bench ...`: benchmarks printed as ratios against a baseline measured in
 // the same run (machines are shared and noisy, so absolute numbers only inform).
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,34 @@ namespace actortrain::tools {
 
 /// The median (0 for none).
 double median(std::vector<double> v);
+
+/// Time to accuracy, the headline: the training seconds of the first of
+/// `accuracy_at`'s (training seconds, test accuracy) points at or above `target`; NaN
+/// when none is (not reached).
+double time_to(const std::vector<std::pair<double, double>>& accuracy_at, double target);
+/// The median of times where NaN (not reached) ranks after every time: NaN when the
+/// median falls on one (more than half of them, or the upper middle of an even count).
+double median_time(std::vector<double> times);
+/// "12.3s", or "never" for NaN.
+std::string seconds_text(double t);
+
+/// What a PyTorch baseline script printed (tools/bench/*.py): samples/s over training,
+/// the final test accuracy, (training seconds, test accuracy) after each epoch, and the
+/// mean staleness when it has one (NaN for Hogwild, which has no versions).
+struct torch_figures {
+  double samples_per_second = 0;
+  double accuracy = 0;
+  std::vector<std::pair<double, double>> accuracy_at;
+  double staleness = 0;
+};
+/// The PyTorch baseline `name` (pytorch_rpc_ps.py or pytorch_hogwild.py): its path in the
+/// source tree, else where `make install` put it; throws std::runtime_error naming why it
+/// cannot run here (no script, no python3-torch).
+std::string torch_script(const std::string& name);
+/// Runs `script` for `epochs` from `seed` with the flags `more` (unquoted: numbers only;
+/// the rest at the scripts' defaults: 2 trainers of one thread, batch 128, Adam 0.001);
+/// throws std::runtime_error with the tail of its stderr when it fails.
+torch_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more = {});
 
 /// What a run's JSON-lines metrics file says about its training: after each epoch, the
 /// training seconds so far (each epoch from its epoch_begin to its last applied step, so
@@ -34,5 +63,7 @@ int bench_sparse(int argc, char** argv, int first);
 int bench_transport(int argc, char** argv, int first);
 /// `actortrain bench cluster [flags]`: the main job embedded against 5 processes on loopback.
 int bench_cluster(int argc, char** argv, int first);
+/// `actortrain bench faults [flags]`: the main job's goodput under a schedule of kill -9.
+int bench_faults(int argc, char** argv, int first);
 
 }  // namespace actortrain::tools

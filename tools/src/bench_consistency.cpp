@@ -18,13 +18,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cmath>
 #include <unistd.h>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -84,51 +81,12 @@ mode_figures run_mode(const ds::fashion_mnist_arrays& train, const ds::fashion_m
   if (points.empty()) return out;
   out.samples_per_second = static_cast<double>(r.steps * batch) / points.back().first;
   out.final_accuracy = points.back().second;
-  for (auto& [t, a] : points) {
-    if (a >= 0.85 && std::isnan(out.to_85)) out.to_85 = t;
-    if (a >= 0.88 && std::isnan(out.to_88)) out.to_88 = t;
-  }
+  out.to_85 = time_to(points, 0.85);
+  out.to_88 = time_to(points, 0.88);
   return out;
-}
-
-std::string seconds(double t) { return std::isnan(t) ? "never" : fmt::format("{:.1f}s", t); }
-
-double median_of(std::vector<double> v) {
-  std::vector<double> ok;
-  for (auto x : v)
-    if (!std::isnan(x)) ok.push_back(x);
-  if (ok.size() * 2 <= v.size()) return NAN;  // reached in at most half the rounds
-  return median(ok);
 }
 
 }  // namespace
-
-training_record read_training(const std::string& metrics_file) {
-  std::ifstream in{metrics_file};
-  if (!in) throw std::runtime_error("no metrics file " + metrics_file);
-  training_record out;
-  double begin = 0, last_step = 0, staleness = 0, steps = 0;
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("event")) continue;
-    auto kind = j["event"].get<std::string>();
-    double t = j.value("time", 0.0);
-    if (kind == "epoch_begin") begin = last_step = t;
-    if (kind == "step") {
-      last_step = t;
-      out.examples += j.value("examples", 0.0);
-      staleness += j.value("staleness", 0.0);
-      steps += 1;
-    }
-    if (kind == "epoch") {
-      out.trained_seconds += last_step - begin;
-      if (j.contains("values") && j["values"].contains("val_accuracy"))
-        out.accuracy_at.emplace_back(out.trained_seconds, j["values"]["val_accuracy"].get<double>());
-    }
-  }
-  if (steps > 0) out.mean_staleness = staleness / steps;
-  return out;
-}
 
 int bench_consistency(int argc, char** argv, int first) {
   int epochs = 6, rounds = 2, evals = 4, workers = 2;
@@ -180,11 +138,11 @@ int bench_consistency(int argc, char** argv, int first) {
       all[m].push_back(fig);
       fmt::print("round {} {:<22} {:>7.0f} samples/s  to 0.85: {:>6}  to 0.88: {:>6}  final {:.4f}  staleness mean "
                  "{:.2f} max {}\n",
-                 r, m, fig.samples_per_second, seconds(fig.to_85), seconds(fig.to_88), fig.final_accuracy,
+                 r, m, fig.samples_per_second, seconds_text(fig.to_85), seconds_text(fig.to_88), fig.final_accuracy,
                  fig.mean_staleness, fig.max_staleness);
       std::fflush(stdout);
     }
-  fmt::print("\nmedian over {} rounds (a time is 'never' unless reached in more than half):\n", rounds);
+  fmt::print("\nmedian over {} rounds (a run that never gets there ranks last):\n", rounds);
   fmt::print("  {:<22} {:>9} {:>8} {:>8} {:>7} {:>14}\n", "mode", "samples/s", "to 0.85", "to 0.88", "final",
              "staleness");
   std::map<std::string, std::array<double, 3>> med;
@@ -199,9 +157,9 @@ int bench_consistency(int argc, char** argv, int first) {
       mean.push_back(x.mean_staleness);
       most = std::max(most, x.max_staleness);
     }
-    med[m] = {median(sps), median_of(t85), median_of(t88)};
-    fmt::print("  {:<22} {:>9.0f} {:>8} {:>8} {:>7.4f} {:>8.2f} max {}\n", m, med[m][0], seconds(med[m][1]),
-               seconds(med[m][2]), median(fin), median(mean), most);
+    med[m] = {median(sps), median_time(t85), median_time(t88)};
+    fmt::print("  {:<22} {:>9.0f} {:>8} {:>8} {:>7.4f} {:>8.2f} max {}\n", m, med[m][0], seconds_text(med[m][1]),
+               seconds_text(med[m][2]), median(fin), median(mean), most);
   }
   auto& base = names.front();
   fmt::print("\nratios to {}:\n", base);

@@ -6,6 +6,8 @@
 
 #include "launch.hpp"
 
+#include "fault_schedule.hpp"
+
 #include "flags.hpp"
 #include <actortrain/actors/core/consistency.hpp>
 #include <actortrain/actors/jobs/jobs.hpp>
@@ -26,6 +28,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -168,6 +171,8 @@ struct child {
   bool running = false;
   int status = 0;
   int restarts = 0;
+  // A restarted worker still waiting to join when the job ended: stopped, not a failure.
+  bool excused = false;
 };
 
 pid_t start_child(const std::vector<std::string>& cmd, int& out_fd, int& err_fd) {
@@ -235,8 +240,10 @@ bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 
 
 int launch_command(int argc, char** argv, int first) {
   int ps = 1, workers = 2, max_restarts = 3;
-  bool restart_failed = false, evaluator = false, no_data_plane = false, checkpoint_shared = false;
-  std::string example, consistency, dir, checkpoint_dir, tls_cert, tls_key, tls_ca;
+  bool restart_failed = false, restart_chief = false, evaluator = false, no_data_plane = false,
+       checkpoint_shared = false;
+  std::string example, consistency, dir, checkpoint_dir, tls_cert, tls_key, tls_ca, kill_spec;
+  uint64_t kill_seed = 1;
   int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0, connect_ms = 0;
   flags f{"actortrain launch",
           "Starts a whole cluster of processes on 127.0.0.1 running example --example: a chief\n"
@@ -274,7 +281,13 @@ int launch_command(int argc, char** argv, int first) {
     .add("tls-ca", tls_ca, "the cluster's CA")
     .add("no-data-plane", no_data_plane, "move tensors over BASP, not the tensor data plane (worker-ps connections "
          "of their own)")
-    .add("max-restarts", max_restarts, "restarts per task with --restart-failed", range<int>{0, 1000})
+    .add("restart-chief", restart_chief, "restart a chief that crashes with --resume: it continues the run from the "
+         "newest checkpoint (needs --checkpoint-dir and a chief)")
+    .add("max-restarts", max_restarts, "restarts per task with --restart-failed or --restart-chief", range<int>{0, 1000})
+    .add("kill", kill_spec, "inject faults: kill -9 a task of ROLE every SECONDS on average (ROLE=SECONDS: the k-th at "
+         "k*SECONDS +- SECONDS/4, a random running task of the role) or once (ROLE@SECONDS), counted from the start, "
+         "e.g. worker=10,ps=30,chief@60; each kill is printed as 'launch: fault: ...'")
+    .add("kill-seed", kill_seed, "the seed of --kill's times and tasks")
     .add("timeout", timeout_s, "stop every task and fail after this many seconds (0: no limit)",
          range<int64_t>{0, 31536000})
     .add("dir", dir, "where the cluster file goes (default: a new directory under /tmp)");
@@ -291,6 +304,15 @@ int launch_command(int argc, char** argv, int first) {
     job probe;  // refuses a bad example or bad example flags before anything starts
     if (!jobs::make_job(example, example_args, probe)) return 0;
   }
+  if (restart_chief && (checkpoint_dir.empty() || ps == 0))
+    throw usage_error("--restart-chief needs --checkpoint-dir (the chief resumes from it) and a chief (--ps > 0)");
+  std::optional<fault_schedule> faults;
+  if (!kill_spec.empty()) try {
+      faults = fault_schedule::parse(kill_spec, {{"chief", ps > 0 ? 1 : 0}, {"ps", ps}, {"worker", workers}}, kill_seed,
+                                     timeout_s > 0 ? static_cast<double>(timeout_s) : 24 * 3600);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(fmt::format("--kill: {}", e.what()));
+    }
   if (dir.empty()) dir = fmt::format("/tmp/actortrain-launch-{}", ::getpid());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw std::runtime_error(fmt::format("cannot create {}: {}", dir, std::strerror(errno)));
@@ -367,9 +389,10 @@ int launch_command(int argc, char** argv, int first) {
   if (::mkdir(ledger_dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw std::runtime_error(fmt::format("cannot create {}: {}", ledger_dir, std::strerror(errno)));
   std::vector<child> children(tasks.size());
-  auto start = [&](child& c) {
+  auto start = [&](child& c, bool resume) {
     std::vector<std::string> cmd{"actortrain", "node", "--cluster", file, "--task", c.task, "--example", example};
     if (no_data_plane) cmd.push_back("--no-data-plane");
+    if (resume) cmd.push_back("--resume");
     if (c.task.rfind("ps:", 0) == 0 || (ps == 0 && c.task == "worker:0")) {
       // The tasks holding ps shards write what those applied (for `actortrain ledger check`).
       auto name = c.task;
@@ -384,10 +407,10 @@ int launch_command(int argc, char** argv, int first) {
   };
   for (size_t i = 0; i < tasks.size(); ++i) {
     children[i].task = tasks[i];
-    start(children[i]);
+    start(children[i], false);
   }
   auto began = std::chrono::steady_clock::now();
-  bool failed = false, stopping = false, killed = false;
+  bool failed = false, stopping = false, killed = false, job_done = false;
   std::string why;
   std::chrono::steady_clock::time_point stop_deadline{};
   auto stop_all = [&](int sig) {
@@ -413,10 +436,29 @@ int launch_command(int argc, char** argv, int first) {
     if (timeout_s > 0 && !stopping && std::chrono::steady_clock::now() - began > std::chrono::seconds(timeout_s))
       begin_stop(fmt::format("--timeout {} s reached", timeout_s), true);
     if (stopping && std::chrono::steady_clock::now() > stop_deadline && !killed) {
+      // A worker restarted as the job ended may still wait for the chief that is gone
+      // (it tries for connect_ms): it never had a part in the run's end, so it is
+      // stopped (SIGTERM, SIGKILL after 5 s) without failing the job.
+      bool excused_any = false;
       for (auto& c : children)
-        if (c.running) std::cerr << fmt::format("launch: {} did not end in time; killing it\n", c.task);
-      stop_all(SIGKILL);
-      killed = true;
+        if (c.running && job_done && !c.excused && c.restarts > 0 && c.task.rfind("worker:", 0) == 0) {
+          std::cout << fmt::format("launch: {} (restarted {} time(s)) had not joined when the job ended; stopping it\n",
+                                   c.task, c.restarts);
+          c.excused = excused_any = true;
+          ::kill(c.pid, SIGTERM);
+        }
+      bool others = false;
+      for (auto& c : children)
+        if (c.running && !c.excused) {
+          std::cerr << fmt::format("launch: {} did not end in time; killing it\n", c.task);
+          others = true;
+        }
+      if (others || !excused_any) {
+        stop_all(SIGKILL);
+        killed = true;
+      } else {
+        stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      }
     }
     std::vector<pollfd> fds;
     std::vector<std::pair<child*, bool>> owners;  // (child, is stderr)
@@ -444,6 +486,25 @@ int launch_command(int argc, char** argv, int first) {
         fd = -1;
       }
     }
+    // Faults: a kill -9 of the planned task, or of the next running one of its role.
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    for (auto& k : faults ? faults->due(elapsed) : std::vector<planned_kill>{}) {
+      if (stopping) break;
+      int n = k.role == "chief" ? 1 : k.role == "ps" ? ps : workers;
+      child* victim = nullptr;
+      for (int i = 0; i < n && victim == nullptr; ++i)
+        for (auto& c : children)
+          if (c.running && c.task == fmt::format("{}:{}", k.role, (k.index + i) % n)) victim = &c;
+      if (victim == nullptr) {
+        std::cout << fmt::format("launch: fault: no {} task running at {:.1f} s; none killed\n", k.role, elapsed);
+        continue;
+      }
+      ::kill(victim->pid, SIGKILL);
+      auto wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      std::cout << fmt::format("launch: fault: kill -9 {} (pid {}) at {:.1f} s, wall {:.3f}\n", victim->task,
+                               victim->pid, elapsed, wall)
+                << std::flush;
+    }
     // Reap.
     for (auto& c : children) {
       if (!c.running) continue;
@@ -455,29 +516,30 @@ int launch_command(int argc, char** argv, int first) {
       if (succeeded(status)) {
         if (c.task == coordinator && !stopping) {
           // The job is done: the other tasks were told and end by themselves.
-          stopping = true;
+          stopping = job_done = true;
           stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
         }
         continue;
       }
       if (stopping) continue;
-      // The coordinator's task is not restarted: a new one would start the run over
-      // (restart it by hand with the example's --resume where it has one).
-      if (restart_failed && c.task != coordinator && c.restarts < max_restarts) {
+      // The coordinator's task is restarted only with --restart-chief, and then resumes
+      // from the newest checkpoint: a plain new one would start the run over.
+      bool is_coordinator = c.task == coordinator;
+      if ((is_coordinator ? restart_chief : restart_failed) && c.restarts < max_restarts) {
         ++c.restarts;
-        std::cerr << fmt::format("launch: {} {}; restarting it ({} of {})\n", c.task, describe_status(status), c.restarts,
-                                 max_restarts);
+        std::cerr << fmt::format("launch: {} {}; restarting it{} ({} of {})\n", c.task, describe_status(status),
+                                 is_coordinator ? " with --resume" : "", c.restarts, max_restarts);
         if (c.out >= 0) ::close(c.out);
         if (c.err >= 0) ::close(c.err);
         c.out = c.err = -1;
-        start(c);
+        start(c, is_coordinator);
         continue;
       }
       begin_stop(fmt::format("{} {}", c.task, describe_status(status)), true);
     }
   }
   for (auto& c : children)
-    if (!failed && !succeeded(c.status)) {
+    if (!failed && !succeeded(c.status) && !c.excused) {
       failed = true;
       why = fmt::format("{} {}", c.task, describe_status(c.status));
     }

@@ -1,0 +1,132 @@
+// What the benchmarks share: medians, time to accuracy, the metrics file's training
+// record, and the PyTorch baselines (scripts in tools/bench/, run as child processes).
+// No CAF here.
+
+#include "bench.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace actortrain::tools {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+double time_to(const std::vector<std::pair<double, double>>& accuracy_at, double target) {
+  for (auto& [t, a] : accuracy_at)
+    if (a >= target) return t;
+  return NAN;
+}
+
+double median_time(std::vector<double> times) {
+  if (times.empty()) return NAN;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (auto& t : times)
+    if (std::isnan(t)) t = inf;
+  double m = median(std::move(times));
+  return std::isinf(m) ? NAN : m;
+}
+
+std::string seconds_text(double t) { return std::isnan(t) ? "never" : fmt::format("{:.1f}s", t); }
+
+training_record read_training(const std::string& metrics_file) {
+  std::ifstream in{metrics_file};
+  if (!in) throw std::runtime_error("no metrics file " + metrics_file);
+  training_record out;
+  double begin = 0, last_step = 0, staleness = 0, steps = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("event")) continue;
+    auto kind = j["event"].get<std::string>();
+    double t = j.value("time", 0.0);
+    if (kind == "epoch_begin") begin = last_step = t;
+    if (kind == "step") {
+      last_step = t;
+      out.examples += j.value("examples", 0.0);
+      staleness += j.value("staleness", 0.0);
+      steps += 1;
+    }
+    if (kind == "epoch") {
+      out.trained_seconds += last_step - begin;
+      if (j.contains("values") && j["values"].contains("val_accuracy"))
+        out.accuracy_at.emplace_back(out.trained_seconds, j["values"]["val_accuracy"].get<double>());
+    }
+  }
+  if (steps > 0) out.mean_staleness = staleness / steps;
+  return out;
+}
+
+std::string torch_script(const std::string& name) {
+  std::string path;
+  for (const char* dir : {ACTORTRAIN_BENCH_SOURCE_DIR, ACTORTRAIN_BENCH_INSTALL_DIR}) {
+    struct stat st{};
+    if (::stat((std::string{dir} + "/" + name).c_str(), &st) == 0) {
+      path = std::string{dir} + "/" + name;
+      break;
+    }
+  }
+  if (path.empty())
+    throw std::runtime_error(fmt::format("{} is neither in {} nor in {}", name, ACTORTRAIN_BENCH_SOURCE_DIR,
+                                         ACTORTRAIN_BENCH_INSTALL_DIR));
+  if (std::system("/usr/bin/python3 -c 'import torch.distributed.rpc' >/dev/null 2>&1") != 0)
+    throw std::runtime_error("/usr/bin/python3 cannot import torch.distributed.rpc (apt-get install python3-torch "
+                             "libopenblas0-pthread)");
+  return path;
+}
+
+torch_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more) {
+  auto log = fmt::format("/tmp/actortrain-bench-{}-torch.log", ::getpid());
+  auto cmd = fmt::format("/usr/bin/python3 '{}' --epochs {} --seed {} {} 2>'{}'", script, epochs, seed,
+                         fmt::join(more, " "), log);
+  std::fflush(stdout);
+  FILE* out = ::popen(cmd.c_str(), "r");
+  if (out == nullptr) throw std::runtime_error("cannot start " + cmd);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, out)) > 0;) text.append(buf, n);
+  int status = ::pclose(out);
+  auto last = text.rfind("\n{", text.size() > 1 ? text.size() - 2 : 0);
+  last = last == std::string::npos ? text.find('{') : last + 1;
+  auto j = last == std::string::npos ? nlohmann::json{} : nlohmann::json::parse(text.substr(last), nullptr, false);
+  bool ok = status == 0 && j.is_object() && j.contains("samples_per_second") && j.contains("accuracy") &&
+            j.contains("accuracy_at") && j["samples_per_second"].is_number() && j["accuracy"].is_number() &&
+            j["accuracy_at"].is_array();
+  torch_figures r;
+  if (ok) {
+    r.samples_per_second = j["samples_per_second"].get<double>();
+    r.accuracy = j["accuracy"].get<double>();
+    r.staleness = j.contains("staleness") && j["staleness"].is_number() ? j["staleness"].get<double>() : NAN;
+    for (auto& p : j["accuracy_at"]) {
+      ok = ok && p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number();
+      if (ok) r.accuracy_at.emplace_back(p[0].get<double>(), p[1].get<double>());
+    }
+  }
+  if (!ok) {
+    std::ifstream err{log};
+    std::stringstream tail;
+    tail << err.rdbuf();
+    auto e = tail.str();
+    if (e.size() > 2000) e = e.substr(e.size() - 2000);
+    throw std::runtime_error(fmt::format("the PyTorch baseline failed ({}):\n{}", cmd, e));
+  }
+  std::remove(log.c_str());
+  return r;
+}
+
+}  // namespace actortrain::tools

@@ -1,0 +1,257 @@
+// actortrain bench faults: goodput under faults. The main job (example fashion_mnist) as
+// processes — a chief, 2 ps and 3 worker tasks with coordinated checkpoints, started by
+// `actortrain launch` — runs once without faults and once under a seeded schedule of
+// kill -9 (launch --kill: by default a worker every 10 s, a ps task every 30 s, the chief
+// once), with launch restarting what dies (--restart-failed, --restart-chief: the chief
+// resumes from the newest checkpoint). Judged from outside the coordinator where it can
+// be: the metrics file's step lines (the training's samples and wall times, the steps
+// applied beyond the job's), launch's own lines for when each kill happened, and
+// `actortrain ledger check` on the ledgers the ps tasks wrote for exactly-once. Prints
+// the goodput (samples/s under faults over samples/s without, in the same invocation),
+// the steps redone, the recovery times (median and worst, per role), the final
+// accuracies, and the verdict of the ledger checker for both runs.
+
+#include "bench.hpp"
+#include "flags.hpp"
+#include <actortrain/actors/jobs/jobs.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+namespace actortrain::tools {
+
+namespace {
+
+// Runs this program with `args`, its output (both streams) into `log`; the exit status.
+int run_self(const std::vector<std::string>& args, const std::string& log) {
+  std::fflush(stdout);
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("bench faults: fork failed");
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) ::_exit(127);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::close(fd);
+    std::vector<char*> argv;
+    for (auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string tail_of(const std::string& path, size_t bytes = 3000) {
+  std::ifstream in{path};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = ss.str();
+  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+}
+
+// One kill launch made: its task and wall time.
+struct kill_event {
+  std::string task;
+  double wall = 0;
+};
+
+// What a run's metrics file and launch output say.
+struct run_record {
+  double first_wall = 0, last_wall = 0;  // the first and last applied step
+  double examples = 0;                   // over every applied step line, redone ones too
+  uint64_t step_lines = 0;
+  double final_accuracy = NAN;  // the last epoch's val_accuracy
+  // (wall, event, worker) of the lines recovery is judged by.
+  struct mark {
+    double wall;
+    std::string event;
+    int64_t worker;
+  };
+  std::vector<mark> marks;
+  std::vector<kill_event> kills;
+  int restarts = 0;
+  bool exactly_once = false;
+  std::string ledger_verdict;
+  double seconds() const { return last_wall - first_wall; }
+};
+
+run_record read_run(const std::string& metrics, const std::string& launch_log) {
+  run_record r;
+  std::ifstream in{metrics};
+  if (!in) throw std::runtime_error("bench faults: no metrics file " + metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);  // a line cut by a kill is skipped
+    if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j.contains("wall")) continue;
+    auto kind = j["event"].get<std::string>();
+    double wall = j["wall"].get<double>();
+    if (kind == "step") {
+      if (r.step_lines++ == 0) r.first_wall = wall;
+      r.last_wall = std::max(r.last_wall, wall);
+      r.examples += j.value("examples", 0.0);
+      r.marks.push_back({wall, kind, j.value("worker", int64_t{-1})});
+    } else if (kind == "epoch" && j.contains("values") && j["values"].contains("val_accuracy")) {
+      r.final_accuracy = j["values"]["val_accuracy"].get<double>();
+    } else if (kind == "worker_joined" || kind == "ps_restored" || kind == "resumed") {
+      r.marks.push_back({wall, kind, j.value("worker", int64_t{-1})});
+    }
+  }
+  std::ifstream log{launch_log};
+  for (std::string line; std::getline(log, line);) {
+    // "launch: fault: kill -9 worker:1 (pid 123) at 12.3 s, wall 1733390000.123"
+    if (line.rfind("launch: fault: kill -9 ", 0) == 0) {
+      std::istringstream ss{line.substr(23)};
+      kill_event k;
+      ss >> k.task;
+      auto w = line.rfind("wall ");
+      if (w != std::string::npos) k.wall = std::atof(line.c_str() + w + 5);
+      r.kills.push_back(k);
+    }
+    if (line.find("; restarting it") != std::string::npos) ++r.restarts;
+  }
+  std::sort(r.marks.begin(), r.marks.end(), [](auto& a, auto& b) { return a.wall < b.wall; });
+  return r;
+}
+
+// Seconds from a kill until the cluster trains again without the killed task's loss: a
+// worker's replacement applied a step (its slot's first step after it rejoined); after
+// a ps task or the chief, the first step after the roll-back (ps_restored, resumed). NaN
+// when the run never got there.
+double recovery(const run_record& r, const kill_event& k) {
+  auto role = k.task.substr(0, k.task.find(':'));
+  int64_t index = std::atoll(k.task.c_str() + k.task.find(':') + 1);
+  bool back = false;
+  for (auto& m : r.marks) {
+    if (m.wall < k.wall) continue;
+    if (role == "worker") {
+      if (m.event == "worker_joined" && m.worker == index) back = true;
+      if (back && m.event == "step" && m.worker == index) return m.wall - k.wall;
+    } else {
+      if (m.event == (role == "ps" ? "ps_restored" : "resumed")) back = true;
+      if (back && m.event == "step") return m.wall - k.wall;
+    }
+  }
+  return NAN;
+}
+
+}  // namespace
+
+int bench_faults(int argc, char** argv, int first) {
+  int epochs = 180, ps = 2, workers = 3;
+  int64_t checkpoint_every = 1000, timeout = 3600;
+  uint64_t seed = 1;
+  std::string kills = "worker=10,ps=30,chief@60";
+  flags f{"actortrain bench faults",
+          "Goodput under faults: the main job (example fashion_mnist, Fashion-MNIST's MLP, 3 workers) as\n"
+          "processes on 127.0.0.1 — a chief, --ps ps tasks and --workers worker tasks started by\n"
+          "actortrain launch, checkpointing every --checkpoint-every applied steps — runs without faults,\n"
+          "then under --kill's seeded schedule of kill -9 (launch --kill; by default a worker every 10 s,\n"
+          "a ps task every 30 s and the chief once at 60 s), launch restarting whatever dies (the chief\n"
+          "with --resume, from the newest checkpoint). Prints for both runs the training samples/s\n"
+          "(from the first to the last applied step, recoveries included), the goodput (the faulty\n"
+          "run's samples/s over the fault-free one's), the steps applied beyond the job's (redone\n"
+          "after roll-backs and lost workers), the recovery time of every kill (median and worst per\n"
+          "role: until a worker's replacement applied a step, or until the first step after a ps\n"
+          "task's or the chief's roll-back), the final test accuracies, and exactly-once as\n"
+          "`actortrain ledger check` judges the ps tasks' ledgers. Goals: goodput >= 0.85, accuracy\n"
+          "within 0.01 of the fault-free run's, exactly once. The fault-free run should take at least\n"
+          "2 minutes (a note says when it did not): raise --epochs on a faster machine.\n"
+          "Exit status 0 when both runs completed (whether or not the goals were met), 1 when one failed."};
+  f.add("epochs", epochs, "epochs of the job", range<int>{1, 100000})
+    .add("ps", ps, "ps tasks", range<int>{1, 16})
+    .add("workers", workers, "worker tasks", range<int>{1, 64})
+    .add("kill", kills, "the faults, as launch --kill: ROLE=SECONDS (every), ROLE@SECONDS (once)")
+    .add("seed", seed, "the seed of the job and of the kills' times and tasks")
+    .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints", range<int64_t>{1, int64_t{1} << 40})
+    .add("timeout", timeout, "each run's limit in seconds (launch --timeout)", range<int64_t>{10, 86400});
+  if (!f.parse(argc, argv, first)) return 0;
+  if (!f.positional().empty()) throw usage_error(fmt::format("unexpected argument '{}'", f.positional().front()));
+  std::vector<std::string> job_args{"--epochs", std::to_string(epochs), "--verbose", "0", "--seed", std::to_string(seed),
+                                    "--steps-per-execution", "8"};
+  auto base = fmt::format("/tmp/actortrain-bench-faults-{}", ::getpid());
+  ::mkdir(base.c_str(), 0700);
+  auto run = [&](const std::string& name, bool faulty) {
+    auto dir = base + "/" + name;
+    auto metrics = dir + ".jsonl", log = dir + ".log";
+    std::remove(metrics.c_str());
+    std::vector<std::string> cmd{"actortrain", "launch", "--example", "fashion_mnist", "--ps", std::to_string(ps),
+                                 "--workers", std::to_string(workers), "--dir", dir, "--checkpoint-dir", dir + "/ck",
+                                 "--checkpoint-every", std::to_string(checkpoint_every), "--restart-failed",
+                                 "--restart-chief", "--max-restarts", "1000", "--timeout", std::to_string(timeout),
+                                 "--connect-ms", "60000"};
+    if (faulty) cmd.insert(cmd.end(), {"--kill", kills, "--kill-seed", std::to_string(seed)});
+    cmd.push_back("--");
+    cmd.insert(cmd.end(), job_args.begin(), job_args.end());
+    cmd.insert(cmd.end(), {"--metrics", metrics});
+    fmt::print("{}: {}\n", name, fmt::join(cmd, " "));
+    int rc = run_self(cmd, log);
+    if (rc != 0)
+      throw std::runtime_error(fmt::format("bench faults: the {} run failed (exit {}); the end of {}:\n{}", name, rc, log,
+                                           tail_of(log)));
+    auto r = read_run(metrics, log);
+    std::vector<std::string> check{"actortrain", "ledger", "check", "--example", "fashion_mnist", "--cluster",
+                                   dir + "/cluster.json", dir + "/ledgers", "--"};
+    check.insert(check.end(), job_args.begin(), job_args.end());
+    auto check_log = dir + ".ledger";
+    r.exactly_once = run_self(check, check_log) == 0;
+    std::ifstream verdict{check_log};
+    for (std::string line; std::getline(verdict, line);)
+      if (!line.empty()) r.ledger_verdict = line;
+    return r;
+  };
+  fmt::print("bench faults: fashion_mnist, {} epochs, chief + {} ps + {} workers, checkpoints every {} steps, "
+             "kills {} (seed {})\n",
+             epochs, ps, workers, checkpoint_every, kills, seed);
+  auto clean = run("fault-free", false);
+  fmt::print("fault-free: {:.1f} s, {:.0f} samples/s, {} steps, accuracy {:.4f}; {}\n", clean.seconds(),
+             clean.examples / clean.seconds(), clean.step_lines, clean.final_accuracy, clean.ledger_verdict);
+  if (clean.seconds() < 120)
+    fmt::print("note: the fault-free run trained {:.0f} s, under the 2 minutes the schedule is meant for (raise --epochs)\n",
+               clean.seconds());
+  std::fflush(stdout);
+  auto hit = run("faulty", true);
+  // The job's own samples, over the faulty run's time: redone steps are not goodput.
+  double good = clean.examples / hit.seconds(), base_rate = clean.examples / clean.seconds();
+  fmt::print("faulty: {:.1f} s, {} kills, {} restarts, {} step lines ({} beyond the job's {}), accuracy {:.4f}; {}\n",
+             hit.seconds(), hit.kills.size(), hit.restarts, hit.step_lines,
+             static_cast<int64_t>(hit.step_lines) - static_cast<int64_t>(clean.step_lines), clean.step_lines,
+             hit.final_accuracy, hit.ledger_verdict);
+  std::map<std::string, std::vector<double>> rec;
+  int never = 0;
+  for (auto& k : hit.kills) {
+    double t = recovery(hit, k);
+    if (std::isnan(t))
+      ++never;
+    else
+      rec[k.task.substr(0, k.task.find(':'))].push_back(t);
+  }
+  for (auto& [role, times] : rec)
+    fmt::print("recovery after a {} kill: median {:.2f} s, worst {:.2f} s ({} kills)\n", role, median(times),
+               *std::max_element(times.begin(), times.end()), times.size());
+  if (never > 0) fmt::print("{} kill(s) with no recovery seen (late in the run, or the task ended first)\n", never);
+  double goodput = good / base_rate;
+  bool accurate = std::abs(hit.final_accuracy - clean.final_accuracy) <= 0.01;
+  fmt::print("goodput {:.3f} ({:.0f} against {:.0f} samples/s)\n", goodput, good, base_rate);
+  fmt::print("goals: goodput >= 0.85 ({}), accuracy within 0.01 ({}: {:.4f} against {:.4f}), exactly once ({})\n",
+             goodput >= 0.85 ? "met" : "not met", accurate ? "met" : "not met", hit.final_accuracy,
+             clean.final_accuracy, hit.exactly_once && clean.exactly_once ? "met" : "NOT MET");
+  fmt::print("logs: {}\n", base);
+  return 0;
+}
+
+}  // namespace actortrain::tools
