@@ -62,6 +62,9 @@ def main():
     add_common_flags(p, "processes training the shared model")
     args = p.parse_args()
     check_common_flags(p, args)
+    # Before anything computes: the trainers are forked from this process, and a thread
+    # pool it started would be inherited in a broken state (GNU OpenMP is not fork-safe).
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     model = make_model()
     model.share_memory()
