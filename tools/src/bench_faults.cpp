@@ -12,6 +12,7 @@
 // accuracies, and the verdict of the ledger checker for both runs.
 
 #include "bench.hpp"
+#include "fault_schedule.hpp"
 #include "flags.hpp"
 #include <actortrain/actors/jobs/jobs.hpp>
 
@@ -85,6 +86,7 @@ struct run_record {
   };
   std::vector<mark> marks;
   std::vector<kill_event> kills;
+  std::vector<double> checkpoint_pauses;  // each checkpoint's pause_seconds
   int restarts = 0;
   bool exactly_once = false;
   std::string ledger_verdict;
@@ -107,6 +109,8 @@ run_record read_run(const std::string& metrics, const std::string& launch_log) {
       r.marks.push_back({wall, kind, j.value("worker", int64_t{-1})});
     } else if (kind == "epoch" && j.contains("values") && j["values"].contains("val_accuracy")) {
       r.final_accuracy = j["values"]["val_accuracy"].get<double>();
+    } else if (kind == "checkpoint" && j.contains("values") && j["values"].contains("pause_seconds")) {
+      r.checkpoint_pauses.push_back(j["values"]["pause_seconds"].get<double>());
     } else if (kind == "worker_joined" || kind == "ps_restored" || kind == "resumed") {
       r.marks.push_back({wall, kind, j.value("worker", int64_t{-1})});
     }
@@ -181,6 +185,11 @@ int bench_faults(int argc, char** argv, int first) {
     .add("timeout", timeout, "each run's limit in seconds (launch --timeout)", range<int64_t>{10, 86400});
   if (!f.parse(argc, argv, first)) return 0;
   if (!f.positional().empty()) throw usage_error(fmt::format("unexpected argument '{}'", f.positional().front()));
+  try {  // before the fault-free run, not after it
+    (void)fault_schedule::parse(kills, {{"chief", 1}, {"ps", ps}, {"worker", workers}}, seed, static_cast<double>(timeout));
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(fmt::format("--kill: {}", e.what()));
+  }
   std::vector<std::string> job_args{"--epochs", std::to_string(epochs), "--verbose", "0", "--seed", std::to_string(seed),
                                     "--steps-per-execution", "8"};
   auto base = fmt::format("/tmp/actortrain-bench-faults-{}", ::getpid());
@@ -220,6 +229,25 @@ int bench_faults(int argc, char** argv, int first) {
   auto clean = run("fault-free", false);
   fmt::print("fault-free: {:.1f} s, {:.0f} samples/s, {} steps, accuracy {:.4f}; {}\n", clean.seconds(),
              clean.examples / clean.seconds(), clean.step_lines, clean.final_accuracy, clean.ledger_verdict);
+  // Young's checkpoint interval for this schedule, sqrt(2 C M): C the measured pause of a
+  // checkpoint, M the mean time between the kills that roll every shard back (ps tasks
+  // and the chief; a lost worker rolls nothing back).
+  if (!clean.checkpoint_pauses.empty()) {
+    double cost = median(clean.checkpoint_pauses);
+    auto plan = fault_schedule::parse(kills, {{"chief", 1}, {"ps", ps}, {"worker", workers}}, seed, clean.seconds());
+    int rollbacks = 0;
+    for (auto& k : plan.kills()) rollbacks += k.role != "worker";
+    fmt::print("checkpoints: {} pauses of {:.3f} s (median), {:.1f}% of the run", clean.checkpoint_pauses.size(), cost,
+               100 * cost * static_cast<double>(clean.checkpoint_pauses.size()) / clean.seconds());
+    if (rollbacks > 0) {
+      double between = clean.seconds() / rollbacks, interval = std::sqrt(2 * cost * between);
+      fmt::print("; with a roll-back every {:.0f} s, Young's interval sqrt(2 x {:.3f} x {:.0f}) = {:.1f} s, about {:.0f} "
+                 "steps (--checkpoint-every {})",
+                 between, cost, between, interval, interval * static_cast<double>(clean.step_lines) / clean.seconds(),
+                 checkpoint_every);
+    }
+    fmt::print("\n");
+  }
   if (clean.seconds() < 120)
     fmt::print("note: the fault-free run trained {:.0f} s, under the 2 minutes the schedule is meant for (raise --epochs)\n",
                clean.seconds());

@@ -13,6 +13,8 @@
 #include <actortrain/actors/jobs/jobs.hpp>
 #include <actortrain/actors/net/process.hpp>
 #include <actortrain/actors/net/sockets.hpp>
+#include <actortrain/model/checkpoint/checkpoint.hpp>
+#include <actortrain/model/checkpoint/file_system.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -236,6 +238,28 @@ std::string describe_status(int status) {
 
 bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
+// Kubeflow's ExitCode policy, which the tasks' exit statuses follow (process.hpp): killed
+// by SIGINT, SIGKILL or SIGTERM (130, 137, 143), or exited 138 ("retry me"), is worth a
+// restart; anything else (1 the job failed, 2 bad input, a crash such as SIGSEGV) is not.
+bool retryable(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return sig == SIGINT || sig == SIGKILL || sig == SIGTERM;
+  }
+  if (!WIFEXITED(status)) return false;
+  int code = WEXITSTATUS(status);
+  return code == 130 || code == 137 || code == 143 || code == exit_status::retry;
+}
+
+// A committed checkpoint under `root`: what a restarted chief can resume from.
+bool has_checkpoint(const std::string& root) {
+  try {
+    return model::latest_checkpoint(model::posix_file_system(), root).has_value();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 int launch_command(int argc, char** argv, int first) {
@@ -273,16 +297,18 @@ int launch_command(int argc, char** argv, int first) {
     .add("connection-ms", connection_ms, "a peer silent this long is dropped (0: the default, 5000)", range<int64_t>{0, 3600000})
     .add("connect-ms", connect_ms, "how long a task waits for its peers at the start (the chief for the workers to "
          "register; raise it when tasks load large data first) (0: the default, 10000)", range<int64_t>{0, 3600000})
-    .add("restart-failed", restart_failed, "restart a worker or ps task that crashes (a worker rejoins under a new "
-         "generation; a ps task is restored from the last checkpoint)")
+    .add("restart-failed", restart_failed, "restart a worker or ps task that is killed (SIGKILL, SIGTERM, SIGINT) or "
+         "exits 138, the statuses Kubeflow's ExitCode policy retries (a worker rejoins under a new generation; a ps "
+         "task is restored from the last checkpoint); a task that exits 1 (the job failed) is not restarted")
     .add("tls-cert", tls_cert, "mutual TLS between the tasks: a certificate of the cluster's CA "
          "(tools/make-certs makes all three); without TLS the tasks prove the job's secret, --dir/secret")
     .add("tls-key", tls_key, "its key")
     .add("tls-ca", tls_ca, "the cluster's CA")
     .add("no-data-plane", no_data_plane, "move tensors over BASP, not the tensor data plane (worker-ps connections "
          "of their own)")
-    .add("restart-chief", restart_chief, "restart a chief that crashes with --resume: it continues the run from the "
-         "newest checkpoint (needs --checkpoint-dir and a chief)")
+    .add("restart-chief", restart_chief, "restart a chief that is killed or exits 138, with --resume: it continues "
+         "the run from the newest committed checkpoint (from the start when there is none yet; needs --checkpoint-dir "
+         "and a chief)")
     .add("max-restarts", max_restarts, "restarts per task with --restart-failed or --restart-chief", range<int>{0, 1000})
     .add("kill", kill_spec, "inject faults: kill -9 a task of ROLE every SECONDS on average (ROLE=SECONDS: the k-th at "
          "k*SECONDS +- SECONDS/4, a random running task of the role) or once (ROLE@SECONDS), counted from the start, "
@@ -523,16 +549,19 @@ int launch_command(int argc, char** argv, int first) {
       }
       if (stopping) continue;
       // The coordinator's task is restarted only with --restart-chief, and then resumes
-      // from the newest checkpoint: a plain new one would start the run over.
+      // from the newest committed checkpoint; before the first one is committed there
+      // is nothing to lose, and it starts the run over. Only what the exit status calls
+      // retryable is restarted: a task that says the job failed would fail again.
       bool is_coordinator = c.task == coordinator;
-      if ((is_coordinator ? restart_chief : restart_failed) && c.restarts < max_restarts) {
+      if ((is_coordinator ? restart_chief : restart_failed) && retryable(status) && c.restarts < max_restarts) {
         ++c.restarts;
+        bool resume = is_coordinator && has_checkpoint(checkpoint_dir);
         std::cerr << fmt::format("launch: {} {}; restarting it{} ({} of {})\n", c.task, describe_status(status),
-                                 is_coordinator ? " with --resume" : "", c.restarts, max_restarts);
+                                 resume ? " with --resume" : "", c.restarts, max_restarts);
         if (c.out >= 0) ::close(c.out);
         if (c.err >= 0) ::close(c.err);
         c.out = c.err = -1;
-        start(c, is_coordinator);
+        start(c, resume);
         continue;
       }
       begin_stop(fmt::format("{} {}", c.task, describe_status(status)), true);
