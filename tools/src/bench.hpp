@@ -35,8 +35,8 @@ struct torch_figures {
 /// source tree, else where `make install` put it; throws std::runtime_error naming why it
 /// cannot run here (no script, no python3-torch).
 std::string torch_script(const std::string& name);
-/// Runs `script` for `epochs` from `seed` with the flags `more` (unquoted: numbers only;
-/// the rest at the scripts' defaults: 2 trainers of one thread, batch 128, Adam 0.001);
+/// Runs `script` for `epochs` from `seed` with the flags `more` (each quoted for the
+/// shell; the rest at the scripts' defaults: 2 trainers of one thread, batch 128, Adam 0.001);
 /// throws std::runtime_error with the tail of its stderr when it fails.
 torch_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more = {});
 

@@ -18,7 +18,6 @@
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace actortrain::tools {
 
@@ -92,8 +91,15 @@ std::string torch_script(const std::string& name) {
 
 torch_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more) {
   auto log = fmt::format("/tmp/actortrain-bench-{}-torch.log", ::getpid());
-  auto cmd = fmt::format("/usr/bin/python3 '{}' --epochs {} --seed {} {} 2>'{}'", script, epochs, seed,
-                         fmt::join(more, " "), log);
+  // Each word single-quoted for the shell (a ' inside as '\'').
+  auto quote = [](const std::string& w) {
+    std::string q = "'";
+    for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string cmd = "/usr/bin/python3 " + quote(script) + fmt::format(" --epochs {} --seed {}", epochs, seed);
+  for (auto& w : more) cmd += " " + quote(w);
+  cmd += " 2>" + quote(log);
   std::fflush(stdout);
   FILE* out = ::popen(cmd.c_str(), "r");
   if (out == nullptr) throw std::runtime_error("cannot start " + cmd);

@@ -2,14 +2,15 @@
 // processes — a chief, 2 ps and 3 worker tasks with coordinated checkpoints, started by
 // `actortrain launch` — runs once without faults and once under a seeded schedule of
 // kill -9 (launch --kill: by default a worker every 10 s, a ps task every 30 s, the chief
-// once), with launch restarting what dies (--restart-failed, --restart-chief: the chief
-// resumes from the newest checkpoint). Judged from outside the coordinator where it can
-// be: the metrics file's step lines (the training's samples and wall times, the steps
-// applied beyond the job's), launch's own lines for when each kill happened, and
-// `actortrain ledger check` on the ledgers the ps tasks wrote for exactly-once. Prints
-// the goodput (samples/s under faults over samples/s without, in the same invocation),
-// the steps redone, the recovery times (median and worst, per role), the final
-// accuracies, and the verdict of the ledger checker for both runs.
+// once), with launch restarting what is killed (--restart-failed, --restart-chief: the
+// chief resumes from the newest checkpoint, or starts over before the first). Judged
+// from outside the coordinator where it can be: the metrics file's step lines (the
+// training's samples and wall times, the steps applied beyond the job's), launch's own
+// lines for when each kill happened, and `actortrain ledger check` on the ledgers the ps
+// tasks wrote for exactly-once. Prints the goodput (samples/s under faults over
+// samples/s without, in the same invocation), the steps redone, the recovery times
+// (median and worst, per role), Young's checkpoint interval, the final accuracies, and
+// the verdict of the ledger checker for both runs.
 
 #include "bench.hpp"
 #include "fault_schedule.hpp"
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -111,7 +113,7 @@ run_record read_run(const std::string& metrics, const std::string& launch_log) {
       r.final_accuracy = j["values"]["val_accuracy"].get<double>();
     } else if (kind == "checkpoint" && j.contains("values") && j["values"].contains("pause_seconds")) {
       r.checkpoint_pauses.push_back(j["values"]["pause_seconds"].get<double>());
-    } else if (kind == "worker_joined" || kind == "ps_restored" || kind == "resumed") {
+    } else if (kind == "worker_joined" || kind == "ps_restored" || kind == "resumed" || kind == "run_begin") {
       r.marks.push_back({wall, kind, j.value("worker", int64_t{-1})});
     }
   }
@@ -134,8 +136,9 @@ run_record read_run(const std::string& metrics, const std::string& launch_log) {
 
 // Seconds from a kill until the cluster trains again without the killed task's loss: a
 // worker's replacement applied a step (its slot's first step after it rejoined); after
-// a ps task or the chief, the first step after the roll-back (ps_restored, resumed). NaN
-// when the run never got there.
+// a ps task, the first step after the roll-back (ps_restored); after the chief, the
+// first step of the restarted chief's run (resumed from a checkpoint, or begun again
+// when none was committed). NaN when the run never got there.
 double recovery(const run_record& r, const kill_event& k) {
   auto role = k.task.substr(0, k.task.find(':'));
   int64_t index = std::atoll(k.task.c_str() + k.task.find(':') + 1);
@@ -145,8 +148,11 @@ double recovery(const run_record& r, const kill_event& k) {
     if (role == "worker") {
       if (m.event == "worker_joined" && m.worker == index) back = true;
       if (back && m.event == "step" && m.worker == index) return m.wall - k.wall;
+    } else if (role == "ps") {
+      if (m.event == "ps_restored") back = true;
+      if (back && m.event == "step") return m.wall - k.wall;
     } else {
-      if (m.event == (role == "ps" ? "ps_restored" : "resumed")) back = true;
+      if (m.event == "resumed" || m.event == "run_begin") back = true;
       if (back && m.event == "step") return m.wall - k.wall;
     }
   }
@@ -159,30 +165,35 @@ int bench_faults(int argc, char** argv, int first) {
   int epochs = 180, ps = 2, workers = 3;
   int64_t checkpoint_every = 1000, timeout = 3600;
   uint64_t seed = 1;
+  bool keep = false;
   std::string kills = "worker=10,ps=30,chief@60";
   flags f{"actortrain bench faults",
           "Goodput under faults: the main job (example fashion_mnist, Fashion-MNIST's MLP, 3 workers) as\n"
           "processes on 127.0.0.1 — a chief, --ps ps tasks and --workers worker tasks started by\n"
           "actortrain launch, checkpointing every --checkpoint-every applied steps — runs without faults,\n"
           "then under --kill's seeded schedule of kill -9 (launch --kill; by default a worker every 10 s,\n"
-          "a ps task every 30 s and the chief once at 60 s), launch restarting whatever dies (the chief\n"
-          "with --resume, from the newest checkpoint). Prints for both runs the training samples/s\n"
-          "(from the first to the last applied step, recoveries included), the goodput (the faulty\n"
-          "run's samples/s over the fault-free one's), the steps applied beyond the job's (redone\n"
-          "after roll-backs and lost workers), the recovery time of every kill (median and worst per\n"
-          "role: until a worker's replacement applied a step, or until the first step after a ps\n"
-          "task's or the chief's roll-back), the final test accuracies, and exactly-once as\n"
+          "a ps task every 30 s and the chief once at 60 s), launch restarting whatever is killed (the\n"
+          "chief with --resume, from the newest checkpoint). Prints for both runs the training samples/s\n"
+          "(from the first to the last applied step, recoveries included; a kill before the first\n"
+          "step costs nothing here), the goodput (the faulty run's samples/s over the fault-free\n"
+          "one's), the step lines beyond the job's (steps redone after roll-backs and lost workers;\n"
+          "lines a killed chief had not written yet are missing), the recovery time of every kill (median and worst per\n"
+          "role: until a worker's replacement applied a step, until the first step after a ps\n"
+          "task's roll-back, or of the restarted chief's run), Young's checkpoint interval from the\n"
+          "measured checkpoint pause and the roll-backs seen, the final test accuracies, and exactly-once as\n"
           "`actortrain ledger check` judges the ps tasks' ledgers. Goals: goodput >= 0.85, accuracy\n"
           "within 0.01 of the fault-free run's, exactly once. The fault-free run should take at least\n"
           "2 minutes (a note says when it did not): raise --epochs on a faster machine.\n"
-          "Exit status 0 when both runs completed (whether or not the goals were met), 1 when one failed."};
+          "Exit status 0 when both runs completed (whether or not the goals were met), 1 when one failed\n"
+          "(its directory is kept and named)."};
   f.add("epochs", epochs, "epochs of the job", range<int>{1, 100000})
     .add("ps", ps, "ps tasks", range<int>{1, 16})
     .add("workers", workers, "worker tasks", range<int>{1, 64})
     .add("kill", kills, "the faults, as launch --kill: ROLE=SECONDS (every), ROLE@SECONDS (once)")
     .add("seed", seed, "the seed of the job and of the kills' times and tasks")
     .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints", range<int64_t>{1, int64_t{1} << 40})
-    .add("timeout", timeout, "each run's limit in seconds (launch --timeout)", range<int64_t>{10, 86400});
+    .add("timeout", timeout, "each run's limit in seconds (launch --timeout)", range<int64_t>{10, 86400})
+    .add("keep", keep, "keep the runs' directory (logs, metrics, ledgers, checkpoints; kept anyway when a run fails or is not exactly once)");
   if (!f.parse(argc, argv, first)) return 0;
   if (!f.positional().empty()) throw usage_error(fmt::format("unexpected argument '{}'", f.positional().front()));
   try {  // before the fault-free run, not after it
@@ -210,8 +221,9 @@ int bench_faults(int argc, char** argv, int first) {
     fmt::print("{}: {}\n", name, fmt::join(cmd, " "));
     int rc = run_self(cmd, log);
     if (rc != 0)
-      throw std::runtime_error(fmt::format("bench faults: the {} run failed (exit {}); the end of {}:\n{}", name, rc, log,
-                                           tail_of(log)));
+      throw std::runtime_error(fmt::format("bench faults: the {} run failed (exit {}; everything is in {}); the end of "
+                                           "{}:\n{}",
+                                           name, rc, base, log, tail_of(log)));
     auto r = read_run(metrics, log);
     std::vector<std::string> check{"actortrain", "ledger", "check", "--example", "fashion_mnist", "--cluster",
                                    dir + "/cluster.json", dir + "/ledgers", "--"};
@@ -229,25 +241,6 @@ int bench_faults(int argc, char** argv, int first) {
   auto clean = run("fault-free", false);
   fmt::print("fault-free: {:.1f} s, {:.0f} samples/s, {} steps, accuracy {:.4f}; {}\n", clean.seconds(),
              clean.examples / clean.seconds(), clean.step_lines, clean.final_accuracy, clean.ledger_verdict);
-  // Young's checkpoint interval for this schedule, sqrt(2 C M): C the measured pause of a
-  // checkpoint, M the mean time between the kills that roll every shard back (ps tasks
-  // and the chief; a lost worker rolls nothing back).
-  if (!clean.checkpoint_pauses.empty()) {
-    double cost = median(clean.checkpoint_pauses);
-    auto plan = fault_schedule::parse(kills, {{"chief", 1}, {"ps", ps}, {"worker", workers}}, seed, clean.seconds());
-    int rollbacks = 0;
-    for (auto& k : plan.kills()) rollbacks += k.role != "worker";
-    fmt::print("checkpoints: {} pauses of {:.3f} s (median), {:.1f}% of the run", clean.checkpoint_pauses.size(), cost,
-               100 * cost * static_cast<double>(clean.checkpoint_pauses.size()) / clean.seconds());
-    if (rollbacks > 0) {
-      double between = clean.seconds() / rollbacks, interval = std::sqrt(2 * cost * between);
-      fmt::print("; with a roll-back every {:.0f} s, Young's interval sqrt(2 x {:.3f} x {:.0f}) = {:.1f} s, about {:.0f} "
-                 "steps (--checkpoint-every {})",
-                 between, cost, between, interval, interval * static_cast<double>(clean.step_lines) / clean.seconds(),
-                 checkpoint_every);
-    }
-    fmt::print("\n");
-  }
   if (clean.seconds() < 120)
     fmt::print("note: the fault-free run trained {:.0f} s, under the 2 minutes the schedule is meant for (raise --epochs)\n",
                clean.seconds());
@@ -260,25 +253,51 @@ int bench_faults(int argc, char** argv, int first) {
              static_cast<int64_t>(hit.step_lines) - static_cast<int64_t>(clean.step_lines), clean.step_lines,
              hit.final_accuracy, hit.ledger_verdict);
   std::map<std::string, std::vector<double>> rec;
-  int never = 0;
+  std::map<std::string, int> never;
   for (auto& k : hit.kills) {
     double t = recovery(hit, k);
+    auto role = k.task.substr(0, k.task.find(':'));
     if (std::isnan(t))
-      ++never;
+      ++never[role];
     else
-      rec[k.task.substr(0, k.task.find(':'))].push_back(t);
+      rec[role].push_back(t);
   }
   for (auto& [role, times] : rec)
     fmt::print("recovery after a {} kill: median {:.2f} s, worst {:.2f} s ({} kills)\n", role, median(times),
                *std::max_element(times.begin(), times.end()), times.size());
-  if (never > 0) fmt::print("{} kill(s) with no recovery seen (late in the run, or the task ended first)\n", never);
+  for (auto& [role, n] : never)
+    fmt::print("{} {} kill(s) with no recovery seen (the run ended first)\n", n, role);
+  // Young's checkpoint interval, sqrt(2 C M): C the measured pause of a checkpoint
+  // (fault-free run), M the mean time between the kills that rolled every shard back in
+  // the faulty run (ps tasks and the chief; a lost worker rolls nothing back).
+  if (!clean.checkpoint_pauses.empty()) {
+    double cost = median(clean.checkpoint_pauses);
+    int rollbacks = 0;
+    for (auto& k : hit.kills) rollbacks += k.task.rfind("worker:", 0) != 0;
+    fmt::print("checkpoints: {} pauses of {:.3f} s (median), {:.1f}% of the fault-free run", clean.checkpoint_pauses.size(),
+               cost, 100 * cost * static_cast<double>(clean.checkpoint_pauses.size()) / clean.seconds());
+    if (rollbacks > 0) {
+      double between = hit.seconds() / rollbacks, interval = std::sqrt(2 * cost * between);
+      fmt::print("; with a roll-back every {:.0f} s, Young's interval sqrt(2 x {:.3f} x {:.0f}) = {:.1f} s, about {:.0f} "
+                 "steps (--checkpoint-every {})",
+                 between, cost, between, interval, interval * static_cast<double>(clean.step_lines) / clean.seconds(),
+                 checkpoint_every);
+    }
+    fmt::print("\n");
+  }
+
   double goodput = good / base_rate;
   bool accurate = std::abs(hit.final_accuracy - clean.final_accuracy) <= 0.01;
   fmt::print("goodput {:.3f} ({:.0f} against {:.0f} samples/s)\n", goodput, good, base_rate);
   fmt::print("goals: goodput >= 0.85 ({}), accuracy within 0.01 ({}: {:.4f} against {:.4f}), exactly once ({})\n",
              goodput >= 0.85 ? "met" : "not met", accurate ? "met" : "not met", hit.final_accuracy,
              clean.final_accuracy, hit.exactly_once && clean.exactly_once ? "met" : "NOT MET");
-  fmt::print("logs: {}\n", base);
+  if (keep || !hit.exactly_once || !clean.exactly_once) {  // the evidence of a violation stays
+    fmt::print("logs, metrics, ledgers and checkpoints: {}\n", base);
+  } else {
+    std::error_code ec;
+    std::filesystem::remove_all(base, ec);
+  }
   return 0;
 }
 

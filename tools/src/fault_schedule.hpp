@@ -26,7 +26,7 @@ class fault_schedule {
   /// counts each role's tasks; every role named must have one. Throws
   /// std::invalid_argument naming what is wrong (unknown role, bad number, a role twice).
   /// The kills up to `horizon` seconds are drawn from `seed`: the same arguments give
-  /// the same schedule.
+  /// the same schedule (with the same C++ standard library, whose distributions it uses).
   static fault_schedule parse(const std::string& spec, const std::map<std::string, int>& tasks, uint64_t seed,
                               double horizon = 24 * 3600);
 

@@ -173,7 +173,9 @@ struct child {
   bool running = false;
   int status = 0;
   int restarts = 0;
-  // A restarted worker still waiting to join when the job ended: stopped, not a failure.
+  bool fault_killed = false;  // by --kill, since its last start
+  // A worker launch restarted or killed, still running or exiting retryable when the
+  // job had ended: stopped, not a failure (it had no part in the run's end).
   bool excused = false;
 };
 
@@ -255,7 +257,8 @@ bool retryable(int status) {
 bool has_checkpoint(const std::string& root) {
   try {
     return model::latest_checkpoint(model::posix_file_system(), root).has_value();
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("launch: cannot list the checkpoints in {}: {}; the chief starts over\n", root, e.what());
     return false;
   }
 }
@@ -312,7 +315,9 @@ int launch_command(int argc, char** argv, int first) {
     .add("max-restarts", max_restarts, "restarts per task with --restart-failed or --restart-chief", range<int>{0, 1000})
     .add("kill", kill_spec, "inject faults: kill -9 a task of ROLE every SECONDS on average (ROLE=SECONDS: the k-th at "
          "k*SECONDS +- SECONDS/4, a random running task of the role) or once (ROLE@SECONDS), counted from the start, "
-         "e.g. worker=10,ps=30,chief@60; each kill is printed as 'launch: fault: ...'")
+         "e.g. worker=10,ps=30,chief@60; each kill is printed as 'launch: fault: ...'. Without --restart-failed "
+         "(and --restart-chief for the chief) a kill fails the job; with --ps 0, worker:0 holds the coordinator and "
+         "is never restarted")
     .add("kill-seed", kill_seed, "the seed of --kill's times and tasks")
     .add("timeout", timeout_s, "stop every task and fail after this many seconds (0: no limit)",
          range<int64_t>{0, 31536000})
@@ -468,7 +473,7 @@ int launch_command(int argc, char** argv, int first) {
       bool excused_any = false;
       for (auto& c : children)
         if (c.running && job_done && !c.excused && c.restarts > 0 && c.task.rfind("worker:", 0) == 0) {
-          std::cout << fmt::format("launch: {} (restarted {} time(s)) had not joined when the job ended; stopping it\n",
+          std::cout << fmt::format("launch: {} (restarted {} time(s)) was still running when the job ended; stopping it\n",
                                    c.task, c.restarts);
           c.excused = excused_any = true;
           ::kill(c.pid, SIGTERM);
@@ -526,6 +531,7 @@ int launch_command(int argc, char** argv, int first) {
         continue;
       }
       ::kill(victim->pid, SIGKILL);
+      victim->fault_killed = true;
       auto wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
       std::cout << fmt::format("launch: fault: kill -9 {} (pid {}) at {:.1f} s, wall {:.3f}\n", victim->task,
                                victim->pid, elapsed, wall)
@@ -547,7 +553,16 @@ int launch_command(int argc, char** argv, int first) {
         }
         continue;
       }
-      if (stopping) continue;
+      if (stopping) {
+        // After the job's end, a worker that launch restarted or killed and that ends
+        // retryable (it gave up waiting for the chief, or a kill landed as the job
+        // ended) had no part in the end.
+        if (job_done && c.task.rfind("worker:", 0) == 0 && retryable(status) && (c.restarts > 0 || c.fault_killed)) {
+          c.excused = true;
+          std::cout << fmt::format("launch: {} {} after the job ended; not a failure\n", c.task, describe_status(status));
+        }
+        continue;
+      }
       // The coordinator's task is restarted only with --restart-chief, and then resumes
       // from the newest committed checkpoint; before the first one is committed there
       // is nothing to lose, and it starts the run over. Only what the exit status calls
@@ -561,6 +576,7 @@ int launch_command(int argc, char** argv, int first) {
         if (c.out >= 0) ::close(c.out);
         if (c.err >= 0) ::close(c.err);
         c.out = c.err = -1;
+        c.fault_killed = false;
         start(c, resume);
         continue;
       }
