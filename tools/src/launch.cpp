@@ -7,6 +7,7 @@
 #include "launch.hpp"
 
 #include "fault_schedule.hpp"
+#include "restart_policy.hpp"
 
 #include "flags.hpp"
 #include <actortrain/actors/core/consistency.hpp>
@@ -239,19 +240,6 @@ std::string describe_status(int status) {
 }
 
 bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-
-// Kubeflow's ExitCode policy, which the tasks' exit statuses follow (process.hpp): killed
-// by SIGINT, SIGKILL or SIGTERM (130, 137, 143), or exited 138 ("retry me"), is worth a
-// restart; anything else (1 the job failed, 2 bad input, a crash such as SIGSEGV) is not.
-bool retryable(int status) {
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    return sig == SIGINT || sig == SIGKILL || sig == SIGTERM;
-  }
-  if (!WIFEXITED(status)) return false;
-  int code = WEXITSTATUS(status);
-  return code == 130 || code == 137 || code == 143 || code == exit_status::retry;
-}
 
 // A committed checkpoint under `root`: what a restarted chief can resume from.
 bool has_checkpoint(const std::string& root) {
