@@ -96,8 +96,12 @@ netns_setup 5
 cat >"$WORK/rsh" <<WRAP
 #!/bin/sh
 # mpirun's rsh agent: HOST COMMAND..., HOST being n<i>, run inside that host's namespace.
+# The hosts share one /tmp and one host name, so each daemon gets a session directory
+# of its own: in the shared /tmp/ompi.HOST.UID/ two daemons racing to create the same
+# job directory made one fail ("mkdir ... File exists", orte_session_dir failed).
 host=\$1; shift
-exec ip netns exec $NS_PREFIX-h\${host#n} sh -c "\$*"
+mkdir -p "$WORK/ompi-\$host"
+OMPI_MCA_orte_tmpdir_base="$WORK/ompi-\$host" exec ip netns exec $NS_PREFIX-h\${host#n} sh -c "\$*"
 WRAP
 chmod +x "$WORK/rsh"
 PB=$(free_port_block 1)
