@@ -62,14 +62,20 @@ def steps_per_epoch(examples, trainers, batch):
     return sum((len(range(rank, examples, trainers)) + batch - 1) // batch for rank in range(trainers))
 
 
-def accuracy_at(snapshots, data_dir):
+def test_accuracy(model, test):
+    """The accuracy of `model` on `test`, load(data_dir, "t10k")'s images and labels."""
+    x, y = test
+    with torch.no_grad():
+        return (model(x).argmax(1) == y).float().mean().item()
+
+
+def accuracy_at(snapshots, test):
     """[[training seconds, test accuracy]] for each (seconds, parameters) snapshot."""
-    x, y = load(data_dir, "t10k")
     model = make_model()
     out = []
-    with torch.no_grad():
-        for seconds, params in snapshots:
+    for seconds, params in snapshots:
+        with torch.no_grad():
             for p, v in zip(model.parameters(), params):
                 p.copy_(torch.as_tensor(v))
-            out.append([seconds, (model(x).argmax(1) == y).float().mean().item()])
+        out.append([seconds, test_accuracy(model, test)])
     return out

@@ -28,7 +28,8 @@ import torch
 import torch.multiprocessing as mp
 from torch import nn
 
-from fashion_mnist_torch import accuracy_at, add_common_flags, check_common_flags, load, make_model, steps_per_epoch
+from fashion_mnist_torch import (accuracy_at, add_common_flags, check_common_flags, load, make_model, steps_per_epoch,
+                                 test_accuracy)
 
 
 def trainer(rank, args, model, updates, start, snapshots):
@@ -98,12 +99,11 @@ def main():
             print(f"pytorch_hogwild: a trainer exited with {proc.exitcode}", file=sys.stderr)
             return 1
     seconds = max(ends)
-    x, y = load(args.data_dir, "t10k")
-    with torch.no_grad():
-        accuracy = (model(x).argmax(1) == y).float().mean().item()
+    test = load(args.data_dir, "t10k")
+    accuracy = test_accuracy(model, test)
     taken.sort(key=lambda s: s[0])
     print(json.dumps({"samples_per_second": 60000 * args.epochs / seconds, "accuracy": accuracy,
-                      "accuracy_at": accuracy_at(taken, args.data_dir),
+                      "accuracy_at": accuracy_at(taken, test),
                       "updates": updates.value, "seconds": seconds, "epochs": args.epochs,
                       "trainers": args.trainers, "threads": args.threads, "torch": torch.__version__}), flush=True)
     return 0

@@ -35,7 +35,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from fashion_mnist_torch import (accuracy_at, add_common_flags, check_common_flags, load, make_model,
-                                 steps_per_epoch)
+                                 steps_per_epoch, test_accuracy)
 
 
 class Server:
@@ -117,12 +117,11 @@ def run(rank, args):
         trainer(rank, args)
     rpc.shutdown()  # waits for every process
     if rank == 0:
-        x, y = load(args.data_dir, "t10k")
-        with torch.no_grad():
-            accuracy = (Server.model(x).argmax(1) == y).float().mean().item()
+        test = load(args.data_dir, "t10k")
+        accuracy = test_accuracy(Server.model, test)
         seconds = max(Server.finished) - Server.started
         print(json.dumps({"samples_per_second": 60000 * args.epochs / seconds, "accuracy": accuracy,
-                          "accuracy_at": accuracy_at(Server.snapshots, args.data_dir),
+                          "accuracy_at": accuracy_at(Server.snapshots, test),
                           "staleness": sum(Server.staleness) / max(1, len(Server.staleness)),
                           "updates": Server.version, "seconds": seconds, "epochs": args.epochs,
                           "trainers": args.trainers,

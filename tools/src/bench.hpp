@@ -22,23 +22,37 @@ double median_time(std::vector<double> times);
 /// "12.3s", or "never" for NaN.
 std::string seconds_text(double t);
 
-/// What a PyTorch baseline script printed (tools/bench/*.py): samples/s over training,
-/// the final test accuracy, (training seconds, test accuracy) after each epoch, and the
-/// mean staleness when it has one (NaN for Hogwild, which has no versions).
-struct torch_figures {
+/// One training run's figures, whatever ran it: samples/s over training time, the final
+/// test accuracy, (training seconds, test accuracy) after each epoch, and the mean
+/// staleness when it has one (NaN for Hogwild, which has no versions).
+struct run_figures {
   double samples_per_second = 0;
   double accuracy = 0;
   std::vector<std::pair<double, double>> accuracy_at;
   double staleness = 0;
+
+  /// The test accuracy after epoch `e` (from 1), or after the last one when it ran fewer.
+  double accuracy_after(size_t e) const;
 };
+/// A cluster's run from its metrics file (read_training): samples/s over the training
+/// time, the last epoch's accuracy, the per-epoch accuracies, the mean staleness.
+run_figures read_figures(const std::string& metrics_file);
+
+/// Runs this program (/proc/self/exe) with `args` (args[0] its name) and waits: its
+/// stdout, and with `with_stderr` its stderr too, go to the file `out`. Returns the exit
+/// code, or 128 + the signal that killed it. Throws std::runtime_error if it cannot fork.
+int run_self(const std::vector<std::string>& args, const std::string& out, bool with_stderr);
+/// The last `bytes` of the file at `path` ("" when it cannot be read).
+std::string tail_of(const std::string& path, size_t bytes);
+
 /// The PyTorch baseline `name` (pytorch_rpc_ps.py or pytorch_hogwild.py): its path in the
 /// source tree, else where `make install` put it; throws std::runtime_error naming why it
 /// cannot run here (no script, no python3-torch).
 std::string torch_script(const std::string& name);
-/// Runs `script` for `epochs` from `seed` with the flags `more` (each quoted for the
+/// Runs a PyTorch baseline `script` for `epochs` from `seed` with the flags `more` (each quoted for the
 /// shell; the rest at the scripts' defaults: 2 trainers of one thread, batch 128, Adam 0.001);
 /// throws std::runtime_error with the tail of its stderr when it fails.
-torch_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more = {});
+run_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more = {});
 
 /// What a run's JSON-lines metrics file says about its training: after each epoch, the
 /// training seconds so far (each epoch from its epoch_begin to its last applied step, so

@@ -22,7 +22,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -34,28 +33,6 @@
 namespace actortrain::tools {
 
 namespace {
-
-struct run_figures {
-  double samples_per_second = 0;
-  double accuracy = 0;   // the last epoch's val_accuracy
-  double staleness = 0;  // mean over applied steps (NaN: Hogwild has no versions)
-  std::vector<std::pair<double, double>> accuracy_at;  // (training seconds, test accuracy) per epoch
-
-  // The test accuracy after epoch `e` (from 1), or after the last one when it ran fewer.
-  double accuracy_after(size_t e) const {
-    return accuracy_at.empty() ? 0 : accuracy_at[std::min(e, accuracy_at.size()) - 1].second;
-  }
-};
-
-run_figures read_figures(const std::string& path) {
-  auto t = read_training(path);
-  run_figures out;
-  if (t.trained_seconds > 0) out.samples_per_second = t.examples / t.trained_seconds;
-  if (!t.accuracy_at.empty()) out.accuracy = t.accuracy_at.back().second;
-  out.staleness = t.mean_staleness;
-  out.accuracy_at = t.accuracy_at;
-  return out;
-}
 
 // Flags after `--` on the command line, given to every run's job (e.g. --push-every 2).
 std::vector<std::string> extra_args;
@@ -98,34 +75,12 @@ run_figures processes(int epochs, uint64_t seed, bool data_plane) {
   if (!data_plane) cmd.push_back("--no-data-plane");
   cmd.push_back("--");
   for (auto& a : example_args(epochs, metrics, seed)) cmd.push_back(a);
-  std::fflush(stdout);  // or the child's freopen prints our buffered lines again
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("bench cluster: fork failed");
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& s : cmd) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    if (std::freopen("/dev/null", "w", stdout) == nullptr) ::_exit(127);
-    ::execv("/proc/self/exe", argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  if (run_self(cmd, "/dev/null", false) != 0)
     throw std::runtime_error("bench cluster: the cluster of processes failed (run the launch command by hand: "
                              "actortrain launch --example fashion_mnist --ps 2 --workers 2)");
   auto r = read_figures(metrics);
   std::remove(metrics.c_str());
   return r;
-}
-
-run_figures pytorch(const std::string& script, int epochs, uint64_t seed) {
-  try {
-    auto t = run_torch(script, epochs, seed);
-    return {t.samples_per_second, t.accuracy, t.staleness, t.accuracy_at};
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string("bench cluster: ") + e.what());
-  }
 }
 
 }  // namespace
@@ -201,9 +156,9 @@ int bench_cluster(int argc, char** argv, int first) {
       else if (v == "processes" || v == "over BASP")
         x = processes(epochs, seed, v == "processes");
       else if (v == "PyTorch RPC" && !rpc_script.empty())
-        x = pytorch(rpc_script, epochs, seed);
+        x = run_torch(rpc_script, epochs, seed);
       else if (v == "Hogwild" && !hogwild_script.empty())
-        x = pytorch(hogwild_script, epochs, seed);
+        x = run_torch(hogwild_script, epochs, seed);
       else
         continue;
       fmt::print("{:>5}  {:<11} {:>10.0f} {:>11.4f} {:>9.4f} {:>8} {:>8} {:>10}\n", r, v, x.samples_per_second,

@@ -4,7 +4,9 @@
 
 #include "bench.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -71,6 +73,49 @@ training_record read_training(const std::string& metrics_file) {
   return out;
 }
 
+double run_figures::accuracy_after(size_t e) const {
+  return accuracy_at.empty() ? 0 : accuracy_at[std::min(std::max<size_t>(e, 1), accuracy_at.size()) - 1].second;
+}
+
+run_figures read_figures(const std::string& metrics_file) {
+  auto t = read_training(metrics_file);
+  run_figures out;
+  if (t.trained_seconds > 0) out.samples_per_second = t.examples / t.trained_seconds;
+  if (!t.accuracy_at.empty()) out.accuracy = t.accuracy_at.back().second;
+  out.staleness = t.mean_staleness;
+  out.accuracy_at = t.accuracy_at;
+  return out;
+}
+
+int run_self(const std::vector<std::string>& args, const std::string& out, bool with_stderr) {
+  std::fflush(stdout);  // or the child prints our buffered lines again
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) ::_exit(127);
+    ::dup2(fd, 1);
+    if (with_stderr) ::dup2(fd, 2);
+    ::close(fd);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string tail_of(const std::string& path, size_t bytes) {
+  std::ifstream in{path};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = ss.str();
+  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+}
+
 std::string torch_script(const std::string& name) {
   std::string path;
   for (const char* dir : {ACTORTRAIN_BENCH_SOURCE_DIR, ACTORTRAIN_BENCH_INSTALL_DIR}) {
@@ -83,13 +128,15 @@ std::string torch_script(const std::string& name) {
   if (path.empty())
     throw std::runtime_error(fmt::format("{} is neither in {} nor in {}", name, ACTORTRAIN_BENCH_SOURCE_DIR,
                                          ACTORTRAIN_BENCH_INSTALL_DIR));
-  if (std::system("/usr/bin/python3 -c 'import torch.distributed.rpc' >/dev/null 2>&1") != 0)
+  static const bool importable =  // asked once per process
+    std::system("/usr/bin/python3 -c 'import torch.distributed.rpc' >/dev/null 2>&1") == 0;
+  if (!importable)
     throw std::runtime_error("/usr/bin/python3 cannot import torch.distributed.rpc (apt-get install python3-torch "
                              "libopenblas0-pthread)");
   return path;
 }
 
-torch_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more) {
+run_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more) {
   auto log = fmt::format("/tmp/actortrain-bench-{}-torch.log", ::getpid());
   // Each word single-quoted for the shell (a ' inside as '\'').
   auto quote = [](const std::string& w) {
@@ -113,7 +160,7 @@ torch_figures run_torch(const std::string& script, int epochs, uint64_t seed, co
   bool ok = status == 0 && j.is_object() && j.contains("samples_per_second") && j.contains("accuracy") &&
             j.contains("accuracy_at") && j["samples_per_second"].is_number() && j["accuracy"].is_number() &&
             j["accuracy_at"].is_array();
-  torch_figures r;
+  run_figures r;
   if (ok) {
     r.samples_per_second = j["samples_per_second"].get<double>();
     r.accuracy = j["accuracy"].get<double>();
@@ -123,14 +170,7 @@ torch_figures run_torch(const std::string& script, int epochs, uint64_t seed, co
       if (ok) r.accuracy_at.emplace_back(p[0].get<double>(), p[1].get<double>());
     }
   }
-  if (!ok) {
-    std::ifstream err{log};
-    std::stringstream tail;
-    tail << err.rdbuf();
-    auto e = tail.str();
-    if (e.size() > 2000) e = e.substr(e.size() - 2000);
-    throw std::runtime_error(fmt::format("the PyTorch baseline failed ({}):\n{}", cmd, e));
-  }
+  if (!ok) throw std::runtime_error(fmt::format("the PyTorch baseline failed ({}):\n{}", cmd, tail_of(log, 2000)));
   std::remove(log.c_str());
   return r;
 }

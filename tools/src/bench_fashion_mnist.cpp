@@ -41,12 +41,6 @@ namespace md = actortrain::model;
 
 namespace {
 
-struct figures {
-  double samples_per_second = 0;
-  double test_accuracy = 0;
-  std::vector<std::pair<double, double>> accuracy_at;  // (training seconds, test accuracy) per epoch
-};
-
 // The local trainer's clock: training seconds from each epoch's begin to its
 // validation's begin, and the validation accuracy then.
 class epoch_clock : public md::callback {
@@ -82,21 +76,21 @@ job the_job(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_array
   return j;
 }
 
-figures run_local(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
+run_figures run_local(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
                   int64_t batch, double lr, uint64_t seed) {
   auto j = the_job(train, test, epochs, batch, lr, seed);
   md::trainer t{j.structure, j.optimizer->clone(), j.loss, seed};
   for (auto& m : j.metrics()) t.add_metric(std::move(m));
   auto data = j.train(ds::input_context{}).prefetch(4);
-  figures out;
+  run_figures out;
   j.fit.callbacks.push_back(std::make_shared<epoch_clock>(out.accuracy_at));
   t.fit(data, j.fit);
   out.samples_per_second = static_cast<double>(train.images.rows()) * epochs / out.accuracy_at.back().first;
-  out.test_accuracy = out.accuracy_at.back().second;
+  out.accuracy = out.accuracy_at.back().second;
   return out;
 }
 
-figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
+run_figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
                     int64_t batch, double lr, uint64_t seed, int ps, int workers, bool overlap, bool ahead) {
   auto j = the_job(train, test, epochs, batch, lr, seed);
   j.spec.num_ps = ps;
@@ -114,15 +108,11 @@ figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mni
   caf::actor_system sys{cfg};
   cluster c{sys, j};
   c.fit(j.train, j.fit);
-  auto record = read_training(metrics);
+  auto out = read_figures(metrics);
   std::remove(metrics.c_str());
-  if (record.accuracy_at.size() != static_cast<size_t>(epochs) || record.trained_seconds <= 0)
+  if (out.accuracy_at.size() != static_cast<size_t>(epochs) || out.samples_per_second <= 0)
     throw std::runtime_error(fmt::format("bench fashion-mnist: the metrics file recorded {} of {} epochs",
-                                         record.accuracy_at.size(), epochs));
-  figures out;
-  out.samples_per_second = record.examples / record.trained_seconds;
-  out.test_accuracy = record.accuracy_at.back().second;
-  out.accuracy_at = record.accuracy_at;
+                                         out.accuracy_at.size(), epochs));
   return out;
 }
 
@@ -218,28 +208,27 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
   std::map<std::string, std::vector<double>> sps, acc, to85, to88;
   for (int r = 1; r <= rounds; ++r) {
     for (auto& v : names) {
-      figures fig;
+      run_figures fig;
       auto seed = static_cast<uint64_t>(r);
       if (v == "bare") {
         auto b = train_bare_mlp(train.images, train.labels, test.images, test.labels, epochs, batch,
                                 static_cast<float>(lr), seed);
-        fig = {b.samples_per_second, b.test_accuracy, b.accuracy_at};
+        fig = {b.samples_per_second, b.test_accuracy, b.accuracy_at, 0};
       } else if (v == "local") {
         fig = run_local(train, test, epochs, batch, lr, seed);
       } else if (scripts.count(v)) {
-        auto t = run_torch(scripts[v], epochs, seed,
-                           {"--batch", std::to_string(batch), "--lr", fmt::format("{}", lr), "--data-dir", data_dir});
-        fig = {t.samples_per_second, t.accuracy, t.accuracy_at};
+        fig = run_torch(scripts[v], epochs, seed,
+                        {"--batch", std::to_string(batch), "--lr", fmt::format("{}", lr), "--data-dir", data_dir});
       } else {
         auto cv = *cluster_variant(v);
         fig = run_cluster(train, test, epochs, batch, lr, seed, cv.size, cv.size, !cv.wait, cv.ahead);
       }
       sps[v].push_back(fig.samples_per_second);
-      acc[v].push_back(fig.test_accuracy);
+      acc[v].push_back(fig.accuracy);
       to85[v].push_back(time_to(fig.accuracy_at, 0.85));
       to88[v].push_back(time_to(fig.accuracy_at, 0.88));
       fmt::print("round {} {:<8} {:>9.0f} samples/s  test accuracy {:.4f}  to 0.85 {:>6}  to 0.88 {:>6}\n", r, v,
-                 fig.samples_per_second, fig.test_accuracy, seconds_text(to85[v].back()),
+                 fig.samples_per_second, fig.accuracy, seconds_text(to85[v].back()),
                  seconds_text(to88[v].back()));
       std::fflush(stdout);
     }

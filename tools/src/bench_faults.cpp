@@ -17,9 +17,7 @@
 #include "flags.hpp"
 #include <actortrain/actors/jobs/jobs.hpp>
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,36 +35,6 @@
 namespace actortrain::tools {
 
 namespace {
-
-// Runs this program with `args`, its output (both streams) into `log`; the exit status.
-int run_self(const std::vector<std::string>& args, const std::string& log) {
-  std::fflush(stdout);
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("bench faults: fork failed");
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) ::_exit(127);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::close(fd);
-    std::vector<char*> argv;
-    for (auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
-    argv.push_back(nullptr);
-    ::execv("/proc/self/exe", argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string tail_of(const std::string& path, size_t bytes = 3000) {
-  std::ifstream in{path};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto s = ss.str();
-  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
-}
 
 // One kill launch made: its task and wall time.
 struct kill_event {
@@ -219,17 +187,17 @@ int bench_faults(int argc, char** argv, int first) {
     cmd.insert(cmd.end(), job_args.begin(), job_args.end());
     cmd.insert(cmd.end(), {"--metrics", metrics});
     fmt::print("{}: {}\n", name, fmt::join(cmd, " "));
-    int rc = run_self(cmd, log);
+    int rc = run_self(cmd, log, true);
     if (rc != 0)
       throw std::runtime_error(fmt::format("bench faults: the {} run failed (exit {}; everything is in {}); the end of "
                                            "{}:\n{}",
-                                           name, rc, base, log, tail_of(log)));
+                                           name, rc, base, log, tail_of(log, 3000)));
     auto r = read_run(metrics, log);
     std::vector<std::string> check{"actortrain", "ledger", "check", "--example", "fashion_mnist", "--cluster",
                                    dir + "/cluster.json", dir + "/ledgers", "--"};
     check.insert(check.end(), job_args.begin(), job_args.end());
     auto check_log = dir + ".ledger";
-    r.exactly_once = run_self(check, check_log) == 0;
+    r.exactly_once = run_self(check, check_log, true) == 0;
     std::ifstream verdict{check_log};
     for (std::string line; std::getline(verdict, line);)
       if (!line.empty()) r.ledger_verdict = line;

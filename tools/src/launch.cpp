@@ -447,6 +447,12 @@ int launch_command(int argc, char** argv, int first) {
     stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   };
   const std::string coordinator = ps > 0 ? "chief:0" : "worker:0";
+  // After the job's end, a worker that launch restarted or killed had no part in it: one
+  // still running (waiting to join a chief that is gone) is stopped, one that ends
+  // retryable is not a failure.
+  auto excusable = [&](const child& c) {
+    return job_done && c.task.rfind("worker:", 0) == 0 && (c.restarts > 0 || c.fault_killed);
+  };
   while (true) {
     bool any = false;
     for (auto& c : children) any = any || c.running || c.out >= 0 || c.err >= 0;
@@ -460,7 +466,7 @@ int launch_command(int argc, char** argv, int first) {
       // stopped (SIGTERM, SIGKILL after 5 s) without failing the job.
       bool excused_any = false;
       for (auto& c : children)
-        if (c.running && job_done && !c.excused && c.restarts > 0 && c.task.rfind("worker:", 0) == 0) {
+        if (c.running && !c.excused && excusable(c)) {
           std::cout << fmt::format("launch: {} (restarted {} time(s)) was still running when the job ended; stopping it\n",
                                    c.task, c.restarts);
           c.excused = excused_any = true;
@@ -542,10 +548,8 @@ int launch_command(int argc, char** argv, int first) {
         continue;
       }
       if (stopping) {
-        // After the job's end, a worker that launch restarted or killed and that ends
-        // retryable (it gave up waiting for the chief, or a kill landed as the job
-        // ended) had no part in the end.
-        if (job_done && c.task.rfind("worker:", 0) == 0 && retryable(status) && (c.restarts > 0 || c.fault_killed)) {
+        // It gave up waiting for the chief, or a kill landed as the job ended.
+        if (excusable(c) && retryable(status)) {
           c.excused = true;
           std::cout << fmt::format("launch: {} {} after the job ended; not a failure\n", c.task, describe_status(status));
         }
