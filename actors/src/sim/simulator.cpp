@@ -2,6 +2,7 @@
 
 #include "../cluster/cluster_internals.hpp"
 #include "../core/planted.hpp"
+#include "timed_delivery.hpp"
 #include <actortrain/actors/coordinator/dispatch_gate.hpp>
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/cluster/events.hpp>
@@ -15,6 +16,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -217,6 +219,27 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
   spec.checkpoint_fs = fs;
   if (take_over && spec.checkpoint_dir.empty())
     throw std::invalid_argument("simulate: take_over_after needs checkpoints (checkpoint_every > 0)");
+  std::shared_ptr<detail::timed_delivery> timed;
+  if (o.costs && !reference) {
+    // What a pull brings and a push carries from each shard; what a batch weighs.
+    auto pl = model::place(j.structure.variables(), spec.partitioner.get(), spec.num_ps);
+    std::vector<double> floats(static_cast<size_t>(spec.num_ps), 0.0);
+    for (auto& vp : pl.variables())
+      if (!vp.sparse)
+        for (auto& part : vp.partitions) floats[static_cast<size_t>(part.ps)] += static_cast<double>(part.rows() * vp.shape.cols);
+    double batch_bytes = 0;
+    {
+      auto it = j.train(dataset::input_context{cluster_internals::num_pipelines(spec), 0, 1}).iterate(0);
+      if (auto b = it->next()) {
+        for (auto& f : b->features) batch_bytes += 4.0 * static_cast<double>(f.size());
+        batch_bytes += 4.0 * static_cast<double>(b->labels.size());
+      }
+    }
+    timed = std::make_shared<detail::timed_delivery>(
+      *o.costs, std::move(floats), batch_bytes,
+      [&sched, started] { return std::chrono::duration<double>(sched.clock().now() - started).count(); }, plan);
+    spec.faults = timed;
+  }
   const auto mode = spec.consistency;
   std::optional<uint64_t> bound;  // the mode's bound on version staleness
   if (mode.mode() == consistency_mode::kind::sync) bound = 0;
@@ -253,6 +276,9 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
   std::set<uint64_t> failed_runs;
   uint64_t fit_run = 0;
   bool in_take_over = false;
+  // Simulated time of training: from each fit's start to its last applied step.
+  auto sim_now = [&] { return std::chrono::duration<double>(sched.clock().now() - started).count(); };
+  double fit_began = 0, last_step_at = 0, staleness_sum = 0;
   cluster_internals::observe(c, [&](const event& e) {
     if (o.keep_trace) {
       if (e.kind == event_kind::step_done)
@@ -268,6 +294,10 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
         break;
       case event_kind::step_done:
         ++fit_steps;
+        ++res.timing.steps;
+        res.timing.examples += e.examples;
+        staleness_sum += static_cast<double>(e.staleness);
+        last_step_at = sim_now();
         res.max_staleness = std::max(res.max_staleness, e.staleness);
         if (bound && e.staleness > *bound)
           res.violations.push_back(fmt::format("step ({}, {}) applied with staleness {} (the mode's bound is {})",
@@ -341,6 +371,7 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
     fit_steps = 0;
     fit_run = 0;
     in_take_over = false;
+    fit_began = last_step_at = sim_now();
     auto h = j.loop ? cluster_internals::schedule_loop(c, j, fn) : c.schedule(fn, fo);
     bool due = take_over && k == std::max(1, o.fits) - 1;  // the last fit is taken over
     for (int64_t guard = 0;; ++guard) {
@@ -376,6 +407,7 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
         break;
       }
     }
+    res.timing.train_seconds += last_step_at - fit_began;
     if (hung) {
       res.violations.push_back(
         fmt::format("fit {} hung: nothing left to run and no timer pending, or messages going round without end", k + 1));
@@ -414,6 +446,17 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
       res.violations.push_back(fmt::format("fit {} (run {}) completed although its data has a NaN batch", k + 1, fit_run));
   }
   res.simulated_seconds = std::chrono::duration<double>(sched.clock().now() - started).count();
+  if (res.timing.steps > 0) res.timing.mean_staleness = staleness_sum / static_cast<double>(res.timing.steps);
+  if (timed && res.timing.train_seconds > 0)
+    for (auto busy : timed->ps_busy()) res.timing.ps_load.push_back(busy / res.timing.train_seconds);
+  if (timed) {
+    auto pulls = timed->pull_seconds();
+    std::sort(pulls.begin(), pulls.end());
+    if (!pulls.empty()) {
+      res.timing.pull_seconds = pulls[pulls.size() / 2];
+      res.timing.pull_p10_seconds = pulls[pulls.size() / 10];
+    }
+  }
   res.rounds = rounds.size();
   for (auto r : bad_rounds)
     res.violations.push_back(fmt::format("synchronous round {}: more than {} steps, or steps reporting different losses", r,

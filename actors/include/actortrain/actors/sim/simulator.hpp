@@ -67,6 +67,7 @@
 namespace actortrain {
 
 class fault_plan;
+struct cost_params;  // sim/cost_model.hpp
 
 /// A defect planted in the framework on purpose, to show that the checks catch what
 /// they exist for (tests of the simulator itself; never in production).
@@ -124,6 +125,28 @@ struct sim_options {
   bool keep_trace = false;
   /// Test-only: a defect planted in the framework (planted_defect).
   planted_defect plant = planted_defect::none;
+  /// Charge time for what the cluster does (sim/cost_model.hpp): every message is
+  /// delayed by what the model says, so simulated time predicts a real cluster's and
+  /// sim_result::timing holds the prediction. Null: messages arrive at once (the fault
+  /// simulator's default: only timers move the clock). Dense partitions only: a row
+  /// pull is charged as a message without its rows.
+  std::shared_ptr<const cost_params> costs;
+};
+
+/// What simulated time says about the run (sim_options::costs), over all fits.
+struct sim_timing {
+  /// Simulated seconds from each fit's start to its last applied step, added up.
+  double train_seconds = 0;
+  int64_t steps = 0;
+  int64_t examples = 0;
+  /// Mean version staleness of the applied steps.
+  double mean_staleness = 0;
+  /// Per ps shard: the fraction of train_seconds it was busy (its CPU).
+  std::vector<double> ps_load;
+  /// How long a worker's pulls of a step took, first sent to last reply received (what
+  /// a worker's metrics call `pull`): the median and the 10th percentile.
+  double pull_seconds = 0, pull_p10_seconds = 0;
+  double samples_per_second() const { return train_seconds > 0 ? static_cast<double>(examples) / train_seconds : 0; }
 };
 
 struct sim_result {
@@ -172,6 +195,8 @@ struct sim_result {
   std::set<int> checked_whole;
   /// A planted defect took effect in a fit held whole: the checks must have caught it.
   bool planted_visible() const;
+  /// With sim_options::costs.
+  sim_timing timing;
   /// The final parameters (null when a fit hung).
   std::shared_ptr<const model::parameter_store> values;
   /// With sim_options::keep_trace: every event as a line ("step run 1 epoch 0 round 3

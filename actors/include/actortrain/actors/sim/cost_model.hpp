@@ -1,0 +1,150 @@
+#pragma once
+// CAF-free (tests/tools/layers.sh): no CAF header, directly or through an include.
+// What the simulator charges for time (sim_options::costs): a discrete-event model of
+// CPU cores, links and single-threaded actors that gives every message between a
+// cluster's tasks the moment it reaches its receiver's handler. The simulator runs the
+// real coordinator, ps and worker logic on CAF's test coordinator and delays each
+// message by what this model says, so the protocol's own decisions (dispatch, pull,
+// apply, staleness) play out on simulated time.
+//
+// What costs what:
+//   - CPU. Every host has `cores` cores (this machine's 2 are shared by a chief, ps and
+//     worker processes); a piece of work runs on the core where it ends first, from
+//     the moment it is ready, in the gaps that work given to the core before it leaves
+//     (it is preempted by that and resumes after, as a time-sharing kernel would let a
+//     short handler run during a long step). An actor does one thing at a
+//     time, and what one handler does (a step, then its pushes, then the next pull) in
+//     order; messages are handled in the order they arrive, not the order they were
+//     sent (a calendar per actor, as per core).
+//   - A worker's training step: `step_seconds` of CPU (batch, forward, backward) once
+//     its pulls have arrived, before its first push of the step leaves.
+//   - A ps shard's apply: `apply_seconds_per_float` per float of the push.
+//   - A message between two processes: `message_seconds + bytes * byte_seconds` of CPU
+//     at each end (dispatch, serialization, copies), `background_seconds` more at each
+//     end that takes a core but holds nothing up, `latency_seconds` one way, and with
+//     `bandwidth` > 0 the bytes queue on the sender's outgoing and the receiver's
+//     incoming link (as `tc tbf` on both directions of each veth does). Within a
+//     process (a worker and its own dataset replica, the chief's coordinator) only
+//     `message_seconds` at the receiver. Links belong to processes.
+//   - The replies that carry data (a pull's values, a batch) are timed when their
+//     request is: the shard's reply leaves after it served the request, and the
+//     requester's next step waits for it. Other replies are not timed.
+//
+// Hosts: with `one_host` every task shares one host's cores (this machine); otherwise
+// every process has `cores` of its own (the scaling predictions' assumption).
+//
+// Deterministic: the same calls in the same order give the same answers.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace actortrain {
+
+struct cost_params {
+  double step_seconds = 0;             ///< a worker's CPU per training step
+  double apply_seconds_per_float = 0;  ///< a ps shard's CPU per gradient float applied
+  double message_seconds = 0;          ///< CPU per message at each end between processes
+  double byte_seconds = 0;             ///< CPU per byte at each end between processes
+  /// CPU per message at each end between processes that no actor waits for: a core of
+  /// the host is taken (I/O threads, wake-ups, polling schedulers), the message is not
+  /// held up.
+  double background_seconds = 0;
+  double latency_seconds = 0;          ///< one way, between processes
+  double bandwidth = 0;                ///< bytes/s of each process's link, each way; 0: unlimited
+  int cores = 2;                       ///< per host
+  bool one_host = true;                ///< every process on one host (else one host each)
+
+  /// {"step_seconds": ..., ...} with every field above; keys not given keep the
+  /// defaults. Throws std::invalid_argument naming `where` and the key for unknown keys,
+  /// non-numbers, negatives and cores < 1.
+  static cost_params parse(const std::string& json, const std::string& where);
+  std::string to_json() const;
+};
+
+/// What a message is to the model.
+struct message_cost {
+  double request_bytes = 0;
+  /// Bytes of a reply the requester waits for before its next step (0: none timed).
+  double reply_bytes = 0;
+  /// The receiver's handler's CPU besides receiving (a ps apply).
+  double work_seconds = 0;
+  /// The sender's CPU before the message leaves (a worker's step, before its push).
+  double before_seconds = 0;
+  /// The sender waits for the replies it is owed (reply_bytes of earlier requests)
+  /// before `before_seconds` starts.
+  bool after_replies = false;
+};
+
+class cost_model {
+ public:
+  enum class role : uint8_t { coordinator, worker, ps, dataset };
+  struct task {
+    role r = role::worker;
+    uint32_t index = 0;
+  };
+
+  explicit cost_model(cost_params p);
+
+  /// A message from `from` to `to` leaving its sender's handler at `now` (seconds):
+  /// when the receiver's handler runs (>= now).
+  double deliver(task from, task to, const message_cost& m, double now);
+
+  /// When the reply of the last deliver() reaches its requester (with reply_bytes), and
+  /// when that request set off.
+  double reply_at() const { return reply_at_; }
+  double sent_at() const { return sent_at_; }
+
+  /// CPU seconds each ps shard has been busy (its applies, receiving and replying).
+  const std::vector<double>& ps_busy() const { return ps_busy_; }
+  const cost_params& params() const { return p_; }
+
+ private:
+  // When a resource is busy: intervals start -> end, those over before `now` pruned.
+  struct calendar {
+    std::map<double, double> busy;
+    // The first gap of length d at or after t.
+    double earliest(double t, double d) const;
+    void reserve(double start, double d) { busy.emplace(start, start + d); }
+    void prune(double now);
+    // Whether t falls in a busy interval, and where that ends (t when free).
+    double free_from(double t) const;
+    // The start of the first busy interval after t (infinity: none).
+    double next_busy(double t) const;
+
+  };
+  using pieces = std::vector<std::pair<double, double>>;
+  // d seconds of work from t on in the gaps both `a` and `b` (if any) leave: preempted
+  // by what was reserved before it, resumed after.
+  static pieces fill(const calendar& a, const calendar* b, double t, double d);
+  struct actor_state {
+    calendar cal;             // an actor does one thing at a time
+    double handler_end = 0;   // when what its handlers sent so far has left
+    double replies = 0;       // when the replies it waits for have arrived
+  };
+  struct links {  // a process's link, each way
+    calendar out, in;
+  };
+  // The process a task runs in: a dataset replica lives in its worker's; the rest alone.
+  std::pair<int, uint32_t> process_of(task t) const;
+  int host_of(task t) const;
+  actor_state& state(task t);
+  // Runs `d` seconds of `actor`'s work on a core of `host`, at or after `ready`, where
+  // both are free; returns when it ends.
+  double run(actor_state& actor, int host, double ready, double d, double now);
+  double link(task from, task to, double t, double bytes, double now);
+  // Takes a core of `host` for d at or after `ready`, for no actor.
+  void background(int host, double ready, double d, double now);
+  std::vector<calendar>& cores_of(int host);
+
+  cost_params p_;
+  std::map<std::pair<int, uint32_t>, actor_state> actors_;
+  std::map<std::pair<int, uint32_t>, int> hosts_;
+  std::map<std::pair<int, uint32_t>, links> links_;  // per process
+  std::vector<std::vector<calendar>> cores_;  // per host, per core
+  std::vector<double> ps_busy_;
+  double reply_at_ = 0, sent_at_ = 0;
+};
+
+}  // namespace actortrain

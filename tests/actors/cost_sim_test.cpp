@@ -1,0 +1,99 @@
+// The simulator with its cost model: the real cluster on simulated time gives the
+// samples/s that the protocol's critical path says, worked out here by hand. A worker
+// step: its pulls take a latency there and one back, then it computes for `step`, pushes
+// and pulls again (overlap_push), so one worker does a step every step + 2 x latency;
+// workers on their own cores add up; on one core their steps take turns.
+#include <actortrain/actors/jobs/jobs.hpp>
+#include <actortrain/actors/sim/cost_model.hpp>
+#include <actortrain/actors/sim/simulator.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <memory>
+
+using namespace actortrain;
+
+namespace {
+
+constexpr double step = 0.010, latency = 0.001;
+constexpr int64_t batch = 20;
+
+sim_timing run(int workers, int ps, int cores) {
+  jobs::linear_options lo;
+  lo.epochs = 1;
+  lo.examples = 4000;  // 200 steps
+  lo.batch = batch;
+  auto j = jobs::linear(lo);
+  j.spec.num_workers = workers;
+  j.spec.num_ps = ps;
+  cost_params p;  // nothing else costs time
+  p.step_seconds = step;
+  p.latency_seconds = latency;
+  p.cores = cores;
+  sim_options o;
+  o.compare_values = false;
+  o.checkpoint_every = 0;
+  o.costs = std::make_shared<const cost_params>(p);
+  auto r = simulate(j, o, nullptr);
+  BOOST_TEST_REQUIRE(r.ok(), r.report());
+  BOOST_TEST(r.timing.steps == 200);
+  BOOST_TEST(r.timing.examples == 4000);
+  return r.timing;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(simulated_time)
+
+BOOST_AUTO_TEST_CASE(one_worker_steps_every_step_plus_a_round_trip) {
+  auto t = run(1, 1, 8);
+  BOOST_TEST(t.samples_per_second() == batch / (step + 2 * latency), boost::test_tools::tolerance(0.03));
+  BOOST_TEST(t.mean_staleness == 0.0);
+  // Two shards in parallel: the same.
+  auto two = run(1, 2, 8);
+  BOOST_TEST(two.samples_per_second() == batch / (step + 2 * latency), boost::test_tools::tolerance(0.03));
+}
+
+BOOST_AUTO_TEST_CASE(workers_on_cores_of_their_own_add_up_and_read_older_parameters) {
+  auto t = run(2, 1, 8);
+  BOOST_TEST(t.samples_per_second() == 2 * batch / (step + 2 * latency), boost::test_tools::tolerance(0.03));
+  // Each push lands between the other worker's pull and push: staleness 1.
+  BOOST_TEST(t.mean_staleness == 1.0, boost::test_tools::tolerance(0.05));
+  auto four = run(4, 2, 8);
+  BOOST_TEST(four.samples_per_second() == 4 * batch / (step + 2 * latency), boost::test_tools::tolerance(0.03));
+  BOOST_TEST(four.mean_staleness == 3.0, boost::test_tools::tolerance(0.05));
+}
+
+BOOST_AUTO_TEST_CASE(workers_sharing_one_core_take_turns) {
+  // The round trips hide behind the other worker's step: one step per `step`.
+  auto t = run(2, 1, 1);
+  BOOST_TEST(t.samples_per_second() == batch / step, boost::test_tools::tolerance(0.03));
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_that_applies_slowly_is_the_bottleneck_and_its_load_shows_it) {
+  jobs::linear_options lo;
+  lo.epochs = 1;
+  lo.examples = 4000;
+  lo.batch = batch;
+  auto j = jobs::linear(lo);
+  j.spec.num_workers = 4;
+  j.spec.num_ps = 1;
+  cost_params p;
+  p.step_seconds = step;
+  p.latency_seconds = latency;
+  p.cores = 8;
+  // The linear model has 6 floats (5 weights and a bias): 1 ms per float is 6 ms per
+  // apply, more than the 3 ms the 4 workers' steps leave between two pushes.
+  p.apply_seconds_per_float = 1e-3;
+  sim_options o;
+  o.compare_values = false;
+  o.checkpoint_every = 0;
+  o.costs = std::make_shared<const cost_params>(p);
+  auto r = simulate(j, o, nullptr);
+  BOOST_TEST_REQUIRE(r.ok(), r.report());
+  BOOST_TEST(r.timing.samples_per_second() == batch / 0.006, boost::test_tools::tolerance(0.03));
+  BOOST_TEST_REQUIRE(r.timing.ps_load.size() == 1u);
+  BOOST_TEST(r.timing.ps_load[0] == 1.0, boost::test_tools::tolerance(0.03));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
