@@ -19,7 +19,7 @@ check() {  # check NAME COMMAND...: --help and --no-such-flag
   echo "ok: $name"
 }
 for sub in "bench fashion-mnist" "bench consistency" "bench sparse" "bench transport" "bench cluster" soak node \
-           launch inspect "ledger check" plot status; do
+           launch inspect "ledger check" plot status "scale predict" "scale calibrate" "scale validate"; do
   # shellcheck disable=SC2086
   check "actortrain $sub" "$AT" $sub
 done

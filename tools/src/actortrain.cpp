@@ -7,6 +7,7 @@
 //   actortrain bench cluster [flags]         the main job embedded and as processes
 //   actortrain bench faults [flags]          goodput under a schedule of kill -9
 //   actortrain soak [flags]                  the fault simulator over many seeds
+//   actortrain scale predict|calibrate|validate  scaling predicted on simulated time
 //   actortrain node --example NAME ...       one task of a cluster of processes
 //   actortrain launch --example NAME ...     a whole cluster of processes on 127.0.0.1
 //   actortrain inspect DIR [flags]           what a checkpoint holds, validated
@@ -21,6 +22,7 @@
 #include "launch.hpp"
 #include "ledger_check.hpp"
 #include "plot.hpp"
+#include "scale.hpp"
 #include "soak.hpp"
 
 #include <iostream>
@@ -48,6 +50,9 @@ const char* usage =
   "                        kill -9: goodput, steps redone, recovery times, exactly-once\n"
   "  soak                  run the fault simulator over many seeded fault plans and check\n"
   "                        exactly-once application and visitation\n"
+  "  scale predict         the main job at 8 to 256 workers and 1 to 32 ps shards predicted on\n"
+  "                        simulated time (the real protocol, a calibrated cost model):\n"
+  "                        samples/s, staleness, the busiest shard; calibrate, validate\n"
   "  node                  play one task (chief, ps, worker) of a cluster of processes running\n"
   "                        a registered example (--cluster FILE or TF_CONFIG, --task TYPE:INDEX)\n"
   "  launch                start a whole cluster of processes on 127.0.0.1 running an example\n"
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "soak") return actortrain::tools::soak(argc, argv, 2);
+    if (cmd == "scale") return actortrain::tools::scale_command(argc, argv, 2);
     if (cmd == "node") return actortrain::tools::node_command(argc, argv, 2);
     if (cmd == "launch") return actortrain::tools::launch_command(argc, argv, 2);
     if (cmd == "inspect") return actortrain::tools::inspect_command(argc, argv, 2);

@@ -463,6 +463,19 @@ std::string render(const std::string& dir, const figure& f, const std::string& e
   return png;
 }
 
+}  // namespace
+
+std::string render_figure(const std::string& dir, const std::string& name, const std::string& data,
+                          const std::string& script) {
+  figure f;
+  f.name = name;
+  f.data = data;
+  f.script = script;
+  return render(dir, f);
+}
+
+namespace {
+
 // -- runs -----------------------------------------------------------------------------
 
 // One run's events. Files written since metrics lines carry "id" (metrics_writer) are

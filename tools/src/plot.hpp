@@ -29,6 +29,11 @@
 
 namespace actortrain::tools {
 
+/// Writes NAME.dat (`data`), NAME.gp and NAME.png into `dir` with gnuplot: `script` is
+/// what follows the terminal and output lines, with DATA naming NAME.dat. Returns the
+/// png's path; throws std::runtime_error naming what failed (gnuplot missing, ...).
+std::string render_figure(const std::string& dir, const std::string& name, const std::string& data,
+                          const std::string& script);
 /// `actortrain plot METRICS.jsonl --out DIR [flags]`; returns the process exit code.
 int plot_command(int argc, char** argv, int first);
 
