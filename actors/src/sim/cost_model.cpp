@@ -246,9 +246,11 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
   a.handler_end = t;
   const double bg = remote ? p_.background_seconds : 0.0;
   background(ha, t, bg, now);
+  ps_charge(from, bg);
   // The way there.
   if (remote) t = link(from, to, t, m.request_bytes, now);
   background(hb, t, bg, now);
+  ps_charge(to, bg);
   // The receiver handles it when it has arrived and the receiver is free.
   double handle = p_.message_seconds + (remote ? m.request_bytes * p_.byte_seconds : 0.0) + m.work_seconds;
   t = run(b, hb, t, handle, now);
@@ -260,8 +262,10 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
     double r = run(b, hb, t, out, now);
     ps_charge(to, out);
     background(hb, r, bg, now);
+    ps_charge(to, bg);
     if (remote) r = link(to, from, r, m.reply_bytes, now);
     background(ha, r, bg, now);
+    ps_charge(from, bg);
     double in = p_.message_seconds + (remote ? m.reply_bytes * p_.byte_seconds : 0.0);
     r = run(a, ha, r, in, now);
     a.replies = std::max(a.replies, r);

@@ -96,7 +96,8 @@ class cost_model {
   double reply_at() const { return reply_at_; }
   double sent_at() const { return sent_at_; }
 
-  /// CPU seconds each ps shard has been busy (its applies, receiving and replying).
+  /// CPU seconds each ps shard's process has burnt (its applies, receiving and
+  /// replying, and the background CPU of its messages).
   const std::vector<double>& ps_busy() const { return ps_busy_; }
   const cost_params& params() const { return p_; }
 

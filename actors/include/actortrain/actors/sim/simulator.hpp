@@ -141,7 +141,8 @@ struct sim_timing {
   int64_t examples = 0;
   /// Mean version staleness of the applied steps.
   double mean_staleness = 0;
-  /// Per ps shard: the fraction of train_seconds it was busy (its CPU).
+  /// Per ps shard: the CPU its process burnt over train_seconds, in cores (1: one core
+  /// busy all the time; up to the host's cores).
   std::vector<double> ps_load;
   /// How long a worker's pulls of a step took, first sent to last reply received (what
   /// a worker's metrics call `pull`): the median and the 10th percentile.
