@@ -18,7 +18,8 @@ namespace {
 constexpr double step = 0.010, latency = 0.001;
 constexpr int64_t batch = 20;
 
-sim_timing run(int workers, int ps, int cores) {
+// The linear job (200 steps) on `workers` x `ps` with the costs `p`.
+sim_result simulate_with(int workers, int ps, const cost_params& p) {
   jobs::linear_options lo;
   lo.epochs = 1;
   lo.examples = 4000;  // 200 steps
@@ -26,10 +27,6 @@ sim_timing run(int workers, int ps, int cores) {
   auto j = jobs::linear(lo);
   j.spec.num_workers = workers;
   j.spec.num_ps = ps;
-  cost_params p;  // nothing else costs time
-  p.step_seconds = step;
-  p.latency_seconds = latency;
-  p.cores = cores;
   sim_options o;
   o.compare_values = false;
   o.checkpoint_every = 0;
@@ -38,7 +35,16 @@ sim_timing run(int workers, int ps, int cores) {
   BOOST_TEST_REQUIRE(r.ok(), r.report());
   BOOST_TEST(r.timing.steps == 200);
   BOOST_TEST(r.timing.examples == 4000);
-  return r.timing;
+  return r;
+}
+
+// Nothing costs time but the steps and the latency.
+sim_timing run(int workers, int ps, int cores) {
+  cost_params p;
+  p.step_seconds = step;
+  p.latency_seconds = latency;
+  p.cores = cores;
+  return simulate_with(workers, ps, p).timing;
 }
 
 }  // namespace
@@ -71,13 +77,6 @@ BOOST_AUTO_TEST_CASE(workers_sharing_one_core_take_turns) {
 }
 
 BOOST_AUTO_TEST_CASE(a_shard_that_applies_slowly_is_the_bottleneck_and_its_load_shows_it) {
-  jobs::linear_options lo;
-  lo.epochs = 1;
-  lo.examples = 4000;
-  lo.batch = batch;
-  auto j = jobs::linear(lo);
-  j.spec.num_workers = 4;
-  j.spec.num_ps = 1;
   cost_params p;
   p.step_seconds = step;
   p.latency_seconds = latency;
@@ -85,12 +84,7 @@ BOOST_AUTO_TEST_CASE(a_shard_that_applies_slowly_is_the_bottleneck_and_its_load_
   // The linear model has 6 floats (5 weights and a bias): 1 ms per float is 6 ms per
   // apply, more than the 3 ms the 4 workers' steps leave between two pushes.
   p.apply_seconds_per_float = 1e-3;
-  sim_options o;
-  o.compare_values = false;
-  o.checkpoint_every = 0;
-  o.costs = std::make_shared<const cost_params>(p);
-  auto r = simulate(j, o, nullptr);
-  BOOST_TEST_REQUIRE(r.ok(), r.report());
+  auto r = simulate_with(4, 1, p);
   BOOST_TEST(r.timing.samples_per_second() == batch / 0.006, boost::test_tools::tolerance(0.03));
   BOOST_TEST_REQUIRE(r.timing.ps_load.size() == 1u);
   BOOST_TEST(r.timing.ps_load[0] == 1.0, boost::test_tools::tolerance(0.03));
