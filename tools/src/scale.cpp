@@ -3,8 +3,8 @@
 // logic on simulated time.
 //
 //   predict    8..256 workers x 1..32 ps shards: samples/s, staleness, busiest shard
-//   calibrate  profile the job here, fit the one free parameter on 2 workers + 2 ps
-//              processes, write the model's parameters (then frozen in the repository)
+//   calibrate  profile the job here, fit the two free parameters on 2 workers + 2 ps
+//              processes, print the model's parameters (then frozen in the repository)
 //   validate   the frozen model against measured configurations it was not fitted to
 #include "scale.hpp"
 
@@ -220,6 +220,10 @@ measured measure(int workers, int ps, int epochs, int rounds, uint64_t seed) {
   for (int r = 0; r < rounds; ++r) {
     auto metrics = fmt::format("/tmp/actortrain-scale-{}.jsonl", ::getpid());
     std::remove(metrics.c_str());
+    struct remover {
+      std::string path;
+      ~remover() { std::remove(path.c_str()); }
+    } gone{metrics};
     std::vector<std::string> cmd{"actortrain", "launch",  "--example", "fashion_mnist", "--ps", std::to_string(ps),
                                  "--workers",  std::to_string(workers), "--",       "--epochs", std::to_string(epochs),
                                  "--metrics",  metrics, "--verbose", "0", "--seed", std::to_string(seed + static_cast<uint64_t>(r))};
@@ -231,7 +235,6 @@ measured measure(int workers, int ps, int epochs, int rounds, uint64_t seed) {
       pulls.push_back(p[p.size() / 2]);
       p10s.push_back(p[p.size() / 10]);
     }
-    std::remove(metrics.c_str());
   }
   return {median(v), median(pulls), median(p10s)};
 }
@@ -268,7 +271,7 @@ int scale_command(int argc, char** argv, int first) {
   std::string data_dir = ds::fashion_mnist_default_dir;
   int64_t steps_per_worker = 8;
   int rounds = 3, epochs = 3, reps = 200, cores = 0;
-  double bandwidth_gbit = -1, latency_us = -1;
+  double bandwidth_gbit = 0, latency_us = 0;
   bool tls = false, one_host = false;
   uint64_t seed = 1;
   flags f{"actortrain scale predict|calibrate|validate",
@@ -277,8 +280,9 @@ int scale_command(int argc, char** argv, int first) {
           "delays every message by what it costs (docs/scaling.md).\n"
           "  predict    every --workers x --ps: predicted samples/s, mean staleness, the busiest ps shard's CPU load\n"
           "  calibrate  profile the job here (a step's CPU, the apply's CPU per float), measure 2 workers + 2 ps as\n"
-          "             processes on loopback, fit the CPU per byte moved so the simulation matches, print the\n"
-          "             parameters as JSON (tools/bench/scaling_model.json holds the frozen ones)\n"
+          "             processes on loopback, fit the CPU per byte moved and the background CPU per message so the\n"
+          "             simulation's samples/s and pull time match, print the parameters as JSON\n"
+          "             (tools/bench/scaling_model.json holds the frozen ones)\n"
           "  validate   the frozen model's prediction beside the measured samples/s of 1 worker + 1 ps, 1 + 2 and\n"
           "             2 + 1 as processes on loopback (configurations it was not fitted to); exit 1 when one is off\n"
           "             by more than 20%"};
@@ -288,16 +292,17 @@ int scale_command(int argc, char** argv, int first) {
     .add("partitioner", partitioner,
          "how variables are split over the shards (none: whole variables round-robin, as the job runs; e.g. "
          "fixed_shards(32) to spread each over every shard)")
-    .add("steps-per-worker", steps_per_worker, "simulated steps per worker (at least 469, one epoch)", range<int64_t>{1, 1000})
+    .add("steps-per-worker", steps_per_worker, "simulated steps per worker (the run has at least 469 steps in all, one epoch)", range<int64_t>{1, 1000})
     .add("cores", cores, "predict: CPU cores per host (0: the model's, 2)", range<int>{0, 4096})
     .add("one-host", one_host,
          "predict: every process shares one host's cores, as on this machine (default: a host per process)")
-    .add("bandwidth", bandwidth_gbit, "predict, validate: each process's link in Gbit/s, each way (0: unlimited; default: the model's)",
-         range<double>{-1, 1e6})
+    .add("bandwidth", bandwidth_gbit, "predict: each process's link in Gbit/s, each way (0: unlimited; default: the model's)",
+         range<double>{0, 1e6})
     .add("tls", tls,
          "predict: every byte between processes also pays TLS's CPU at each end (AES-256-GCM, measured here), "
          "as between hosts")
-    .add("latency-us", latency_us, "one-way latency between processes in microseconds (default: the model's)", range<double>{-1, 1e7})
+    .add("latency-us", latency_us, "predict: one-way latency between processes in microseconds (default: the model's)",
+         range<double>{0, 1e7})
     .add("rounds", rounds, "calibrate, validate: measured runs per configuration (median)", range<int>{1, 100})
     .add("epochs", epochs, "calibrate, validate: epochs of each measured run", range<int>{1, 100})
     .add("reps", reps, "calibrate: repetitions of the profile (median)", range<int>{5, 100000})
@@ -306,7 +311,11 @@ int scale_command(int argc, char** argv, int first) {
     .add("data-dir", data_dir, "the Fashion-MNIST files");
   if (!f.parse(argc, argv, mode == "--help" || mode == "-h" ? first : first + 1)) return 0;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress as it comes, also into a file
-  // Bad input first, before the data is read.
+  // Bad input first, before the data is read. calibrate and validate measure processes
+  // on this machine's loopback, as the job runs: what only a prediction can vary is refused.
+  if (mode != "predict")
+    for (const char* only : {"cores", "one-host", "bandwidth", "latency-us", "tls", "partitioner", "workers", "ps", "out"})
+      if (f.given(only)) throw usage_error(fmt::format("--{} is for predict only (see --help)", only));
   auto frozen = model_file.empty() ? frozen_model_path() : model_file;
   const auto frozen_params = read_model(frozen);
   const auto ws = int_list("workers", workers_text, 1, 4096);
@@ -314,8 +323,8 @@ int scale_command(int argc, char** argv, int first) {
   if (!partitioner.empty() && partitioner != "none") (void)md::make_partitioner(partitioner);
   auto d = load(data_dir);
   auto adjust = [&](cost_params p) {
-    if (bandwidth_gbit >= 0) p.bandwidth = bandwidth_gbit * 1e9 / 8;
-    if (latency_us >= 0) p.latency_seconds = latency_us * 1e-6;
+    if (f.given("bandwidth")) p.bandwidth = bandwidth_gbit * 1e9 / 8;
+    if (f.given("latency-us")) p.latency_seconds = latency_us * 1e-6;
     if (cores > 0) p.cores = cores;
     p.one_host = mode != "predict" || one_host;
     return p;
@@ -330,6 +339,7 @@ int scale_command(int argc, char** argv, int first) {
     std::printf("profiled here: a step %.1f us of CPU, the apply %.3f ns per float\n", p.step_seconds * 1e6,
                 p.apply_seconds_per_float * 1e9);
     auto m = measure(2, 2, epochs, rounds, seed);
+    if (m.pull_seconds <= 0) throw std::runtime_error("the measured runs' metrics hold no pull times (us.pull)");
     std::printf("measured: 2 workers + 2 ps as processes, %.0f samples/s; a step's pulls took %.0f us (median), %.0f us "
                 "(10th percentile) (medians of %d runs)\n",
                 m.samples_per_second, m.pull_seconds * 1e6, m.pull_p10_seconds * 1e6, rounds);
@@ -351,6 +361,7 @@ int scale_command(int argc, char** argv, int first) {
         at = predict(d, q, 2, 2, partitioner, steps_for(2), seed);
         (at.timing.samples_per_second() > m.samples_per_second ? lo : hi) = q.background_seconds;
       }
+      if (lo > 0.999e-3) throw std::runtime_error("the fit needs more than 1 ms of background CPU per message: no fit");
       q.background_seconds = (lo + hi) / 2;
       at = predict(d, q, 2, 2, partitioner, steps_for(2), seed);
       return q.background_seconds;

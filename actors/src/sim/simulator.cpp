@@ -246,6 +246,9 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
   if (mode.mode() == consistency_mode::kind::bounded_staleness) bound = 2 * mode.bound();
 
   cluster::parts parts;
+  // Timed as processes: each worker reads the pipeline of its own replica, as worker
+  // tasks do (the model places dataset shard p in worker p's process).
+  if (timed) parts.pipeline_affinity = true;
   if (!reference && o.plant != planted_defect::none) {
     parts.plant = std::make_shared<detail::defect_switch>();
     parts.plant->which = o.plant;
@@ -402,7 +405,8 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
       if (c.done(h)) break;
       if (sched.has_job()) continue;
       // Nothing can happen until the next timer: a delayed message or a timeout.
-      if (guard > 2000000 || !sched.clock().trigger_timeout()) {
+      // With costs every message is a timer: the guard grows with the run.
+      if (guard > (timed ? int64_t{200000000} : int64_t{2000000}) || !sched.clock().trigger_timeout()) {
         hung = true;
         break;
       }
