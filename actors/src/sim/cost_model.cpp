@@ -152,7 +152,7 @@ cost_model::pieces cost_model::fill(const calendar& a, const calendar* b, double
 }
 
 void cost_model::calendar::prune(double now) {
-  while (!busy.empty() && busy.begin()->second <= now - history) busy.erase(busy.begin());
+  while (!busy.empty() && busy.begin()->second <= now) busy.erase(busy.begin());
 }
 
 std::vector<cost_model::calendar>& cost_model::cores_of(int host) {
@@ -223,75 +223,55 @@ double cost_model::link(task sender, task receiver, double t, double bytes, doub
   }
 }
 
-void cost_model::receive_replies(task to, double now) {
-  auto& a = state(to);
-  if (a.owed_replies.empty()) return;
-  auto owed = std::move(a.owed_replies);
-  a.owed_replies.clear();
-  const int ha = host_of(to);
-  double first = std::numeric_limits<double>::infinity(), last = 0;
-  bool from_ps = false;
-  for (auto& o : owed) {
-    auto& b = state(o.from);
-    const int hb = host_of(o.from);
-    const bool remote = process_of(o.from) != process_of(to);
-    const double bg = remote ? p_.background_seconds : 0.0;
-    const double ready = std::max(o.ready, now - history);
-    double out = remote ? p_.message_seconds + o.bytes * p_.byte_seconds : 0.0;
-    double r = run(b, hb, ready, out, now);
-    charge(o.from, out + bg);
-    background(hb, r, bg, now);
-    if (remote) r = link(o.from, to, r, o.bytes, now);
-    background(ha, r, bg, now);
-    charge(to, bg);
-    double in = p_.message_seconds + (remote ? o.bytes * p_.byte_seconds : 0.0);
-    r = run(a, ha, r, in, now);
-    a.replies = std::max(a.replies, r);
-    if (o.from.r == role::ps) {
-      from_ps = true;
-      first = std::min(first, o.sent_at);
-      last = std::max(last, r);
-    }
-  }
-  if (from_ps) pull_waits_.push_back(last - first);
-}
-
-void cost_model::charge(task t, double seconds) {
-  if (t.r != role::ps || seconds <= 0) return;
-  if (ps_busy_.size() <= t.index) ps_busy_.resize(t.index + 1, 0.0);
-  ps_busy_[t.index] += seconds;
-}
-
 double cost_model::deliver(task from, task to, const message_cost& m, double now) {
-  // The replies the sender waits for, timed now: they wait behind what was given to the
-  // cores since they were served.
-  if (m.after_replies) receive_replies(from, now);
   auto& a = state(from);
   auto& b = state(to);
   const int ha = host_of(from), hb = host_of(to);
   const bool remote = process_of(from) != process_of(to);
+  auto ps_charge = [&](task t, double seconds) {
+    if (t.r != role::ps) return;
+    if (ps_busy_.size() <= t.index) ps_busy_.resize(t.index + 1, 0.0);
+    ps_busy_[t.index] += seconds;
+  };
   // The sender: after what its handlers did before (a handler that runs earlier on the
   // simulated clock than the model's sender is free, because its message was not held
   // up, still sends after that), the replies it waits for, its step.
   double t = std::max(now, a.handler_end);
   if (m.after_replies) t = std::max(t, a.replies);
   t = run(a, ha, t, m.before_seconds, now);
-  const double sent_at = t;
+  sent_at_ = t;
   double send = remote ? p_.message_seconds + m.request_bytes * p_.byte_seconds : 0.0;
   t = run(a, ha, t, send, now);
-  const double bg = remote ? p_.background_seconds : 0.0;
-  charge(from, send + bg);
+  ps_charge(from, send);
   a.handler_end = t;
+  const double bg = remote ? p_.background_seconds : 0.0;
   background(ha, t, bg, now);
+  ps_charge(from, bg);
   // The way there.
   if (remote) t = link(from, to, t, m.request_bytes, now);
   background(hb, t, bg, now);
+  ps_charge(to, bg);
   // The receiver handles it when it has arrived and the receiver is free.
   double handle = p_.message_seconds + (remote ? m.request_bytes * p_.byte_seconds : 0.0) + m.work_seconds;
   t = run(b, hb, t, handle, now);
-  charge(to, handle + bg);
-  if (m.reply_bytes > 0) a.owed_replies.push_back({to, t, m.reply_bytes, sent_at});
-  return t;
+  ps_charge(to, handle);
+  const double delivered = t;
+  if (m.reply_bytes > 0) {
+    // The reply the requester waits for: sent by the receiver, received by the sender.
+    double out = remote ? p_.message_seconds + m.reply_bytes * p_.byte_seconds : 0.0;
+    double r = run(b, hb, t, out, now);
+    ps_charge(to, out);
+    background(hb, r, bg, now);
+    ps_charge(to, bg);
+    if (remote) r = link(to, from, r, m.reply_bytes, now);
+    background(ha, r, bg, now);
+    ps_charge(from, bg);
+    double in = p_.message_seconds + (remote ? m.reply_bytes * p_.byte_seconds : 0.0);
+    r = run(a, ha, r, in, now);
+    a.replies = std::max(a.replies, r);
+    reply_at_ = r;
+  }
+  return delivered;
 }
 
 }  // namespace actortrain

@@ -59,6 +59,15 @@ delivery timed_delivery::decide(const message_info& m) {
     c.reply_bytes = batch_bytes_;
   }
   double at = model_.deliver(a, b, c, now);
+  if (kind == "pull" && c.reply_bytes > 0 && a.r == cost_model::role::worker && b.r == cost_model::role::ps) {
+    auto& g = pulls_[a.index];
+    if (g.now != now) {
+      if (g.now >= 0) pull_times_.push_back(g.end - g.start);
+      g = pull_group{now, model_.sent_at(), model_.reply_at()};
+    } else {
+      g.end = std::max(g.end, model_.reply_at());
+    }
+  }
   auto ns = static_cast<int64_t>(std::ceil((at - now) * 1e9));
   if (ns <= 0) return delivery::deliver();
   return delivery::delay_by(caf::timespan{ns});
@@ -66,7 +75,10 @@ delivery timed_delivery::decide(const message_info& m) {
 
 std::vector<double> timed_delivery::pull_seconds() const {
   std::lock_guard<std::mutex> lock{mtx_};
-  return model_.pull_waits();
+  auto out = pull_times_;
+  for (auto& [w, g] : pulls_)
+    if (g.now >= 0) out.push_back(g.end - g.start);
+  return out;
 }
 
 std::vector<double> timed_delivery::ps_busy() const {

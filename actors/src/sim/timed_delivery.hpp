@@ -28,7 +28,7 @@ class timed_delivery final : public fault_policy {
   /// CPU seconds each ps shard was busy.
   std::vector<double> ps_busy() const;
   /// The time each of a worker's steps' pulls took, from the first leaving to the last
-  /// reply received (what a worker's metrics call `pull`), in the order they were timed.
+  /// reply received (what a worker's metrics call `pull`), in the order they ended.
   std::vector<double> pull_seconds() const;
 
  private:
@@ -39,6 +39,11 @@ class timed_delivery final : public fault_policy {
   std::shared_ptr<fault_policy> plan_;
   std::map<caf::actor_addr, cost_model::task> tasks_;
   std::map<uint32_t, double> computed_at_;  // per worker: when its last step computed
+  struct pull_group {
+    double now = -1, start = 0, end = 0;
+  };
+  std::map<uint32_t, pull_group> pulls_;  // per worker: its step's pulls so far
+  std::vector<double> pull_times_;
   mutable std::mutex mtx_;
 };
 

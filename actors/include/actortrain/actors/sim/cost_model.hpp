@@ -26,11 +26,9 @@
 //     incoming link (as `tc tbf` on both directions of each veth does). Within a
 //     process (a worker and its own dataset replica, the chief's coordinator) only
 //     `message_seconds` at the receiver. Links belong to processes.
-//   - The replies that carry data (a pull's values, a batch) are timed when the
-//     requester next sends with `after_replies` (its step's push), from the moment the
-//     receiver served the request: so they wait behind whatever the cores were given in
-//     between (another worker's step), as a reply waits for a time slice. The requester's
-//     step waits for them. Other replies are not timed.
+//   - The replies that carry data (a pull's values, a batch) are timed when their
+//     request is: the shard's reply leaves after it served the request, and the
+//     requester's next step waits for it. Other replies are not timed.
 //
 // Hosts: with `one_host` every task shares one host's cores (this machine); otherwise
 // every process has `cores` of its own (the scaling predictions' assumption).
@@ -93,9 +91,10 @@ class cost_model {
   /// when the receiver's handler runs (>= now).
   double deliver(task from, task to, const message_cost& m, double now);
 
-  /// For each time a worker waited for replies from ps shards: from its first request
-  /// leaving to the last reply received (what a worker's metrics call `pull`), in order.
-  const std::vector<double>& pull_waits() const { return pull_waits_; }
+  /// When the reply of the last deliver() reaches its requester (with reply_bytes), and
+  /// when that request set off.
+  double reply_at() const { return reply_at_; }
+  double sent_at() const { return sent_at_; }
 
   /// CPU seconds each ps shard's process has burnt (its applies, receiving and
   /// replying, and the background CPU of its messages).
@@ -124,13 +123,6 @@ class cost_model {
     calendar cal;             // an actor does one thing at a time
     double handler_end = 0;   // when what its handlers sent so far has left
     double replies = 0;       // when the replies it waits for have arrived
-    struct owed {             // a reply not timed yet
-      task from;
-      double ready;    // when the replier served the request
-      double bytes;
-      double sent_at;  // when the request left
-    };
-    std::vector<owed> owed_replies;
   };
   struct links {  // a process's link, each way
     calendar out, in;
@@ -153,14 +145,7 @@ class cost_model {
   std::map<std::pair<int, uint32_t>, links> links_;  // per process
   std::vector<std::vector<calendar>> cores_;  // per host, per core
   std::vector<double> ps_busy_;
-  std::vector<double> pull_waits_;
-  // How far back in simulated time work may still be placed (a reply served earlier
-  // and timed now); calendars keep what ends after now - history.
-  static constexpr double history = 1.0;
-  // Times the replies `to` is owed, in the order it asked.
-  void receive_replies(task to, double now);
-  // Adds CPU seconds to a ps shard's account (others are not counted).
-  void charge(task t, double seconds);
+  double reply_at_ = 0, sent_at_ = 0;
 };
 
 }  // namespace actortrain
