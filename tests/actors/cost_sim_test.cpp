@@ -33,6 +33,7 @@ sim_result simulate_with(int workers, int ps, const cost_params& p) {
   o.costs = std::make_shared<const cost_params>(p);
   auto r = simulate(j, o, nullptr);
   BOOST_TEST_REQUIRE(r.ok(), r.report());
+  BOOST_TEST(r.steps == 200);  // what the shards' ledgers hold, not the model's count
   BOOST_TEST(r.timing.steps == 200);
   BOOST_TEST(r.timing.examples == 4000);
   return r;

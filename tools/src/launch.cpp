@@ -447,12 +447,7 @@ int launch_command(int argc, char** argv, int first) {
     stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   };
   const std::string coordinator = ps > 0 ? "chief:0" : "worker:0";
-  // After the job's end, a worker that launch restarted or killed had no part in it: one
-  // still running (waiting to join a chief that is gone) is stopped, one that ends
-  // retryable is not a failure.
-  auto excusable = [&](const child& c) {
-    return job_done && c.task.rfind("worker:", 0) == 0 && (c.restarts > 0 || c.fault_killed);
-  };
+  auto excusable = [&](const child& c) { return excused_after_end(job_done, c.task, c.restarts > 0 || c.fault_killed); };
   while (true) {
     bool any = false;
     for (auto& c : children) any = any || c.running || c.out >= 0 || c.err >= 0;
@@ -461,7 +456,7 @@ int launch_command(int argc, char** argv, int first) {
     if (timeout_s > 0 && !stopping && std::chrono::steady_clock::now() - began > std::chrono::seconds(timeout_s))
       begin_stop(fmt::format("--timeout {} s reached", timeout_s), true);
     if (stopping && std::chrono::steady_clock::now() > stop_deadline && !killed) {
-      // A worker restarted as the job ended may still wait for the chief that is gone
+      // A task restarted as the job ended may still wait for the chief that is gone
       // (it tries for connect_ms): it never had a part in the run's end, so it is
       // stopped (SIGTERM, SIGKILL after 5 s) without failing the job.
       bool excused_any = false;

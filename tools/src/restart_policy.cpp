@@ -15,4 +15,9 @@ bool retryable(int status) {
   return code == 130 || code == 137 || code == 143 || code == 138;
 }
 
+bool excused_after_end(bool job_done, const std::string& task, bool restarted_or_killed) {
+  bool role = task.rfind("worker:", 0) == 0 || task.rfind("ps:", 0) == 0;
+  return job_done && role && restarted_or_killed;
+}
+
 }  // namespace actortrain::tools

@@ -519,7 +519,11 @@ node_result play_ps(node_context& cx) {
                            s->duplicates));
   auto ledgers = ask<ps_ledgers>(cx.sys, shard, cx.timeout(), ledger_atom::value);
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
-  if (ledgers) {
+  if (ledgers && ledgers->partitions.empty()) {
+    // It never held a partition (restarted into a run that had ended, say): a file from
+    // it would replace what an earlier life of this task wrote at the same path.
+    r.note = "it held no partition; no ledger written";
+  } else if (ledgers) {
     if (!cx.opts.ledger_out.empty()) write_ledgers(ledgers->partitions, cx.opts.ledger_out);
     std::tie(r.steps, r.note) = ledger_summary(ledgers->partitions, cx.opts.ledger_out);
   } else {
