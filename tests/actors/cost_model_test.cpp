@@ -55,9 +55,16 @@ BOOST_AUTO_TEST_CASE(steps_share_the_cores_of_one_host) {
   cost_params p;  // nothing but the steps costs anything
   p.cores = 1;
   cost_model one{p};
-  // Two workers' steps at the same moment on one core: one after the other.
+  // Two workers' steps at the same moment on one core share it. The first was timed
+  // alone (0.100) and is not slowed after the fact; the second runs at half speed
+  // beside it (50 ms of work by 0.100), then alone: 0.150.
   BOOST_TEST(one.deliver(worker0, ps0, step, 0.0) == 0.100, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(one.deliver(worker1, ps0, step, 0.0) == 0.200, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(one.deliver(worker1, ps0, step, 0.0) == 0.150, boost::test_tools::tolerance(1e-12));
+  // What the second took from the first (50 ms) worker 0 does before its next work: its
+  // next 100 ms step from 0.100 is 150 ms of work, at half speed beside worker 1's until
+  // 0.150 (25 ms), then alone: 0.275. The core has done 0.300 of work by then, less the
+  // 25 ms worker 1 now owes: nothing is lost.
+  BOOST_TEST(one.deliver(worker0, ps0, step, 0.100) == 0.275, boost::test_tools::tolerance(1e-12));
   p.cores = 2;
   cost_model two{p};
   BOOST_TEST(two.deliver(worker0, ps0, step, 0.0) == 0.100, boost::test_tools::tolerance(1e-12));
@@ -70,7 +77,7 @@ BOOST_AUTO_TEST_CASE(steps_share_the_cores_of_one_host) {
   BOOST_TEST(apart.deliver(worker1, ps1, step, 0.0) == 0.100, boost::test_tools::tolerance(1e-12));
 }
 
-BOOST_AUTO_TEST_CASE(a_long_step_lets_work_given_to_its_core_before_run_in_between) {
+BOOST_AUTO_TEST_CASE(a_long_step_shares_its_core_with_work_given_to_it_before) {
   cost_params p;
   p.cores = 1;
   p.latency_seconds = 0.050;
@@ -79,11 +86,15 @@ BOOST_AUTO_TEST_CASE(a_long_step_lets_work_given_to_its_core_before_run_in_betwe
   apply.work_seconds = 0.010;
   // A push reaches ps 0 at 0.050 and takes the core until 0.060.
   BOOST_TEST(m.deliver(worker0, ps0, apply, 0.0) == 0.060, boost::test_tools::tolerance(1e-12));
-  // A 100 ms step from 0 on the same core is preempted by it: it ends at 0.110, not
-  // 0.160 as it would waiting for a gap of 100 ms; then 50 ms on the way.
+  // A 100 ms step from 0 on the same core: alone until 0.050 (50 ms done), at half speed
+  // beside the apply until 0.060 (5 ms), alone again: it ends at 0.105, not 0.150 as it
+  // would waiting for a gap of 100 ms; then 50 ms on the way.
   message_cost step;
   step.before_seconds = 0.100;
-  BOOST_TEST(m.deliver(worker1, ps1, step, 0.0) == 0.160, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(m.deliver(worker1, ps1, step, 0.0) == 0.155, boost::test_tools::tolerance(1e-12));
+  // The 5 ms the step took from the apply, the shard does before its next work: a 10 ms
+  // apply arriving at 0.150 (alone on the core) ends at 0.165.
+  BOOST_TEST(m.deliver(worker0, ps0, apply, 0.100) == 0.165, boost::test_tools::tolerance(1e-12));
 }
 
 BOOST_AUTO_TEST_CASE(an_actor_does_one_thing_at_a_time_in_its_handlers_order) {
@@ -147,13 +158,39 @@ BOOST_AUTO_TEST_CASE(within_a_process_only_the_handling_costs) {
   BOOST_TEST(m.deliver(chief, worker0, task, 0.0) == 0.001064 + 0.010 + 0.001064, boost::test_tools::tolerance(1e-12));
 }
 
+BOOST_AUTO_TEST_CASE(background_cpu_is_charged_per_message_and_per_byte_and_holds_nothing_up) {
+  cost_params p;
+  p.cores = 1;
+  p.background_seconds = 0.002;
+  p.background_byte_seconds = 1e-6;
+  cost_model m{p};
+  message_cost push;
+  push.request_bytes = 10000;  // 10 ms of background CPU per byte at each end
+  // Delivered at once: nothing waits for the background CPU, on the one core or not.
+  BOOST_TEST(m.deliver(worker0, ps0, push, 0.0) == 0.0, boost::test_tools::tolerance(1e-12));
+  // But the shard's process burnt it: 2 + 10 ms.
+  BOOST_TEST(m.ps_busy().at(0) == 0.012, boost::test_tools::tolerance(1e-12));
+  // And the one core did. Both ends' 12 ms share it: the first alone, the second at half
+  // speed beside it, so they end at 0.012 and 0.018, and the 6 ms the second took from
+  // the first run after, to 0.024. A 100 ms step given to the core next shares it too: a
+  // third of it until 0.012 (4 ms), half until 0.024 (6 ms), then all: it ends at
+  // 0.114, and the 10 ms it took from the background run after it.
+  message_cost step;
+  step.before_seconds = 0.100;
+  BOOST_TEST(m.deliver(worker1, ps0, step, 0.0) == 0.114, boost::test_tools::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(parameters_read_from_json_and_refused_by_name) {
-  auto p = cost_params::parse(R"({"step_seconds": 0.001, "cores": 4, "one_host": false, "comment": "x"})", "m.json");
+  auto p = cost_params::parse(
+    R"({"step_seconds": 0.001, "background_byte_seconds": 2e-10, "cores": 4, "one_host": false, "comment": "x"})",
+    "m.json");
   BOOST_TEST(p.step_seconds == 0.001);
+  BOOST_TEST(p.background_byte_seconds == 2e-10);
   BOOST_TEST(p.cores == 4);
   BOOST_TEST(!p.one_host);
   auto back = cost_params::parse(p.to_json(), "again");
   BOOST_TEST(back.step_seconds == p.step_seconds);
+  BOOST_TEST(back.background_byte_seconds == p.background_byte_seconds);
   BOOST_TEST(back.cores == 4);
   auto refused = [](const std::string& text, const std::string& words) {
     try {

@@ -25,6 +25,7 @@ constexpr field fields[] = {
   {"message_seconds", &cost_params::message_seconds},
   {"byte_seconds", &cost_params::byte_seconds},
   {"background_seconds", &cost_params::background_seconds},
+  {"background_byte_seconds", &cost_params::background_byte_seconds},
   {"latency_seconds", &cost_params::latency_seconds},
   {"bandwidth", &cost_params::bandwidth},
 };
@@ -127,80 +128,83 @@ double cost_model::calendar::next_busy(double t) const {
   return i == busy.end() ? std::numeric_limits<double>::infinity() : i->first;
 }
 
-cost_model::pieces cost_model::fill(const calendar& a, const calendar* b, double t, double d) {
-  pieces out;
-  double cur = t, left = d;
-  while (left > 0) {
-    // The next moment both are free.
-    for (;;) {
-      double x = a.free_from(cur);
-      if (b) x = std::max(x, b->free_from(x));
-      if (x == cur) break;
-      cur = x;
-    }
-    double until = a.next_busy(cur);
-    if (b) until = std::min(until, b->next_busy(cur));
-    // What is left too small to move the clock (rounding) is done.
-    if (cur + left <= cur) break;
-    double end = std::min(cur + left, until);
-    out.emplace_back(cur, end);
-    left -= end - cur;
-    cur = end;
-  }
-  if (out.empty()) out.emplace_back(cur, cur);
-  return out;
-}
-
 void cost_model::calendar::prune(double now) {
   while (!busy.empty() && busy.begin()->second <= now) busy.erase(busy.begin());
 }
 
-std::vector<cost_model::calendar>& cost_model::cores_of(int host) {
-  if (host < 0) host = 0;
-  if (static_cast<size_t>(host) >= cores_.size()) cores_.resize(static_cast<size_t>(host) + 1);
-  auto& cores = cores_[static_cast<size_t>(host)];
-  if (cores.empty()) cores.resize(static_cast<size_t>(p_.cores));
-  return cores;
+std::map<double, cost_model::load>::iterator cost_model::host_load::split(double t) {
+  auto i = at.lower_bound(t);
+  if (i != at.end() && i->first == t) return i;
+  load before = i == at.begin() ? load{} : std::prev(i)->second;
+  return at.emplace_hint(i, t, before);
 }
 
-void cost_model::background(int host, double ready, double d, double now) {
-  if (d <= 0) return;
-  auto& cores = cores_of(host);
-  pieces best;
-  size_t core = 0;
-  for (size_t c = 0; c < cores.size(); ++c) {
-    cores[c].prune(now);
-    auto p = fill(cores[c], nullptr, ready, d);
-    if (best.empty() || p.back().second < best.back().second) {
-      best = std::move(p);
-      core = c;
-    }
+void cost_model::host_load::prune(double now) {
+  auto i = at.upper_bound(now);
+  if (i == at.begin()) return;
+  at.erase(at.begin(), std::prev(i));  // keep the piece `now` falls in
+}
+
+cost_model::host_load& cost_model::host(int h) {
+  if (h < 0) h = 0;
+  if (static_cast<size_t>(h) >= hosts_load_.size()) hosts_load_.resize(static_cast<size_t>(h) + 1);
+  return hosts_load_[static_cast<size_t>(h)];
+}
+
+void cost_model::background(int h, double ready, double d, double now) { run(nullptr, h, ready, d, now, true); }
+
+double cost_model::run(actor_state* actor, int h, double ready, double d, double now, bool repay) {
+  if (actor) {
+    d += actor->lag;  // what work timed after its last took from it
+    actor->lag = 0;
   }
-  for (auto& [from, to] : best)
-    if (to > from) cores[core].busy.emplace(from, to);
-}
-
-double cost_model::run(actor_state& actor, int host, double ready, double d, double now) {
   if (d <= 0) return ready;
-  auto& cores = cores_of(host);
-  actor.cal.prune(now);
-  // On the core where it ends first, in the gaps both the actor and the core leave.
-  pieces best;
-  size_t core = 0;
-  for (size_t c = 0; c < cores.size(); ++c) {
-    cores[c].prune(now);
-    auto p = fill(actor.cal, &cores[c], ready, d);
-    if (best.empty() || p.back().second < best.back().second) {
-      best = std::move(p);
-      core = c;
+  auto& hl = host(h);
+  hl.prune(now);
+  if (actor) actor->cal.prune(now);
+  const double cores = p_.cores;
+  double cur = ready, left = d;
+  while (left > 0) {
+    if (actor)  // the actor does one thing at a time: the next moment it is free
+      for (double x = actor->cal.free_from(cur); x != cur; x = actor->cal.free_from(cur)) cur = x;
+    double until = actor ? actor->cal.next_busy(cur) : std::numeric_limits<double>::infinity();
+    auto it = hl.split(cur);
+    if (auto next = std::next(it); next != hl.at.end()) until = std::min(until, next->first);
+    // A fair share of the cores beside the work already there, or what they leave free
+    // if that is more.
+    const double busy = it->second.cores;
+    const double rate = std::min(1.0, std::max(cores - busy, cores / (it->second.jobs + 1)));
+    if (rate <= 1e-12) {
+      if (until == std::numeric_limits<double>::infinity()) break;  // never: the last piece is free
+      cur = until;
+      continue;
     }
+    double end = cur + left / rate;
+    if (end <= cur) break;  // what is left is too small to move the clock (rounding)
+    bool done = end <= until;
+    if (!done) end = until;
+    hl.split(end);
+    auto& here = it->second;
+    // The work already there was timed and is not slowed now: what this takes beyond
+    // the cores, each of them owes in proportion to its rate and does after.
+    const double over = std::max(0.0, busy + rate - std::max(busy, cores)) * (end - cur);
+    if (over > 0 && busy > 0)
+      for (auto& [who, r] : here.who) (who ? who->lag : hl.debt) += over * r / busy;
+    here.cores += rate;
+    ++here.jobs;
+    here.who.emplace_back(actor, rate);
+    if (actor) actor->cal.busy.emplace(cur, end);
+    left = done ? 0 : left - rate * (end - cur);
+    cur = end;
   }
-  for (auto& [from, to] : best)
-    if (to > from) {
-      actor.cal.busy.emplace(from, to);
-      cores[core].busy.emplace(from, to);
-    }
-  return best.back().second;
+  // What work of no actor owes (later work slowed it): done after this, as work of no
+  // actor; what that owes in turn is done after the next.
+  if (repay && hl.debt > 0) {
+    double owed = hl.debt;
+    hl.debt = 0;
+    run(nullptr, h, cur, owed, now, false);
+  }
+  return cur;
 }
 
 double cost_model::link(task sender, task receiver, double t, double bytes, double now) {
@@ -238,13 +242,13 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
   // up, still sends after that), the replies it waits for, its step.
   double t = std::max(now, a.handler_end);
   if (m.after_replies) t = std::max(t, a.replies);
-  t = run(a, ha, t, m.before_seconds, now);
+  t = run(&a, ha, t, m.before_seconds, now);
   sent_at_ = t;
   double send = remote ? p_.message_seconds + m.request_bytes * p_.byte_seconds : 0.0;
-  t = run(a, ha, t, send, now);
+  t = run(&a, ha, t, send, now);
   ps_charge(from, send);
   a.handler_end = t;
-  const double bg = remote ? p_.background_seconds : 0.0;
+  const double bg = remote ? p_.background_seconds + m.request_bytes * p_.background_byte_seconds : 0.0;
   background(ha, t, bg, now);
   ps_charge(from, bg);
   // The way there.
@@ -253,21 +257,22 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
   ps_charge(to, bg);
   // The receiver handles it when it has arrived and the receiver is free.
   double handle = p_.message_seconds + (remote ? m.request_bytes * p_.byte_seconds : 0.0) + m.work_seconds;
-  t = run(b, hb, t, handle, now);
+  t = run(&b, hb, t, handle, now);
   ps_charge(to, handle);
   const double delivered = t;
   if (m.reply_bytes > 0) {
     // The reply the requester waits for: sent by the receiver, received by the sender.
     double out = remote ? p_.message_seconds + m.reply_bytes * p_.byte_seconds : 0.0;
-    double r = run(b, hb, t, out, now);
+    double r = run(&b, hb, t, out, now);
     ps_charge(to, out);
-    background(hb, r, bg, now);
-    ps_charge(to, bg);
+    const double rbg = remote ? p_.background_seconds + m.reply_bytes * p_.background_byte_seconds : 0.0;
+    background(hb, r, rbg, now);
+    ps_charge(to, rbg);
     if (remote) r = link(to, from, r, m.reply_bytes, now);
-    background(ha, r, bg, now);
-    ps_charge(from, bg);
+    background(ha, r, rbg, now);
+    ps_charge(from, rbg);
     double in = p_.message_seconds + (remote ? m.reply_bytes * p_.byte_seconds : 0.0);
-    r = run(a, ha, r, in, now);
+    r = run(&a, ha, r, in, now);
     a.replies = std::max(a.replies, r);
     reply_at_ = r;
   }

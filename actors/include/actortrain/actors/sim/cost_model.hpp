@@ -9,13 +9,17 @@
 //
 // What costs what:
 //   - CPU. Every host has `cores` cores (this machine's 2 are shared by a chief, ps and
-//     worker processes); a piece of work runs on the core where it ends first, from
-//     the moment it is ready, in the gaps that work given to the core before it leaves
-//     (it is preempted by that and resumes after, as a time-sharing kernel would let a
-//     short handler run during a long step). An actor does one thing at a
-//     time, and what one handler does (a step, then its pushes, then the next pull) in
-//     order; messages are handled in the order they arrive, not the order they were
-//     sent (a calendar per actor, as per core).
+//     worker processes), shared as a time-sharing kernel shares them: a piece of work
+//     runs from the moment it is ready at a fair share of the cores beside the pieces
+//     already there (all of a core while there are no more pieces than cores; with n
+//     others, cores / (n + 1), or what the cores leave free if that is more). A piece
+//     timed earlier is not slowed after the fact (its message's time was given
+//     already), so what a later piece takes beyond the cores is owed by the earlier
+//     pieces' actors, in proportion to their shares, and added to each one's next
+//     work: no CPU is lost or made up. An actor does one thing at a time, and what
+//     one handler does (a step, then its pushes, then the next pull) in order;
+//     messages are handled in the order they arrive, not the order they were sent (a
+//     calendar per actor).
 //   - A worker's training step: `step_seconds` of CPU (batch, forward, backward) once
 //     its pulls have arrived, before its first push of the step leaves.
 //   - A ps shard's apply: `apply_seconds_per_float` per float of the push.
@@ -51,6 +55,9 @@ struct cost_params {
   /// the host is taken (I/O threads, wake-ups, polling schedulers), the message is not
   /// held up.
   double background_seconds = 0;
+  /// CPU per byte at each end between processes that no actor waits for (the data
+  /// plane's reader and writer threads' copies), as `background_seconds`.
+  double background_byte_seconds = 0;
   double latency_seconds = 0;          ///< one way, between processes
   double bandwidth = 0;                ///< bytes/s of each process's link, each way; 0: unlimited
   int cores = 2;                       ///< per host
@@ -115,14 +122,26 @@ class cost_model {
     double next_busy(double t) const;
 
   };
-  using pieces = std::vector<std::pair<double, double>>;
-  // d seconds of work from t on in the gaps both `a` and `b` (if any) leave: preempted
-  // by what was reserved before it, resumed after.
-  static pieces fill(const calendar& a, const calendar* b, double t, double d);
+  // A host's cores over time: from each key on (to the next), the cores' worth of work
+  // that runs there and how many pieces of work share them.
+  struct actor_state;
+  struct load {
+    double cores = 0;
+    int jobs = 0;
+    std::vector<std::pair<actor_state*, double>> who;  // each piece's actor (or none) and rate
+  };
+  struct host_load {
+    std::map<double, load> at;
+    // Makes `t` a key (with the load that held there) and returns it.
+    std::map<double, load>::iterator split(double t);
+    void prune(double now);
+    double debt = 0;  // CPU seconds later work took from work of no actor
+  };
   struct actor_state {
     calendar cal;             // an actor does one thing at a time
     double handler_end = 0;   // when what its handlers sent so far has left
     double replies = 0;       // when the replies it waits for have arrived
+    double lag = 0;           // CPU seconds later work took from it: added to its next work
   };
   struct links {  // a process's link, each way
     calendar out, in;
@@ -131,19 +150,21 @@ class cost_model {
   std::pair<int, uint32_t> process_of(task t) const;
   int host_of(task t) const;
   actor_state& state(task t);
-  // Runs `d` seconds of `actor`'s work on a core of `host`, at or after `ready`, where
-  // both are free; returns when it ends.
-  double run(actor_state& actor, int host, double ready, double d, double now);
+  // Runs `d` seconds of `actor`'s work (nullptr: no actor's) on `host`, at or after
+  // `ready`, while the actor is free, sharing the cores; returns when it ends.
+  // `repay`: then what work of no actor owes on `host` (a piece of no actor that is
+  // slowed has no next work of its own to do it in).
+  double run(actor_state* actor, int host, double ready, double d, double now, bool repay = true);
   double link(task from, task to, double t, double bytes, double now);
   // Takes a core of `host` for d at or after `ready`, for no actor.
   void background(int host, double ready, double d, double now);
-  std::vector<calendar>& cores_of(int host);
+  host_load& host(int h);
 
   cost_params p_;
   std::map<std::pair<int, uint32_t>, actor_state> actors_;
   std::map<std::pair<int, uint32_t>, int> hosts_;
   std::map<std::pair<int, uint32_t>, links> links_;  // per process
-  std::vector<std::vector<calendar>> cores_;  // per host, per core
+  std::vector<host_load> hosts_load_;
   std::vector<double> ps_busy_;
   double reply_at_ = 0, sent_at_ = 0;
 };
