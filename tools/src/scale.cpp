@@ -22,11 +22,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -152,6 +159,70 @@ double tls_seconds_per_byte() {
     }
     v.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / (2048.0 * 16384.0));
   }
+  return median(v);
+}
+
+namespace {
+
+double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+// The CPU per byte at each end that TCP costs beyond the shared memory's one copy: 256 MiB
+// from one thread to another over a loopback TCP connection (the process's CPU, user and
+// kernel, halved per end), less a memcpy's per byte. Off loopback the data plane has no
+// shared memory, so every byte takes the kernel's way.
+double tcp_seconds_per_byte() {
+  int lst = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (lst < 0 || ::bind(lst, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lst, 1) != 0 ||
+      ::getsockname(lst, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error(std::string("a loopback TCP socket for --tcp: ") + std::strerror(errno));
+  int out = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (out < 0 || ::connect(out, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    throw std::runtime_error(std::string("a loopback TCP connection for --tcp: ") + std::strerror(errno));
+  int in = ::accept(lst, nullptr, nullptr);
+  ::close(lst);
+  if (in < 0) throw std::runtime_error(std::string("accepting for --tcp: ") + std::strerror(errno));
+  constexpr size_t chunk = 1 << 20, chunks = 256;
+  std::vector<char> src(chunk, 0x5a), dst(chunk);
+  std::vector<double> v;
+  for (int pass = 0; pass < 3; ++pass) {
+    double c0 = process_cpu_seconds();
+    std::thread writer([&] {
+      for (size_t i = 0; i < chunks; ++i)
+        for (size_t off = 0; off < chunk;) {
+          auto n = ::send(out, src.data() + off, chunk - off, MSG_NOSIGNAL);
+          if (n <= 0) return;
+          off += static_cast<size_t>(n);
+        }
+    });
+    size_t got = 0;
+    while (got < chunk * chunks) {
+      auto n = ::recv(in, dst.data(), chunk, 0);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    writer.join();
+    if (got < chunk * chunks) throw std::runtime_error("the loopback TCP connection for --tcp broke");
+    double tcp = (process_cpu_seconds() - c0) / static_cast<double>(chunk * chunks) / 2;
+    auto t0 = clock_type::now();
+    for (size_t i = 0; i < chunks; ++i) {
+      std::memcpy(dst.data(), src.data(), chunk);
+      src[i % chunk] = dst[(i * 7) % chunk];  // keep the copies
+    }
+    double copy = std::chrono::duration<double>(clock_type::now() - t0).count() / static_cast<double>(chunk * chunks);
+    v.push_back(std::max(0.0, tcp - copy));
+  }
+  ::close(in);
+  ::close(out);
   return median(v);
 }
 
@@ -291,7 +362,7 @@ int scale_command(int argc, char** argv, int first) {
   int64_t steps_per_worker = 8;
   int rounds = 3, epochs = 3, reps = 200, cores = 0;
   double bandwidth_gbit = 0, latency_us = 0;
-  bool tls = false, one_host = false;
+  bool tls = false, tcp = false, one_host = false;
   uint64_t seed = 1;
   flags f{"actortrain scale predict|calibrate|validate",
           "The main job's (fashion_mnist, asynchronous, lookahead) scaling on simulated time: the fault simulator runs\n"
@@ -321,6 +392,9 @@ int scale_command(int argc, char** argv, int first) {
     .add("tls", tls,
          "predict: every byte between processes also pays TLS's CPU at each end (AES-256-GCM, measured here), "
          "as between hosts")
+    .add("tcp", tcp,
+         "predict: every byte between processes also pays TCP's CPU at each end beyond the copy shared memory "
+         "makes (measured here on a loopback connection), as between hosts, where there is no shared memory")
     .add("latency-us", latency_us, "predict: one-way latency between processes in microseconds (default: the model's)",
          range<double>{0, 1e7})
     .add("rounds", rounds, "calibrate, validate: measured runs per configuration (median)", range<int>{1, 100})
@@ -337,7 +411,7 @@ int scale_command(int argc, char** argv, int first) {
   // Bad input first, before the data is read. calibrate and validate measure processes
   // on this machine's loopback, as the job runs: what only a prediction can vary is refused.
   if (mode != "predict")
-    for (const char* only : {"cores", "one-host", "bandwidth", "latency-us", "tls", "partitioner", "workers", "ps", "out"})
+    for (const char* only : {"cores", "one-host", "bandwidth", "latency-us", "tls", "tcp", "partitioner", "workers", "ps", "out"})
       if (f.given(only)) throw usage_error(fmt::format("--{} is for predict only (see --help)", only));
   if (mode != "calibrate" && f.given("measured")) throw usage_error("--measured is for calibrate only (see --help)");
   auto frozen = model_file.empty() ? frozen_model_path() : model_file;
@@ -447,10 +521,14 @@ int scale_command(int argc, char** argv, int first) {
   }
 
   cost_params p = adjust(frozen_params);
-  double tls_cost = 0;
+  double tls_cost = 0, tcp_cost = 0;
   if (tls) {
     tls_cost = tls_seconds_per_byte();
     p.byte_seconds += tls_cost;
+  }
+  if (tcp) {
+    tcp_cost = tcp_seconds_per_byte();
+    p.byte_seconds += tcp_cost;
   }
   if (mode == "validate") {
     // The machine's speed moves by up to 20% between runs (README), as much as the goal
@@ -508,10 +586,11 @@ int scale_command(int argc, char** argv, int first) {
   }
 
   // predict
-  std::printf("The main job predicted on simulated time (%s; %s, %d cores %s%s):\n", frozen.c_str(),
+  std::printf("The main job predicted on simulated time (%s; %s, %d cores %s%s%s):\n", frozen.c_str(),
               p.bandwidth > 0 ? fmt::format("links {:.3g} Gbit/s", p.bandwidth * 8 / 1e9).c_str() : "links unlimited",
               p.cores, p.one_host ? "shared by every process" : "per process",
-              tls ? fmt::format("; TLS {:.3f} ns per byte", tls_cost * 1e9).c_str() : "");
+              tls ? fmt::format("; TLS {:.3f} ns per byte", tls_cost * 1e9).c_str() : "",
+              tcp ? fmt::format("; TCP {:.3f} ns per byte", tcp_cost * 1e9).c_str() : "");
   std::printf("%-8s %-4s %14s %10s %10s %10s %10s\n", "workers", "ps", "samples/s", "staleness", "busiest", "pull us",
               "wall s");
   std::string dat = "# workers ps samples_per_second mean_staleness busiest_shard_load\n";
