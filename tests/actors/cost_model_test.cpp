@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(a_long_step_shares_its_core_with_work_given_to_it_before) {
   // A push reaches ps 0 at 0.050 and takes the core until 0.060.
   BOOST_TEST(m.deliver(worker0, ps0, apply, 0.0) == 0.060, boost::test_tools::tolerance(1e-12));
   // A 100 ms step from 0 on the same core: alone until 0.050 (50 ms done), at half speed
-  // beside the apply until 0.060 (5 ms), alone again: it ends at 0.105, not 0.150 as it
+  // beside the apply until 0.060 (5 ms), alone again: it ends at 0.105, not 0.160 as it
   // would waiting for a gap of 100 ms; then 50 ms on the way.
   message_cost step;
   step.before_seconds = 0.100;

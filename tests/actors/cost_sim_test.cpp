@@ -2,7 +2,7 @@
 // samples/s that the protocol's critical path says, worked out here by hand. A worker
 // step: its pulls take a latency there and one back, then it computes for `step`, pushes
 // and pulls again (overlap_push), so one worker does a step every step + 2 x latency;
-// workers on their own cores add up; on one core their steps take turns.
+// workers on their own cores add up; on one core they share it, one core's worth of steps.
 #include <actortrain/actors/jobs/jobs.hpp>
 #include <actortrain/actors/sim/cost_model.hpp>
 #include <actortrain/actors/sim/simulator.hpp>

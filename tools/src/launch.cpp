@@ -267,7 +267,8 @@ int launch_command(int argc, char** argv, int first) {
           "--dir. With --ps 0 there is no chief either: a worker-only cluster (TF_CONFIG style),\n"
           "whose worker 0 hosts the coordinator and the ps shards, synchronous by default.\n"
           "Each output line is prefixed with its task. The tasks holding ps shards write what\n"
-          "those applied, step by step, to --dir/ledgers/TASK.json (actortrain ledger check\n"
+          "those applied, step by step, to --dir/ledgers/TASK.json (one that never held a\n"
+          "partition writes none; actortrain ledger check\n"
           "reads them). Ctrl-C stops every task. Exit status 0 when every task succeeded, 1\n"
           "when the job failed, 2 for bad flags. Flags after -- go to the example\n"
           "(actortrain launch --example linear -- --help lists them)."};

@@ -17,8 +17,9 @@ bool retryable(int wait_status);
 /// part in that end may be stopped, or end retryable, without failing the job: a worker
 /// or ps task (`task` as "worker:1", "ps:0") that launch restarted or killed since it
 /// was first started. The coordinator ended well, so it no longer needed that task;
-/// what a ps applied is in the ledger its earlier life wrote (a ps that never held a
-/// partition writes none), which `actortrain ledger check` reads. Never the chief or
+/// what a ps applied is in the ledger its earlier life wrote, if it wrote one (a ps
+/// that never held a partition writes none); `actortrain ledger check` reads them, and
+/// fails on one that is missing. Never the chief or
 /// the evaluator, nor a task that failed without launch's hand in it.
 bool excused_after_end(bool job_done, const std::string& task, bool restarted_or_killed);
 

@@ -24,8 +24,9 @@
 //     its pulls have arrived, before its first push of the step leaves.
 //   - A ps shard's apply: `apply_seconds_per_float` per float of the push.
 //   - A message between two processes: `message_seconds + bytes * byte_seconds` of CPU
-//     at each end (dispatch, serialization, copies), `background_seconds` more at each
-//     end that takes a core but holds nothing up, `latency_seconds` one way, and with
+//     at each end (dispatch, serialization, copies), `background_seconds + bytes *
+//     background_byte_seconds` more at each end that takes a share of the cores but
+//     holds nothing up (I/O threads' copies, wake-ups), `latency_seconds` one way, and with
 //     `bandwidth` > 0 the bytes queue on the sender's outgoing and the receiver's
 //     incoming link (as `tc tbf` on both directions of each veth does). Within a
 //     process (a worker and its own dataset replica, the chief's coordinator) only
@@ -156,7 +157,7 @@ class cost_model {
   // slowed has no next work of its own to do it in).
   double run(actor_state* actor, int host, double ready, double d, double now, bool repay = true);
   double link(task from, task to, double t, double bytes, double now);
-  // Takes a core of `host` for d at or after `ready`, for no actor.
+  // Work of no actor on `host`: d seconds of CPU at a share of its cores, at or after `ready`.
   void background(int host, double ready, double d, double now);
   host_load& host(int h);
 
