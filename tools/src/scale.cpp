@@ -14,6 +14,7 @@
 #include "plot.hpp"
 
 #include <actortrain/actors/jobs/jobs.hpp>
+#include <actortrain/actors/net/sockets.hpp>
 #include <actortrain/actors/sim/cost_model.hpp>
 #include <actortrain/actors/sim/simulator.hpp>
 #include <actortrain/dataset/all.hpp>
@@ -30,9 +31,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,56 +175,35 @@ double process_cpu_seconds() {
 // kernel, halved per end), less a memcpy's per byte. Off loopback the data plane has no
 // shared memory, so every byte takes the kernel's way.
 double tcp_seconds_per_byte() {
-  struct fd {  // closed however this ends
-    int n = -1;
-    ~fd() {
-      if (n >= 0) ::close(n);
-    }
-  } lst, out, in;
-  auto fail = [](const char* what) {
-    throw std::runtime_error(fmt::format("--tcp: {}: {}", what, std::strerror(errno)));
-  };
-  lst.n = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (lst.n < 0 || ::bind(lst.n, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lst.n, 1) != 0 ||
-      ::getsockname(lst.n, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    fail("a loopback TCP socket");
-  out.n = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (out.n < 0 || ::connect(out.n, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) fail("a loopback TCP connection");
-  in.n = ::accept(lst.n, nullptr, nullptr);
-  if (in.n < 0) fail("accepting the loopback TCP connection");
+  // The library's socket helpers (EINTR, SIGPIPE and errors handled); the timeouts bound
+  // a connection that breaks.
+  auto lst = net::listen_on("127.0.0.1", 0);
+  auto out = net::connect_to("127.0.0.1", net::local_port(lst.get()), std::chrono::seconds(5));
+  auto in = net::accept_within(lst.get(), std::chrono::seconds(5));
+  net::set_send_timeout(out.get(), std::chrono::seconds(30));
+  net::set_receive_timeout(in.get(), std::chrono::seconds(30));
   constexpr size_t chunk = 1 << 20, chunks = 256;
   std::vector<char> src(chunk, 0x5a), dst(chunk);
   std::vector<double> v;
   for (int pass = 0; pass < 3; ++pass) {
     double c0 = process_cpu_seconds();
+    std::exception_ptr failed;
     std::thread writer([&] {
-      for (size_t i = 0; i < chunks; ++i)
-        for (size_t off = 0; off < chunk;) {
-          auto n = ::send(out.n, src.data() + off, chunk - off, MSG_NOSIGNAL);
-          if (n < 0 && errno == EINTR) continue;
-          if (n <= 0) {
-            ::shutdown(out.n, SHUT_RDWR);  // the reader sees the end, not a wait
-            return;
-          }
-          off += static_cast<size_t>(n);
-        }
-    });
-    size_t got = 0;
-    while (got < chunk * chunks) {
-      auto n = ::recv(in.n, dst.data(), chunk, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        ::shutdown(in.n, SHUT_RDWR);  // the writer sees the end, not a full buffer
-        break;
+      try {
+        for (size_t i = 0; i < chunks; ++i) net::write_exact(out.get(), src.data(), chunk);
+      } catch (...) {
+        failed = std::current_exception();
       }
-      got += static_cast<size_t>(n);
+    });
+    bool whole = true;
+    try {
+      for (size_t i = 0; i < chunks && whole; ++i) whole = net::read_exact(in.get(), dst.data(), chunk);
+    } catch (...) {
+      whole = false;
     }
     writer.join();
-    if (got < chunk * chunks) throw std::runtime_error("--tcp: the loopback TCP connection broke");
+    if (failed) std::rethrow_exception(failed);
+    if (!whole) throw std::runtime_error("--tcp: the loopback TCP connection broke");
     double tcp = (process_cpu_seconds() - c0) / static_cast<double>(chunk * chunks) / 2;
     auto t0 = clock_type::now();
     for (size_t i = 0; i < chunks; ++i) {

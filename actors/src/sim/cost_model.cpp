@@ -174,11 +174,6 @@ double cost_model::run(actor_state* actor, int h, double ready, double d, double
     // if that is more.
     const double busy = it->second.cores;
     const double rate = std::min(1.0, std::max(cores - busy, cores / (it->second.jobs + 1)));
-    if (rate <= 1e-12) {
-      if (until == std::numeric_limits<double>::infinity()) break;  // never: the last piece is free
-      cur = until;
-      continue;
-    }
     double end = cur + left / rate;
     if (end <= cur) break;  // what is left is too small to move the clock (rounding)
     bool done = end <= until;
