@@ -6,8 +6,8 @@
 #     its own by SLURM_PROCID): the same per-epoch history and step count as
 #     `actortrain launch` with the same seed;
 #  2. async, plain (the step is on this host alone: loopback, the data plane): the same
-#     step count as launch, and srun's median val_accuracy over 5 runs within 0.01 of the
-#     range of launch's 5;
+#     step count as launch, and srun's median training accuracy of the last epoch over 5
+#     runs within 0.01 of the range of launch's 5;
 #  3. a worker killed: Slurm restarts nothing and keeps the other tasks; the job ends
 #     with the other worker, every other task exits 0;
 #  4. a ps killed: the survivors wait request_ms for a replacement, then exit 138 (restart
@@ -31,7 +31,8 @@ baseline() {
 # srun's chief (rank 0) lines, without srun's "0: " label.
 chief_epochs() { grep -E '^0: epoch [0-9]+/' "$1" | sed -E 's/^0: //'; }
 steps_of() { grep -oE "^$2: chief:0 done: [0-9]+ steps" "$1" | awk '{print $4}'; }
-val_acc() { tail -1 | grep -oE 'val_accuracy [0-9.]+' | awk '{print $2}'; }
+# The last epoch's training accuracy (the mean over its 30,000 samples).
+train_acc() { tail -1 | grep -oE ' accuracy [0-9.]+' | awk '{print $2}'; }
 
 # 1. sync over TLS
 PB=$(free_port_block 5)
@@ -59,9 +60,13 @@ ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch-sync.out" |
 LAUNCH_OUT="$WORK/launch-sync.out" JOB_ARGS="${ARGS[*]}" same_job_as_launch "$WORK/sync" "$WORK"/ledger.sync.*.json
 echo "sync over TLS: the same history and $ls steps as launch"
 
-# 2. async, plain. Asynchrony makes each run's accuracy its own (launch alone spreads
-# by 0.02-0.03 across runs of one seed), so five runs of each, alternated: the same step
-# count every time, and srun's median val_accuracy within 0.01 of the range of launch's.
+# 2. async, plain. Asynchrony makes each run's accuracy its own, so five runs of each,
+# alternated: the same step count every time, and srun's median accuracy within 0.01 of
+# the range of launch's. The accuracy compared is the last epoch's training accuracy, a
+# mean over its 30,000 samples (0.839-0.849 in 18 runs of either, some beside a busy
+# core): val_accuracy is one moment's, on 7,500 images, and a late stale step moves it.
+# Under ctest beside the attack test it spread from 0.826 to 0.854 and failed this
+# check once in CI though both ran the same job.
 echo "{\"secret\": \"$SECRET\", \"timeouts\": {\"connect_ms\": 30000}}" >"$WORK/async.json"
 ASYNC=(--epochs 2 --limit 30000 --seed 3)
 accs_srun="" accs_launch=""
@@ -77,18 +82,18 @@ for round in 1 2 3 4 5; do
   rm -rf "$WORK/launch-async"
   ls=$(grep -oE "\[chief:0\] chief:0 done: [0-9]+ steps" "$WORK/launch-async.out" | awk '{print $4}')
   [ "$(steps_of "$WORK/async" 0)" = "$ls" ] || fail "srun applied $(steps_of "$WORK/async" 0) steps, launch $ls"
-  accs_srun="$accs_srun $(chief_epochs "$WORK/async" | val_acc)"
-  accs_launch="$accs_launch $(grep -F "[chief:0] epoch" "$WORK/launch-async.out" | sed -E 's/^\[chief:0\] //' | val_acc)"
+  accs_srun="$accs_srun $(chief_epochs "$WORK/async" | train_acc)"
+  accs_launch="$accs_launch $(grep -F "[chief:0] epoch" "$WORK/launch-async.out" | sed -E 's/^\[chief:0\] //' | train_acc)"
 done
-python3 - "$accs_srun" "$accs_launch" <<'PY' || fail "async val_accuracy: srun $accs_srun, launch $accs_launch"
+python3 - "$accs_srun" "$accs_launch" <<'PY' || fail "async accuracy: srun $accs_srun, launch $accs_launch"
 import statistics, sys
 s = [float(x) for x in sys.argv[1].split()]
 l = [float(x) for x in sys.argv[2].split()]
 m = statistics.median(s)
-print(f"async: srun median val_accuracy {m:.4f} (runs {s}), launch's runs {l}")
+print(f"async: srun median accuracy {m:.4f} (runs {s}), launch's runs {l}")
 sys.exit(0 if min(l) - 0.01 <= m <= max(l) + 0.01 else 1)
 PY
-echo "async: $ls steps as launch in each of 5 runs; val_accuracy srun$accs_srun, launch$accs_launch"
+echo "async: $ls steps as launch in each of 5 runs; accuracy srun$accs_srun, launch$accs_launch"
 
 # 3. a worker killed: the job goes on with the other one.
 LONG=(--epochs 4 --limit 30000 --seed 3)
