@@ -146,6 +146,34 @@ BOOST_AUTO_TEST_CASE(a_link_carries_its_bytes_one_message_after_the_other) {
   BOOST_TEST(m.deliver(data0, chief, push, 0.0) == 0.032, boost::test_tools::tolerance(1e-12));
 }
 
+BOOST_AUTO_TEST_CASE(on_a_limited_link_the_cpu_per_byte_overlaps_the_bytes_time_on_it) {
+  cost_params p;
+  p.bandwidth = 1e6;  // 1000 bytes take 1 ms
+  p.latency_seconds = 0.002;
+  p.byte_seconds = 0.5e-6;  // half the link's time at each end
+  p.cores = 8;
+  cost_model m{p};
+  message_cost push;
+  push.request_bytes = 10000;
+  // Written 0 to 5 ms while they leave (0 to 10 ms), arrived at 12 ms; read from 2 ms
+  // (their first 10 ms on the link ago) to 7 ms: handled at 12 ms, not 5 + 10 + 2 + 5.
+  BOOST_TEST(m.deliver(worker0, ps0, push, 0.0) == 0.012, boost::test_tools::tolerance(1e-12));
+  // CPU slower than the link: writing 10000 bytes takes 20 ms, so the last leaves at 20
+  // and arrives at 22 ms; the reader starts 10 ms before that (12), ends at 32 ms.
+  p.byte_seconds = 2e-6;
+  cost_model slow{p};
+  BOOST_TEST(slow.deliver(worker0, ps0, push, 0.0) == 0.032, boost::test_tools::tolerance(1e-12));
+  // A reply overlaps likewise: the request's 1000 bytes are written 0-2 ms (on the link
+  // 0-1), arrive at 4 ms, read 3-5 ms; the reply's 4000 written 5-13 (on the link 5-9),
+  // arrive at 15, read from 11 to 19 ms.
+  cost_model r{p};
+  message_cost pull;
+  pull.request_bytes = 1000;
+  pull.reply_bytes = 4000;
+  BOOST_TEST(r.deliver(worker1, ps1, pull, 0.0) == 0.005, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.reply_at() == 0.019, boost::test_tools::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(within_a_process_only_the_handling_costs) {
   cost_model m{simple(4)};
   message_cost batch;

@@ -202,9 +202,10 @@ double cost_model::run(actor_state* actor, int h, double ready, double d, double
   return cur;
 }
 
-double cost_model::link(task sender, task receiver, double t, double bytes, double now) {
-  if (p_.bandwidth <= 0) return t + p_.latency_seconds;
+double cost_model::link(task sender, task receiver, double start, double written, double bytes, double now) {
+  if (p_.bandwidth <= 0) return written + p_.latency_seconds;
   double d = bytes / p_.bandwidth;
+  double t = start;
   auto& from = links_[process_of(sender)];
   auto& to = links_[process_of(receiver)];
   from.out.prune(now);
@@ -216,10 +217,19 @@ double cost_model::link(task sender, task receiver, double t, double bytes, doub
     if (x == s) {
       from.out.reserve(s, d);
       to.in.reserve(s, d);
-      return s + d + p_.latency_seconds;
+      return std::max(s + d, written) + p_.latency_seconds;
     }
     t = x;
   }
+}
+
+double cost_model::receive(actor_state& b, int host, double arrived, double bytes, double work, double now) {
+  const double per_byte = bytes * p_.byte_seconds;
+  if (bytes <= 0 || p_.bandwidth <= 0) return run(&b, host, arrived, p_.message_seconds + per_byte + work, now);
+  // The bytes' own CPU from the moment the first of the link's share of them is in
+  // (their time on the link before the last arrived); the message's handling once all are.
+  const double read = run(&b, host, arrived - bytes / p_.bandwidth, per_byte, now);
+  return run(&b, host, std::max(read, arrived), p_.message_seconds + work, now);
 }
 
 double cost_model::deliver(task from, task to, const message_cost& m, double now) {
@@ -239,6 +249,7 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
   if (m.after_replies) t = std::max(t, a.replies);
   t = run(&a, ha, t, m.before_seconds, now);
   sent_at_ = t;
+  const double writing = t;  // its first bytes may leave from here on
   double send = remote ? p_.message_seconds + m.request_bytes * p_.byte_seconds : 0.0;
   t = run(&a, ha, t, send, now);
   ps_charge(from, send);
@@ -247,13 +258,12 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
   background(ha, t, bg, now);
   ps_charge(from, bg);
   // The way there.
-  if (remote) t = link(from, to, t, m.request_bytes, now);
+  if (remote) t = link(from, to, writing, t, m.request_bytes, now);
   background(hb, t, bg, now);
   ps_charge(to, bg);
   // The receiver handles it when it has arrived and the receiver is free.
-  double handle = p_.message_seconds + (remote ? m.request_bytes * p_.byte_seconds : 0.0) + m.work_seconds;
-  t = run(&b, hb, t, handle, now);
-  ps_charge(to, handle);
+  t = receive(b, hb, t, remote ? m.request_bytes : 0.0, m.work_seconds, now);
+  ps_charge(to, p_.message_seconds + (remote ? m.request_bytes * p_.byte_seconds : 0.0) + m.work_seconds);
   const double delivered = t;
   if (m.reply_bytes > 0) {
     // The reply the requester waits for: sent by the receiver, received by the sender.
@@ -263,11 +273,10 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
     const double rbg = remote ? p_.background_seconds + m.reply_bytes * p_.background_byte_seconds : 0.0;
     background(hb, r, rbg, now);
     ps_charge(to, rbg);
-    if (remote) r = link(to, from, r, m.reply_bytes, now);
+    if (remote) r = link(to, from, t, r, m.reply_bytes, now);
     background(ha, r, rbg, now);
     ps_charge(from, rbg);
-    double in = p_.message_seconds + (remote ? m.reply_bytes * p_.byte_seconds : 0.0);
-    r = run(&a, ha, r, in, now);
+    r = receive(a, ha, r, remote ? m.reply_bytes : 0.0, 0.0, now);
     a.replies = std::max(a.replies, r);
     reply_at_ = r;
   }
