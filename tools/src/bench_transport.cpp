@@ -31,6 +31,7 @@
 
 #include "bench.hpp"
 #include "flags.hpp"
+#include "netns.hpp"
 
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/net/data_plane.hpp>
@@ -112,50 +113,6 @@ struct transport_options {
   std::string serve_netns;  // internal, the ps side: enter this namespace first
   std::string serve_host;   // internal, the ps side: listen here
 };
-
-// --netns: two network namespaces joined by a veth pair (10.x.y.1 and .2/24), the ps
-// side in the first, the bench in the second, so every byte crosses real interfaces as
-// between two hosts. Made with the ip command (root), removed when the bench ends.
-class bench_netns {
- public:
-  bench_netns() {
-    auto tag = std::to_string(::getpid());
-    ps_ = "at-bench-" + tag + "-ps";
-    bench_ = "at-bench-" + tag + "-w";
-    auto net = fmt::format("10.{}.{}", 200 + ::getpid() % 50, (::getpid() / 50) % 250);
-    ps_ip_ = net + ".1";
-    bench_ip_ = net + ".2";
-    for (auto& cmd : {fmt::format("ip netns add {}", ps_), fmt::format("ip netns add {}", bench_),
-                      fmt::format("ip -n {} link add eth0 type veth peer name eth0 netns {}", ps_, bench_),
-                      fmt::format("ip -n {} addr add {}/24 dev eth0", ps_, ps_ip_),
-                      fmt::format("ip -n {} addr add {}/24 dev eth0", bench_, bench_ip_),
-                      fmt::format("ip -n {} link set eth0 up", ps_), fmt::format("ip -n {} link set eth0 up", bench_),
-                      fmt::format("ip -n {} link set lo up", ps_), fmt::format("ip -n {} link set lo up", bench_)})
-      if (std::system((cmd + " 2>/dev/null").c_str()) != 0) {
-        remove();
-        throw std::runtime_error(fmt::format("--netns: '{}' failed (it needs root and the ip command)", cmd));
-      }
-  }
-  ~bench_netns() { remove(); }
-  bench_netns(const bench_netns&) = delete;
-  bench_netns& operator=(const bench_netns&) = delete;
-  const std::string& ps() const { return ps_; }
-  const std::string& ps_ip() const { return ps_ip_; }
-  const std::string& bench() const { return bench_; }
-
- private:
-  void remove() {
-    std::system(fmt::format("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", ps_, bench_).c_str());
-  }
-  std::string ps_, bench_, ps_ip_, bench_ip_;
-};
-
-// Moves the calling thread (and the threads it starts later) into namespace `name`.
-void enter_netns(const std::string& name) {
-  net::unique_fd ns{::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC)};
-  if (!ns || ::setns(ns.get(), CLONE_NEWNET) != 0)
-    throw std::runtime_error(fmt::format("cannot enter network namespace {}: {}", name, std::strerror(errno)));
-}
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> out;
@@ -1080,13 +1037,17 @@ int measure(const char* argv0, transport_options o) {
   if (o.tls) certs.emplace();
   // --netns: this thread (and every thread the bench starts later) in one namespace,
   // the ps sides in the other.
-  std::optional<bench_netns> ns;
+  std::optional<netns_pair> ns;  // the ps side in server(), the bench in client()
   if (o.netns) {
-    ns.emplace();
-    enter_netns(ns->bench());
-    host = ns->ps_ip();
-    o.serve_netns = ns->ps();
-    o.serve_host = ns->ps_ip();
+    try {
+      ns.emplace("bench", false);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(fmt::format("--netns: {}", e.what()));
+    }
+    enter_netns(ns->client());
+    host = ns->server_ip();
+    o.serve_netns = ns->server();
+    o.serve_host = ns->server_ip();
     fmt::print("bench transport: across two network namespaces on a veth pair: the ps side at {}\n", host);
   }
   std::vector<paired_medians> plain;

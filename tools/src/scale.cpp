@@ -12,9 +12,9 @@
 #include "bench.hpp"
 #include "flags.hpp"
 #include "plot.hpp"
+#include "transport_costs.hpp"
 
 #include <actortrain/actors/jobs/jobs.hpp>
-#include <actortrain/actors/net/sockets.hpp>
 #include <actortrain/actors/sim/cost_model.hpp>
 #include <actortrain/actors/sim/simulator.hpp>
 #include <actortrain/dataset/all.hpp>
@@ -30,11 +30,8 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
-#include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -134,86 +131,6 @@ double step_profile(const data& d, int reps) {
     if (r >= 2) steps.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
   }
   return median(steps);
-}
-
-// TLS's CPU per byte at one end, measured here: AES-256-GCM (TLS 1.3's cipher between
-// ActorTrain's hosts) over 16 KiB records, the median of 5 passes over 32 MiB.
-double tls_seconds_per_byte() {
-  std::vector<unsigned char> in(16384, 0x5a), out(16384 + 32);
-  unsigned char key[32] = {1}, iv[12] = {2}, tag[16];
-  std::vector<double> v;
-  for (int pass = 0; pass < 5; ++pass) {
-    auto t0 = clock_type::now();
-    for (int r = 0; r < 2048; ++r) {
-      EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-      int n = 0;
-      iv[0] = static_cast<unsigned char>(r);
-      bool ok = ctx && EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, iv) == 1 &&
-                EVP_EncryptUpdate(ctx, out.data(), &n, in.data(), static_cast<int>(in.size())) == 1 &&
-                EVP_EncryptFinal_ex(ctx, out.data() + n, &n) == 1 &&
-                EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, tag) == 1;
-      EVP_CIPHER_CTX_free(ctx);
-      if (!ok) throw std::runtime_error("OpenSSL's AES-256-GCM failed");
-    }
-    v.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / (2048.0 * 16384.0));
-  }
-  return median(v);
-}
-
-namespace {
-
-double process_cpu_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-}  // namespace
-
-// The CPU per byte at each end that TCP costs beyond the shared memory's one copy: 256 MiB
-// from one thread to another over a loopback TCP connection (the process's CPU, user and
-// kernel, halved per end), less a memcpy's per byte. Off loopback the data plane has no
-// shared memory, so every byte takes the kernel's way.
-double tcp_seconds_per_byte() {
-  // The library's socket helpers (EINTR, SIGPIPE and errors handled); the timeouts bound
-  // a connection that breaks.
-  auto lst = net::listen_on("127.0.0.1", 0);
-  auto out = net::connect_to("127.0.0.1", net::local_port(lst.get()), std::chrono::seconds(5));
-  auto in = net::accept_within(lst.get(), std::chrono::seconds(5));
-  net::set_send_timeout(out.get(), std::chrono::seconds(30));
-  net::set_receive_timeout(in.get(), std::chrono::seconds(30));
-  constexpr size_t chunk = 1 << 20, chunks = 256;
-  std::vector<char> src(chunk, 0x5a), dst(chunk);
-  std::vector<double> v;
-  for (int pass = 0; pass < 3; ++pass) {
-    double c0 = process_cpu_seconds();
-    std::exception_ptr failed;
-    std::thread writer([&] {
-      try {
-        for (size_t i = 0; i < chunks; ++i) net::write_exact(out.get(), src.data(), chunk);
-      } catch (...) {
-        failed = std::current_exception();
-      }
-    });
-    bool whole = true;
-    try {
-      for (size_t i = 0; i < chunks && whole; ++i) whole = net::read_exact(in.get(), dst.data(), chunk);
-    } catch (...) {
-      whole = false;
-    }
-    writer.join();
-    if (failed) std::rethrow_exception(failed);
-    if (!whole) throw std::runtime_error("--tcp: the loopback TCP connection broke");
-    double tcp = (process_cpu_seconds() - c0) / static_cast<double>(chunk * chunks) / 2;
-    auto t0 = clock_type::now();
-    for (size_t i = 0; i < chunks; ++i) {
-      std::memcpy(dst.data(), src.data(), chunk);
-      src[i % chunk] = dst[(i * 7) % chunk];  // keep the copies
-    }
-    double copy = std::chrono::duration<double>(clock_type::now() - t0).count() / static_cast<double>(chunk * chunks);
-    v.push_back(std::max(0.0, tcp - copy));
-  }
-  return median(v);
 }
 
 // -- simulated and measured runs ------------------------------------------------------------------
@@ -335,6 +252,23 @@ std::vector<int> int_list(const std::string& flag, const std::string& text, int 
   return out;
 }
 
+// Link rates in Gbit/s, comma-separated, each 0 (unlimited) or above.
+std::vector<double> rate_list(const std::string& flag, const std::string& text) {
+  std::vector<double> out;
+  std::stringstream s(text);
+  std::string item;
+  while (std::getline(s, item, ',')) {
+    char* end = nullptr;
+    errno = 0;
+    double x = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || errno == ERANGE || !(x >= 0) || x > 1e6)
+      throw usage_error(fmt::format("--{}: '{}' is not a rate in Gbit/s from 0 (unlimited) to 1000000", flag, item));
+    out.push_back(x);
+  }
+  if (out.empty()) throw usage_error(fmt::format("--{}: empty list", flag));
+  return out;
+}
+
 double busiest(const sim_timing& t) {
   double b = 0;
   for (auto x : t.ps_load) b = std::max(b, x);
@@ -353,8 +287,9 @@ int scale_command(int argc, char** argv, int first) {
   std::string data_dir = ds::fashion_mnist_default_dir;
   int64_t steps_per_worker = 8;
   int rounds = 3, epochs = 3, reps = 200, cores = 0;
-  double bandwidth_gbit = 0, latency_us = 0;
-  bool tls = false, tcp = false, one_host = false;
+  std::string bandwidth_text;
+  double latency_us = 0;
+  bool tls = false, tcp = false, across_namespaces = false, one_host = false;
   uint64_t seed = 1;
   flags f{"actortrain scale predict|calibrate|validate",
           "The main job's (fashion_mnist, asynchronous, lookahead) scaling on simulated time: the fault simulator runs\n"
@@ -379,14 +314,18 @@ int scale_command(int argc, char** argv, int first) {
     .add("cores", cores, "predict: CPU cores per host (0: the model's, 2)", range<int>{0, 4096})
     .add("one-host", one_host,
          "predict: every process shares one host's cores, as on this machine (default: a host per process)")
-    .add("bandwidth", bandwidth_gbit, "predict: each process's link in Gbit/s, each way (0: unlimited; default: the model's)",
-         range<double>{0, 1e6})
+    .add("bandwidth", bandwidth_text,
+         "predict: each process's link in Gbit/s, each way (0: unlimited; default: the model's); a comma-separated "
+         "list gives a table per rate, with --tls and --tcp measured once for all")
     .add("tls", tls,
          "predict: every byte between processes also pays TLS's CPU at each end (AES-256-GCM, measured here), "
          "as between hosts")
     .add("tcp", tcp,
          "predict: every byte between processes also pays TCP's CPU at each end beyond the copy shared memory "
          "makes (measured here on a loopback connection), as between hosts, where there is no shared memory")
+    .add("netns", across_namespaces,
+         "predict: measure --tcp and --tls between two network namespaces on a bridge instead of on loopback, "
+         "as between tools/bench/netns_cluster's hosts: the veth hops and the bridge cost CPU too (root)")
     .add("latency-us", latency_us, "predict: one-way latency between processes in microseconds (default: the model's)",
          range<double>{0, 1e7})
     .add("rounds", rounds, "calibrate, validate: measured runs per configuration (median)", range<int>{1, 100})
@@ -403,13 +342,17 @@ int scale_command(int argc, char** argv, int first) {
   // Bad input first, before the data is read. calibrate and validate measure processes
   // on this machine's loopback, as the job runs: what only a prediction can vary is refused.
   if (mode != "predict")
-    for (const char* only : {"cores", "one-host", "bandwidth", "latency-us", "tls", "tcp", "partitioner", "workers", "ps", "out"})
+    for (const char* only :
+         {"cores", "one-host", "bandwidth", "latency-us", "tls", "tcp", "netns", "partitioner", "workers", "ps", "out"})
       if (f.given(only)) throw usage_error(fmt::format("--{} is for predict only (see --help)", only));
   if (mode != "calibrate" && f.given("measured")) throw usage_error("--measured is for calibrate only (see --help)");
+  if (across_namespaces && !tls && !tcp) throw usage_error("--netns says where --tcp and --tls are measured: give one");
   auto frozen = model_file.empty() ? frozen_model_path() : model_file;
   const auto frozen_params = read_model(frozen);
   const auto ws = int_list("workers", workers_text, 1, 4096);
   const auto pss = int_list("ps", ps_text, 1, 1024);
+  const auto rates = f.given("bandwidth") ? rate_list("bandwidth", bandwidth_text) : std::vector<double>{};
+  if (rates.size() > 1 && !out_dir.empty()) throw usage_error("--out plots one --bandwidth: give one rate");
   std::vector<int> given_figures;
   if (!measured_text.empty()) {
     given_figures = int_list("measured", measured_text, 1, 100000000);
@@ -419,7 +362,6 @@ int scale_command(int argc, char** argv, int first) {
   if (!partitioner.empty() && partitioner != "none") (void)md::make_partitioner(partitioner);
   auto d = load(data_dir);
   auto adjust = [&](cost_params p) {
-    if (f.given("bandwidth")) p.bandwidth = bandwidth_gbit * 1e9 / 8;
     if (f.given("latency-us")) p.latency_seconds = latency_us * 1e-6;
     if (cores > 0) p.cores = cores;
     p.one_host = mode != "predict" || one_host;
@@ -513,15 +455,9 @@ int scale_command(int argc, char** argv, int first) {
   }
 
   cost_params p = adjust(frozen_params);
-  double tls_cost = 0, tcp_cost = 0;
-  if (tls) {
-    tls_cost = tls_seconds_per_byte();
-    p.byte_seconds += tls_cost;
-  }
-  if (tcp) {
-    tcp_cost = tcp_seconds_per_byte();
-    p.byte_seconds += tcp_cost;
-  }
+  const auto costs = measure_transport_costs(tcp, tls, across_namespaces);
+  const double tls_cost = costs.tls, tcp_cost = costs.tcp;
+  p.byte_seconds += tls_cost + tcp_cost;
   if (mode == "validate") {
     // The machine's speed moves between runs by as much as the goal allows (16-19% in
     // an hour, docs/scaling.md). So the model is calibrated again in this run (the profile, and the fit on
@@ -577,28 +513,7 @@ int scale_command(int argc, char** argv, int first) {
     return all ? 0 : 1;
   }
 
-  // predict
-  std::printf("The main job predicted on simulated time (%s; %s, %d cores %s%s%s):\n", frozen.c_str(),
-              p.bandwidth > 0 ? fmt::format("links {:.3g} Gbit/s", p.bandwidth * 8 / 1e9).c_str() : "links unlimited",
-              p.cores, p.one_host ? "shared by every process" : "per process",
-              tls ? fmt::format("; TLS {:.3f} ns per byte", tls_cost * 1e9).c_str() : "",
-              tcp ? fmt::format("; TCP {:.3f} ns per byte", tcp_cost * 1e9).c_str() : "");
-  std::printf("%-8s %-4s %14s %10s %10s %10s %10s\n", "workers", "ps", "samples/s", "staleness", "busiest", "pull us",
-              "wall s");
-  std::string dat = "# workers ps samples_per_second mean_staleness busiest_shard_load\n";
-  for (int ps : pss) {
-    for (int w : ws) {
-      auto pr = predict(d, p, w, ps, partitioner, steps_for(w), seed);
-      if (!pr.error.empty()) throw std::runtime_error(fmt::format("the simulation of {} workers, {} ps failed:\n{}", w, ps, pr.error));
-      std::printf("%-8d %-4d %14.0f %10.2f %9.0f%% %10.0f %10.1f\n", w, ps, pr.timing.samples_per_second(),
-                  pr.timing.mean_staleness, busiest(pr.timing) * 100, pr.timing.pull_seconds * 1e6, pr.wall_seconds);
-      std::fflush(stdout);
-      dat += fmt::format("{} {} {:.6g} {:.6g} {:.6g}\n", w, ps, pr.timing.samples_per_second(), pr.timing.mean_staleness,
-                         busiest(pr.timing));
-    }
-    dat += "\n\n";  // a gnuplot index per ps count
-  }
-  if (!out_dir.empty()) {
+  auto plot = [&](const std::string& dat) {
     std::string script =
       "set multiplot layout 1,2 title 'fashion_mnist, predicted on simulated time'\n"
       "set logscale x 2\nset xlabel 'workers'\nset key left top\nset grid\n"
@@ -614,6 +529,34 @@ int scale_command(int argc, char** argv, int first) {
       "unset multiplot\n";
     auto png = render_figure(out_dir, "scaling", dat, script);
     std::printf("wrote %s\n", png.c_str());
+  };
+  // predict: a table per link rate (the transport's costs above measured once for all)
+  const double model_gbit = p.bandwidth * 8 / 1e9;
+  for (double gbit : rates.empty() ? std::vector<double>{model_gbit} : rates) {
+    p.bandwidth = gbit * 1e9 / 8;
+    std::printf("The main job predicted on simulated time (%s; %s, %d cores %s%s%s%s):\n", frozen.c_str(),
+                p.bandwidth > 0 ? fmt::format("links {:.3g} Gbit/s", gbit).c_str() : "links unlimited", p.cores,
+                p.one_host ? "shared by every process" : "per process",
+                tls ? fmt::format("; TLS {:.3f} ns per byte", tls_cost * 1e9).c_str() : "",
+                tcp ? fmt::format("; TCP {:.3f} ns per byte", tcp_cost * 1e9).c_str() : "",
+                across_namespaces ? ", measured across namespaces" : "");
+    std::printf("%-8s %-4s %14s %10s %10s %10s %10s\n", "workers", "ps", "samples/s", "staleness", "busiest", "pull us",
+                "wall s");
+    std::string dat = "# workers ps samples_per_second mean_staleness busiest_shard_load\n";
+    for (int ps : pss) {
+      for (int w : ws) {
+        auto pr = predict(d, p, w, ps, partitioner, steps_for(w), seed);
+        if (!pr.error.empty())
+          throw std::runtime_error(fmt::format("the simulation of {} workers, {} ps failed:\n{}", w, ps, pr.error));
+        std::printf("%-8d %-4d %14.0f %10.2f %9.0f%% %10.0f %10.1f\n", w, ps, pr.timing.samples_per_second(),
+                    pr.timing.mean_staleness, busiest(pr.timing) * 100, pr.timing.pull_seconds * 1e6, pr.wall_seconds);
+        std::fflush(stdout);
+        dat += fmt::format("{} {} {:.6g} {:.6g} {:.6g}\n", w, ps, pr.timing.samples_per_second(),
+                           pr.timing.mean_staleness, busiest(pr.timing));
+      }
+      dat += "\n\n";  // a gnuplot index per ps count
+    }
+    if (!out_dir.empty()) plot(dat);
   }
   return 0;
 }
