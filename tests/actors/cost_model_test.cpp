@@ -146,32 +146,45 @@ BOOST_AUTO_TEST_CASE(a_link_carries_its_bytes_one_message_after_the_other) {
   BOOST_TEST(m.deliver(data0, chief, push, 0.0) == 0.032, boost::test_tools::tolerance(1e-12));
 }
 
-BOOST_AUTO_TEST_CASE(on_a_limited_link_the_cpu_per_byte_overlaps_the_bytes_time_on_it) {
+BOOST_AUTO_TEST_CASE(streamed_bytes_overlap_their_cpu_at_both_ends_and_their_time_on_the_link) {
   cost_params p;
   p.bandwidth = 1e6;  // 1000 bytes take 1 ms
   p.latency_seconds = 0.002;
   p.byte_seconds = 0.5e-6;  // half the link's time at each end
   p.cores = 8;
-  cost_model m{p};
   message_cost push;
   push.request_bytes = 10000;
-  // Written 0 to 5 ms while they leave (0 to 10 ms), arrived at 12 ms; read from 2 ms
-  // (their first 10 ms on the link ago) to 7 ms: handled at 12 ms, not 5 + 10 + 2 + 5.
+  // Through shared memory (the calibration's way): written 0-5 ms, on the link 5-15,
+  // arrived at 17, read 17-22.
+  cost_model whole{p};
+  BOOST_TEST(whole.deliver(worker0, ps0, push, 0.0) == 0.022, boost::test_tools::tolerance(1e-12));
+  // Streamed: written 0 to 5 ms while they leave (0 to 10 ms); the first arrives at 2,
+  // the last at 12; read from 2 to 7: handled at 12.
+  p.streamed = true;
+  cost_model m{p};
   BOOST_TEST(m.deliver(worker0, ps0, push, 0.0) == 0.012, boost::test_tools::tolerance(1e-12));
-  // CPU slower than the link: writing 10000 bytes takes 20 ms, so the last leaves at 20
-  // and arrives at 22 ms; the reader starts 10 ms before that (12), ends at 32 ms.
+  // CPU slower than the link: writing takes 20 ms, so the last byte leaves at 20 and
+  // arrives at 22; the reader keeps pace from 2: handled at 22.
   p.byte_seconds = 2e-6;
   cost_model slow{p};
-  BOOST_TEST(slow.deliver(worker0, ps0, push, 0.0) == 0.032, boost::test_tools::tolerance(1e-12));
-  // A reply overlaps likewise: the request's 1000 bytes are written 0-2 ms (on the link
-  // 0-1), arrive at 4 ms, read 3-5 ms; the reply's 4000 written 5-13 (on the link 5-9),
-  // arrive at 15, read from 11 to 19 ms.
+  BOOST_TEST(slow.deliver(worker0, ps0, push, 0.0) == 0.022, boost::test_tools::tolerance(1e-12));
+  // A reply streams likewise: the request's 1000 bytes are written 0-2 ms (on the link
+  // 0-1), arrive 2 to 4, read 2-4; the reply's 4000 written 4-12 (on the link 4-8),
+  // arrive 6 to 14, read 6-14.
   cost_model r{p};
   message_cost pull;
   pull.request_bytes = 1000;
   pull.reply_bytes = 4000;
-  BOOST_TEST(r.deliver(worker1, ps1, pull, 0.0) == 0.005, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(r.reply_at() == 0.019, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.deliver(worker1, ps1, pull, 0.0) == 0.004, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.reply_at() == 0.014, boost::test_tools::tolerance(1e-12));
+  // No link limit is the limit of a fast link, never slower than a limited one: written
+  // 0-20, arriving 2-22, read along: 22 again (the CPU is the bottleneck here).
+  p.bandwidth = 0;
+  cost_model unlimited{p};
+  BOOST_TEST(unlimited.deliver(worker0, ps0, push, 0.0) == 0.022, boost::test_tools::tolerance(1e-12));
+  p.byte_seconds = 0.5e-6;
+  cost_model quick{p};
+  BOOST_TEST(quick.deliver(worker0, ps0, push, 0.0) == 0.007, boost::test_tools::tolerance(1e-12));
 }
 
 BOOST_AUTO_TEST_CASE(within_a_process_only_the_handling_costs) {
@@ -210,16 +223,19 @@ BOOST_AUTO_TEST_CASE(background_cpu_is_charged_per_message_and_per_byte_and_hold
 
 BOOST_AUTO_TEST_CASE(parameters_read_from_json_and_refused_by_name) {
   auto p = cost_params::parse(
-    R"({"step_seconds": 0.001, "background_byte_seconds": 2e-10, "cores": 4, "one_host": false, "comment": "x"})",
+    R"({"step_seconds": 0.001, "background_byte_seconds": 2e-10, "cores": 4, "one_host": false, "streamed": true,
+        "comment": "x"})",
     "m.json");
   BOOST_TEST(p.step_seconds == 0.001);
   BOOST_TEST(p.background_byte_seconds == 2e-10);
   BOOST_TEST(p.cores == 4);
   BOOST_TEST(!p.one_host);
+  BOOST_TEST(p.streamed);
   auto back = cost_params::parse(p.to_json(), "again");
   BOOST_TEST(back.step_seconds == p.step_seconds);
   BOOST_TEST(back.background_byte_seconds == p.background_byte_seconds);
   BOOST_TEST(back.cores == 4);
+  BOOST_TEST(back.streamed);
   auto refused = [](const std::string& text, const std::string& words) {
     try {
       (void)cost_params::parse(text, "m.json");
@@ -237,6 +253,7 @@ BOOST_AUTO_TEST_CASE(parameters_read_from_json_and_refused_by_name) {
   refused(R"({"cores": 0})", "cores");
   refused(R"({"cores": 2.5})", "cores");
   refused(R"({"one_host": 1})", "one_host");
+  refused(R"({"streamed": "yes"})", "streamed");
   refused(R"([1])", "not a JSON object");
   refused(R"({"step_seconds": )", "not JSON");
 }

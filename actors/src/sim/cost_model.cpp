@@ -61,12 +61,17 @@ cost_params cost_params::parse(const std::string& text, const std::string& where
       if (!v.is_boolean()) throw std::invalid_argument(fmt::format("{}: one_host: {} is not true or false", where, v.dump()));
       p.one_host = v.get<bool>();
     }
+    if (key == "streamed") {
+      known = true;
+      if (!v.is_boolean()) throw std::invalid_argument(fmt::format("{}: streamed: {} is not true or false", where, v.dump()));
+      p.streamed = v.get<bool>();
+    }
     if (key == "comment") known = v.is_string();  // provenance, for people
     if (!known) {
       std::string names;
       for (auto& f : fields) names += std::string(f.name) + ", ";
       throw std::invalid_argument(
-        fmt::format("{}: unknown key '{}' ({}cores, one_host, comment)", where, key, names));
+        fmt::format("{}: unknown key '{}' ({}cores, one_host, streamed, comment)", where, key, names));
     }
   }
   return p;
@@ -77,6 +82,7 @@ std::string cost_params::to_json() const {
   for (auto& f : fields) j[f.name] = this->*f.value;
   j["cores"] = cores;
   j["one_host"] = one_host;
+  j["streamed"] = streamed;
   return j.dump(2);
 }
 
@@ -202,34 +208,36 @@ double cost_model::run(actor_state* actor, int h, double ready, double d, double
   return cur;
 }
 
-double cost_model::link(task sender, task receiver, double start, double written, double bytes, double now) {
-  if (p_.bandwidth <= 0) return written + p_.latency_seconds;
+std::pair<double, double> cost_model::link(task sender, task receiver, double start, double written, double bytes,
+                                           double now) {
+  if (!p_.streamed) start = written;  // the whole message is in memory before it goes
+  if (p_.bandwidth <= 0) return {start + p_.latency_seconds, written + p_.latency_seconds};
   double d = bytes / p_.bandwidth;
-  double t = start;
   auto& from = links_[process_of(sender)];
   auto& to = links_[process_of(receiver)];
   from.out.prune(now);
   to.in.prune(now);
   // The bytes leave on the sender's link and enter on the receiver's at once.
-  for (;;) {
+  for (double t = start;;) {
     double s = from.out.earliest(t, d);
     double x = to.in.earliest(s, d);
     if (x == s) {
       from.out.reserve(s, d);
       to.in.reserve(s, d);
-      return std::max(s + d, written) + p_.latency_seconds;
+      return {s + p_.latency_seconds, std::max(s + d, written) + p_.latency_seconds};
     }
     t = x;
   }
 }
 
-double cost_model::receive(actor_state& b, int host, double arrived, double bytes, double work, double now) {
+double cost_model::receive(actor_state& b, int host, std::pair<double, double> arrives, double bytes, double work,
+                           double now) {
   const double per_byte = bytes * p_.byte_seconds;
-  if (bytes <= 0 || p_.bandwidth <= 0) return run(&b, host, arrived, p_.message_seconds + per_byte + work, now);
-  // The bytes' own CPU from the moment the first of the link's share of them is in
-  // (their time on the link before the last arrived); the message's handling once all are.
-  const double read = run(&b, host, arrived - bytes / p_.bandwidth, per_byte, now);
-  return run(&b, host, std::max(read, arrived), p_.message_seconds + work, now);
+  if (bytes <= 0 || !p_.streamed) return run(&b, host, arrives.second, p_.message_seconds + per_byte + work, now);
+  // The bytes' own CPU from the moment the first is in, and the message's handling once
+  // the last is.
+  const double read = run(&b, host, std::max(now, arrives.first), per_byte, now);
+  return run(&b, host, std::max(read, arrives.second), p_.message_seconds + work, now);
 }
 
 double cost_model::deliver(task from, task to, const message_cost& m, double now) {
@@ -258,11 +266,11 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
   background(ha, t, bg, now);
   ps_charge(from, bg);
   // The way there.
-  if (remote) t = link(from, to, writing, t, m.request_bytes, now);
-  background(hb, t, bg, now);
+  const auto arrives = remote ? link(from, to, writing, t, m.request_bytes, now) : std::make_pair(t, t);
+  background(hb, arrives.second, bg, now);
   ps_charge(to, bg);
   // The receiver handles it when it has arrived and the receiver is free.
-  t = receive(b, hb, t, remote ? m.request_bytes : 0.0, m.work_seconds, now);
+  t = receive(b, hb, arrives, remote ? m.request_bytes : 0.0, m.work_seconds, now);
   ps_charge(to, p_.message_seconds + (remote ? m.request_bytes * p_.byte_seconds : 0.0) + m.work_seconds);
   const double delivered = t;
   if (m.reply_bytes > 0) {
@@ -273,10 +281,10 @@ double cost_model::deliver(task from, task to, const message_cost& m, double now
     const double rbg = remote ? p_.background_seconds + m.reply_bytes * p_.background_byte_seconds : 0.0;
     background(hb, r, rbg, now);
     ps_charge(to, rbg);
-    if (remote) r = link(to, from, t, r, m.reply_bytes, now);
-    background(ha, r, rbg, now);
+    const auto back = remote ? link(to, from, t, r, m.reply_bytes, now) : std::make_pair(r, r);
+    background(ha, back.second, rbg, now);
     ps_charge(from, rbg);
-    r = receive(a, ha, r, remote ? m.reply_bytes : 0.0, 0.0, now);
+    r = receive(a, ha, back, remote ? m.reply_bytes : 0.0, 0.0, now);
     a.replies = std::max(a.replies, r);
     reply_at_ = r;
   }

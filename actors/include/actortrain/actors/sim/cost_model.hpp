@@ -28,11 +28,13 @@
 //     background_byte_seconds` more at each end that takes a share of the cores but
 //     holds nothing up (I/O threads' copies, wake-ups), `latency_seconds` one way, and with
 //     `bandwidth` > 0 the bytes queue on the sender's outgoing and the receiver's
-//     incoming link (as `tc tbf` on both directions of each veth does). On such a link
-//     the CPU per byte at each end overlaps the bytes' time on the link, as the data
-//     plane writes and reads a stream record by record: they leave as the sender
-//     starts writing them (the last not before it wrote it), and the receiver reads
-//     them from the moment their time on the link began to reach it. Within a
+//     incoming link (as `tc tbf` on both directions of each veth does). With
+//     `streamed` (between hosts: no shared memory, the data plane writes and reads a
+//     TCP stream record by record) a message's bytes leave as the sender writes them
+//     (the last not before it wrote it) and the receiver reads them as they come: the
+//     CPU per byte at each end and the time on the link overlap. Otherwise (shared
+//     memory, as the calibration on one host's loopback) the message is written
+//     whole, then carried, then read. Within a
 //     process (a worker and its own dataset replica, the chief's coordinator) only
 //     `message_seconds` at the receiver. Links belong to processes.
 //   - The replies that carry data (a pull's values, a batch) are timed when their
@@ -47,6 +49,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace actortrain {
@@ -67,6 +70,9 @@ struct cost_params {
   double bandwidth = 0;                ///< bytes/s of each process's link, each way; 0: unlimited
   int cores = 2;                       ///< per host
   bool one_host = true;                ///< every process on one host (else one host each)
+  /// Bytes between processes stream over a socket (between hosts) instead of going
+  /// through shared memory: their CPU at each end and their time on the link overlap.
+  bool streamed = false;
 
   /// {"step_seconds": ..., ...} with every field above; keys not given keep the
   /// defaults. Throws std::invalid_argument naming `where` and the key for unknown keys,
@@ -160,13 +166,13 @@ class cost_model {
   // `repay`: then what work of no actor owes on `host` (a piece of no actor that is
   // slowed has no next work of its own to do it in).
   double run(actor_state* actor, int host, double ready, double d, double now, bool repay = true);
-  // The bytes of a message between two processes on their links: they may leave from
-  // `start` on (as the sender writes them), the last not before `written`; returns when
-  // the last has arrived.
-  double link(task from, task to, double start, double written, double bytes, double now);
-  // The receiver's CPU for a message of `bytes` (0: within a process) whose last byte
-  // arrived at `arrived`, then `work`; returns when its handler is done.
-  double receive(actor_state& b, int host, double arrived, double bytes, double work, double now);
+  // The bytes of a message between two processes on their links, written by the sender
+  // from `start` to `written`: when the first and the last arrive (streamed, they leave
+  // as they are written; otherwise all at `written`).
+  std::pair<double, double> link(task from, task to, double start, double written, double bytes, double now);
+  // The receiver's CPU for a message of `bytes` (0: within a process) arriving over
+  // `arrives` (first and last byte), then `work`; returns when its handler is done.
+  double receive(actor_state& b, int host, std::pair<double, double> arrives, double bytes, double work, double now);
   // Work of no actor on `host`: d seconds of CPU at a share of its cores, at or after `ready`.
   void background(int host, double ready, double d, double now);
   host_load& host(int h);
