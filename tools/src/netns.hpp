@@ -2,8 +2,7 @@
 // Two network namespaces as two hosts, for the measurements that must cross real
 // interfaces (`actortrain bench transport --netns`, `actortrain scale predict --netns`).
 // Made with the ip command (root), removed when the object goes. Addresses 10.x.y.1 and
-// .2/24, x and y from the process id (tests/cluster/netns.sh draws its own at random in
-// 10.200-249, so a clash needs both draws to meet).
+// .2/24, x and y from the process id; they exist only inside the pair's own namespaces.
 
 #include <string>
 

@@ -318,11 +318,12 @@ int scale_command(int argc, char** argv, int first) {
          "predict: each process's link in Gbit/s, each way (0: unlimited; default: the model's); a comma-separated "
          "list gives a table per rate, with --tls and --tcp measured once for all")
     .add("tls", tls,
-         "predict: every byte between processes also pays TLS's CPU at each end (AES-256-GCM, measured here), "
-         "as between hosts")
+         "predict: every byte between processes also pays TLS's CPU at each end, as between hosts (a TLS 1.3 "
+         "session's beyond plain TCP's, measured here)")
     .add("tcp", tcp,
-         "predict: every byte between processes also pays TCP's CPU at each end beyond the copy shared memory "
-         "makes (measured here on a loopback connection), as between hosts, where there is no shared memory")
+         "predict: between hosts, where there is no shared memory: every byte between processes also pays TCP's "
+         "CPU at each end beyond the copy shared memory makes (measured here, on loopback or with --netns), and "
+         "a message streams (its CPU at both ends overlaps its time on the link)")
     .add("netns", across_namespaces,
          "predict: measure --tcp and --tls between two network namespaces on a bridge instead of on loopback, "
          "as between tools/bench/netns_cluster's hosts: the veth hops and the bridge cost CPU too (root)")
@@ -347,6 +348,7 @@ int scale_command(int argc, char** argv, int first) {
       if (f.given(only)) throw usage_error(fmt::format("--{} is for predict only (see --help)", only));
   if (mode != "calibrate" && f.given("measured")) throw usage_error("--measured is for calibrate only (see --help)");
   if (across_namespaces && !tls && !tcp) throw usage_error("--netns says where --tcp and --tls are measured: give one");
+  if (across_namespaces && ::geteuid() != 0) throw usage_error("--netns makes network namespaces: it needs root");
   auto frozen = model_file.empty() ? frozen_model_path() : model_file;
   const auto frozen_params = read_model(frozen);
   const auto ws = int_list("workers", workers_text, 1, 4096);
@@ -458,6 +460,7 @@ int scale_command(int argc, char** argv, int first) {
   const auto costs = measure_transport_costs(tcp, tls, across_namespaces);
   const double tls_cost = costs.tls, tcp_cost = costs.tcp;
   p.byte_seconds += tls_cost + tcp_cost;
+  p.streamed = tcp;
   if (mode == "validate") {
     // The machine's speed moves between runs by as much as the goal allows (16-19% in
     // an hour, docs/scaling.md). So the model is calibrated again in this run (the profile, and the fit on
@@ -531,9 +534,9 @@ int scale_command(int argc, char** argv, int first) {
     std::printf("wrote %s\n", png.c_str());
   };
   // predict: a table per link rate (the transport's costs above measured once for all)
-  const double model_gbit = p.bandwidth * 8 / 1e9;
-  for (double gbit : rates.empty() ? std::vector<double>{model_gbit} : rates) {
-    p.bandwidth = gbit * 1e9 / 8;
+  const double model_rate = p.bandwidth;
+  for (double gbit : rates.empty() ? std::vector<double>{model_rate * 8 / 1e9} : rates) {
+    p.bandwidth = rates.empty() ? model_rate : gbit * 1e9 / 8;
     std::printf("The main job predicted on simulated time (%s; %s, %d cores %s%s%s%s):\n", frozen.c_str(),
                 p.bandwidth > 0 ? fmt::format("links {:.3g} Gbit/s", gbit).c_str() : "links unlimited", p.cores,
                 p.one_host ? "shared by every process" : "per process",
