@@ -28,7 +28,7 @@ struct transport_costs {
 /// finds whole records waiting, as it does in a cluster whose cores are all busy, and
 /// the figures held within 10% (TLS 0.53-0.58, TCP 0.15-0.17 ns across namespaces). The
 /// CPU a cluster of 2 ps and 2 workers burnt across namespaces beyond loopback, counted
-/// in /proc/stat, was 0.8 ns per byte at each end: 0.67-0.74 measured this way, 1.3-2.0
+/// in /proc/stat, was 0.8 ns per byte at each end: 0.67-0.74 measured this way, 1.0-2.0
 /// on two cores (docs/scaling.md).
 ///
 /// Throws std::runtime_error when a connection breaks or a namespace cannot be made.
