@@ -129,6 +129,18 @@ double cost_model::calendar::free_from(double t) const {
   return prev->second > t ? prev->second : t;
 }
 
+void cost_model::calendar::extend(double start, double end) {
+  auto i = busy.upper_bound(start);
+  if (i != busy.begin()) {
+    auto prev = std::prev(i);
+    if (prev->second == start) {
+      prev->second = end;
+      return;
+    }
+  }
+  busy.emplace_hint(i, start, end);
+}
+
 double cost_model::calendar::next_busy(double t) const {
   auto i = busy.upper_bound(t);
   return i == busy.end() ? std::numeric_limits<double>::infinity() : i->first;
@@ -194,7 +206,7 @@ double cost_model::run(actor_state* actor, int h, double ready, double d, double
     here.cores += rate;
     ++here.jobs;
     here.who.emplace_back(actor, rate);
-    if (actor) actor->cal.busy.emplace(cur, end);
+    if (actor) actor->cal.extend(cur, end);
     left = done ? 0 : left - rate * (end - cur);
     cur = end;
   }

@@ -126,6 +126,10 @@ class cost_model {
     // The first gap of length d at or after t.
     double earliest(double t, double d) const;
     void reserve(double start, double d) { busy.emplace(start, start + d); }
+    // Marks [start, end) busy, joined to an interval that ends at `start` exactly (an
+    // actor's work runs in pieces, one per change of its host's load): the next free
+    // moment is then one lookup away, not one per piece.
+    void extend(double start, double end);
     void prune(double now);
     // Whether t falls in a busy interval, and where that ends (t when free).
     double free_from(double t) const;
