@@ -86,16 +86,16 @@ bool shard_store::seen_before(const push_request& req) {
     applied_steps_.clear();
   }
   if (watermark_.size() < req.watermark.size()) watermark_.resize(req.watermark.size(), 0);
-  bool raised = false;
+  // Forgets the ids a raised watermark now covers: one range of the ordered set per
+  // pipeline raised (a walk over every id remembered cost each push time in proportion
+  // to the workers: 40% of a 128-worker simulation). Only ids of this run are held.
   for (size_t p = 0; p < req.watermark.size(); ++p)
     if (req.watermark[p] > watermark_[p]) {
       watermark_[p] = req.watermark[p];
-      raised = true;
+      const auto pipeline = static_cast<uint32_t>(p);
+      applied_steps_.erase(applied_steps_.lower_bound(step_id{run_, pipeline, 0}),
+                           applied_steps_.lower_bound(step_id{run_, pipeline, watermark_[p]}));
     }
-  if (raised)
-    for (auto i = applied_steps_.begin(); i != applied_steps_.end();)
-      i = i->pipeline < watermark_.size() && i->position < watermark_[i->pipeline] ? applied_steps_.erase(i)
-                                                                                      : std::next(i);
   auto known = [this](const step_id& s) {
     return (s.pipeline < watermark_.size() && s.position < watermark_[s.pipeline]) || applied_steps_.count(s) > 0;
   };
