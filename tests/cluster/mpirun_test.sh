@@ -57,7 +57,9 @@ LAUNCH_OUT="$WORK/launch.out" JOB_ARGS="$ARGS" same_job_as_launch "$WORK/sync.al
 echo "sync over TLS: the same history and $ls steps as launch"
 
 # 2. a rank killed: mpirun aborts the others; --resume completes from the checkpoint.
-LONG="--epochs 4 --limit 30000 --seed 3"
+# Long enough that the kill below lands mid-job (at 4 epochs the same check under srun
+# once came after the job had ended).
+LONG="--epochs 10 --limit 30000 --seed 3"
 cat >"$WORK/ck.json" <<JSON
 {"secret": "$SECRET", "checkpoint": {"dir": "$WORK/ck", "shared": true, "every_steps": 20},
  "timeouts": {"request_ms": 3000, "connect_ms": 20000}}
@@ -85,7 +87,7 @@ for victim_rank in 3 1; do  # worker:0, then ps:0
   rc=$?
   show "resume$victim_rank"
   [ $rc -eq 0 ] || fail "mpirun --resume exited with $rc"
-  grep -q "^epoch 4/4:" "$WORK/resume$victim_rank.0" || fail "the resumed job did not reach epoch 4"
+  grep -q "^epoch 10/10:" "$WORK/resume$victim_rank.0" || fail "the resumed job did not reach epoch 10"
   grep -qE "resum" "$WORK/resume$victim_rank.0" || fail "the chief did not say it resumed"
   echo "rank $victim_rank killed: mpirun ended every rank within $took s; mpirun --resume completed the job"
   rm -rf "$WORK/ck"
