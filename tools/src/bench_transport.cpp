@@ -32,6 +32,7 @@
 #include "bench.hpp"
 #include "flags.hpp"
 #include "netns.hpp"
+#include "openssl_handles.hpp"
 
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/net/data_plane.hpp>
@@ -180,25 +181,6 @@ uint64_t max_message(const transport_options& o) {
 // to report, not a SIGPIPE that kills the process. Only the TLS paths call this.
 void ignore_sigpipe() { net::ignore_sigpipe(); }
 
-std::string ssl_errors() {
-  std::string out;
-  char buf[256];
-  for (unsigned long e; (e = ::ERR_get_error()) != 0;) {
-    ::ERR_error_string_n(e, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "no OpenSSL error recorded" : out;
-}
-
-struct ssl_ctx_free {
-  void operator()(SSL_CTX* c) const { ::SSL_CTX_free(c); }
-};
-struct ssl_free {
-  void operator()(SSL* s) const { ::SSL_free(s); }
-};
-using ssl_ctx_ptr = std::unique_ptr<SSL_CTX, ssl_ctx_free>;
-
 // Mutual authentication as a TLS cluster does it: certificate + key + CA, the peer must
 // present a certificate chained to the CA (no host name check).
 ssl_ctx_ptr make_ssl_ctx(bool server, const tls_files& f) {
@@ -283,7 +265,7 @@ class tls_stream {
   }
 
   unique_fd fd_;
-  std::unique_ptr<SSL, ssl_free> ssl_;
+  ssl_ptr ssl_;
 };
 
 // A temporary directory with a CA and one node certificate, made with the openssl

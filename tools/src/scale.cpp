@@ -25,7 +25,6 @@
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>

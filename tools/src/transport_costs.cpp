@@ -2,12 +2,11 @@
 
 #include "bench.hpp"
 #include "netns.hpp"
+#include "openssl_handles.hpp"
 
 #include <actortrain/actors/net/sockets.hpp>
 
-#include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <algorithm>
@@ -40,29 +39,10 @@ double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-std::string ssl_errors() {
-  std::string out;
-  for (unsigned long e; (e = ::ERR_get_error()) != 0;) {
-    char buf[256];
-    ::ERR_error_string_n(e, buf, sizeof buf);
-    out += out.empty() ? buf : std::string("; ") + buf;
-  }
-  return out.empty() ? "no reason given" : out;
-}
-
-struct ctx_free {
-  void operator()(SSL_CTX* c) const { ::SSL_CTX_free(c); }
-};
-struct ssl_free {
-  void operator()(SSL* s) const { ::SSL_free(s); }
-};
-using ctx_ptr = std::unique_ptr<SSL_CTX, ctx_free>;
-using ssl_ptr = std::unique_ptr<SSL, ssl_free>;
-
 // A server context with a throwaway self-signed P-256 certificate made in memory, and a
 // client context that does not check it: the measurement is of the record layer, and
 // the handshake's CPU (about a millisecond) is noise beside 128 MiB.
-std::pair<ctx_ptr, ctx_ptr> tls_contexts() {
+std::pair<ssl_ctx_ptr, ssl_ctx_ptr> tls_contexts() {
   std::unique_ptr<EVP_PKEY, decltype(&::EVP_PKEY_free)> key{::EVP_EC_gen("P-256"), &::EVP_PKEY_free};
   std::unique_ptr<X509, decltype(&::X509_free)> cert{::X509_new(), &::X509_free};
   if (!key || !cert) throw std::runtime_error("--tls: cannot make a key: " + ssl_errors());
@@ -75,7 +55,7 @@ std::pair<ctx_ptr, ctx_ptr> tls_contexts() {
   ::X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("scale"), -1, -1, 0);
   ::X509_set_issuer_name(x, name);
   if (::X509_sign(x, key.get(), ::EVP_sha256()) <= 0) throw std::runtime_error("--tls: cannot sign: " + ssl_errors());
-  ctx_ptr server{::SSL_CTX_new(::TLS_server_method())}, client{::SSL_CTX_new(::TLS_client_method())};
+  ssl_ctx_ptr server{::SSL_CTX_new(::TLS_server_method())}, client{::SSL_CTX_new(::TLS_client_method())};
   if (!server || !client || ::SSL_CTX_use_certificate(server.get(), x) != 1 ||
       ::SSL_CTX_use_PrivateKey(server.get(), key.get()) != 1)
     throw std::runtime_error("--tls: cannot make a TLS context: " + ssl_errors());
@@ -100,7 +80,7 @@ void pin_to(int cpu) {
 
 // One pass: process CPU seconds per byte at each end of 128 MiB from one thread to
 // another over TCP (inside TLS when `tls` is given), both threads on one core.
-double stream_once(const netns_pair* ns, const std::pair<ctx_ptr, ctx_ptr>* tls) {
+double stream_once(const netns_pair* ns, const std::pair<ssl_ctx_ptr, ssl_ctx_ptr>* tls) {
   const int cpu = ::sched_getcpu();
   std::promise<uint16_t> port_promise;
   auto port = port_promise.get_future();
@@ -210,7 +190,7 @@ transport_costs measure_transport_costs(bool tcp, bool tls, bool across_namespac
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(std::string("--netns: ") + e.what());
     }
-  std::optional<std::pair<ctx_ptr, ctx_ptr>> contexts;
+  std::optional<std::pair<ssl_ctx_ptr, ssl_ctx_ptr>> contexts;
   if (tls) contexts = tls_contexts();
   // Passes alternated, so that the machine's drift falls on each alike.
   std::vector<double> plain, secured, copy;
