@@ -18,6 +18,7 @@ namespace {
 
 constexpr double max_horizon = 8;
 constexpr size_t kept_versions = 16;  // dc_asgd: documented in compensation.hpp
+constexpr size_t max_view_buffers = 4;  // lookahead: views kept for reuse
 
 // The number between "name(" and ")", in [lo, hi].
 double argument(const std::string& text, const std::string& name, double lo, double hi, const char* example) {
@@ -103,8 +104,9 @@ const float* compensator::before(const model::matrix& w, uint64_t version, uint6
 
 void compensator::after(const model::matrix& w, uint64_t version) {
   if (how_.mode() == kind::lookahead) {
-    delta_ = w - before_;
-    have_delta_ = true;
+    // before_ now holds the previous version: the last update is w - before_, taken by
+    // view() in the same pass that extrapolates (one pass over the values, not two).
+    have_delta_ = before_.rows() == w.rows() && before_.cols() == w.cols();
   } else if (how_.mode() == kind::dc_asgd) {
     if (kept_.size() < kept_versions) {
       kept_.emplace_back(version, w);
@@ -127,8 +129,20 @@ std::shared_ptr<const model::matrix> compensator::view(const std::shared_ptr<mod
   const double k = horizon();
   if (!have_delta_ || k == 0) return w;
   if (view_ && view_version_ == version) return view_;
-  if (!view_ || view_.use_count() > 1) view_ = std::make_shared<model::matrix>(w->rows(), w->cols());
-  view_->array() = w->array() + static_cast<float>(k) * delta_.array();
+  // A buffer no reply holds any more (embedded workers hold theirs while they compute),
+  // else a new one: views are as big as the partition, and allocating one per version
+  // costs page faults on every step.
+  view_.reset();
+  for (auto& b : view_buffers_)
+    if (b.use_count() == 1 && b->rows() == w->rows() && b->cols() == w->cols()) {
+      view_ = b;
+      break;
+    }
+  if (!view_) {
+    view_ = std::make_shared<model::matrix>(w->rows(), w->cols());
+    if (view_buffers_.size() < max_view_buffers) view_buffers_.push_back(view_);
+  }
+  view_->array() = w->array() + static_cast<float>(k) * (w->array() - before_.array());
   view_version_ = version;
   return view_;
 }
@@ -136,6 +150,7 @@ std::shared_ptr<const model::matrix> compensator::view(const std::shared_ptr<mod
 void compensator::reset(const model::matrix& w, uint64_t version) {
   have_delta_ = false;
   view_.reset();
+  view_buffers_.clear();
   kept_.clear();
   if (how_.mode() == kind::dc_asgd) kept_.emplace_back(version, w);
 }

@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <utility>
+#include <vector>
 
 namespace actortrain {
 
@@ -40,14 +41,15 @@ class compensator {
 
  private:
   staleness_compensation how_;
-  // lookahead: the values before the apply, the last update, the mean staleness, the
-  // view and the version it was computed at.
-  model::matrix before_, delta_;
+  // lookahead: the values before the last apply, the mean staleness, the view and the
+  // version it was computed at, and the views' buffers (reused once no reply holds one).
+  model::matrix before_;
   bool have_delta_ = false;
   double mean_lag_ = 0;
   uint64_t lags_seen_ = 0;
   std::shared_ptr<model::matrix> view_;
   uint64_t view_version_ = 0;
+  std::vector<std::shared_ptr<model::matrix>> view_buffers_;
   // dc_asgd: the values of the last versions, oldest first, and the compensated gradient.
   std::deque<std::pair<uint64_t, model::matrix>> kept_;
   model::matrix corrected_;
