@@ -62,8 +62,9 @@ class epoch_clock : public md::callback {
 
 // The registered fashion_mnist job on the images loaded once.
 job the_job(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs, int64_t batch,
-            double lr, uint64_t seed) {
+            double lr, uint64_t seed, const std::optional<staleness_compensation>& compensation = {}) {
   jobs::fashion_mnist_options o;
+  if (compensation) o.compensation = *compensation;
   o.epochs = epochs;
   o.batch = batch;
   o.learning_rate = lr;
@@ -91,8 +92,9 @@ run_figures run_local(const ds::fashion_mnist_arrays& train, const ds::fashion_m
 }
 
 run_figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
-                    int64_t batch, double lr, uint64_t seed, int ps, int workers, bool overlap, bool ahead) {
-  auto j = the_job(train, test, epochs, batch, lr, seed);
+                    int64_t batch, double lr, uint64_t seed, int ps, int workers, bool overlap, bool ahead,
+                    const std::optional<staleness_compensation>& compensation) {
+  auto j = the_job(train, test, epochs, batch, lr, seed, compensation);
   j.spec.num_ps = ps;
   j.spec.num_workers = workers;
   j.spec.overlap_push = overlap;
@@ -149,6 +151,7 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
   double lr = 1e-3;
   std::string variants = "bare,local,b,c,bp,hogwild,rpc";
   std::string data_dir = ds::fashion_mnist_default_dir;
+  std::string compensation_text;
   flags f{"actortrain bench fashion-mnist",
           "Trains the MLP 784-256-128-10 (Adam, batch 128) on Fashion-MNIST as each variant,\n"
           "interleaved for --rounds rounds (round r uses seed r), and prints per round the\n"
@@ -165,7 +168,8 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
           "Suffixes change b and c: 'w' workers wait for the push acknowledgements before the\n"
           "next step (cluster_spec::overlap_push = false), 'p' workers pull the next step's\n"
           "parameters while a step computes (cluster_spec::pull_ahead). The cluster variants run\n"
-          "the main job (jobs::fashion_mnist) with its defaults, staleness compensation included.\n"
+          "the main job (jobs::fashion_mnist) with its defaults, staleness compensation included\n"
+          "(--compensation changes it for all of them).\n"
           "Every ActorTrain variant runs with Eigen's GEMM blocking tuned for this CPU\n"
           "(model::tune_gemm_blocking, process-wide), the bare loop included."};
   f.add("epochs", epochs, "epochs per training run")
@@ -173,8 +177,19 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
     .add("batch", batch, "batch size")
     .add("lr", lr, "Adam learning rate")
     .add("variants", variants, "comma-separated variants to run")
-    .add("data-dir", data_dir, "directory with the Fashion-MNIST .gz files");
+    .add("data-dir", data_dir, "directory with the Fashion-MNIST .gz files")
+    .add("compensation", compensation_text,
+         "the cluster variants' staleness compensation: none, lookahead, lookahead(k), staleness_lr or "
+         "dc_asgd(lambda) (default: the main job's, lookahead)");
   if (!f.parse(argc, argv, first)) return 0;
+  std::optional<staleness_compensation> compensation;
+  if (f.given("compensation")) {
+    try {
+      compensation = staleness_compensation::parse(compensation_text);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(fmt::format("--compensation: {}", e.what()));
+    }
+  }
   if (epochs < 1 || rounds < 1 || batch < 1) throw usage_error("--epochs, --rounds and --batch must be >= 1");
   if (!(lr > 0)) throw usage_error(fmt::format("--lr must be > 0, not {}", lr));
   bool chosen = f.given("variants");
@@ -221,7 +236,7 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
                         {"--batch", std::to_string(batch), "--lr", fmt::format("{}", lr), "--data-dir", data_dir});
       } else {
         auto cv = *cluster_variant(v);
-        fig = run_cluster(train, test, epochs, batch, lr, seed, cv.size, cv.size, !cv.wait, cv.ahead);
+        fig = run_cluster(train, test, epochs, batch, lr, seed, cv.size, cv.size, !cv.wait, cv.ahead, compensation);
       }
       sps[v].push_back(fig.samples_per_second);
       acc[v].push_back(fig.accuracy);
