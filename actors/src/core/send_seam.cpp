@@ -70,11 +70,60 @@ void send_seam::mark(const caf::actor_addr& a, bool now) {
   c = c || now;
 }
 
-send_seam::send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> policy) : policy_(std::move(policy)) {
+send_seam::send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> policy, bool watch_timeouts)
+    : policy_(std::move(policy)), watch_timeouts_(watch_timeouts) {
   if (policy_) {
     black_hole_ = sys.spawn(black_hole);
     relay_ = sys.spawn(relay);
   }
+}
+
+bool send_seam::note(caf::actor_id actor, uint64_t response_id, time_point at) {
+  std::lock_guard<std::mutex> lock{watch_mtx_};
+  auto& w = watches_[actor];
+  w.by_deadline.emplace(at, response_id);
+  w.deadline_of[response_id] = at;
+  if (w.armed && *w.armed <= at) return false;
+  w.armed = at;
+  return true;
+}
+
+void send_seam::settle(caf::actor_id actor, uint64_t response_id) {
+  std::lock_guard<std::mutex> lock{watch_mtx_};
+  auto w = watches_.find(actor);
+  if (w == watches_.end()) return;
+  auto d = w->second.deadline_of.find(response_id);
+  if (d == w->second.deadline_of.end()) return;
+  w->second.by_deadline.erase({d->second, response_id});
+  w->second.deadline_of.erase(d);
+}
+
+std::optional<send_seam::time_point> send_seam::due(caf::actor_id actor, time_point now,
+                                                     std::vector<uint64_t>& overdue) {
+  std::lock_guard<std::mutex> lock{watch_mtx_};
+  auto w = watches_.find(actor);
+  if (w == watches_.end()) return std::nullopt;
+  auto& by = w->second.by_deadline;
+  while (!by.empty() && by.begin()->first <= now) {
+    overdue.push_back(by.begin()->second);
+    w->second.deadline_of.erase(by.begin()->second);
+    by.erase(by.begin());
+  }
+  if (by.empty()) {
+    watches_.erase(w);  // nothing watched: no timer
+    return std::nullopt;
+  }
+  auto next = by.begin()->first;
+  // Another timer is set for an earlier time (or this one's): that one re-arms.
+  if (w->second.armed && *w->second.armed > now && *w->second.armed <= next) return std::nullopt;
+  w->second.armed = next;
+  return next;
+}
+
+size_t send_seam::watched(caf::actor_id actor) {
+  std::lock_guard<std::mutex> lock{watch_mtx_};
+  auto w = watches_.find(actor);
+  return w == watches_.end() ? 0 : w->second.deadline_of.size();
 }
 
 send_seam::~send_seam() {

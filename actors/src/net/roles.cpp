@@ -351,7 +351,7 @@ node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budg
                                                  std::move(metrics),
                                                  cluster_internals::placement_for(cx.j.structure, spec));
   o.ps = ps;
-  o.seam = std::make_shared<send_seam>(cx.sys);
+  o.seam = std::make_shared<send_seam>(cx.sys, nullptr, /*watch_timeouts=*/true);
   o.plant = cx.plant;
   // Tensors to and from each shard on its data plane, when its process serves one.
   auto routes = std::make_shared<shard_routes>();

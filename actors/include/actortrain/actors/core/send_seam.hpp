@@ -21,6 +21,17 @@
 // stand-in, worker/shard_routes.hpp); the fault policy sees the receiver, and the seam
 // decides nothing about routes.
 //
+// Timeouts. Every request has a finite timeout. CAF gives each request a timer of its
+// own on the actor clock's thread, set when it leaves and cancelled when its reply
+// comes: two wake-ups of that thread per request, a tenth of the embedded cluster's
+// context switches. A seam made with `watch_timeouts` keeps the deadlines itself instead
+// (deadline_watch): per actor, one clock timer at its earliest outstanding deadline.
+// When it fires, each request past its deadline gets sec::request_timeout in its error
+// handler, as from CAF's own timer; a reply settles its request first. Only without a
+// fault policy: the simulator's plans keep CAF's per-request timers. An actor whose
+// requests are all settled may keep that one timer until its deadline (it ends at
+// once on an exit message or quit(), as every ActorTrain actor does).
+//
 // Types. A request or send through the seam to a typed handle (ps_shard_actor,
 // dataset_shard_actor, worker_actor, coordinator_actor) is checked when it is compiled:
 // the receiver's interface must take the message, and the reply handler given to
@@ -36,8 +47,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace actortrain {
 
@@ -103,30 +119,65 @@ class fault_policy {
   virtual void on_spawn(const caf::actor_addr&, actor_role, uint32_t /*index*/) {}
 };
 
+class send_seam;
+
+namespace detail {
+// Settles a watched request (send_seam's deadline watch) before its handler runs.
+struct settler {
+  send_seam* seam = nullptr;
+  caf::actor_id actor = 0;
+  uint64_t response_id = 0;
+  void operator()() const;
+};
+
+// `f` with the same arguments, calling `done` first.
+template <class F, class... Args>
+auto settling(F f, settler done, caf::detail::type_list<Args...>) {
+  return [f = std::move(f), done](Args... xs) mutable {
+    done();
+    f(static_cast<Args>(xs)...);
+  };
+}
+template <class F>
+auto settling(F f, settler done) {
+  using args = typename caf::detail::get_callable_trait<F>::arg_types;
+  return settling(std::move(f), done, args{});
+}
+}  // namespace detail
+
 /// A request's response handle whose reply handler is checked against `Reply`, what the
 /// receiver's interface answers (send_seam::request).
 template <class Reply, class Response>
 class checked_response {
  public:
-  explicit checked_response(Response r) : r_(std::move(r)) {}
+  explicit checked_response(Response r, std::optional<detail::settler> watched = std::nullopt)
+      : r_(std::move(r)), watched_(watched) {}
   template <class OnReply, class OnError>
   void then(OnReply on_reply, OnError on_error) {
     static_assert(detail::takes_reply<OnReply, Reply>::value,
                   "the reply handler does not take what the receiver's interface answers");
-    r_.then(std::move(on_reply), std::move(on_error));
+    if (watched_)
+      r_.then(detail::settling(std::move(on_reply), *watched_), detail::settling(std::move(on_error), *watched_));
+    else
+      r_.then(std::move(on_reply), std::move(on_error));
   }
 
  private:
   Response r_;
+  std::optional<detail::settler> watched_;
 };
 
 using relay_atom = caf::atom_constant<caf::atom("relay")>;
+using fire_watch_atom = caf::atom_constant<caf::atom("firewatch")>;
 using fire_atom = caf::atom_constant<caf::atom("fire")>;
 
 class send_seam {
  public:
   /// Spawns the seam's helper actors (relay, black hole) in `sys` when a policy is given.
-  explicit send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> policy = nullptr);
+  /// `watch_timeouts` (without a policy): the seam keeps the requests' deadlines, one
+  /// clock timer per actor instead of one per request (see "Timeouts" above).
+  explicit send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> policy = nullptr,
+                     bool watch_timeouts = false);
   ~send_seam();
   send_seam(const send_seam&) = delete;
   send_seam& operator=(const send_seam&) = delete;
@@ -143,9 +194,20 @@ class send_seam {
   template <class Self, class Handle, class Atom, class... Ts>
   auto request(Self* self, const Handle& dest, const caf::actor& via, caf::timespan timeout, Atom a, Ts&&... xs) {
     using reply = typename detail::reply_of<Handle, Atom, Ts...>::type;
+    if (watch_timeouts_ && !policy_) {
+      auto r = self->request(via ? via : caf::actor_cast<caf::actor>(dest), caf::infinite, a, std::forward<Ts>(xs)...);
+      auto id = r.id().integer_value();
+      watch(self, id, timeout);
+      return checked_response<reply, decltype(r)>{std::move(r), detail::settler{this, self->id(), id}};
+    }
     auto r = carry(self, dest, via, timeout, a, std::forward<Ts>(xs)...);
     return checked_response<reply, decltype(r)>{std::move(r)};
   }
+
+  /// Requests of `actor` whose deadlines the seam watches (0 without watch_timeouts).
+  size_t watched(caf::actor_id actor);
+  /// A watched request was answered or failed: its deadline is forgotten.
+  void settle(caf::actor_id actor, uint64_t response_id);
 
   /// A one-way message from `self` to `dest`.
   template <class Self, class Handle, class Atom, class... Ts>
@@ -219,6 +281,47 @@ class send_seam {
   }
 
 
+  using time_point = caf::actor_clock::time_point;
+  // One actor's watched requests: their deadlines (response ids by deadline, and the
+  // deadline of each) and when its timer is set to fire.
+  struct deadline_watch {
+    std::set<std::pair<time_point, uint64_t>> by_deadline;
+    std::unordered_map<uint64_t, time_point> deadline_of;
+    std::optional<time_point> armed;
+  };
+
+  template <class Self>
+  void watch(Self* self, uint64_t response_id, caf::timespan timeout) {
+    auto at = self->clock().now() + timeout;
+    if (note(self->id(), response_id, at)) arm(self, at);
+  }
+
+  // One timer for `self`, at `at`: a response handler of its own, failed by the clock.
+  template <class Self>
+  void arm(Self* self, time_point at) {
+    auto id = self->new_request_id(caf::message_priority::normal).response_id();
+    self->add_multiplexed_response_handler(
+      id, caf::behavior{[](fire_watch_atom) {}, [this, self](caf::error&) { expire(self); }});
+    self->clock().set_request_timeout(at, self, id);
+  }
+
+  // The timer fired: every request past its deadline fails with request_timeout; the
+  // timer is set again for the earliest one left.
+  template <class Self>
+  void expire(Self* self) {
+    std::vector<uint64_t> overdue;
+    auto next = due(self->id(), self->clock().now(), overdue);
+    for (auto id : overdue)
+      self->eq_impl(caf::message_id{id}, nullptr, self->context(), caf::make_error(caf::sec::request_timeout));
+    if (next) arm(self, *next);
+  }
+
+  // Adds a deadline; true when the actor's timer must be set (for an earlier time).
+  bool note(caf::actor_id actor, uint64_t response_id, time_point at);
+  // Takes the requests past `now` out; the earliest deadline left, if the timer must be
+  // set for it.
+  std::optional<time_point> due(caf::actor_id actor, time_point now, std::vector<uint64_t>& overdue);
+
   // The policy's decision, after the seam's own: a crashed sender loses everything, and a
   // doomed one (crash_after) crashes now. A crash stops `self` once its handler returns.
   template <class Self>
@@ -241,7 +344,12 @@ class send_seam {
   std::map<caf::actor_addr, bool> crashes_;  // true: crashed; false: crashes at its next send
   caf::actor black_hole_;
   caf::actor relay_;
+  bool watch_timeouts_ = false;
+  std::mutex watch_mtx_;
+  std::unordered_map<caf::actor_id, deadline_watch> watches_;
 };
+
+inline void detail::settler::operator()() const { seam->settle(actor, response_id); }
 
 using seam_ptr = std::shared_ptr<send_seam>;
 
