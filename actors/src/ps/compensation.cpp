@@ -78,7 +78,6 @@ const float* compensator::before(const model::matrix& w, uint64_t version, uint6
   switch (how_.mode()) {
     case kind::none: break;
     case kind::lookahead:
-      before_ = w;
       // The mean over about the last 64 applies.
       ++lags_seen_;
       mean_lag_ += (static_cast<double>(lag) - mean_lag_) / static_cast<double>(std::min<uint64_t>(lags_seen_, 64));
@@ -104,9 +103,13 @@ const float* compensator::before(const model::matrix& w, uint64_t version, uint6
 
 void compensator::after(const model::matrix& w, uint64_t version) {
   if (how_.mode() == kind::lookahead) {
-    // before_ now holds the previous version: the last update is w - before_, taken by
-    // view() in the same pass that extrapolates (one pass over the values, not two).
-    have_delta_ = before_.rows() == w.rows() && before_.cols() == w.cols();
+    // The apply wrote the view of this version (ahead()), or there was none to write.
+    if (pending_) {
+      view_ = std::move(pending_);
+      view_version_ = version;
+    } else {
+      view_.reset();
+    }
   } else if (how_.mode() == kind::dc_asgd) {
     if (kept_.size() < kept_versions) {
       kept_.emplace_back(version, w);
@@ -125,31 +128,33 @@ double compensator::horizon() const {
   return how_.parameter() > 0 ? how_.parameter() : std::min(mean_lag_, max_horizon);
 }
 
-std::shared_ptr<const model::matrix> compensator::view(const std::shared_ptr<model::matrix>& w, uint64_t version) {
-  const double k = horizon();
-  if (!have_delta_ || k == 0) return w;
-  if (view_ && view_version_ == version) return view_;
+float* compensator::ahead(const model::matrix& w) {
+  pending_.reset();
+  view_.reset();  // of the version this apply ends; the replies that hold it keep it
+  if (how_.mode() != kind::lookahead || horizon() == 0) return nullptr;
   // A buffer no reply holds any more (embedded workers hold theirs while they compute),
   // else a new one: views are as big as the partition, and allocating one per version
   // costs page faults on every step.
-  view_.reset();
   for (auto& b : view_buffers_)
-    if (b.use_count() == 1 && b->rows() == w->rows() && b->cols() == w->cols()) {
-      view_ = b;
+    if (b.use_count() == 1 && b->rows() == w.rows() && b->cols() == w.cols()) {
+      pending_ = b;
       break;
     }
-  if (!view_) {
-    view_ = std::make_shared<model::matrix>(w->rows(), w->cols());
-    if (view_buffers_.size() < max_view_buffers) view_buffers_.push_back(view_);
+  if (!pending_) {
+    pending_ = std::make_shared<model::matrix>(w.rows(), w.cols());
+    if (view_buffers_.size() < max_view_buffers) view_buffers_.push_back(pending_);
   }
-  view_->array() = w->array() + static_cast<float>(k) * (w->array() - before_.array());
-  view_version_ = version;
-  return view_;
+  return pending_->data();
+}
+
+std::shared_ptr<const model::matrix> compensator::view(const std::shared_ptr<model::matrix>& w, uint64_t version) {
+  if (view_ && view_version_ == version) return view_;
+  return w;
 }
 
 void compensator::reset(const model::matrix& w, uint64_t version) {
-  have_delta_ = false;
   view_.reset();
+  pending_.reset();
   view_buffers_.clear();
   kept_.clear();
   if (how_.mode() == kind::dc_asgd) kept_.emplace_back(version, w);

@@ -26,10 +26,14 @@ class compensator {
   /// the next call) and the learning-rate scale (1 unless staleness_lr).
   const float* before(const model::matrix& w, uint64_t version, uint64_t read_version, const model::matrix& g,
                       double& lr_scale);
+  /// lookahead with a horizon above 0: where the apply of `w` (between before() and
+  /// after()) writes the extrapolated values, horizon() updates ahead along it
+  /// (model::optimizer::apply_dense_ahead); nullptr otherwise (apply_dense).
+  float* ahead(const model::matrix& w);
   /// After the apply: `w` is now at version `version`.
   void after(const model::matrix& w, uint64_t version);
   /// What a training step's pull of `w` at `version` sees: `w` itself, or (lookahead,
-  /// once an update was seen) the extrapolated values, computed once per version.
+  /// once an update was seen) the extrapolated values the apply wrote.
   std::shared_ptr<const model::matrix> view(const std::shared_ptr<model::matrix>& w, uint64_t version);
   /// The values were replaced (init or restore): what was kept is forgotten.
   void reset(const model::matrix& w, uint64_t version);
@@ -41,13 +45,11 @@ class compensator {
 
  private:
   staleness_compensation how_;
-  // lookahead: the values before the last apply, the mean staleness, the view and the
-  // version it was computed at, and the views' buffers (reused once no reply holds one).
-  model::matrix before_;
-  bool have_delta_ = false;
+  // lookahead: the mean staleness, the view and the version it is of, the buffer the
+  // apply under way writes, and the views' buffers (reused once no reply holds one).
   double mean_lag_ = 0;
   uint64_t lags_seen_ = 0;
-  std::shared_ptr<model::matrix> view_;
+  std::shared_ptr<model::matrix> view_, pending_;
   uint64_t view_version_ = 0;
   std::vector<std::shared_ptr<model::matrix>> view_buffers_;
   // dc_asgd: the values of the last versions, oldest first, and the compensated gradient.

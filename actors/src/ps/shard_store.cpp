@@ -188,7 +188,12 @@ void shard_store::apply_slices(push_request& r, uint64_t& max_lag) {
     double lr_scale = 1;
     const float* g = p.comp.before(*p.value, p.version, s.read_version, *s.grad.value, lr_scale);
     auto& w = writable(p);
-    opts_.at(p.optimizer).apply_dense(w.data(), g, static_cast<size_t>(w.size()), p.slots, lr_scale);
+    const auto& opt = opts_.at(p.optimizer);
+    if (float* ahead = p.comp.ahead(w))
+      opt.apply_dense_ahead(w.data(), g, static_cast<size_t>(w.size()), p.slots, lr_scale,
+                            static_cast<float>(p.comp.horizon()), ahead);
+    else
+      opt.apply_dense(w.data(), g, static_cast<size_t>(w.size()), p.slots, lr_scale);
     ++p.version;
     p.comp.after(w, p.version);
     record_steps(p.ledger, r);

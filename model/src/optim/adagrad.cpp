@@ -44,6 +44,11 @@ void adagrad::update_dense(float* values, const float* grads, size_t n, slot_blo
   detail::run_dense(make_kernel(lr_scale), values, grads, n, s);
 }
 
+void adagrad::update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
+                                 float k, float* ahead) const {
+  detail::run_dense_ahead(make_kernel(lr_scale), values, grads, n, s, k, ahead);
+}
+
 void adagrad::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
                           const float* grad_rows, slot_block& s, double lr_scale) const {
   detail::run_rows(make_kernel(lr_scale), values, row_width, rows, num_rows, grad_rows, s);

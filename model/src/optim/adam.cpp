@@ -51,6 +51,11 @@ void adam::update_dense(float* values, const float* grads, size_t n, slot_block&
   detail::run_dense(make_kernel(s.iterations, lr_scale), values, grads, n, s);
 }
 
+void adam::update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
+                              float k, float* ahead) const {
+  detail::run_dense_ahead(make_kernel(s.iterations, lr_scale), values, grads, n, s, k, ahead);
+}
+
 void adam::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
                        const float* grad_rows, slot_block& s, double lr_scale) const {
   detail::run_rows(make_kernel(s.iterations, lr_scale), values, row_width, rows, num_rows, grad_rows, s);

@@ -11,8 +11,11 @@
 
 #include <actortrain/model/optim/optimizer.hpp>
 
+#include <Eigen/Core>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace actortrain::model::detail {
 
@@ -24,6 +27,35 @@ void run_dense(const Kernel& kernel, float* values, const float* grads, size_t n
   float* slots[max_slots] = {};
   for (size_t k = 0; k < s.slots.size(); ++k) slots[k] = s.slots[k].data();
   kernel(values, grads, slots, n);
+}
+
+/// ahead[i] = now[i] + k (now[i] - old[i]), i < n, as one Eigen expression (the
+/// compensator's view had the same one: the same floats).
+inline void extrapolate(const float* now, const float* old, size_t n, float k, float* ahead) {
+  using array = Eigen::Array<float, Eigen::Dynamic, 1>;
+  const auto len = static_cast<Eigen::Index>(n);
+  Eigen::Map<const array> w(now, len), b(old, len);
+  Eigen::Map<array>(ahead, len) = w + k * (w - b);
+}
+
+/// run_dense and extrapolate in one pass: the kernel runs over pieces that fit in the
+/// first-level cache, each piece's old values kept on the stack (an element-wise kernel
+/// gives the same floats over pieces as over the whole).
+template <class Kernel>
+void run_dense_ahead(const Kernel& kernel, float* values, const float* grads, size_t n, slot_block& s, float k,
+                     float* ahead) {
+  constexpr size_t piece = 2048;  // 8 KiB of old values
+  float old[piece];
+  float* slots[max_slots] = {};
+  for (size_t j = 0; j < s.slots.size(); ++j) slots[j] = s.slots[j].data();
+  float* at[max_slots] = {};
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t len = n - off < piece ? n - off : piece;
+    std::memcpy(old, values + off, len * sizeof(float));
+    for (size_t j = 0; j < s.slots.size(); ++j) at[j] = slots[j] + off;
+    kernel(values + off, grads + off, at, len);
+    extrapolate(values + off, old, len, k, ahead + off);
+  }
 }
 
 template <class Kernel>

@@ -1,6 +1,7 @@
 #include <actortrain/model/optim/optimizer.hpp>
 
 #include "join.hpp"
+#include "kernel.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -61,6 +62,28 @@ void optimizer::apply_dense(float* values, const float* grads, size_t n, slot_bl
                                               name_, n, slot_names_[k], s.slots[k].size()));
   ++s.iterations;
   update_dense(values, grads, n, s, lr_scale);
+}
+
+void optimizer::apply_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
+                                  float k, float* ahead) const {
+  check_scale(lr_scale);
+  if (!std::isfinite(k)) throw std::invalid_argument(fmt::format("{}: apply_dense_ahead with k = {}", name_, k));
+  if (s.slots.size() != slot_names_.size())
+    throw std::invalid_argument(fmt::format("{}: apply_dense_ahead with {} slots, expected {}", name_,
+                                            s.slots.size(), slot_names_.size()));
+  for (size_t j = 0; j < s.slots.size(); ++j)
+    if (s.slots[j].size() != n)
+      throw std::invalid_argument(fmt::format("{}: apply_dense_ahead over {} values but slot '{}' has {}",
+                                              name_, n, slot_names_[j], s.slots[j].size()));
+  ++s.iterations;
+  update_dense_ahead(values, grads, n, s, lr_scale, k, ahead);
+}
+
+void optimizer::update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
+                                   float k, float* ahead) const {
+  std::vector<float> old(values, values + n);
+  update_dense(values, grads, n, s, lr_scale);
+  detail::extrapolate(values, old.data(), n, k, ahead);
 }
 
 void optimizer::apply_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,

@@ -102,6 +102,11 @@ void rmsprop::update_dense(float* values, const float* grads, size_t n, slot_blo
   dispatch(lr_scale, [&](const auto& k) { detail::run_dense(k, values, grads, n, s); });
 }
 
+void rmsprop::update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
+                                 float k, float* ahead) const {
+  dispatch(lr_scale, [&](const auto& kernel) { detail::run_dense_ahead(kernel, values, grads, n, s, k, ahead); });
+}
+
 void rmsprop::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
                           const float* grad_rows, slot_block& s, double lr_scale) const {
   dispatch(lr_scale, [&](const auto& k) {

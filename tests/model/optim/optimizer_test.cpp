@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,66 @@ BOOST_AUTO_TEST_CASE(parser_rejects_with_the_bad_token_named) {
   BOOST_TEST(contains(error_of([] { make_optimizer(""); }), "empty"));
   BOOST_TEST(contains(error_of([] { make_optimizer("(0.1)"); }), "expected a name"));
   BOOST_TEST(contains(error_of([] { make_optimizer("adam(,)"); }), "expected a value"));
+}
+
+// apply_dense_ahead: the same new values and slots as apply_dense, to the bit, for every
+// built-in rule (their kernels run a piece at a time) and for a rule of the user's (the
+// default keeps a copy); beside them, the values k updates ahead. The block is longer
+// than a piece (2,048 floats) and not a multiple of it.
+namespace {
+// SGD by another name: only update_dense and update_rows, as a user writes a rule.
+class users_sgd : public optimizer {
+ public:
+  users_sgd() : optimizer("users_sgd", {}) { declare("learning_rate", 0.1, value_range::non_negative); }
+  optimizer_ptr clone() const override { return std::make_unique<users_sgd>(*this); }
+
+ protected:
+  void update_dense(float* values, const float* grads, size_t n, slot_block&, double lr_scale) const override {
+    const auto lr = static_cast<float>(hp(0) * lr_scale);
+    for (size_t i = 0; i < n; ++i) values[i] -= lr * grads[i];
+  }
+  void update_rows(float*, size_t, const int64_t*, size_t, const float*, slot_block&, double) const override {}
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(apply_dense_ahead_is_apply_dense_and_the_extrapolation) {
+  const size_t n = 5000;
+  std::vector<float> w0(n), g(n);
+  for (size_t i = 0; i < n; ++i) {
+    w0[i] = std::sin(0.37f * static_cast<float>(i));
+    g[i] = 0.1f * std::cos(0.11f * static_cast<float>(i)) + (i % 7 == 0 ? 0.0f : 0.01f);
+  }
+  std::vector<optimizer_ptr> rules;
+  for (const char* spec : {"sgd(0.1)", "sgd(0.1, momentum=0.9, nesterov=true)", "adam(0.01)", "adagrad(0.1)",
+                           "rmsprop(0.01, momentum=0.5, centered=true)"})
+    rules.push_back(make_optimizer(spec));
+  rules.push_back(std::make_unique<users_sgd>());
+  const float k = 1.5f;
+  for (auto& opt : rules) {
+    BOOST_TEST_CONTEXT(opt->describe()) {
+      std::vector<float> plain = w0, fused = w0, ahead(n, -1.0f), before(n);
+      auto s1 = opt->make_slots(n), s2 = opt->make_slots(n);
+      for (int step = 0; step < 3; ++step) {  // slots that are not fresh too
+        before = fused;
+        opt->apply_dense(plain.data(), g.data(), n, s1, 0.5);
+        opt->apply_dense_ahead(fused.data(), g.data(), n, s2, 0.5, k, ahead.data());
+      }
+      BOOST_TEST((plain == fused));
+      BOOST_TEST((s1.slots == s2.slots));
+      BOOST_TEST(s1.iterations == s2.iterations);
+      size_t off = 0;
+      for (size_t i = 0; i < n; ++i)
+        if (ahead[i] != fused[i] + k * (fused[i] - before[i])) ++off;
+      BOOST_TEST(off == 0u);
+      BOOST_TEST(ahead[n - 1] != fused[n - 1]);  // it did move
+    }
+  }
+  auto opt = make_optimizer("adam(0.01)");
+  auto s = opt->make_slots(n);
+  std::vector<float> w = w0, ahead(n);
+  BOOST_CHECK_THROW(opt->apply_dense_ahead(w.data(), g.data(), n, s, 1.0, NAN, ahead.data()), std::invalid_argument);
+  BOOST_TEST(s.iterations == 0);  // rejected: nothing changed
+  BOOST_TEST((w == w0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

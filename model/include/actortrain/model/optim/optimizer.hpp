@@ -77,6 +77,15 @@ class optimizer {
   void apply_dense(float* values, const float* grads, size_t n, slot_block& s,
                    double lr_scale = 1.0) const;
 
+  /// apply_dense, and beside it the values extrapolated `k` updates ahead along this
+  /// one: ahead[i] = new[i] + k (new[i] - old[i]), i < n (a ps shard's lookahead
+  /// compensation, ps/compensation.hpp). In one pass over the block: the old values are
+  /// kept a cache-sized piece at a time. `ahead` must not overlap `values` or `grads`;
+  /// `k` must be finite (else std::invalid_argument). The same checks and errors as
+  /// apply_dense, and the same new values to the bit.
+  void apply_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
+                         float k, float* ahead) const;
+
   /// Sparse ("lazy") row update, as TF's sparse kernels and LazyAdam: only the given rows
   /// of `values` and the same rows of every slot change; rows not listed keep their
   /// values and their state (Adam's moments of an untouched row do not decay).
@@ -153,6 +162,11 @@ class optimizer {
   virtual void update_rows(float* values, size_t row_width, const int64_t* rows,
                            size_t num_rows, const float* grad_rows, slot_block& s,
                            double lr_scale) const = 0;
+  ///  - update_dense_ahead: update_dense and the extrapolation of apply_dense_ahead. The
+  ///    default keeps a copy of the old values; the built-in rules run their kernel a
+  ///    piece at a time instead (optim/kernel.hpp).
+  virtual void update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s,
+                                  double lr_scale, float k, float* ahead) const;
 
  private:
   struct param {

@@ -49,6 +49,8 @@ class rmsprop final : public optimizer {
  protected:
   std::string check_change(size_t index, double value) const override;
   void update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const override;
+  void update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale, float k,
+                          float* ahead) const override;
   void update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
                    const float* grad_rows, slot_block& s, double lr_scale) const override;
 
