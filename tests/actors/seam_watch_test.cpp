@@ -146,6 +146,42 @@ BOOST_AUTO_TEST_CASE(a_request_to_a_dead_actor_fails_and_is_forgotten) {
   BOOST_TEST(seam->watched(asker.id()) == 0u);
 }
 
+// A one-shot sender (no behaviour): CAF keeps it alive while it awaits a response, and
+// its timer is one; the timer is settled with its last request.
+BOOST_AUTO_TEST_CASE(a_sender_without_a_behaviour_ends_with_its_last_reply) {
+  auto running = sys.registry().running();
+  auto sender = sys.spawn([s = seam, d = dest, o = out](caf::event_based_actor* self) {
+    s->request(self, d, caf::timespan{10s}, twice_atom::value, 21)
+      .then([o](int y) { o->replies[21] = y; }, [o](caf::error& e) { o->errors[21].push_back(e); });
+  });
+  BOOST_TEST(sys.registry().running() == running + 1);
+  sched.run();
+  BOOST_TEST(out->replies[21] == 42);
+  BOOST_TEST(sys.registry().running() == running);  // ended, not held until 10 s
+  BOOST_TEST(seam->watched(sender.id()) == 0u);
+}
+
+// The seam's owners let it go while a request is open: the request still times out (its
+// timer keeps the seam), and the sender ends.
+BOOST_AUTO_TEST_CASE(an_open_request_times_out_after_the_seam_is_dropped) {
+  auto running = sys.registry().running();
+  std::weak_ptr<send_seam> gone = seam;
+  sys.spawn([s = seam, d = dest, o = out](caf::event_based_actor* self) {
+    s->request(self, d, caf::timespan{10s}, twice_atom::value, -5)
+      .then([o](int y) { o->replies[-5] = y; }, [o](caf::error& e) { o->errors[-5].push_back(e); });
+  });
+  sched.run();
+  caf::anon_send_exit(asker, caf::exit_reason::user_shutdown);  // it holds the seam too
+  sched.run();
+  seam.reset();
+  sched.advance_time(10s);
+  sched.run();
+  BOOST_REQUIRE(out->errors.count(-5) == 1u);
+  BOOST_TEST((out->errors[-5].front() == caf::sec::request_timeout));
+  BOOST_TEST(sys.registry().running() == running - 1);  // the sender and the asker ended
+  BOOST_TEST(gone.expired());                            // and the seam with them
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // Without the watch the seam is CAF's request: a timer per request.

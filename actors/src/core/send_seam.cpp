@@ -1,5 +1,6 @@
 #include <actortrain/actors/core/send_seam.hpp>
 
+#include <algorithm>
 #include <map>
 
 namespace actortrain {
@@ -78,9 +79,11 @@ send_seam::send_seam(caf::actor_system& sys, std::shared_ptr<fault_policy> polic
   }
 }
 
-bool send_seam::note(caf::actor_id actor, uint64_t response_id, time_point at) {
+bool send_seam::note(caf::actor_id actor, uint64_t response_id, time_point at, bool& fresh) {
   std::lock_guard<std::mutex> lock{watch_mtx_};
-  auto& w = watches_[actor];
+  auto [i, inserted] = watches_.try_emplace(actor);
+  fresh = inserted;
+  auto& w = i->second;
   w.by_deadline.emplace(at, response_id);
   w.deadline_of[response_id] = at;
   if (w.armed && *w.armed <= at) return false;
@@ -88,21 +91,38 @@ bool send_seam::note(caf::actor_id actor, uint64_t response_id, time_point at) {
   return true;
 }
 
-void send_seam::settle(caf::actor_id actor, uint64_t response_id) {
+void send_seam::armed(caf::actor_id actor, uint64_t timer) {
   std::lock_guard<std::mutex> lock{watch_mtx_};
-  auto w = watches_.find(actor);
-  if (w == watches_.end()) return;
-  auto d = w->second.deadline_of.find(response_id);
-  if (d == w->second.deadline_of.end()) return;
-  w->second.by_deadline.erase({d->second, response_id});
-  w->second.deadline_of.erase(d);
+  watches_[actor].timers.push_back(timer);
 }
 
-std::optional<send_seam::time_point> send_seam::due(caf::actor_id actor, time_point now,
+void send_seam::settle(caf::scheduled_actor* self, uint64_t response_id) {
+  std::vector<uint64_t> timers;
+  {
+    std::lock_guard<std::mutex> lock{watch_mtx_};
+    auto w = watches_.find(self->id());
+    if (w == watches_.end()) return;
+    auto d = w->second.deadline_of.find(response_id);
+    if (d == w->second.deadline_of.end()) return;
+    w->second.by_deadline.erase({d->second, response_id});
+    w->second.deadline_of.erase(d);
+    // Its last request: an actor without a behaviour would be kept alive by its timers
+    // until they fire. Answering them ends them now.
+    if (w->second.deadline_of.empty() && !self->has_behavior()) {
+      timers.swap(w->second.timers);
+      w->second.armed.reset();
+    }
+  }
+  for (auto t : timers) self->eq_impl(caf::message_id{t}, nullptr, self->context(), fire_watch_atom::value);
+}
+
+std::optional<send_seam::time_point> send_seam::due(caf::actor_id actor, uint64_t timer, time_point now,
                                                      std::vector<uint64_t>& overdue) {
   std::lock_guard<std::mutex> lock{watch_mtx_};
   auto w = watches_.find(actor);
   if (w == watches_.end()) return std::nullopt;
+  auto& ts = w->second.timers;
+  ts.erase(std::remove(ts.begin(), ts.end(), timer), ts.end());
   auto& by = w->second.by_deadline;
   while (!by.empty() && by.begin()->first <= now) {
     overdue.push_back(by.begin()->second);
@@ -110,14 +130,20 @@ std::optional<send_seam::time_point> send_seam::due(caf::actor_id actor, time_po
     by.erase(by.begin());
   }
   if (by.empty()) {
-    watches_.erase(w);  // nothing watched: no timer
+    // The timers still set may fire later than a new request's deadline: it sets its own.
+    w->second.armed.reset();
     return std::nullopt;
   }
   auto next = by.begin()->first;
   // Another timer is set for an earlier time (or this one's): that one re-arms.
-  if (w->second.armed && *w->second.armed > now && *w->second.armed <= next) return std::nullopt;
+  if (!ts.empty() && w->second.armed && *w->second.armed > now && *w->second.armed <= next) return std::nullopt;
   w->second.armed = next;
   return next;
+}
+
+void send_seam::forget(caf::actor_id actor) {
+  std::lock_guard<std::mutex> lock{watch_mtx_};
+  watches_.erase(actor);
 }
 
 size_t send_seam::watched(caf::actor_id actor) {

@@ -50,31 +50,28 @@ void optimizer::check_scale(double lr_scale) const {
     throw std::invalid_argument(fmt::format("{}: learning-rate scale {} is not in (0, 1]", name_, lr_scale));
 }
 
-void optimizer::apply_dense(float* values, const float* grads, size_t n, slot_block& s,
-                            double lr_scale) const {
+void optimizer::check_dense(const char* call, size_t n, const slot_block& s, double lr_scale) const {
   check_scale(lr_scale);
   if (s.slots.size() != slot_names_.size())
-    throw std::invalid_argument(fmt::format("{}: apply_dense with {} slots, expected {}", name_,
-                                            s.slots.size(), slot_names_.size()));
+    throw std::invalid_argument(fmt::format("{}: {} with {} slots, expected {}", name_, call, s.slots.size(),
+                                            slot_names_.size()));
   for (size_t k = 0; k < s.slots.size(); ++k)
     if (s.slots[k].size() != n)
-      throw std::invalid_argument(fmt::format("{}: apply_dense over {} values but slot '{}' has {}",
-                                              name_, n, slot_names_[k], s.slots[k].size()));
+      throw std::invalid_argument(fmt::format("{}: {} over {} values but slot '{}' has {}", name_, call, n,
+                                              slot_names_[k], s.slots[k].size()));
+}
+
+void optimizer::apply_dense(float* values, const float* grads, size_t n, slot_block& s,
+                            double lr_scale) const {
+  check_dense("apply_dense", n, s, lr_scale);
   ++s.iterations;
   update_dense(values, grads, n, s, lr_scale);
 }
 
 void optimizer::apply_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
                                   float k, float* ahead) const {
-  check_scale(lr_scale);
+  check_dense("apply_dense_ahead", n, s, lr_scale);
   if (!std::isfinite(k)) throw std::invalid_argument(fmt::format("{}: apply_dense_ahead with k = {}", name_, k));
-  if (s.slots.size() != slot_names_.size())
-    throw std::invalid_argument(fmt::format("{}: apply_dense_ahead with {} slots, expected {}", name_,
-                                            s.slots.size(), slot_names_.size()));
-  for (size_t j = 0; j < s.slots.size(); ++j)
-    if (s.slots[j].size() != n)
-      throw std::invalid_argument(fmt::format("{}: apply_dense_ahead over {} values but slot '{}' has {}",
-                                              name_, n, slot_names_[j], s.slots[j].size()));
   ++s.iterations;
   update_dense_ahead(values, grads, n, s, lr_scale, k, ahead);
 }

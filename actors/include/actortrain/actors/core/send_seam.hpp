@@ -23,14 +23,17 @@
 //
 // Timeouts. Every request has a finite timeout. CAF gives each request a timer of its
 // own on the actor clock's thread, set when it leaves and cancelled when its reply
-// comes: two wake-ups of that thread per request, a tenth of the embedded cluster's
-// context switches. A seam made with `watch_timeouts` keeps the deadlines itself instead
-// (deadline_watch): per actor, one clock timer at its earliest outstanding deadline.
-// When it fires, each request past its deadline gets sec::request_timeout in its error
-// handler, as from CAF's own timer; a reply settles its request first. Only without a
-// fault policy: the simulator's plans keep CAF's per-request timers. An actor whose
-// requests are all settled may keep that one timer until its deadline (it ends at
-// once on an exit message or quit(), as every ActorTrain actor does).
+// comes: two wake-ups of that thread per request (40% of the embedded cluster's
+// context switches). A seam made with `watch_timeouts` (owned by a shared_ptr) keeps
+// the deadlines itself (deadline_watch): per actor, one clock timer at its earliest
+// outstanding deadline. When it fires, each request past its deadline gets
+// sec::request_timeout in its error handler, as from CAF's own timer (behind what the
+// actor's mailbox already holds); a reply settles its request first. Only without a
+// fault policy: the simulator's plans keep CAF's per-request timers. An actor with a
+// behaviour keeps its timer while it has nothing to watch (it is alive anyway); an
+// actor without one (a one-shot sender) has its timers answered with its last request,
+// so that they do not keep it alive. A timer, like an open request, keeps the seam
+// alive until it fires; an actor's deadlines are forgotten when it ends.
 //
 // Types. A request or send through the seam to a typed handle (ps_shard_actor,
 // dataset_shard_actor, worker_actor, coordinator_actor) is checked when it is compiled:
@@ -49,6 +52,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -124,8 +128,8 @@ class send_seam;
 namespace detail {
 // Settles a watched request (send_seam's deadline watch) before its handler runs.
 struct settler {
-  send_seam* seam = nullptr;
-  caf::actor_id actor = 0;
+  std::shared_ptr<send_seam> seam;       // kept while the request is open
+  caf::scheduled_actor* self = nullptr;  // the requester, whose handler runs this
   uint64_t response_id = 0;
   void operator()() const;
 };
@@ -171,7 +175,7 @@ using relay_atom = caf::atom_constant<caf::atom("relay")>;
 using fire_watch_atom = caf::atom_constant<caf::atom("firewatch")>;
 using fire_atom = caf::atom_constant<caf::atom("fire")>;
 
-class send_seam {
+class send_seam : public std::enable_shared_from_this<send_seam> {
  public:
   /// Spawns the seam's helper actors (relay, black hole) in `sys` when a policy is given.
   /// `watch_timeouts` (without a policy): the seam keeps the requests' deadlines, one
@@ -198,7 +202,7 @@ class send_seam {
       auto r = self->request(via ? via : caf::actor_cast<caf::actor>(dest), caf::infinite, a, std::forward<Ts>(xs)...);
       auto id = r.id().integer_value();
       watch(self, id, timeout);
-      return checked_response<reply, decltype(r)>{std::move(r), detail::settler{this, self->id(), id}};
+      return checked_response<reply, decltype(r)>{std::move(r), detail::settler{shared_from_this(), self, id}};
     }
     auto r = carry(self, dest, via, timeout, a, std::forward<Ts>(xs)...);
     return checked_response<reply, decltype(r)>{std::move(r)};
@@ -206,8 +210,9 @@ class send_seam {
 
   /// Requests of `actor` whose deadlines the seam watches (0 without watch_timeouts).
   size_t watched(caf::actor_id actor);
-  /// A watched request was answered or failed: its deadline is forgotten.
-  void settle(caf::actor_id actor, uint64_t response_id);
+  /// A watched request of `self` was answered or failed: its deadline is forgotten (and
+  /// the timers of an actor without a behaviour, when it was the last).
+  void settle(caf::scheduled_actor* self, uint64_t response_id);
 
   /// A one-way message from `self` to `dest`.
   template <class Self, class Handle, class Atom, class... Ts>
@@ -283,44 +288,62 @@ class send_seam {
 
   using time_point = caf::actor_clock::time_point;
   // One actor's watched requests: their deadlines (response ids by deadline, and the
-  // deadline of each) and when its timer is set to fire.
+  // deadline of each), when its timer is set to fire, and its timers' response ids.
   struct deadline_watch {
     std::set<std::pair<time_point, uint64_t>> by_deadline;
     std::unordered_map<uint64_t, time_point> deadline_of;
     std::optional<time_point> armed;
+    std::vector<uint64_t> timers;
   };
 
   template <class Self>
   void watch(Self* self, uint64_t response_id, caf::timespan timeout) {
+    auto me = weak_from_this();
+    if (me.expired()) throw std::logic_error("send_seam: watch_timeouts needs a seam owned by a shared_ptr");
     auto at = self->clock().now() + timeout;
-    if (note(self->id(), response_id, at)) arm(self, at);
+    bool fresh = false;
+    if (note(self->id(), response_id, at, fresh)) arm(self, at);
+    // Forgotten when the actor ends (once per actor: its entry lives as long as it).
+    if (fresh)
+      self->attach_functor([me, actor = self->id()] {
+        if (auto seam = me.lock()) seam->forget(actor);
+      });
   }
 
   // One timer for `self`, at `at`: a response handler of its own, failed by the clock.
   template <class Self>
   void arm(Self* self, time_point at) {
     auto id = self->new_request_id(caf::message_priority::normal).response_id();
+    armed(self->id(), id.integer_value());
     self->add_multiplexed_response_handler(
-      id, caf::behavior{[](fire_watch_atom) {}, [this, self](caf::error&) { expire(self); }});
+      id, caf::behavior{[](fire_watch_atom) {},
+                        [me = shared_from_this(), self, timer = id.integer_value()](caf::error&) {
+                          me->expire(self, timer);
+                        }});
     self->clock().set_request_timeout(at, self, id);
   }
 
-  // The timer fired: every request past its deadline fails with request_timeout; the
-  // timer is set again for the earliest one left.
+  // Timer `timer` fired: every request past its deadline fails with request_timeout;
+  // the timer is set again for the earliest one left.
   template <class Self>
-  void expire(Self* self) {
+  void expire(Self* self, uint64_t timer) {
     std::vector<uint64_t> overdue;
-    auto next = due(self->id(), self->clock().now(), overdue);
+    auto next = due(self->id(), timer, self->clock().now(), overdue);
     for (auto id : overdue)
       self->eq_impl(caf::message_id{id}, nullptr, self->context(), caf::make_error(caf::sec::request_timeout));
     if (next) arm(self, *next);
   }
 
   // Adds a deadline; true when the actor's timer must be set (for an earlier time).
-  bool note(caf::actor_id actor, uint64_t response_id, time_point at);
-  // Takes the requests past `now` out; the earliest deadline left, if the timer must be
-  // set for it.
-  std::optional<time_point> due(caf::actor_id actor, time_point now, std::vector<uint64_t>& overdue);
+  // `fresh`: the actor had no entry yet.
+  bool note(caf::actor_id actor, uint64_t response_id, time_point at, bool& fresh);
+  // A timer was set for the actor.
+  void armed(caf::actor_id actor, uint64_t timer);
+  // Timer `timer` fired: takes the requests past `now` out; the earliest deadline left,
+  // if the timer must be set for it.
+  std::optional<time_point> due(caf::actor_id actor, uint64_t timer, time_point now, std::vector<uint64_t>& overdue);
+  // The actor ended.
+  void forget(caf::actor_id actor);
 
   // The policy's decision, after the seam's own: a crashed sender loses everything, and a
   // doomed one (crash_after) crashes now. A crash stops `self` once its handler returns.
@@ -349,7 +372,9 @@ class send_seam {
   std::unordered_map<caf::actor_id, deadline_watch> watches_;
 };
 
-inline void detail::settler::operator()() const { seam->settle(actor, response_id); }
+inline void detail::settler::operator()() const {
+  seam->settle(self, response_id);
+}
 
 using seam_ptr = std::shared_ptr<send_seam>;
 

@@ -177,6 +177,8 @@ class optimizer {
   };
   const param* find(const std::string& name) const;
   void check_scale(double lr_scale) const;
+  // apply_dense's (and apply_dense_ahead's) checks of the scale and the slots.
+  void check_dense(const char* call, size_t n, const slot_block& s, double lr_scale) const;
   std::string range_error(const param& p, double value) const;
   std::string known_names() const;
 
