@@ -84,8 +84,7 @@ bool send_seam::note(caf::actor_id actor, uint64_t response_id, time_point at, b
   auto [i, inserted] = watches_.try_emplace(actor);
   fresh = inserted;
   auto& w = i->second;
-  w.by_deadline.emplace(at, response_id);
-  w.deadline_of[response_id] = at;
+  w.open.emplace(at, response_id);
   if (w.armed && *w.armed <= at) return false;
   w.armed = at;
   return true;
@@ -96,19 +95,15 @@ void send_seam::armed(caf::actor_id actor, uint64_t timer) {
   watches_[actor].timers.push_back(timer);
 }
 
-void send_seam::settle(caf::scheduled_actor* self, uint64_t response_id) {
+void send_seam::settle(caf::scheduled_actor* self, time_point deadline, uint64_t response_id) {
   std::vector<uint64_t> timers;
   {
     std::lock_guard<std::mutex> lock{watch_mtx_};
     auto w = watches_.find(self->id());
-    if (w == watches_.end()) return;
-    auto d = w->second.deadline_of.find(response_id);
-    if (d == w->second.deadline_of.end()) return;
-    w->second.by_deadline.erase({d->second, response_id});
-    w->second.deadline_of.erase(d);
+    if (w == watches_.end() || w->second.open.erase({deadline, response_id}) == 0) return;
     // Its last request: an actor without a behaviour would be kept alive by its timers
     // until they fire. Answering them ends them now.
-    if (w->second.deadline_of.empty() && !self->has_behavior()) {
+    if (w->second.open.empty() && !self->has_behavior()) {
       timers.swap(w->second.timers);
       w->second.armed.reset();
     }
@@ -123,10 +118,9 @@ std::optional<send_seam::time_point> send_seam::due(caf::actor_id actor, uint64_
   if (w == watches_.end()) return std::nullopt;
   auto& ts = w->second.timers;
   ts.erase(std::remove(ts.begin(), ts.end(), timer), ts.end());
-  auto& by = w->second.by_deadline;
+  auto& by = w->second.open;
   while (!by.empty() && by.begin()->first <= now) {
     overdue.push_back(by.begin()->second);
-    w->second.deadline_of.erase(by.begin()->second);
     by.erase(by.begin());
   }
   if (by.empty()) {
@@ -149,7 +143,7 @@ void send_seam::forget(caf::actor_id actor) {
 size_t send_seam::watched(caf::actor_id actor) {
   std::lock_guard<std::mutex> lock{watch_mtx_};
   auto w = watches_.find(actor);
-  return w == watches_.end() ? 0 : w->second.deadline_of.size();
+  return w == watches_.end() ? 0 : w->second.open.size();
 }
 
 send_seam::~send_seam() {

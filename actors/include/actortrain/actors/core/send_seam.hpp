@@ -130,6 +130,7 @@ namespace detail {
 struct settler {
   std::shared_ptr<send_seam> seam;       // kept while the request is open
   caf::scheduled_actor* self = nullptr;  // the requester, whose handler runs this
+  caf::actor_clock::time_point deadline;
   uint64_t response_id = 0;
   void operator()() const;
 };
@@ -199,10 +200,13 @@ class send_seam : public std::enable_shared_from_this<send_seam> {
   auto request(Self* self, const Handle& dest, const caf::actor& via, caf::timespan timeout, Atom a, Ts&&... xs) {
     using reply = typename detail::reply_of<Handle, Atom, Ts...>::type;
     if (watch_timeouts_ && !policy_) {
+      auto me = weak_from_this().lock();
+      if (!me) throw std::logic_error("send_seam: watch_timeouts needs a seam owned by a shared_ptr");
       auto r = self->request(via ? via : caf::actor_cast<caf::actor>(dest), caf::infinite, a, std::forward<Ts>(xs)...);
       auto id = r.id().integer_value();
-      watch(self, id, timeout);
-      return checked_response<reply, decltype(r)>{std::move(r), detail::settler{shared_from_this(), self, id}};
+      auto at = self->clock().now() + timeout;
+      watch(self, id, at);
+      return checked_response<reply, decltype(r)>{std::move(r), detail::settler{std::move(me), self, at, id}};
     }
     auto r = carry(self, dest, via, timeout, a, std::forward<Ts>(xs)...);
     return checked_response<reply, decltype(r)>{std::move(r)};
@@ -210,9 +214,9 @@ class send_seam : public std::enable_shared_from_this<send_seam> {
 
   /// Requests of `actor` whose deadlines the seam watches (0 without watch_timeouts).
   size_t watched(caf::actor_id actor);
-  /// A watched request of `self` was answered or failed: its deadline is forgotten (and
-  /// the timers of an actor without a behaviour, when it was the last).
-  void settle(caf::scheduled_actor* self, uint64_t response_id);
+  /// A watched request of `self`, due at `deadline`, was answered or failed: its deadline
+  /// is forgotten (and the timers of an actor without a behaviour, when it was the last).
+  void settle(caf::scheduled_actor* self, caf::actor_clock::time_point deadline, uint64_t response_id);
 
   /// A one-way message from `self` to `dest`.
   template <class Self, class Handle, class Atom, class... Ts>
@@ -287,25 +291,21 @@ class send_seam : public std::enable_shared_from_this<send_seam> {
 
 
   using time_point = caf::actor_clock::time_point;
-  // One actor's watched requests: their deadlines (response ids by deadline, and the
-  // deadline of each), when its timer is set to fire, and its timers' response ids.
+  // One actor's watched requests (deadline and response id, earliest first), when its
+  // timer is set to fire, and its timers' response ids.
   struct deadline_watch {
-    std::set<std::pair<time_point, uint64_t>> by_deadline;
-    std::unordered_map<uint64_t, time_point> deadline_of;
+    std::set<std::pair<time_point, uint64_t>> open;
     std::optional<time_point> armed;
     std::vector<uint64_t> timers;
   };
 
   template <class Self>
-  void watch(Self* self, uint64_t response_id, caf::timespan timeout) {
-    auto me = weak_from_this();
-    if (me.expired()) throw std::logic_error("send_seam: watch_timeouts needs a seam owned by a shared_ptr");
-    auto at = self->clock().now() + timeout;
+  void watch(Self* self, uint64_t response_id, time_point at) {
     bool fresh = false;
     if (note(self->id(), response_id, at, fresh)) arm(self, at);
     // Forgotten when the actor ends (once per actor: its entry lives as long as it).
     if (fresh)
-      self->attach_functor([me, actor = self->id()] {
+      self->attach_functor([me = weak_from_this(), actor = self->id()] {
         if (auto seam = me.lock()) seam->forget(actor);
       });
   }
@@ -373,7 +373,7 @@ class send_seam : public std::enable_shared_from_this<send_seam> {
 };
 
 inline void detail::settler::operator()() const {
-  seam->settle(self, response_id);
+  seam->settle(self, deadline, response_id);
 }
 
 using seam_ptr = std::shared_ptr<send_seam>;
