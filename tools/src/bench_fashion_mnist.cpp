@@ -180,7 +180,7 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
     .add("data-dir", data_dir, "directory with the Fashion-MNIST .gz files")
     .add("compensation", compensation_text,
          "the cluster variants' staleness compensation: none, lookahead, lookahead(k), staleness_lr or "
-         "dc_asgd(lambda) (default: the main job's, lookahead)");
+         "dc_asgd(lambda) (default: the main job's, lookahead(6))");
   if (!f.parse(argc, argv, first)) return 0;
   std::optional<staleness_compensation> compensation;
   if (f.given("compensation")) {

@@ -140,7 +140,7 @@ struct prediction {
   std::string error;
 };
 
-// The main job (its defaults: batch 128, Adam, lookahead) on `workers` x `ps` in steady
+// The main job (its defaults: batch 128, Adam, lookahead(6)) on `workers` x `ps` in steady
 // state: each pipeline repeats, one epoch of `steps` steps, no validation, no faults.
 prediction predict(const data& d, const cost_params& p, int workers, int ps, const std::string& partitioner, int64_t steps,
                    uint64_t seed) {
@@ -291,7 +291,7 @@ int scale_command(int argc, char** argv, int first) {
   bool tls = false, tcp = false, across_namespaces = false, one_host = false;
   uint64_t seed = 1;
   flags f{"actortrain scale predict|calibrate|validate",
-          "The main job's (fashion_mnist, asynchronous, lookahead) scaling on simulated time: the fault simulator runs\n"
+          "The main job's (fashion_mnist, asynchronous, lookahead(6)) scaling on simulated time: the fault simulator runs\n"
           "the real coordinator, ps and worker logic, and a cost model (CPU cores, links, single-threaded actors)\n"
           "delays every message by what it costs (docs/scaling.md).\n"
           "  predict    every --workers x --ps: predicted samples/s, mean staleness, the busiest ps shard's CPU load\n"
