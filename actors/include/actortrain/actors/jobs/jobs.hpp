@@ -55,11 +55,9 @@ struct fashion_mnist_options {
   int64_t limit = 0;
   std::string data_dir = dataset::fashion_mnist_default_dir;
   /// What the ps shards do about stale gradients (cluster_spec::compensation); the
-  /// default is the one measured best for this job (docs/benchmarks.md, "Staleness
-  /// compensation"): lookahead 6 updates ahead, well past the staleness (about 1 with 2
-  /// workers). Over seeds 1-10, k from 5 to 8 all ended 10 epochs near 0.890 test
-  /// accuracy, k = 1 (the staleness) at 0.884; the part beyond the staleness helps one
-  /// worker too, so it is an extrapolation that pays on its own, not only compensation.
+  /// default is the one measured best for this job: lookahead 6 updates ahead, past the
+  /// staleness (about 1 with 2 workers). The sweep, and why looking past the staleness
+  /// helps one worker too: docs/benchmarks.md, "How far ahead".
   staleness_compensation compensation = staleness_compensation::lookahead(6);
   /// Both splits already in memory (dataset::load_fashion_mnist), instead of reading
   /// data_dir: the benchmarks load them once for many runs.
