@@ -24,6 +24,7 @@ struct model::compiled {
   std::vector<variable_spec> variables;
   std::map<std::string, variable_id> by_name;
   std::vector<std::vector<int32_t>> row_feeds;  // per variable (see model::row_feeds)
+  std::vector<bool> compact_rows;               // per variable (see model::compact_rows)
 };
 
 symbol graph::input(int64_t width, std::string name) {
@@ -172,6 +173,30 @@ model model::functional(const graph& g, std::vector<symbol> inputs, symbol outpu
   }
   for (size_t v = 0; v < unknown.size(); ++v)
     if (unknown[v]) c->row_feeds[v].clear();
+  // Which tables own their feeds: every reader of each of their inputs is an embedding
+  // layer of that table alone (an input that is also the model's output is read too).
+  c->compact_rows.assign(c->variables.size(), false);
+  for (size_t v = 0; v < c->variables.size(); ++v) c->compact_rows[v] = !c->row_feeds[v].empty();
+  for (size_t k = 0; k < c->nodes.size(); ++k) {
+    const auto& n = c->nodes[k];
+    if (!n.op) continue;
+    for (auto i : n.inputs) {
+      auto slot = c->nodes[static_cast<size_t>(i)].input_slot;
+      if (slot < 0) continue;
+      const auto& vars = c->states[k].vars;
+      bool own = n.op->kind() == "embedding" && vars.size() == 1;
+      for (size_t v = 0; v < c->variables.size(); ++v) {
+        const auto& feeds = c->row_feeds[v];
+        if (std::find(feeds.begin(), feeds.end(), slot) == feeds.end()) continue;
+        if (!own || vars[0] != static_cast<variable_id>(v)) c->compact_rows[v] = false;
+      }
+    }
+  }
+  if (auto slot = c->nodes[static_cast<size_t>(c->output)].input_slot; slot >= 0)
+    for (size_t v = 0; v < c->variables.size(); ++v) {
+      const auto& feeds = c->row_feeds[v];
+      if (std::find(feeds.begin(), feeds.end(), slot) != feeds.end()) c->compact_rows[v] = false;
+    }
   model m;
   m.c_ = std::move(c);
   return m;
@@ -189,6 +214,8 @@ model model::sequential(int64_t input_width, std::vector<layer_ptr> layers) {
 const std::vector<variable_spec>& model::variables() const { return c_->variables; }
 
 const std::vector<std::vector<int32_t>>& model::row_feeds() const { return c_->row_feeds; }
+
+const std::vector<bool>& model::compact_rows() const { return c_->compact_rows; }
 
 variable_id model::find_variable(const std::string& name) const {
   auto i = c_->by_name.find(name);

@@ -45,13 +45,16 @@ ds::dataset planted(int64_t n) {
   return ds::from_tensor_slices({ids, dense}, y);
 }
 
-model::model tower() {
+// `table` rows (the data's ids stay below `vocab`); with `ids_as_numbers` a dense layer
+// reads the ids too, so the worker cannot renumber them (model::compact_rows).
+model::model tower(int64_t table = vocab, bool ids_as_numbers = false) {
   using model::layers::activation;
   model::graph g;
   auto ids = g.input(3, "ids");
   auto dense = g.input(2, "dense");
-  auto e = g.apply(model::layers::embedding(vocab, 4, model::layers::combiner::sum), ids);
-  auto h = g.apply(model::layers::concatenate(), {e, dense});
+  auto e = g.apply(model::layers::embedding(table, 4, model::layers::combiner::sum), ids);
+  auto h = ids_as_numbers ? g.apply(model::layers::concatenate(), {e, dense, g.apply(model::layers::dense(2), ids)})
+                          : g.apply(model::layers::concatenate(), {e, dense});
   auto out = g.apply(model::layers::dense(1), g.apply(model::layers::dense(8, activation::tanh), h));
   return model::model::functional(g, {ids, dense}, out);
 }
@@ -109,6 +112,55 @@ BOOST_AUTO_TEST_CASE(row_pulls_train_exactly_as_whole_tables_and_move_only_the_b
     const auto& a = by_row[static_cast<model::variable_id>(v)];
     const auto& b = whole[static_cast<model::variable_id>(v)];
     BOOST_TEST((a.array() == b.array()).all(), "variable " << v);  // bit-identical
+  }
+}
+
+// The worker computes on a table of its batch's rows, whatever the table's size; the
+// shards end with the same values, to the bit, as with whole tables pulled every step.
+// And a table whose ids another layer reads too is pulled by row into a whole buffer,
+// with the same result.
+BOOST_AUTO_TEST_CASE(a_worker_holds_only_its_batch_rows_and_trains_as_with_whole_tables) {
+  auto data = planted(512);
+  auto fn = [data](const ds::input_context& ctx) {
+    return data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(16);
+  };
+  const int64_t big = int64_t{1} << 17;
+  for (bool compact : {true, false}) {
+    auto m = tower(big, !compact);
+    auto table = m.find_variable("embedding/embeddings");
+    BOOST_REQUIRE(table >= 0);
+    BOOST_TEST(m.compact_rows()[static_cast<size_t>(table)] == compact);
+    auto train = [&](bool rows, std::vector<int64_t>& seen) {
+      auto s = spec(1, "async");
+      s.pull_rows = rows;
+      s.train_step = model::step_function{"watch", [&seen, table](model::step_context& ctx) {
+                                            seen.push_back(ctx.parameters()[table].rows());
+                                            return model::default_train_step(ctx);
+                                          }};
+      auto c = std::make_unique<cluster>(sys, s, tower(big, !compact), *model::make_adam({0.02}),
+                                         model::mean_squared_error());
+      auto r = run(*c, fn, 2);
+      BOOST_TEST(r.steps == 2 * 32);
+      return variables(*c);
+    };
+    std::vector<int64_t> by_row_rows, whole_rows;
+    auto by_row = train(true, by_row_rows);
+    auto whole = train(false, whole_rows);
+    BOOST_TEST(by_row_rows.size() == 64u);
+    for (auto n : whole_rows) BOOST_TEST(n == big);
+    for (auto n : by_row_rows) {
+      if (compact) {
+        BOOST_TEST(n > 0);
+        BOOST_TEST(n <= 48);  // the distinct ids of 16 rows of 3
+      } else {
+        BOOST_TEST(n == big);
+      }
+    }
+    for (size_t v = 0; v < by_row.size(); ++v) {
+      const auto& a = by_row[static_cast<model::variable_id>(v)];
+      const auto& b = whole[static_cast<model::variable_id>(v)];
+      BOOST_TEST((a.array() == b.array()).all(), "compact " << compact << ", variable " << v);
+    }
   }
 }
 

@@ -499,6 +499,18 @@ BOOST_AUTO_TEST_CASE(embedding_rejects_ids_naming_layer_row_column_and_value) {
   BOOST_CHECK_THROW(layers::embedding(4, 0), std::invalid_argument);
 }
 
+// A worker may give the layer some of the table's rows (its batch's, renumbered): an id
+// past them is refused, not read out of bounds.
+BOOST_AUTO_TEST_CASE(embedding_given_some_rows_refuses_an_id_past_them) {
+  applied a{layers::embedding(10, 2), {2}};
+  a.params.adopt(0, std::make_shared<matrix>(from_rows({{1, 2}, {3, 4}, {5, 6}})));
+  auto out = a.forward(from_rows({{2, 0}}));
+  BOOST_TEST(out(0, 0) == 5.0f);
+  BOOST_TEST(out(0, 3) == 2.0f);
+  auto msg = error_of([&] { a.forward(from_rows({{1, 3}})); });
+  BOOST_TEST(contains(msg, "column 1 is 3, past the 3 rows it was given"), msg);
+}
+
 // ---- merge -----------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(concatenate_joins_columns_and_splits_gradients) {

@@ -44,6 +44,12 @@ std::optional<known_step> next_step(const worker_state& st) {
 void install_round(self_ptr self) {
   auto& st = self->state;
   st.round.active = false;
+  if (st.renumber) {  // the batch's ids point into the compact tables send_rows made
+    st.renumber = false;
+    const auto& feeds = st.opts.structure.row_feeds();
+    for (size_t v = 0; v < st.compact.size(); ++v)
+      if (st.by_rows[v] && st.compact[v]) renumber_rows(st.batch, feeds[v], st.row_ids[v]);
+  }
   st.params = std::move(st.round.values);
   st.read_version = std::move(st.round.read_version);
   if (st.opts.pull_every > 1 && st.task.training && !st.round.reused) {
@@ -119,7 +125,9 @@ namespace {
 
 // Adds to the round the rows of the current batch of every table pulled by row: the ids
 // in its feeds (values that are no valid id are left to the embedding layer to report),
-// asked of the shards that hold them.
+// asked of the shards that hold them. A table that owns its feeds (model::compact_rows)
+// gets a table of those rows alone (batch_rows.hpp), which install_round makes the
+// batch's ids point into; another gets them in a buffer of the whole table.
 void send_rows(self_ptr self) {
   auto& st = self->state;
   auto& rd = st.round;
@@ -129,47 +137,51 @@ void send_rows(self_ptr self) {
     if (!st.by_rows[v]) continue;
     auto vid = static_cast<model::variable_id>(v);
     const auto& vp = pl.variable(vid);
+    const bool compact = st.compact[v];
+    auto ids = batch_row_ids(st.batch, feeds[v], vp.shape.rows);
     auto& table = st.tables[v];
-    if (!table) table = std::make_shared<model::matrix>(model::matrix::Zero(vp.shape.rows, vp.shape.cols));
-    rd.values.adopt(vid, table);
-    std::vector<int64_t> ids;
-    for (auto slot : feeds[v]) {
-      if (static_cast<size_t>(slot) >= st.batch.features.size()) continue;
-      const auto& x = st.batch.features[static_cast<size_t>(slot)];
-      for (Eigen::Index i = 0; i < x.size(); ++i) {
-        double id = x.data()[i];
-        if (id >= 0 && id < static_cast<double>(vp.shape.rows) && std::floor(id) == id) ids.push_back(static_cast<int64_t>(id));
-      }
+    if (compact) {
+      // The buffer of an earlier step is reused once nothing else holds it.
+      if (!table || table.use_count() > 1) table = std::make_shared<model::matrix>();
+      table->resize(static_cast<Eigen::Index>(ids.size()), vp.shape.cols);
+      st.renumber = true;
+    } else if (!table) {
+      table = std::make_shared<model::matrix>(model::matrix::Zero(vp.shape.rows, vp.shape.cols));
     }
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    rd.values.adopt(vid, table);
+    st.row_ids[v] = ids;
     if (ids.empty()) continue;
     for (auto& grp : pl.group_rows(vid, ids)) {
       pull_rows_request req;
       req.f = st.task.f;
       req.variable = vid;
-      for (auto p : grp.positions) req.ids.push_back(ids[p]);
+      std::vector<int64_t> rows;  // where each asked id goes in the worker's table
+      for (auto p : grp.positions) {
+        req.ids.push_back(ids[p]);
+        rows.push_back(compact ? static_cast<int64_t>(p) : ids[p]);
+      }
       ++rd.outstanding;
       auto p = grp.ps;
+      auto asked = req.ids;
       st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], via(st, p), st.opts.timeout, pull_rows_atom::value, std::move(req))
         .then(
-          [self, id = rd.id, v](rows_reply& rep) {
+          [self, id = rd.id, v, asked = std::move(asked), rows = std::move(rows)](rows_reply& rep) {
             auto& st = self->state;
             auto& rd = st.round;
             if (!rd.active || rd.id != id || rd.outstanding == 0) return;
             auto& table = *st.tables[v];
-            if (!rep.rows.value || rep.rows.rows() != static_cast<int64_t>(rep.ids.size()) ||
+            if (!rep.rows.value || rep.ids != asked || rep.rows.rows() != static_cast<int64_t>(asked.size()) ||
                 rep.rows.cols() != table.cols()) {
               rd = worker_state::pull_round{};
               fail(self, make_error(error_code::invalid_request,
-                                    fmt::format("worker {}: a ps shard answered {} ids of {} with rows of [{} x {}]",
+                                    fmt::format("worker {}: a ps shard answered {} ids of {} with rows of [{} x {}], "
+                                                "asked for {} ids",
                                                 st.opts.id, rep.ids.size(), st.opts.structure.variables()[v].name,
-                                                rep.rows.rows(), rep.rows.cols())));
+                                                rep.rows.rows(), rep.rows.cols(), asked.size())));
               return;
             }
-            for (size_t j = 0; j < rep.ids.size(); ++j)
-              if (rep.ids[j] >= 0 && rep.ids[j] < table.rows())
-                table.row(static_cast<Eigen::Index>(rep.ids[j])) = rep.rows.value->row(static_cast<Eigen::Index>(j));
+            for (size_t j = 0; j < rows.size(); ++j)
+              table.row(static_cast<Eigen::Index>(rows[j])) = rep.rows.value->row(static_cast<Eigen::Index>(j));
             rd.read_version[v] = std::max(rd.read_version[v], rep.version);
             if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
           },

@@ -23,6 +23,7 @@
 
 #include "../core/planted.hpp"
 #include "../core/thread_name.hpp"
+#include "batch_rows.hpp"
 #include "gradient_slices.hpp"
 
 
@@ -119,10 +120,17 @@ struct worker_state {
   // last push (gradient_slices.hpp), and those steps.
   gradient_mean acc;
   std::vector<step_result> acc_steps;
-  // Per variable: pulled by row (an embedding table fed by model inputs), and the
-  // worker's buffer of it (only the rows of the current step are current).
+  // Per variable: pulled by row (an embedding table fed by model inputs); with a compact
+  // table (model::compact_rows) or not; the worker's buffer of it: the current step's
+  // rows alone when compact (row i is id row_ids[v][i]), else the whole table (only the
+  // rows of the current step are current); the current step's distinct ids.
   std::vector<bool> by_rows;
+  std::vector<bool> compact;
   std::vector<std::shared_ptr<model::matrix>> tables;
+  std::vector<std::vector<int64_t>> row_ids;
+  // The rows of the current batch were asked for compact tables: the batch's ids are
+  // renumbered when they are installed.
+  bool renumber = false;
   // Shards in other processes that this worker monitors: a request to one that died is
   // never answered (CAF 0.17 fails it only at its timeout), so the down message fails it.
   std::set<caf::actor_addr> watched;

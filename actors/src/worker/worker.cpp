@@ -305,6 +305,15 @@ void after_backward(self_ptr self, clock_type::time_point t) {
   auto& st = self->state;
   st.params.release();  // let the shards write in place
   st.current.timings.compute_us = micros_since(t);
+  // A compact table's gradient rows are its positions: the table's ids again.
+  for (size_t v = 0; v < st.compact.size(); ++v) {
+    if (!st.by_rows[v] || !st.compact[v] || !st.grads.is_sparse[v]) continue;
+    if (auto f = restore_row_ids(st.grads.sparse[v], st.row_ids[v])) {
+      fail(self, make_error(f.code, fmt::format("worker {}, step {}: {}: {}", st.opts.id, to_string(st.current.step),
+                                                st.opts.structure.variables()[v].name, f.what)));
+      return;
+    }
+  }
   auto problem = check_gradients(st);
   if (!problem.empty()) {
     fail(self, make_error(error_code::invalid_gradient,
@@ -376,6 +385,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
   st.by_rows.assign(st.opts.structure.variables().size(), false);
   for (size_t v = 0; v < st.by_rows.size(); ++v)
     st.by_rows[v] = st.opts.pull_rows && !st.opts.structure.row_feeds()[v].empty();
+  st.compact = st.opts.structure.compact_rows();
+  st.row_ids.resize(st.opts.structure.variables().size());
   for (auto& m : st.opts.metrics) st.metrics.push_back(m->clone());
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     auto what = exception_text(eptr);

@@ -66,6 +66,9 @@ class embedding_op final : public layer {
           throw std::invalid_argument(fmt::format(
             "{}: id at row {}, column {} is {}; ids must be integers in [0, {})", label(), r, j, x(r, j), vocab_));
         ids[r * k + j] = static_cast<int64_t>(v);
+        if (ids[r * k + j] >= e.rows())  // a table given as some of its rows (a worker's)
+          throw std::invalid_argument(fmt::format("{}: id at row {}, column {} is {}, past the {} rows it was given",
+                                                  label(), r, j, x(r, j), e.rows()));
       }
     if (comb_ == combiner::concat) {
       out.resize(n, k * dim_);

@@ -80,6 +80,10 @@ class model {
   /// rows are known before forward (a worker pulls only those). Empty for dense
   /// variables and for tables fed by another layer's output.
   const std::vector<std::vector<int32_t>>& row_feeds() const;
+  /// Per variable: it has row feeds, and nothing reads those inputs but this table's
+  /// embedding layers. A worker then hands the model only a batch's rows: a table of one
+  /// row per distinct id, with the ids in those inputs renumbered to its rows.
+  const std::vector<bool>& compact_rows() const;
 
   size_t num_inputs() const;
   int64_t input_width(size_t i) const;

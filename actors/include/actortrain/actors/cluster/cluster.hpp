@@ -80,7 +80,9 @@ struct cluster_spec : exchange_options {
   /// function instead of the built-in one; its gradients are pushed and applied exactly
   /// once as every step's are, its "loss" is the step's loss (other logs stay on the
   /// worker). A cluster of processes: every task's job carries the same function (the
-  /// program builds the same job), and the job fingerprint compares its name.
+  /// program builds the same job), and the job fingerprint compares its name. An
+  /// embedding table pulled by row may reach the step as its batch's rows alone, with
+  /// the batch's ids renumbered to them (exchange_options::pull_rows).
   model::step_function train_step;
   /// Steps a custom training loop schedules by name (cluster::schedule, cluster::run):
   /// each runs on a worker with its batch and the pulled variables, its gradients are

@@ -38,9 +38,14 @@ struct exchange_options {
   /// step pushes.
   int push_every = 1;
   /// Embedding tables fed straight by a model input (model::row_feeds) are pulled by
-  /// row: each step pulls only the rows its batch touches, once the batch is there, into
-  /// a table buffer the worker keeps (and pushes only those rows' gradients). false:
-  /// every step pulls whole tables (the dense baseline of `actortrain bench sparse`).
+  /// row: each step pulls only the rows its batch touches, once the batch is there (and
+  /// pushes only those rows' gradients). A table whose inputs nothing else reads
+  /// (model::compact_rows, the usual case) is held as those rows alone, one per distinct
+  /// id, so a worker's memory does not grow with the table: the step computes on that
+  /// compact table with the batch's ids renumbered to its rows (a custom train_step sees
+  /// both), and its gradient rows get the table's ids back before the push. Another
+  /// table is pulled by row into a buffer of the whole table. false: every step pulls
+  /// whole tables (the dense baseline of `actortrain bench sparse`).
   bool pull_rows = true;
 };
 

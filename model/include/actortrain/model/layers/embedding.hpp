@@ -34,8 +34,9 @@ std::string to_string(combiner c);
 /// Throws std::invalid_argument: here when vocab_size or dim <= 0 (or vocab_size > 2^24,
 /// past which float ids are no longer exact); from build() unless there is exactly one
 /// input of positive width; from forward() when the batch width differs from the built
-/// width, or when an id is not an integer in [0, vocab_size) — the message names the
-/// layer, the row, the column and the value.
+/// width, or when an id is not an integer in [0, vocab_size) or is past the rows of the
+/// table it was given (a worker gives it its batch's rows alone: exchange_options::
+/// pull_rows) — the message names the layer, the row, the column and the value.
 layer_ptr embedding(int64_t vocab_size, int64_t dim, combiner c = combiner::concat,
                     initializer init = uniform(-0.05f, 0.05f));
 
