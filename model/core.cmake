@@ -8,4 +8,5 @@ list(APPEND MODEL_SOURCES
   src/callbacks.cpp
   src/train_step.cpp
   src/digest.cpp
+  src/dynamic_table.cpp
 )

@@ -1,0 +1,130 @@
+#pragma once
+// An embedding table keyed by the raw 64-bit id, as DeepRec's EmbeddingVariable and
+// Monolith's collisionless tables keep them: no fixed range, no hashing of ids into
+// buckets (which makes different ids share a row).
+//
+//  - A row exists once its id was read for training. It is created with the table's
+//    initializer seeded by (seed, id) alone, so an id gets the same initial row on any
+//    shard, whatever the number of shards; its optimizer slots are created with it.
+//  - Admission (`admit_after` = N > 1): an id gets a row only at its N-th training read.
+//    Until then it reads its initial values (stored nowhere), and gradients for it are
+//    dropped, and counted.
+//  - Eviction (`evict_after` = N > 0): a row not updated during the last N applies is
+//    dropped, and counted. The table looks for such rows every max(1, N / 4) applies.
+//  - Checkpoints: save() gives every row (full) or the rows changed and the ids dropped
+//    since the last save (incremental); merge() takes the rows a filter accepts, so the
+//    snapshots of n shards restore into m shards.
+//
+// Rows live in chunks of `chunk_rows` rows (one array for the values and one per slot):
+// the table grows a chunk at a time, without copying, and holds close to the floats of
+// its rows and slots (bytes() counts what it holds). The optimizer's step count (Adam's
+// t) is the table's: every apply() counts once, touched rows or not, as a fixed table's
+// partition counts every step.
+//
+// Not thread-safe: one owner (a ps shard, a local trainer) calls it.
+
+#include <actortrain/model/initializer.hpp>
+#include <actortrain/model/optim/optimizer.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace actortrain::model {
+
+struct dynamic_table_options {
+  /// Row width (> 0).
+  int64_t dim = 0;
+  /// Fills each new row (a 1 x dim matrix), seeded by dynamic_table::row_seed(seed, id).
+  initializer init;
+  uint64_t seed = 0;
+  /// An id gets a row at its admit_after-th training read (0 and 1: at the first).
+  uint64_t admit_after = 0;
+  /// Rows not updated during this many applies are dropped (0: never).
+  uint64_t evict_after = 0;
+  /// Rows per chunk (> 0).
+  int64_t chunk_rows = 1 << 14;
+};
+
+/// What a table did so far.
+struct dynamic_table_counts {
+  uint64_t rows = 0;            ///< rows held now
+  uint64_t created = 0;         ///< rows created (an evicted id read again is created again)
+  uint64_t evicted = 0;         ///< rows dropped by eviction
+  uint64_t waiting = 0;         ///< ids seen but not yet admitted, now
+  uint64_t unadmitted_reads = 0;    ///< reads of an id without a row (its initial values)
+  uint64_t dropped_gradients = 0;   ///< gradient rows of ids without a row, dropped
+};
+
+class dynamic_table {
+ public:
+  /// `slot_init`: the initial value of each optimizer slot (optimizer::slot_names()
+  /// order); a new row's slots start there. Throws std::invalid_argument for a dim or
+  /// chunk_rows <= 0 or an empty initializer.
+  dynamic_table(dynamic_table_options o, std::vector<float> slot_init);
+  /// With the slots of `opt`, at their initial values (optimizer::make_slots).
+  dynamic_table(dynamic_table_options o, const optimizer& opt);
+  ~dynamic_table();
+  dynamic_table(dynamic_table&&) noexcept;
+  dynamic_table& operator=(dynamic_table&&) noexcept;
+
+  /// The seed of id's initial row.
+  static uint64_t row_seed(uint64_t seed, int64_t id);
+
+  int64_t dim() const;
+  size_t num_slots() const;
+
+  /// Writes the rows of ids[0..n) (any order, repeats allowed) into `out` (n x dim,
+  /// row-major). `training`: each id counts a read towards its admission (once per call,
+  /// however often it repeats), and an admitted id without a row gets one. Otherwise
+  /// nothing changes: an id without a row reads its initial values.
+  void read(const int64_t* ids, size_t n, float* out, bool training);
+
+  /// One optimizer step: gradient row j (of `grads`, n x dim, row-major) for ids[j]
+  /// (unique). Gradients of ids without a row are dropped and counted. Counts one step
+  /// (the optimizer's and eviction's) even when n == 0. Throws what
+  /// optimizer::apply_rows throws, std::invalid_argument for a repeated id.
+  void apply(const optimizer& opt, const int64_t* ids, size_t n, const float* grads, double lr_scale = 1.0);
+
+  /// Whether id has a row; if so its values (dim floats) are copied to `out` (may be null).
+  bool find(int64_t id, float* out = nullptr) const;
+  /// Applies so far (the optimizer's step count).
+  int64_t iterations() const;
+  dynamic_table_counts counts() const;
+  /// Bytes the table holds: chunks, index, per-row bookkeeping, waiting ids.
+  size_t bytes() const;
+  /// The bytes of the floats of its rows and slots alone (rows x dim x (1 + slots) x 4).
+  size_t payload_bytes() const;
+
+  /// A table's rows, as a checkpoint keeps them.
+  struct snapshot {
+    bool full = true;
+    int64_t dim = 0;
+    int64_t iterations = 0;
+    std::vector<int64_t> ids;                ///< one per row
+    std::vector<float> values;               ///< ids.size() x dim
+    std::vector<std::vector<float>> slots;   ///< per slot, ids.size() x dim
+    std::vector<int64_t> last_update;        ///< per row: the apply that last changed it
+    std::vector<int64_t> removed;            ///< incremental: ids dropped since the last save
+    std::vector<std::pair<int64_t, uint64_t>> waiting;  ///< ids not yet admitted, their reads
+  };
+  /// full: every row; otherwise the rows created or changed since the last save and the
+  /// ids dropped since then. Either way the next incremental save starts from here.
+  snapshot save(bool full);
+  /// Takes the rows and waiting ids of `s` that `mine` accepts (all without a filter),
+  /// replacing rows of the same ids, drops its removed ids that `mine` accepts, and makes
+  /// s.iterations the step count. A restore merges into an empty table the full
+  /// snapshots of every shard, then their incremental ones in order. Throws
+  /// std::invalid_argument for a snapshot of another width or slot count, or of
+  /// inconsistent sizes (nothing changes then).
+  void merge(const snapshot& s, const std::function<bool(int64_t)>& mine = {});
+  /// Drops every row and waiting id (counts stay).
+  void clear();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> p_;
+};
+
+}  // namespace actortrain::model

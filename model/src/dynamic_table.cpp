@@ -1,0 +1,396 @@
+#include <actortrain/model/dynamic_table.hpp>
+
+#include <actortrain/model/random.hpp>
+
+#include <stdexcept>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace actortrain::model {
+
+struct dynamic_table::impl {
+  // chunk_rows rows: their values, their slots (an optimizer block of its own, whose step
+  // count is set to the table's before each apply), and per row its id, the apply that
+  // last changed it, and whether it changed since the last save.
+  struct chunk {
+    std::vector<float> values;
+    slot_block s;
+    std::vector<int64_t> ids, last_update;
+    std::vector<uint8_t> dirty;
+  };
+
+  dynamic_table_options o;
+  std::vector<float> slot_init;
+  std::vector<chunk> chunks;
+  int64_t rows = 0;
+  // The index from id to row: open addressing with linear probing, one uint32 a slot
+  // (row + 1; 0 is empty) whose id is the row's own, kept between 3/8 and 3/4 full.
+  std::vector<uint32_t> slots;
+  size_t mask = 0, used = 0;
+  std::unordered_map<int64_t, uint64_t> waiting;
+  std::vector<int64_t> removed;
+  int64_t iterations = 0;
+  dynamic_table_counts counts;
+  matrix scratch;  // one row, for the initializer
+
+  impl() { reset_index(16); }
+
+  size_t width() const { return static_cast<size_t>(o.dim); }
+  int64_t id_of(int64_t r) const { return chunk_of(r).ids[local(r)]; }
+  size_t home(int64_t id) const { return static_cast<size_t>(mix64(static_cast<uint64_t>(id))) & mask; }
+
+  int64_t find(int64_t id) const {
+    for (size_t i = home(id);; i = (i + 1) & mask) {
+      if (slots[i] == 0) return -1;
+      const int64_t r = static_cast<int64_t>(slots[i]) - 1;
+      if (id_of(r) == id) return r;
+    }
+  }
+  void place(int64_t id, int64_t r) {
+    size_t i = home(id);
+    while (slots[i] != 0) i = (i + 1) & mask;
+    slots[i] = static_cast<uint32_t>(r + 1);
+  }
+  void reset_index(size_t n) {
+    slots.assign(n, 0);
+    slots.shrink_to_fit();
+    mask = n - 1;
+    used = 0;
+  }
+  // Row r (whose id is set) enters the index.
+  void index_insert(int64_t r) {
+    if ((used + 1) * 4 > slots.size() * 3) {
+      reset_index(slots.size() * 2);
+      for (int64_t q = 0; q < rows; ++q)
+        if (q != r) place(id_of(q), q);
+      used = static_cast<size_t>(rows) - 1;
+    }
+    place(id_of(r), r);
+    ++used;
+  }
+  // The slot that holds row r.
+  size_t slot_of(int64_t r) const {
+    size_t i = home(id_of(r));
+    while (slots[i] != static_cast<uint32_t>(r + 1)) i = (i + 1) & mask;
+    return i;
+  }
+  // Row r leaves the index; the entries after it shift back, so no probe chain breaks.
+  void index_erase(int64_t r) {
+    size_t gap = slot_of(r);
+    for (size_t j = (gap + 1) & mask; slots[j] != 0; j = (j + 1) & mask) {
+      const size_t h = home(id_of(static_cast<int64_t>(slots[j]) - 1));
+      // Entry j may fill the gap unless its home lies within (gap, j] (cyclically).
+      const bool between = gap <= j ? (gap < h && h <= j) : (gap < h || h <= j);
+      if (!between) {
+        slots[gap] = slots[j];
+        gap = j;
+      }
+    }
+    slots[gap] = 0;
+    --used;
+  }
+
+  chunk& chunk_of(int64_t r) { return chunks[static_cast<size_t>(r / o.chunk_rows)]; }
+  const chunk& chunk_of(int64_t r) const { return chunks[static_cast<size_t>(r / o.chunk_rows)]; }
+  size_t local(int64_t r) const { return static_cast<size_t>(r % o.chunk_rows); }
+  float* values_of(int64_t r) { return chunk_of(r).values.data() + local(r) * width(); }
+  const float* values_of(int64_t r) const { return chunk_of(r).values.data() + local(r) * width(); }
+
+  void initial_row(int64_t id, float* out) {
+    scratch.resize(1, o.dim);
+    o.init.fill(scratch, dynamic_table::row_seed(o.seed, id));
+    std::memcpy(out, scratch.data(), width() * sizeof(float));
+  }
+
+  // A new row for id at the end (a new chunk when the last is full): its values and
+  // slots uninitialized unless `init`.
+  int64_t append(int64_t id, bool init) {
+    if (rows >= int64_t{0xfffffffe}) throw std::length_error("dynamic_table: more than 2^32 - 2 rows");
+    if (rows == static_cast<int64_t>(chunks.size()) * o.chunk_rows) {
+      chunk c;
+      const auto n = static_cast<size_t>(o.chunk_rows);
+      c.values.resize(n * width());
+      c.s.slots.assign(slot_init.size(), std::vector<float>(n * width()));
+      c.ids.resize(n);
+      c.last_update.resize(n);
+      c.dirty.resize(n);
+      chunks.push_back(std::move(c));
+    }
+    const int64_t r = rows++;
+    auto& c = chunk_of(r);
+    const size_t at = local(r);
+    c.ids[at] = id;
+    c.last_update[at] = iterations;
+    c.dirty[at] = 1;
+    if (init) {
+      initial_row(id, values_of(r));
+      for (size_t k = 0; k < slot_init.size(); ++k)
+        std::fill_n(c.s.slots[k].data() + at * width(), width(), slot_init[k]);
+    }
+    index_insert(r);
+    return r;
+  }
+
+  // Drops row r: the last row moves into its place.
+  void remove(int64_t r) {
+    auto& c = chunk_of(r);
+    const size_t at = local(r);
+    const int64_t id = c.ids[at];
+    const int64_t last = rows - 1;
+    index_erase(r);
+    if (r != last) {
+      const size_t moved = slot_of(last);
+      auto& lc = chunk_of(last);
+      const size_t lat = local(last);
+      std::memcpy(values_of(r), values_of(last), width() * sizeof(float));
+      for (size_t k = 0; k < slot_init.size(); ++k)
+        std::memcpy(c.s.slots[k].data() + at * width(), lc.s.slots[k].data() + lat * width(), width() * sizeof(float));
+      c.ids[at] = lc.ids[lat];
+      c.last_update[at] = lc.last_update[lat];
+      c.dirty[at] = lc.dirty[lat];
+      slots[moved] = static_cast<uint32_t>(r + 1);
+    }
+    --rows;
+    removed.push_back(id);
+    // A chunk left empty is given back.
+    if (rows <= (static_cast<int64_t>(chunks.size()) - 1) * o.chunk_rows) chunks.pop_back();
+  }
+
+  void evict() {
+    for (int64_t r = rows - 1; r >= 0; --r) {
+      const auto& c = chunk_of(r);
+      if (iterations - c.last_update[local(r)] >= static_cast<int64_t>(o.evict_after)) {
+        remove(r);
+        ++counts.evicted;
+      }
+    }
+  }
+};
+
+uint64_t dynamic_table::row_seed(uint64_t seed, int64_t id) {
+  return mix64(seed ^ mix64(static_cast<uint64_t>(id) + 0x632be59bd9b4e019ull));
+}
+
+dynamic_table::dynamic_table(dynamic_table_options o, std::vector<float> slot_init) : p_(std::make_unique<impl>()) {
+  if (o.dim <= 0) throw std::invalid_argument(fmt::format("dynamic_table: dim must be positive, got {}", o.dim));
+  if (o.chunk_rows <= 0)
+    throw std::invalid_argument(fmt::format("dynamic_table: chunk_rows must be positive, got {}", o.chunk_rows));
+  if (!o.init.fill) throw std::invalid_argument("dynamic_table: the initializer is empty");
+  p_->o = std::move(o);
+  p_->slot_init = std::move(slot_init);
+}
+
+namespace {
+
+std::vector<float> initial_slots(const optimizer& opt) {
+  std::vector<float> out;
+  for (const auto& s : opt.make_slots(1).slots) out.push_back(s.front());
+  return out;
+}
+
+}  // namespace
+
+dynamic_table::dynamic_table(dynamic_table_options o, const optimizer& opt)
+    : dynamic_table(std::move(o), initial_slots(opt)) {}
+
+dynamic_table::~dynamic_table() = default;
+dynamic_table::dynamic_table(dynamic_table&&) noexcept = default;
+dynamic_table& dynamic_table::operator=(dynamic_table&&) noexcept = default;
+
+int64_t dynamic_table::dim() const { return p_->o.dim; }
+size_t dynamic_table::num_slots() const { return p_->slot_init.size(); }
+
+void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training) {
+  auto& t = *p_;
+  if (training) {
+    std::vector<int64_t> seen(ids, ids + n);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (auto id : seen) {
+      if (t.find(id) >= 0) continue;
+      if (t.o.admit_after > 1) {
+        auto w = t.waiting.find(id);
+        uint64_t reads = (w == t.waiting.end() ? 0 : w->second) + 1;
+        if (reads < t.o.admit_after) {
+          if (w == t.waiting.end())
+            t.waiting.emplace(id, reads);
+          else
+            w->second = reads;
+          continue;
+        }
+        if (w != t.waiting.end()) t.waiting.erase(w);
+      }
+      t.append(id, true);
+      ++t.counts.created;
+    }
+  }
+  const size_t w = t.width();
+  for (size_t j = 0; j < n; ++j) {
+    const int64_t r = t.find(ids[j]);
+    if (r >= 0) {
+      std::memcpy(out + j * w, t.values_of(r), w * sizeof(float));
+    } else {
+      t.initial_row(ids[j], out + j * w);
+      ++t.counts.unadmitted_reads;
+    }
+  }
+}
+
+void dynamic_table::apply(const optimizer& opt, const int64_t* ids, size_t n, const float* grads, double lr_scale) {
+  auto& t = *p_;
+  const size_t w = t.width();
+  {
+    std::vector<int64_t> sorted(ids, ids + n);
+    std::sort(sorted.begin(), sorted.end());
+    if (auto d = std::adjacent_find(sorted.begin(), sorted.end()); d != sorted.end())
+      throw std::invalid_argument(fmt::format("dynamic_table::apply: id {} is given twice", *d));
+  }
+  // The rows by chunk, with their gradients gathered.
+  std::vector<std::vector<int64_t>> local(t.chunks.size());
+  std::vector<std::vector<float>> g(t.chunks.size());
+  std::vector<int64_t> touched;
+  for (size_t j = 0; j < n; ++j) {
+    const int64_t r = t.find(ids[j]);
+    if (r < 0) {
+      ++t.counts.dropped_gradients;
+      continue;
+    }
+    const auto c = static_cast<size_t>(r / t.o.chunk_rows);
+    local[c].push_back(static_cast<int64_t>(t.local(r)));
+    g[c].insert(g[c].end(), grads + j * w, grads + (j + 1) * w);
+    touched.push_back(r);
+  }
+  for (size_t c = 0; c < t.chunks.size(); ++c) {
+    if (local[c].empty()) continue;
+    auto& ch = t.chunks[c];
+    ch.s.iterations = t.iterations;
+    opt.apply_rows(ch.values.data(), w, local[c].data(), local[c].size(), g[c].data(), ch.s, lr_scale);
+  }
+  ++t.iterations;
+  for (auto r : touched) {
+    auto& ch = t.chunk_of(r);
+    ch.last_update[t.local(r)] = t.iterations;
+    ch.dirty[t.local(r)] = 1;
+  }
+  if (t.o.evict_after > 0) {
+    const auto every = std::max<int64_t>(1, static_cast<int64_t>(t.o.evict_after / 4));
+    if (t.iterations % every == 0) t.evict();
+  }
+}
+
+bool dynamic_table::find(int64_t id, float* out) const {
+  const int64_t r = p_->find(id);
+  if (r < 0) return false;
+  if (out) std::memcpy(out, p_->values_of(r), p_->width() * sizeof(float));
+  return true;
+}
+
+int64_t dynamic_table::iterations() const { return p_->iterations; }
+
+dynamic_table_counts dynamic_table::counts() const {
+  auto c = p_->counts;
+  c.rows = static_cast<uint64_t>(p_->rows);
+  c.waiting = p_->waiting.size();
+  return c;
+}
+
+size_t dynamic_table::bytes() const {
+  const auto& t = *p_;
+  size_t b = t.slots.capacity() * sizeof(uint32_t) + t.removed.capacity() * sizeof(int64_t);
+  for (const auto& c : t.chunks) {
+    b += c.values.capacity() * sizeof(float) + c.ids.capacity() * sizeof(int64_t) +
+         c.last_update.capacity() * sizeof(int64_t) + c.dirty.capacity();
+    for (const auto& s : c.s.slots) b += s.capacity() * sizeof(float);
+  }
+  // An unordered_map node: the pair and a next pointer (and the allocator's header),
+  // plus a bucket pointer.
+  b += t.waiting.size() * (sizeof(std::pair<const int64_t, uint64_t>) + 2 * sizeof(void*)) +
+       t.waiting.bucket_count() * sizeof(void*);
+  return b;
+}
+
+size_t dynamic_table::payload_bytes() const {
+  return static_cast<size_t>(p_->rows) * p_->width() * (1 + num_slots()) * sizeof(float);
+}
+
+dynamic_table::snapshot dynamic_table::save(bool full) {
+  auto& t = *p_;
+  const size_t w = t.width();
+  snapshot s;
+  s.full = full;
+  s.dim = t.o.dim;
+  s.iterations = t.iterations;
+  s.slots.resize(t.slot_init.size());
+  for (int64_t r = 0; r < t.rows; ++r) {
+    auto& c = t.chunk_of(r);
+    const size_t at = t.local(r);
+    if (!full && !c.dirty[at]) continue;
+    c.dirty[at] = 0;
+    s.ids.push_back(c.ids[at]);
+    s.last_update.push_back(c.last_update[at]);
+    s.values.insert(s.values.end(), t.values_of(r), t.values_of(r) + w);
+    for (size_t k = 0; k < s.slots.size(); ++k)
+      s.slots[k].insert(s.slots[k].end(), c.s.slots[k].data() + at * w, c.s.slots[k].data() + (at + 1) * w);
+  }
+  if (!full) s.removed = t.removed;
+  t.removed.clear();
+  s.waiting.assign(t.waiting.begin(), t.waiting.end());
+  std::sort(s.waiting.begin(), s.waiting.end());
+  return s;
+}
+
+void dynamic_table::merge(const snapshot& s, const std::function<bool(int64_t)>& mine) {
+  auto& t = *p_;
+  const size_t w = t.width();
+  const size_t n = s.ids.size();
+  if (s.dim != t.o.dim)
+    throw std::invalid_argument(fmt::format("dynamic_table::merge: rows of width {} into a table of width {}", s.dim, t.o.dim));
+  if (s.slots.size() != t.slot_init.size())
+    throw std::invalid_argument(fmt::format("dynamic_table::merge: {} slots into a table of {}", s.slots.size(),
+                                            t.slot_init.size()));
+  bool sizes = s.values.size() == n * w && s.last_update.size() == n;
+  for (const auto& k : s.slots) sizes = sizes && k.size() == n * w;
+  if (!sizes)
+    throw std::invalid_argument(fmt::format("dynamic_table::merge: a snapshot of {} ids with {} values, {} steps",
+                                            n, s.values.size(), s.last_update.size()));
+  auto accepts = [&](int64_t id) { return !mine || mine(id); };
+  for (auto id : s.removed) {
+    if (!accepts(id)) continue;
+    if (auto r = t.find(id); r >= 0) t.remove(r);
+  }
+  for (size_t j = 0; j < n; ++j) {
+    const int64_t id = s.ids[j];
+    if (!accepts(id)) continue;
+    int64_t r = t.find(id);
+    if (r < 0) r = t.append(id, false);
+    auto& c = t.chunk_of(r);
+    const size_t at = t.local(r);
+    std::memcpy(t.values_of(r), s.values.data() + j * w, w * sizeof(float));
+    for (size_t k = 0; k < s.slots.size(); ++k)
+      std::memcpy(c.s.slots[k].data() + at * w, s.slots[k].data() + j * w, w * sizeof(float));
+    c.last_update[at] = s.last_update[j];
+    c.dirty[at] = 0;
+    t.waiting.erase(id);
+  }
+  for (const auto& [id, reads] : s.waiting)
+    if (accepts(id) && t.find(id) < 0) t.waiting[id] = reads;
+  t.removed.clear();  // what the merge removed is in the snapshot already
+  t.iterations = s.iterations;
+}
+
+void dynamic_table::clear() {
+  auto& t = *p_;
+  t.chunks.clear();
+  t.rows = 0;
+  t.reset_index(16);
+  t.waiting.clear();
+  t.removed.clear();
+}
+
+}  // namespace actortrain::model

@@ -1,0 +1,311 @@
+// An embedding table keyed by the raw 64-bit id (model/dynamic_table.hpp): rows created
+// at the first training read with values that depend on the id alone, updated exactly as
+// a fixed table's rows, admission and eviction with their counts, incremental checkpoints
+// restored into another number of tables, and memory close to the floats it holds.
+
+#include <boost/test/unit_test.hpp>
+
+#include <actortrain/model/dynamic_table.hpp>
+#include <actortrain/model/optim/adam.hpp>
+#include <actortrain/model/optim/adagrad.hpp>
+#include <actortrain/model/random.hpp>
+
+#include <fmt/format.h>
+
+#include <map>
+
+using namespace actortrain;
+using namespace actortrain::model;
+
+namespace {
+
+constexpr int64_t dim = 4;
+
+dynamic_table_options opts(int64_t chunk_rows = 3) {
+  dynamic_table_options o;
+  o.dim = dim;
+  o.init = uniform(-0.05f, 0.05f);
+  o.seed = 7;
+  o.chunk_rows = chunk_rows;
+  return o;
+}
+
+std::vector<float> adam_slots() { return {0.0f, 0.0f}; }
+
+std::vector<float> read(dynamic_table& t, const std::vector<int64_t>& ids, bool training = true) {
+  std::vector<float> out(ids.size() * dim);
+  t.read(ids.data(), ids.size(), out.data(), training);
+  return out;
+}
+
+std::vector<float> row_of(const dynamic_table& t, int64_t id) {
+  std::vector<float> out(dim);
+  BOOST_REQUIRE_MESSAGE(t.find(id, out.data()), "no row for id " << id);
+  return out;
+}
+
+std::vector<float> initial(int64_t id) {
+  matrix m(1, dim);
+  uniform(-0.05f, 0.05f).fill(m, dynamic_table::row_seed(7, id));
+  return {m.data(), m.data() + dim};
+}
+
+// A gradient for `ids` that depends on the step and the id.
+std::vector<float> gradient(const std::vector<int64_t>& ids, int step) {
+  std::vector<float> g;
+  for (auto id : ids)
+    for (int64_t k = 0; k < dim; ++k) g.push_back(0.01f * static_cast<float>((id % 7) - 3 + k) + 0.001f * step);
+  return g;
+}
+
+void apply(dynamic_table& t, const optimizer& opt, const std::vector<int64_t>& ids, int step) {
+  auto g = gradient(ids, step);
+  t.apply(opt, ids.data(), ids.size(), g.data());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(dynamic_table_suite)
+
+BOOST_AUTO_TEST_CASE(an_id_gets_the_same_initial_row_whatever_the_table) {
+  const int64_t huge = int64_t{1} << 40;
+  dynamic_table a{opts(2), adam_slots()}, b{opts(1000), adam_slots()};
+  auto ra = read(a, {5, huge + 3, 12, 5});
+  auto rb = read(b, {12, huge + 3});
+  BOOST_TEST(a.counts().rows == 3u);  // 5 twice: one row
+  BOOST_TEST(a.counts().created == 3u);
+  BOOST_TEST(std::vector<float>(ra.begin(), ra.begin() + dim) == initial(5));
+  BOOST_TEST(std::vector<float>(ra.begin() + dim, ra.begin() + 2 * dim) == initial(huge + 3));
+  BOOST_TEST(std::vector<float>(rb.begin() + dim, rb.end()) == initial(huge + 3));
+  BOOST_TEST(row_of(b, 12) == row_of(a, 12));
+  BOOST_TEST(initial(5) != initial(6));
+}
+
+BOOST_AUTO_TEST_CASE(an_evaluation_read_creates_nothing) {
+  dynamic_table t{opts(), adam_slots()};
+  auto r = read(t, {9, 10}, /*training=*/false);
+  BOOST_TEST(t.counts().rows == 0u);
+  BOOST_TEST(t.counts().unadmitted_reads == 2u);
+  BOOST_TEST(std::vector<float>(r.begin(), r.begin() + dim) == initial(9));
+  BOOST_TEST(!t.find(9));
+}
+
+// The rows train to the bit as a fixed table's rows under apply_rows, with the step
+// count advancing on applies that touch none of them, across chunks of 2 rows.
+BOOST_AUTO_TEST_CASE(rows_train_as_a_fixed_tables_rows) {
+  for (std::string which : {"adam", "adagrad"}) {
+    optimizer_ptr opt = which == "adam" ? make_adam({0.05}) : make_adagrad({0.1});
+    dynamic_table t{opts(2), *opt};  // Adagrad's accumulator starts at 0.1
+    auto init_slots = opt->make_slots(1);
+    // The fixed table: row i is id ids_[i].
+    const std::vector<int64_t> ids = {100, 3, 77, 1 << 30, 42};
+    matrix fixed(static_cast<Eigen::Index>(ids.size()), dim);
+    for (size_t i = 0; i < ids.size(); ++i)
+      fixed.row(static_cast<Eigen::Index>(i)) = Eigen::Map<const row_vector>(initial(ids[i]).data(), dim);
+    slot_block s = opt->make_slots(static_cast<size_t>(fixed.size()));
+    BOOST_TEST(t.num_slots() == init_slots.slots.size());
+    read(t, ids);
+    const std::vector<std::vector<size_t>> steps = {{0, 1}, {}, {2, 3, 4}, {1}, {}, {0, 4}};
+    for (int step = 0; step < static_cast<int>(steps.size()); ++step) {
+      std::vector<int64_t> these, rows;
+      for (auto i : steps[static_cast<size_t>(step)]) {
+        these.push_back(ids[i]);
+        rows.push_back(static_cast<int64_t>(i));
+      }
+      auto g = gradient(these, step);
+      opt->apply_rows(fixed.data(), dim, rows.data(), rows.size(), g.data(), s);
+      apply(t, *opt, these, step);
+    }
+    BOOST_TEST(t.iterations() == static_cast<int64_t>(steps.size()));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto want = fixed.row(static_cast<Eigen::Index>(i));
+      BOOST_TEST(row_of(t, ids[i]) == std::vector<float>(want.data(), want.data() + dim), which << " id " << ids[i]);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_id_is_admitted_at_its_nth_read_and_its_gradients_dropped_before) {
+  auto o = opts();
+  o.admit_after = 3;
+  auto adam = make_adam({0.05});
+  dynamic_table t{o, adam_slots()};
+  for (int i = 0; i < 2; ++i) {
+    auto r = read(t, {8, 8, 9});  // 8 counts once per read
+    BOOST_TEST(std::vector<float>(r.begin(), r.begin() + dim) == initial(8));
+    apply(t, *adam, {8, 9}, i);
+  }
+  auto c = t.counts();
+  BOOST_TEST(c.rows == 0u);
+  BOOST_TEST(c.waiting == 2u);
+  BOOST_TEST(c.dropped_gradients == 4u);
+  BOOST_TEST(c.unadmitted_reads == 6u);
+  read(t, {8});
+  BOOST_TEST(t.counts().rows == 1u);
+  BOOST_TEST(t.counts().waiting == 1u);  // 9 still waits
+  BOOST_TEST(row_of(t, 8) == initial(8));  // the dropped gradients left no trace
+  apply(t, *adam, {8, 9}, 2);
+  BOOST_TEST(row_of(t, 8) != initial(8));
+  BOOST_TEST(t.counts().dropped_gradients == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(rows_not_updated_for_n_applies_are_evicted_and_come_back_as_new) {
+  auto o = opts(2);
+  o.evict_after = 4;  // looked for every apply
+  auto adam = make_adam({0.05});
+  dynamic_table t{o, adam_slots()};
+  read(t, {1, 2, 3, 4, 5});
+  apply(t, *adam, {1, 2, 3, 4, 5}, 0);
+  for (int step = 1; step <= 3; ++step) apply(t, *adam, {2, 4}, step);
+  BOOST_TEST(t.counts().rows == 5u);  // 1, 3 and 5 were updated 3 applies ago
+  apply(t, *adam, {2, 4}, 4);
+  BOOST_TEST(t.counts().rows == 2u);
+  BOOST_TEST(t.counts().evicted == 3u);
+  BOOST_TEST(t.find(2));
+  BOOST_TEST(t.find(4));
+  BOOST_TEST(!t.find(1));
+  BOOST_TEST(!t.find(3));
+  BOOST_TEST(!t.find(5));
+  read(t, {3});
+  BOOST_TEST(row_of(t, 3) == initial(3));
+  BOOST_TEST(t.counts().created == 6u);
+  // A row read but never updated goes too.
+  for (int step = 5; step <= 8; ++step) apply(t, *adam, {2, 4}, step);
+  BOOST_TEST(!t.find(3));
+}
+
+// Rows spread over chunks, with rows dropped in the middle: the index finds every id
+// (probe chains intact after back shifts), compared with a map.
+BOOST_AUTO_TEST_CASE(the_index_holds_through_growth_and_removals) {
+  auto o = opts(5);
+  o.evict_after = 1;
+  auto adam = make_adam({0.01});
+  dynamic_table t{o, adam_slots()};
+  rng g{3};
+  std::map<int64_t, bool> present;
+  for (int step = 0; step < 300; ++step) {
+    std::vector<int64_t> ids;
+    for (int j = 0; j < 20; ++j) ids.push_back(static_cast<int64_t>(g.below(400)) * 1000003);
+    read(t, ids);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    // Only half are updated: the others are evicted at this apply.
+    std::vector<int64_t> kept;
+    for (size_t j = 0; j < ids.size(); j += 2) kept.push_back(ids[j]);
+    apply(t, *adam, kept, step);
+    for (auto& [id, p] : present) p = false;
+    for (auto id : kept) present[id] = true;
+  }
+  uint64_t want = 0;
+  for (auto& [id, p] : present) {
+    BOOST_TEST(t.find(id) == p, "id " << id);
+    want += p;
+  }
+  BOOST_TEST(t.counts().rows == want);
+}
+
+BOOST_AUTO_TEST_CASE(incremental_checkpoints_restore_into_another_number_of_tables) {
+  auto o = opts(4);
+  o.evict_after = 3;
+  o.admit_after = 2;
+  auto adam = make_adam({0.05});
+  dynamic_table t{o, adam_slots()};
+  std::vector<int64_t> all;
+  for (int64_t i = 0; i < 30; ++i) all.push_back(i * 7919);
+  read(t, all);
+  read(t, all);  // admitted
+  read(t, {5, 6});  // waiting
+  apply(t, *adam, all, 0);
+  auto full = t.save(true);
+  BOOST_TEST(full.ids.size() == 30u);
+  BOOST_TEST(full.waiting.size() == 2u);
+  // Some rows change, the rest are evicted.
+  std::vector<int64_t> some(all.begin(), all.begin() + 10);
+  for (int step = 1; step <= 3; ++step) apply(t, *adam, some, step);
+  BOOST_TEST(t.counts().rows == 10u);
+  auto inc = t.save(false);
+  BOOST_TEST(!inc.full);
+  BOOST_TEST(inc.ids.size() == 10u);
+  BOOST_TEST(inc.removed.size() == 20u);
+  BOOST_TEST(t.save(false).ids.empty());  // nothing changed since
+
+  // One table, and two that split the ids by parity.
+  dynamic_table one{o, adam_slots()}, even{o, adam_slots()}, odd{o, adam_slots()};
+  for (auto* s : {&full, &inc}) {
+    one.merge(*s);
+    even.merge(*s, [](int64_t id) { return id % 2 == 0; });
+    odd.merge(*s, [](int64_t id) { return id % 2 != 0; });
+  }
+  BOOST_TEST(one.counts().rows == 10u);
+  BOOST_TEST(even.counts().rows + odd.counts().rows == 10u);
+  BOOST_TEST(one.iterations() == t.iterations());
+  BOOST_TEST(one.counts().waiting == 2u);
+  BOOST_TEST(even.counts().waiting + odd.counts().waiting == 2u);
+  // Restored rows train on exactly as the original's (values and slots, step count).
+  for (int step = 4; step <= 5; ++step) {
+    apply(t, *adam, some, step);
+    apply(one, *adam, some, step);
+    std::vector<int64_t> e, d;
+    for (auto id : some) (id % 2 == 0 ? e : d).push_back(id);
+    apply(even, *adam, e, step);
+    apply(odd, *adam, d, step);
+  }
+  for (auto id : some) {
+    BOOST_TEST(row_of(one, id) == row_of(t, id), "id " << id);
+    BOOST_TEST(row_of(id % 2 == 0 ? even : odd, id) == row_of(t, id), "id " << id);
+  }
+  // An evicted id is not restored; a waiting one is admitted at its next read.
+  BOOST_TEST(!one.find(all[20]));
+  read(one, {5});
+  BOOST_TEST(one.find(5));
+
+  auto bad = full;
+  bad.values.pop_back();
+  BOOST_CHECK_THROW(one.merge(bad), std::invalid_argument);
+  dynamic_table wide{[] {
+                       auto w = opts();
+                       w.dim = dim + 1;
+                       return w;
+                     }(),
+                     adam_slots()};
+  BOOST_CHECK_THROW(wide.merge(full), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(repeated_ids_in_an_apply_and_bad_options_are_refused) {
+  auto adam = make_adam({0.05});
+  dynamic_table t{opts(), adam_slots()};
+  read(t, {1});
+  std::vector<int64_t> ids = {1, 1};
+  std::vector<float> g(2 * dim, 0.1f);
+  BOOST_CHECK_THROW(t.apply(*adam, ids.data(), ids.size(), g.data()), std::invalid_argument);
+  BOOST_TEST(row_of(t, 1) == initial(1));
+  auto o = opts();
+  o.dim = 0;
+  BOOST_CHECK_THROW((dynamic_table{o, {}}), std::invalid_argument);
+  o = opts(0);
+  BOOST_CHECK_THROW((dynamic_table{o, {}}), std::invalid_argument);
+  o = opts();
+  o.init = {};
+  BOOST_CHECK_THROW((dynamic_table{o, {}}), std::invalid_argument);
+}
+
+// 200,000 rows of width 16 with Adam's two slots: the table holds at most 1.3 times the
+// floats of its rows and slots (chunks of 16,384 rows, the index, per-row bookkeeping).
+BOOST_AUTO_TEST_CASE(memory_is_close_to_the_floats_held) {
+  dynamic_table_options o;
+  o.dim = 16;
+  o.init = uniform(-0.05f, 0.05f);
+  dynamic_table t{o, adam_slots()};
+  std::vector<int64_t> ids(1000);
+  std::vector<float> out(ids.size() * 16);
+  rng g{11};
+  for (int b = 0; b < 200; ++b) {
+    for (auto& id : ids) id = static_cast<int64_t>(g.next() >> 20);  // 44-bit ids, no repeats in practice
+    t.read(ids.data(), ids.size(), out.data(), true);
+  }
+  BOOST_TEST(t.counts().rows >= 199000u);
+  const double ratio = static_cast<double>(t.bytes()) / static_cast<double>(t.payload_bytes());
+  BOOST_TEST(ratio < 1.3, "bytes " << t.bytes() << " for " << t.payload_bytes() << " of floats: " << ratio);
+  BOOST_TEST(ratio > 1.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
