@@ -9,4 +9,5 @@ list(APPEND MODEL_SOURCES
   src/train_step.cpp
   src/digest.cpp
   src/dynamic_table.cpp
+  src/batch_rows.cpp
 )

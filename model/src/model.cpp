@@ -48,6 +48,12 @@ symbol graph::apply(layer_ptr l, std::vector<symbol> inputs) {
   return symbol{static_cast<int32_t>(nodes_.size() - 1)};
 }
 
+variable_id variable_registry::declare_dynamic(const std::string& local_name, int64_t, initializer, uint64_t,
+                                              uint64_t) {
+  throw std::invalid_argument(
+    fmt::format("variable '{}': this registry holds no dynamic tables (variable_spec::dynamic)", local_name));
+}
+
 namespace {
 
 class registry : public variable_registry {
@@ -57,13 +63,32 @@ class registry : public variable_registry {
     auto name = prefix_ + "/" + local;
     if (auto i = c_.by_name.find(name); i != c_.by_name.end()) {
       auto& v = c_.variables[static_cast<size_t>(i->second)];
-      if (v.shape != shape || v.sparse != sparse)
+      if (v.shape != shape || v.sparse != sparse || v.dynamic)
         throw std::invalid_argument(fmt::format("variable '{}' declared as {} and again as {}", name,
                                                 to_string(v.shape), to_string(shape)));
       return i->second;
     }
     auto id = static_cast<variable_id>(c_.variables.size());
     c_.variables.push_back(variable_spec{name, shape, std::move(init), sparse});
+    c_.by_name.emplace(name, id);
+    return id;
+  }
+  variable_id declare_dynamic(const std::string& local, int64_t dim, initializer init, uint64_t admit_after,
+                              uint64_t evict_after) override {
+    auto name = prefix_ + "/" + local;
+    if (auto i = c_.by_name.find(name); i != c_.by_name.end()) {
+      auto& v = c_.variables[static_cast<size_t>(i->second)];
+      if (!v.dynamic || v.shape.cols != dim)
+        throw std::invalid_argument(fmt::format("variable '{}' declared as {} and again as a dynamic table of width {}",
+                                                name, to_string(v.shape), dim));
+      return i->second;
+    }
+    auto id = static_cast<variable_id>(c_.variables.size());
+    variable_spec s{name, shape2{0, dim}, std::move(init), /*sparse=*/true};
+    s.dynamic = true;
+    s.admit_after = admit_after;
+    s.evict_after = evict_after;
+    c_.variables.push_back(std::move(s));
     c_.by_name.emplace(name, id);
     return id;
   }
@@ -251,7 +276,11 @@ std::string model::describe() const {
     out += fmt::format("#{} {} '{}' <- {} -> width {}\n", k, n.op->describe(), n.op->name(), ins, n.width);
   }
   for (auto& v : c_->variables)
-    out += fmt::format("var {} {}{}\n", v.name, to_string(v.shape), v.sparse ? " sparse" : "");
+    if (v.dynamic)
+      out += fmt::format("var {} [dynamic x {}] sparse admit_after={} evict_after={}\n", v.name, v.shape.cols,
+                         v.admit_after, v.evict_after);
+    else
+      out += fmt::format("var {} {}{}\n", v.name, to_string(v.shape), v.sparse ? " sparse" : "");
   return out;
 }
 

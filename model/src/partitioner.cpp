@@ -171,6 +171,11 @@ placement place(const std::vector<variable_spec>& vars, const partitioner* p, in
   int64_t counter = 0;  // TF's _variable_count: continues across variables
   for (size_t i = 0; i < vars.size(); ++i) {
     const auto& spec = vars[i];
+    if (spec.dynamic)
+      throw std::invalid_argument(fmt::format(
+        "place: variable '{}' is a dynamic table (layers::dynamic_embedding); ps shards do not hold dynamic "
+        "tables yet, only the local trainer does",
+        spec.name));
     if (spec.shape.rows < 1 || spec.shape.cols < 1)
       throw std::invalid_argument(fmt::format("place: variable '{}' has an empty shape {}",
                                               spec.name, to_string(spec.shape)));

@@ -1,4 +1,6 @@
+#include <actortrain/model/batch_rows.hpp>
 #include <actortrain/model/fpu.hpp>
+#include <actortrain/model/layers/embedding.hpp>
 #include <actortrain/model/layers/gemm_tuning.hpp>
 #include <actortrain/model/progress.hpp>
 #include <actortrain/model/random.hpp>
@@ -44,9 +46,52 @@ trainer::trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed)
   params_ = model_.initial_parameters(seed_);
   grads_ = gradient_store{model_.variables()};
   for (auto& v : model_.variables()) slots_.push_back(opt_->make_slots(static_cast<size_t>(v.shape.size())));
+  const auto& vars = model_.variables();
+  tables_.resize(vars.size());
+  table_ids_.resize(vars.size());
+  for (size_t v = 0; v < vars.size(); ++v) {
+    if (!vars[v].dynamic) continue;
+    if (!model_.compact_rows()[v])
+      throw std::invalid_argument(fmt::format(
+        "trainer: the dynamic table '{}' must be applied straight to model inputs that nothing else reads",
+        vars[v].name));
+    dynamic_table_options o;
+    o.dim = vars[v].shape.cols;
+    o.init = vars[v].init;
+    o.seed = variable_seed(seed_, v);
+    o.admit_after = vars[v].admit_after;
+    o.evict_after = vars[v].evict_after;
+    tables_[v] = std::make_shared<dynamic_table>(o, *opt_);
+  }
+}
+
+void trainer::refuse_dynamic_checkpoints(const char* what) const {
+  for (size_t v = 0; v < tables_.size(); ++v)
+    if (tables_[v])
+      throw checkpoint_error(fmt::format("trainer::{}: checkpoints do not hold dynamic tables yet ('{}')", what,
+                                         model_.variables()[v].name));
+}
+
+const batch& trainer::with_tables(const batch& b, bool training) {
+  bool any = false;
+  for (auto& t : tables_) any = any || t;
+  if (!any) return b;
+  renumbered_ = b;
+  const auto& feeds = model_.row_feeds();
+  for (size_t v = 0; v < tables_.size(); ++v) {
+    if (!tables_[v]) continue;
+    auto& ids = table_ids_[v];
+    ids = batch_row_ids(b, feeds[v], layers::max_float_id);
+    auto rows = std::make_shared<matrix>(static_cast<Eigen::Index>(ids.size()), tables_[v]->dim());
+    tables_[v]->read(ids.data(), ids.size(), rows->data(), training);
+    params_.adopt(static_cast<variable_id>(v), std::move(rows));
+    renumber_rows(renumbered_, feeds[v], ids);
+  }
+  return renumbered_;
 }
 
 void trainer::restore(const checkpoint_data& data) {
+  refuse_dynamic_checkpoints("restore");
   auto one = place(model_.variables(), nullptr, 1);
   auto cut = repartition(data, one);  // checks names and shapes before anything changes
   auto names = opt_->slot_names();
@@ -79,6 +124,7 @@ void trainer::restore(const std::string& dir) {
 }
 
 checkpoint_data trainer::checkpoint() const {
+  refuse_dynamic_checkpoints("checkpoint");
   checkpoint_data out;
   out.step = steps_;
   out.optimizer = opt_->describe();
@@ -121,10 +167,11 @@ void trainer::set_hyperparams(const std::map<std::string, double>& values) {
 
 // A parameter_store shares its matrices: the kept state holds copies.
 void trainer::keep_state() {
-  kept_state k{parameter_store{params_.size()}, slots_};
+  kept_state k{parameter_store{params_.size()}, slots_, {}};
   for (size_t v = 0; v < params_.size(); ++v) {
     auto id = static_cast<variable_id>(v);
     k.params.adopt(id, std::make_shared<const matrix>(params_[id]));
+    k.tables.push_back(tables_[v] ? std::optional{tables_[v]->save(true)} : std::nullopt);
   }
   kept_ = std::move(k);
 }
@@ -147,7 +194,16 @@ void trainer::add_metric(metric_ptr m) {
 const matrix& trainer::variable(const std::string& name) const {
   auto id = model_.find_variable(name);
   if (id < 0) throw std::out_of_range(fmt::format("model has no variable '{}'", name));
+  if (tables_[static_cast<size_t>(id)])
+    throw std::out_of_range(fmt::format("variable '{}' is a dynamic table: trainer::table()", name));
   return params_[id];
+}
+
+const dynamic_table& trainer::table(const std::string& name) const {
+  auto id = model_.find_variable(name);
+  if (id < 0 || !tables_[static_cast<size_t>(id)])
+    throw std::out_of_range(fmt::format("model has no dynamic table '{}'", name));
+  return *tables_[static_cast<size_t>(id)];
 }
 
 void trainer::check_element(const batch& e) const {
@@ -156,8 +212,9 @@ void trainer::check_element(const batch& e) const {
                                             e.features.size(), model_.num_inputs()));
 }
 
-double trainer::step(const batch& b, const loss& lf) {
-  check_element(b);
+double trainer::step(const batch& given, const loss& lf) {
+  check_element(given);
+  const batch& b = with_tables(given, true);
   grads_.zero();
   step_context ctx{exec_, params_, grads_, lf, &metrics_, b,
                    draw(seed_, static_cast<uint64_t>(steps_), 0x64726f70ULL), d_out_};
@@ -175,6 +232,14 @@ double trainer::step(const batch& b, const loss& lf) {
   const auto& specs = model_.variables();
   for (size_t v = 0; v < specs.size(); ++v) {
     auto& value = params_[static_cast<variable_id>(v)];
+    if (auto& t = tables_[v]) {  // every step counts, rows or none
+      auto& g = grads_.sparse[v];
+      if (!restore_row_ids(g, table_ids_[v]))
+        throw std::invalid_argument(
+          fmt::format("the gradient of '{}' has a row past the {} rows of its batch", specs[v].name, table_ids_[v].size()));
+      t->apply(*opt_, g.ids.data(), g.ids.size(), g.rows.data());
+      continue;
+    }
     if (grads_.is_sparse[v]) {
       auto& g = grads_.sparse[v];
       if (g.ids.empty()) continue;
@@ -440,8 +505,13 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
   }
   seed_ = saved_seed;
   if (restore_at_end_ && kept_) {
-    for (size_t v = 0; v < params_.size(); ++v)
+    for (size_t v = 0; v < params_.size(); ++v) {
       params_[static_cast<variable_id>(v)] = kept_->params[static_cast<variable_id>(v)];
+      if (tables_[v] && kept_->tables[v]) {
+        tables_[v]->clear();
+        tables_[v]->merge(*kept_->tables[v]);
+      }
+    }
     slots_ = kept_->slots;
     kept_.reset();
   }
@@ -506,7 +576,7 @@ std::map<std::string, double> trainer::run_evaluate(const batch_source& data, co
   while (auto e = it->next()) {
     check_element(*e);
     each(cbs, [&](callback& c) { c.on_test_batch_begin(*this, batch_no); });
-    const matrix& out = exec_.forward(params_, e->features, false);
+    const matrix& out = exec_.forward(params_, with_tables(*e, false).features, false);
     loss_sum += loss_->compute(out, e->labels, nullptr) * static_cast<double>(e->rows());
     samples += e->rows();
     for (auto& m : ms) m->update(out, e->labels);
@@ -545,12 +615,50 @@ matrix predict(executor& ex, const parameter_store& params, const batch_source& 
   return stack_rows(parts, m.output_width());
 }
 
+namespace {
+
+// A source whose batches are another's passed through `f`, one at a time as they are taken.
+class mapped_batches final : public batch_source::impl {
+ public:
+  mapped_batches(batch_source inner, std::function<batch(batch)> f) : inner_(std::move(inner)), f_(std::move(f)) {}
+  std::unique_ptr<batch_iterator> iterate(uint64_t epoch) const override {
+    struct it final : batch_iterator {
+      std::unique_ptr<batch_iterator> inner;
+      const std::function<batch(batch)>* f;
+      std::optional<batch> next() override {
+        auto b = inner->next();
+        if (!b) return b;
+        return (*f)(std::move(*b));
+      }
+    };
+    auto out = std::make_unique<it>();
+    out->inner = inner_.iterate(epoch);
+    out->f = &f_;
+    return out;
+  }
+  batch_count count() const override { return inner_.count(); }
+
+ private:
+  batch_source inner_;
+  std::function<batch(batch)> f_;
+};
+
+}  // namespace
+
 matrix trainer::predict(const batch_source& data, const std::vector<callback_ptr>& cbs) {
   for (size_t i = 0; i < cbs.size(); ++i)
     if (!cbs[i]) throw std::invalid_argument(fmt::format("predict: callbacks[{}] is null", i));
-  if (cbs.empty()) return ::actortrain::model::predict(exec_, params_, data);
+  // With dynamic tables each batch is renumbered as it is taken, just before its forward.
+  batch_source source = data;
+  bool any = false;
+  for (auto& t : tables_) any = any || t;
+  if (any) source = batch_source{std::make_shared<mapped_batches>(data, [this](batch b) {
+                      with_tables(b, false);
+                      return renumbered_;
+                    })};
+  if (cbs.empty()) return ::actortrain::model::predict(exec_, params_, source);
   each(cbs, [&](callback& c) { c.on_predict_begin(*this); });
-  auto out = ::actortrain::model::predict(exec_, params_, data, [&](int64_t b, bool begin) {
+  auto out = ::actortrain::model::predict(exec_, params_, source, [&](int64_t b, bool begin) {
     each(cbs, [&](callback& c) {
       if (begin)
         c.on_predict_batch_begin(*this, b);

@@ -9,17 +9,23 @@
 
 namespace actortrain::model {
 
+uint64_t variable_seed(uint64_t seed, size_t i) { return draw(seed, i, 0x766172ULL); }
+
 parameter_store::parameter_store(const std::vector<variable_spec>& specs, uint64_t seed) {
   values_.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto& s = specs[i];
+    if (s.dynamic && s.shape.rows == 0 && s.shape.cols > 0) {
+      values_.push_back(std::make_shared<matrix>(0, s.shape.cols));
+      continue;
+    }
     if (s.shape.rows <= 0 || s.shape.cols <= 0)
       throw std::invalid_argument(
         fmt::format("variable '{}': shape {} is empty", s.name, to_string(s.shape)));
     matrix m(s.shape.rows, s.shape.cols);
     if (!s.init.fill)
       throw std::invalid_argument(fmt::format("variable '{}': no initializer", s.name));
-    s.init.fill(m, draw(seed, i, 0x766172ULL));
+    s.init.fill(m, variable_seed(seed, i));
     values_.push_back(std::make_shared<matrix>(std::move(m)));
   }
 }

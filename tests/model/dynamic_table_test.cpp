@@ -5,6 +5,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <actortrain/model/all.hpp>
+#include <actortrain/model/checkpoint/checkpoint_error.hpp>
 #include <actortrain/model/dynamic_table.hpp>
 #include <actortrain/model/optim/adam.hpp>
 #include <actortrain/model/optim/adagrad.hpp>
@@ -13,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 
 using namespace actortrain;
 using namespace actortrain::model;
@@ -306,6 +309,132 @@ BOOST_AUTO_TEST_CASE(memory_is_close_to_the_floats_held) {
   const double ratio = static_cast<double>(t.bytes()) / static_cast<double>(t.payload_bytes());
   BOOST_TEST(ratio < 1.3, "bytes " << t.bytes() << " for " << t.payload_bytes() << " of floats: " << ratio);
   BOOST_TEST(ratio > 1.0);
+}
+
+// ---- the local trainer with a dynamic table (layers::dynamic_embedding) ----------------
+
+namespace {
+
+// Three ids in [0, 40) and two dense features per example; y = the ids' planted weights
+// summed + x0 - x1.
+struct planted_data {
+  matrix ids, dense, y;
+  explicit planted_data(int64_t n) : ids(n, 3), dense(n, 2), y(n, 1) {
+    rng g{9};
+    std::vector<float> weight;
+    for (int k = 0; k < 40; ++k) weight.push_back(2 * g.uniform() - 1);
+    std::vector<float> draws;  // drawn first: GCC 12's vectorizer fails on the fused loop
+    for (int64_t k = 0; k < n * 8; ++k) draws.push_back(g.uniform());
+    size_t at = 0;
+    for (Eigen::Index r = 0; r < n; ++r) {
+      float t = 0;
+      for (Eigen::Index j = 0; j < 3; ++j, at += 2) {
+        auto id = static_cast<int64_t>(40.0 * draws[at] * draws[at + 1]);
+        ids(r, j) = static_cast<float>(id);
+        t += weight[static_cast<size_t>(id)];
+      }
+      dense(r, 0) = 2 * draws[at++] - 1;
+      dense(r, 1) = 2 * draws[at++] - 1;
+      y(r, 0) = t + dense(r, 0) - dense(r, 1);
+    }
+  }
+};
+
+model::model tower(layer_ptr table) {
+  model::graph g;
+  auto ids = g.input(3, "ids");
+  auto dense = g.input(2, "dense");
+  auto e = g.apply(std::move(table), ids);
+  auto h = g.apply(layers::concatenate(), {e, dense});
+  auto out = g.apply(layers::dense(1), g.apply(layers::dense(8, layers::activation::tanh), h));
+  return model::model::functional(g, {ids, dense}, out);
+}
+
+}  // namespace
+
+// A fixed table whose rows start where the dynamic table's rows start trains to the same
+// values, to the bit: same rows, same dense variables, same evaluation and predictions.
+BOOST_AUTO_TEST_CASE(a_trainer_with_a_dynamic_table_trains_as_with_a_fixed_one_from_the_same_rows) {
+  planted_data d{256};
+  const uint64_t seed = 5;
+  trainer dyn{tower(layers::dynamic_embedding(4, layers::combiner::sum)), make_adam({0.02}), mean_squared_error(), seed};
+  trainer fixed{tower(layers::embedding(40, 4, layers::combiner::sum)), make_adam({0.02}), mean_squared_error(), seed};
+  const auto name = "embedding/embeddings";
+  const auto v = fixed.structure().find_variable(name);
+  BOOST_REQUIRE(v >= 0);
+  BOOST_TEST(dyn.structure().variables()[static_cast<size_t>(v)].dynamic);
+  for (int64_t id = 0; id < 40; ++id) {
+    matrix row(1, 4);
+    uniform(-0.05f, 0.05f).fill(row, dynamic_table::row_seed(variable_seed(seed, static_cast<size_t>(v)), id));
+    fixed.parameters()[v].row(id) = row;
+  }
+  fit_options o;
+  o.epochs = 3;
+  o.batch_size = 16;
+  o.verbose = 0;
+  auto hd = dyn.fit(std::vector<matrix>{d.ids, d.dense}, d.y, o);
+  auto hf = fixed.fit(std::vector<matrix>{d.ids, d.dense}, d.y, o);
+  BOOST_TEST(hd["loss"] == hf["loss"]);
+  BOOST_TEST(hd["loss"].back() < hd["loss"].front() / 2);
+  const auto& table = dyn.table(name);
+  BOOST_TEST(table.iterations() == fixed.steps());
+  uint64_t seen = 0;
+  for (int64_t id = 0; id < 40; ++id) {
+    std::vector<float> row(4);
+    if (!table.find(id, row.data())) continue;
+    ++seen;
+    auto want = fixed.variable(name).row(id);
+    BOOST_TEST(row == std::vector<float>(want.data(), want.data() + 4), "id " << id);
+  }
+  // Every id the data holds has a row, and no other.
+  std::set<float> distinct(d.ids.data(), d.ids.data() + d.ids.size());
+  BOOST_TEST(seen == distinct.size());
+  BOOST_TEST(table.counts().rows == distinct.size());
+  for (const auto& var : {"dense/kernel", "dense/bias", "dense_1/kernel"})
+    BOOST_TEST((dyn.variable(var).array() == fixed.variable(var).array()).all(), var);
+  BOOST_TEST(dyn.evaluate(std::vector<matrix>{d.ids, d.dense}, d.y) == fixed.evaluate(std::vector<matrix>{d.ids, d.dense}, d.y));
+  matrix unseen = d.ids;
+  unseen(0, 0) = 1000;  // an id without a row reads its initial values and creates nothing
+  auto pd = dyn.predict(std::vector<matrix>{unseen, d.dense});
+  BOOST_TEST(table.counts().rows == distinct.size());
+  BOOST_TEST((pd.bottomRows(255).array() == fixed.predict(std::vector<matrix>{d.ids, d.dense}).bottomRows(255).array()).all());
+}
+
+BOOST_AUTO_TEST_CASE(a_trainer_admits_rare_ids_late_and_reports_what_it_cannot_do) {
+  planted_data d{256};
+  trainer t{tower(layers::dynamic_embedding(4, layers::combiner::sum, uniform(-0.05f, 0.05f), {3, 0})), make_adam({0.02}),
+            mean_squared_error(), 1};
+  BOOST_TEST(t.structure().describe().find("[dynamic x 4] sparse admit_after=3 evict_after=0") != std::string::npos,
+             t.structure().describe());
+  fit_options o;
+  o.batch_size = 16;
+  o.verbose = 0;
+  t.fit(std::vector<matrix>{d.ids, d.dense}, d.y, o);
+  auto c = t.table("embedding/embeddings").counts();
+  std::set<float> distinct(d.ids.data(), d.ids.data() + d.ids.size());
+  BOOST_TEST(c.rows + c.waiting == distinct.size());
+  BOOST_TEST(c.waiting > 0u);  // the rare ids, read fewer than 3 times
+  BOOST_TEST(c.dropped_gradients > 0u);
+  BOOST_CHECK_THROW(t.variable("embedding/embeddings"), std::out_of_range);
+  BOOST_CHECK_THROW(t.table("dense/kernel"), std::out_of_range);
+  BOOST_CHECK_THROW(t.checkpoint(), checkpoint_error);
+  try {
+    place(t.structure().variables(), nullptr, 2);
+    BOOST_FAIL("place took a dynamic table");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("'embedding/embeddings' is a dynamic table") != std::string::npos, e.what());
+  }
+  // A table whose ids a dense layer reads too cannot be computed on its batch's rows.
+  model::graph g;
+  auto ids = g.input(3, "ids");
+  auto e = g.apply(layers::dynamic_embedding(4, layers::combiner::sum), ids);
+  auto out = g.apply(layers::dense(1), g.apply(layers::concatenate(), {e, g.apply(layers::dense(2), ids)}));
+  try {
+    trainer bad{model::model::functional(g, {ids}, out), make_adam({0.02}), mean_squared_error(), 1};
+    BOOST_FAIL("the trainer took a table it cannot renumber");
+  } catch (const std::invalid_argument& err) {
+    BOOST_TEST(std::string(err.what()).find("must be applied straight to model inputs") != std::string::npos, err.what());
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -48,7 +48,7 @@ void install_round(self_ptr self) {
     st.renumber = false;
     const auto& feeds = st.opts.structure.row_feeds();
     for (size_t v = 0; v < st.compact.size(); ++v)
-      if (st.by_rows[v] && st.compact[v]) renumber_rows(st.batch, feeds[v], st.row_ids[v]);
+      if (st.by_rows[v] && st.compact[v]) model::renumber_rows(st.batch, feeds[v], st.row_ids[v]);
   }
   st.params = std::move(st.round.values);
   st.read_version = std::move(st.round.read_version);
@@ -138,7 +138,7 @@ void send_rows(self_ptr self) {
     auto vid = static_cast<model::variable_id>(v);
     const auto& vp = pl.variable(vid);
     const bool compact = st.compact[v];
-    auto ids = batch_row_ids(st.batch, feeds[v], vp.shape.rows);
+    auto ids = model::batch_row_ids(st.batch, feeds[v], vp.shape.rows);
     auto& table = st.tables[v];
     if (compact) {
       // The buffer of an earlier step is reused once nothing else holds it.

@@ -7,6 +7,7 @@
 #include <actortrain/actors/core/errors.hpp>
 #include <actortrain/actors/worker/worker.hpp>
 #include <actortrain/dataset/digest.hpp>
+#include <actortrain/model/batch_rows.hpp>
 #include <actortrain/model/digest.hpp>
 #include <actortrain/model/fpu.hpp>
 #include <actortrain/model/layers/gemm_tuning.hpp>
@@ -23,7 +24,6 @@
 
 #include "../core/planted.hpp"
 #include "../core/thread_name.hpp"
-#include "batch_rows.hpp"
 #include "gradient_slices.hpp"
 
 

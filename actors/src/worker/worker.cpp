@@ -308,9 +308,11 @@ void after_backward(self_ptr self, clock_type::time_point t) {
   // A compact table's gradient rows are its positions: the table's ids again.
   for (size_t v = 0; v < st.compact.size(); ++v) {
     if (!st.by_rows[v] || !st.compact[v] || !st.grads.is_sparse[v]) continue;
-    if (auto f = restore_row_ids(st.grads.sparse[v], st.row_ids[v])) {
-      fail(self, make_error(f.code, fmt::format("worker {}, step {}: {}: {}", st.opts.id, to_string(st.current.step),
-                                                st.opts.structure.variables()[v].name, f.what)));
+    if (!model::restore_row_ids(st.grads.sparse[v], st.row_ids[v])) {
+      fail(self, make_error(error_code::invalid_gradient,
+                            fmt::format("worker {}, step {}: the gradient of {} has a row past the {} rows of its batch",
+                                        st.opts.id, to_string(st.current.step), st.opts.structure.variables()[v].name,
+                                        st.row_ids[v].size())));
       return;
     }
   }

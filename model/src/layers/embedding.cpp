@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -26,11 +27,14 @@ namespace {
 // occurrence p = r * k + j at ids[1 + p] | m entries of sort scratch for backward].
 class embedding_op final : public layer {
  public:
-  embedding_op(int64_t vocab, int64_t dim, combiner c, initializer init)
-      : vocab_(vocab), dim_(dim), comb_(c), init_(std::move(init)) {}
+  embedding_op(int64_t vocab, int64_t dim, combiner c, initializer init, std::optional<dynamic_rows> dyn = {})
+      : vocab_(vocab), dim_(dim), comb_(c), init_(std::move(init)), dynamic_(dyn) {}
 
   std::string kind() const override { return "embedding"; }
   std::string describe() const override {
+    if (dynamic_)
+      return fmt::format("dynamic_embedding({}, {}, init={}, admit_after={}, evict_after={})", dim_, to_string(comb_),
+                         init_.name, dynamic_->admit_after, dynamic_->evict_after);
     return fmt::format("embedding({}, {}, {}, init={})", vocab_, dim_, to_string(comb_), init_.name);
   }
   bool inputs_differentiable() const override { return false; }
@@ -41,7 +45,9 @@ class embedding_op final : public layer {
       throw std::invalid_argument(
         fmt::format("{}: expects exactly one input of ids of positive width, got widths [{}]", label(),
                     fmt::join(input_widths, ", ")));
-    st.vars.assign(1, reg.declare("embeddings", shape2{vocab_, dim_}, init_, /*sparse=*/true));
+    st.vars.assign(1, dynamic_ ? reg.declare_dynamic("embeddings", dim_, init_, dynamic_->admit_after,
+                                                     dynamic_->evict_after)
+                               : reg.declare("embeddings", shape2{vocab_, dim_}, init_, /*sparse=*/true));
     st.ids.assign(1, input_widths[0]);
     return comb_ == combiner::concat ? input_widths[0] * dim_ : dim_;
   }
@@ -139,6 +145,7 @@ class embedding_op final : public layer {
   int64_t dim_;
   combiner comb_;
   initializer init_;
+  std::optional<dynamic_rows> dynamic_;
 };
 
 }  // namespace
@@ -150,6 +157,12 @@ layer_ptr embedding(int64_t vocab_size, int64_t dim, combiner c, initializer ini
   if (dim <= 0) throw std::invalid_argument(fmt::format("embedding: dim must be positive, got {}", dim));
   if (!init.fill) throw std::invalid_argument("embedding: the initializer is empty");
   return std::make_shared<embedding_op>(vocab_size, dim, c, std::move(init));
+}
+
+layer_ptr dynamic_embedding(int64_t dim, combiner c, initializer init, dynamic_rows rows) {
+  if (dim <= 0) throw std::invalid_argument(fmt::format("dynamic_embedding: dim must be positive, got {}", dim));
+  if (!init.fill) throw std::invalid_argument("dynamic_embedding: the initializer is empty");
+  return std::make_shared<embedding_op>(max_float_id, dim, c, std::move(init), rows);
 }
 
 }  // namespace actortrain::model::layers

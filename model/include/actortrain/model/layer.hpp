@@ -27,6 +27,11 @@ class variable_registry {
   /// registry does that by name and throws std::invalid_argument if the shape differs.
   virtual variable_id declare(const std::string& local_name, shape2 shape, initializer init,
                               bool sparse = false) = 0;
+  /// Declares an embedding table keyed by raw ids (variable_spec::dynamic) of `dim`
+  /// columns, the same way. The default throws std::invalid_argument (a registry that
+  /// holds no such tables).
+  virtual variable_id declare_dynamic(const std::string& local_name, int64_t dim, initializer init,
+                                      uint64_t admit_after, uint64_t evict_after);
 };
 
 /// Per-application state owned by the model executor (one per graph node).

@@ -183,8 +183,9 @@ class placement {
 /// continues across variables in declaration order — partition k of variable i goes to
 /// shard (partitions of variables 0..i-1 + k) % num_ps — as TF's ParameterServerStrategy
 /// does (its `_variable_count`), so small variables do not all land on shard 0. Throws
-/// std::invalid_argument for num_ps < 1, an empty shape, or a duplicate name (names key
-/// checkpoint files), and std::logic_error if `p` returns a count outside [1, rows].
+/// std::invalid_argument for num_ps < 1, an empty shape, a duplicate name (names key
+/// checkpoint files) or a dynamic table (variable_spec::dynamic: not on ps shards yet),
+/// and std::logic_error if `p` returns a count outside [1, rows].
 placement place(const std::vector<variable_spec>& vars, const partitioner* p, int num_ps);
 
 }  // namespace actortrain::model

@@ -22,6 +22,7 @@
 
 #include <actortrain/model/batch_source.hpp>
 #include <actortrain/model/callbacks.hpp>
+#include <actortrain/model/dynamic_table.hpp>
 #include <actortrain/model/loss.hpp>
 #include <actortrain/model/metric.hpp>
 #include <actortrain/model/model.hpp>
@@ -183,8 +184,12 @@ class trainer : public training {
   const model& structure() const { return model_; }
   parameter_store& parameters() { return params_; }
   const parameter_store& parameters() const { return params_; }
-  /// The value of a variable by name ("dense/kernel"); throws std::out_of_range.
+  /// The value of a variable by name ("dense/kernel"); throws std::out_of_range (also
+  /// for a dynamic table, which table() gives).
   const matrix& variable(const std::string& name) const;
+  /// A dynamic table (layers::dynamic_embedding) by its variable's name; throws
+  /// std::out_of_range when there is none of that name.
+  const dynamic_table& table(const std::string& name) const;
   optimizer& optim() { return *opt_; }
   /// Training steps taken over all fit calls.
   int64_t steps() const { return steps_; }
@@ -208,10 +213,17 @@ class trainer : public training {
   /// newest committed checkpoint under a root of them; checkpoint_error if there is none.
   void restore(const std::string& dir);
   /// The trainer's state as a checkpoint of one partition per variable at step steps().
+  /// Checkpoints do not hold dynamic tables yet: with one, checkpoint(), restore() and
+  /// save_checkpoint() throw checkpoint_error naming it.
   checkpoint_data checkpoint() const;
 
  private:
   void check_element(const batch& e) const;
+  void refuse_dynamic_checkpoints(const char* what) const;
+  // `b` as the model computes on it: with dynamic tables, a copy with their ids
+  // renumbered to the batch's rows, which become those tables' parameters (read for
+  // training or not); `b` itself otherwise.
+  const batch& with_tables(const batch& b, bool training);
   double step(const batch& b, const loss& l);
   history run_fit(const batch_source& data, const fit_options& opts, const std::optional<batch_source>& validation);
   std::map<std::string, double> run_evaluate(const batch_source& data, const std::vector<callback_ptr>& callbacks);
@@ -229,9 +241,15 @@ class trainer : public training {
   step_function step_fn_;
   logs last_logs_;  // the last step's logs (a custom step's extra keys)
   bool stop_ = false, restore_at_end_ = false, validating_ = false;
+  // Per variable: its dynamic table (null for the others) and the distinct ids of the
+  // batch being computed; that batch renumbered.
+  std::vector<std::shared_ptr<dynamic_table>> tables_;
+  std::vector<std::vector<int64_t>> table_ids_;
+  batch renumbered_;
   struct kept_state {
     parameter_store params;
     std::vector<slot_block> slots;
+    std::vector<std::optional<dynamic_table::snapshot>> tables;
   };
   std::optional<kept_state> kept_;
 };

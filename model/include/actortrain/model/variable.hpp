@@ -21,10 +21,20 @@ struct variable_spec {
   shape2 shape;
   initializer init;
   bool sparse = false;
+  /// An embedding table keyed by raw ids (model/dynamic_table.hpp): sparse, with no
+  /// fixed rows (shape.rows is 0, shape.cols its width); a row exists once its id was
+  /// read for training, initialized by `init` seeded by the id.
+  bool dynamic = false;
+  uint64_t admit_after = 0;  ///< dynamic: dynamic_table_options::admit_after
+  uint64_t evict_after = 0;  ///< dynamic: dynamic_table_options::evict_after
 };
 
 /// Index of a variable in its model's variable list (stable for the model's lifetime).
 using variable_id = int32_t;
+
+/// The seed of variable i's initial values, for a model seeded by `seed`
+/// (parameter_store's, and a dynamic table's, whose rows mix in their ids).
+uint64_t variable_seed(uint64_t seed, size_t i);
 
 /// Values of a model's variables, indexed by variable_id. Not thread-safe.
 ///
@@ -37,7 +47,8 @@ class parameter_store {
   parameter_store() = default;
 
   /// Allocates every variable and fills it with its initializer, seeded per variable by
-  /// (seed, variable index) so that adding a layer does not change earlier layers.
+  /// (seed, variable index) so that adding a layer does not change earlier layers. A
+  /// dynamic table gets a matrix of no rows (its rows are its dynamic_table's).
   parameter_store(const std::vector<variable_spec>& specs, uint64_t seed);
 
   /// `n` empty variables (to be adopted).

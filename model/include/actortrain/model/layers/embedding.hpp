@@ -40,4 +40,28 @@ std::string to_string(combiner c);
 layer_ptr embedding(int64_t vocab_size, int64_t dim, combiner c = combiner::concat,
                     initializer init = uniform(-0.05f, 0.05f));
 
+/// Ids are floats: below 2^24 every integer is exact.
+constexpr int64_t max_float_id = int64_t{1} << 24;
+
+/// What a dynamic table does with rare and idle ids (model/dynamic_table.hpp).
+struct dynamic_rows {
+  /// An id gets a row at its admit_after-th training read; before, it reads its initial
+  /// values and its gradients are dropped (0 and 1: at once).
+  uint64_t admit_after = 0;
+  /// Rows not updated during this many steps are dropped (0: never).
+  uint64_t evict_after = 0;
+};
+
+/// An embedding table keyed by the raw id instead of a row number: no vocabulary, a row
+/// per id seen (variable_spec::dynamic), initialized by `init` seeded by the id, kept by
+/// a model::dynamic_table (the local trainer's, or the ps shards' in a cluster). Ids are
+/// non-negative integers below max_float_id (features are floats). The table must be
+/// applied straight to model inputs that nothing else reads (model::compact_rows): the
+/// step computes on its batch's rows alone. describe() gives e.g.
+/// "dynamic_embedding(16, sum, init=uniform(-0.05, 0.05), admit_after=0, evict_after=0)".
+/// Throws std::invalid_argument for dim <= 0 or an empty initializer, and from forward()
+/// as embedding().
+layer_ptr dynamic_embedding(int64_t dim, combiner c = combiner::concat, initializer init = uniform(-0.05f, 0.05f),
+                            dynamic_rows rows = {});
+
 }  // namespace actortrain::model::layers

@@ -1,11 +1,9 @@
-#include "batch_rows.hpp"
+#include <actortrain/model/batch_rows.hpp>
 
 #include <algorithm>
 #include <cmath>
 
-#include <fmt/format.h>
-
-namespace actortrain {
+namespace actortrain::model {
 
 namespace {
 
@@ -25,7 +23,7 @@ void for_each_id(Batch& b, const std::vector<int32_t>& feeds, int64_t vocab, F&&
 
 }  // namespace
 
-std::vector<int64_t> batch_row_ids(const model::batch& b, const std::vector<int32_t>& feeds, int64_t vocab) {
+std::vector<int64_t> batch_row_ids(const batch& b, const std::vector<int32_t>& feeds, int64_t vocab) {
   std::vector<int64_t> ids;
   for_each_id(b, feeds, vocab, [&](float v) { ids.push_back(static_cast<int64_t>(v)); });
   std::sort(ids.begin(), ids.end());
@@ -33,7 +31,7 @@ std::vector<int64_t> batch_row_ids(const model::batch& b, const std::vector<int3
   return ids;
 }
 
-void renumber_rows(model::batch& b, const std::vector<int32_t>& feeds, const std::vector<int64_t>& ids) {
+void renumber_rows(batch& b, const std::vector<int32_t>& feeds, const std::vector<int64_t>& ids) {
   // Every id of `ids` is below its last element + 1: values above it stay.
   const int64_t vocab = ids.empty() ? 0 : ids.back() + 1;
   for_each_id(b, feeds, vocab, [&](float& v) {
@@ -43,13 +41,11 @@ void renumber_rows(model::batch& b, const std::vector<int32_t>& feeds, const std
   });
 }
 
-failure restore_row_ids(model::sparse_rows& g, const std::vector<int64_t>& ids) {
+bool restore_row_ids(sparse_rows& g, const std::vector<int64_t>& ids) {
   for (auto p : g.ids)
-    if (p < 0 || p >= static_cast<int64_t>(ids.size()))
-      return {error_code::invalid_request,
-              fmt::format("a gradient row at position {} of a compact table of {} rows", p, ids.size())};
+    if (p < 0 || p >= static_cast<int64_t>(ids.size())) return false;
   for (auto& p : g.ids) p = ids[static_cast<size_t>(p)];
-  return {};
+  return true;
 }
 
-}  // namespace actortrain
+}  // namespace actortrain::model

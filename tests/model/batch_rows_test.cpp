@@ -1,5 +1,4 @@
-// A step's rows of an embedding table, without the actor
-// (actors/src/worker/batch_rows.hpp): the distinct valid ids of a batch's feeds, the
+// A step's rows of an embedding table (model/batch_rows.hpp): the distinct valid ids of a batch's feeds, the
 // batch renumbered to rows of a compact table, the gradient given the table's ids back;
 // and which tables a model lets a worker hold compactly (model::compact_rows).
 
@@ -7,9 +6,10 @@
 
 #include <actortrain/model/all.hpp>
 
-#include "../../actors/src/worker/batch_rows.hpp"
+#include <actortrain/model/batch_rows.hpp>
 
 using namespace actortrain;
+using namespace actortrain::model;
 using model::matrix;
 
 namespace {
@@ -64,13 +64,11 @@ BOOST_AUTO_TEST_CASE(gradient_positions_get_the_table_ids_back_in_order) {
   model::sparse_rows g;
   g.ids = {0, 2, 3};
   g.rows = matrix::Identity(3, 3);
-  BOOST_TEST(!restore_row_ids(g, {4, 8, 15, 16}));
+  BOOST_TEST(restore_row_ids(g, {4, 8, 15, 16}));
   BOOST_TEST(g.ids == (std::vector<int64_t>{4, 15, 16}));
   model::sparse_rows bad;
   bad.ids = {1, 4};
-  auto f = restore_row_ids(bad, {4, 8, 15, 16});
-  BOOST_TEST(bool(f));
-  BOOST_TEST(f.what.find("position 4 of a compact table of 4 rows") != std::string::npos, f.what);
+  BOOST_TEST(!restore_row_ids(bad, {4, 8, 15, 16}));
   BOOST_TEST(bad.ids == (std::vector<int64_t>{1, 4}));  // unchanged
 }
 
