@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -30,11 +31,19 @@ struct dynamic_table::impl {
   std::vector<chunk> chunks;
   int64_t rows = 0;
   // The index from id to row: open addressing with linear probing, one uint32 a slot
-  // (row + 1; 0 is empty) whose id is the row's own, kept between 3/8 and 3/4 full.
+  // (row + 1; 0 is empty) whose id is the row's own, at most 3/4 full (and rebuilt
+  // smaller when an eviction leaves it under 1/8 full).
   std::vector<uint32_t> slots;
   size_t mask = 0, used = 0;
-  std::unordered_map<int64_t, uint64_t> waiting;
+  // Ids not admitted yet: their reads, and the step of the last one.
+  struct wait {
+    uint64_t reads = 0;
+    int64_t seen = 0;
+  };
+  std::unordered_map<int64_t, wait> waiting;
+  // Ids dropped since the last save, once a save (or a restore) set a base to count from.
   std::vector<int64_t> removed;
+  bool has_base = false;
   int64_t iterations = 0;
   dynamic_table_counts counts;
   matrix scratch;  // one row, for the initializer
@@ -56,6 +65,11 @@ struct dynamic_table::impl {
     size_t i = home(id);
     while (slots[i] != 0) i = (i + 1) & mask;
     slots[i] = static_cast<uint32_t>(r + 1);
+  }
+  void rebuild_index(size_t n) {
+    reset_index(n);
+    for (int64_t q = 0; q < rows; ++q) place(id_of(q), q);
+    used = static_cast<size_t>(rows);
   }
   void reset_index(size_t n) {
     slots.assign(n, 0);
@@ -157,20 +171,32 @@ struct dynamic_table::impl {
       slots[moved] = static_cast<uint32_t>(r + 1);
     }
     --rows;
-    removed.push_back(id);
+    if (has_base) removed.push_back(id);
     // A chunk left empty is given back.
     if (rows <= (static_cast<int64_t>(chunks.size()) - 1) * o.chunk_rows) chunks.pop_back();
   }
 
   void evict() {
+    const auto idle = static_cast<int64_t>(o.evict_after);
     for (int64_t r = rows - 1; r >= 0; --r) {
       const auto& c = chunk_of(r);
-      if (iterations - c.last_update[local(r)] >= static_cast<int64_t>(o.evict_after)) {
+      if (iterations - c.last_update[local(r)] >= idle) {
         remove(r);
         ++counts.evicted;
       }
     }
+    // Ids still waiting for admission are forgotten after as long without a read.
+    for (auto w = waiting.begin(); w != waiting.end();)
+      w = iterations - w->second.seen >= idle ? waiting.erase(w) : std::next(w);
+    if (waiting.bucket_count() > 64 && waiting.size() * 4 < waiting.bucket_count()) waiting.rehash(0);
+    if (slots.size() > 16 && used * 8 < slots.size()) {
+      size_t n = 16;
+      while (n * 3 < used * 8) n *= 2;  // at most 3/8 full
+      rebuild_index(n);
+    }
   }
+
+  snapshot copy(bool full) const;
 };
 
 uint64_t dynamic_table::row_seed(uint64_t seed, int64_t id) {
@@ -215,16 +241,12 @@ void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training
     for (auto id : seen) {
       if (t.find(id) >= 0) continue;
       if (t.o.admit_after > 1) {
-        auto w = t.waiting.find(id);
-        uint64_t reads = (w == t.waiting.end() ? 0 : w->second) + 1;
-        if (reads < t.o.admit_after) {
-          if (w == t.waiting.end())
-            t.waiting.emplace(id, reads);
-          else
-            w->second = reads;
-          continue;
-        }
-        if (w != t.waiting.end()) t.waiting.erase(w);
+        auto& w = t.waiting[id];
+        w.reads += 1;
+        w.seen = t.iterations;
+        if (w.reads < t.o.admit_after) continue;
+        auto w_at = t.waiting.find(id);
+        t.waiting.erase(w_at);
       }
       t.append(id, true);
       ++t.counts.created;
@@ -310,7 +332,7 @@ size_t dynamic_table::bytes() const {
   }
   // An unordered_map node: the pair and a next pointer (and the allocator's header),
   // plus a bucket pointer.
-  b += t.waiting.size() * (sizeof(std::pair<const int64_t, uint64_t>) + 2 * sizeof(void*)) +
+  b += t.waiting.size() * (sizeof(std::pair<const int64_t, impl::wait>) + 2 * sizeof(void*)) +
        t.waiting.bucket_count() * sizeof(void*);
   return b;
 }
@@ -320,7 +342,18 @@ size_t dynamic_table::payload_bytes() const {
 }
 
 dynamic_table::snapshot dynamic_table::save(bool full) {
+  auto s = p_->copy(full);
   auto& t = *p_;
+  for (auto& c : t.chunks) std::fill(c.dirty.begin(), c.dirty.end(), 0);
+  t.removed.clear();
+  t.has_base = true;
+  return s;
+}
+
+dynamic_table::snapshot dynamic_table::copy() const { return p_->copy(true); }
+
+dynamic_table::snapshot dynamic_table::impl::copy(bool full) const {
+  const auto& t = *this;
   const size_t w = t.width();
   snapshot s;
   s.full = full;
@@ -328,10 +361,9 @@ dynamic_table::snapshot dynamic_table::save(bool full) {
   s.iterations = t.iterations;
   s.slots.resize(t.slot_init.size());
   for (int64_t r = 0; r < t.rows; ++r) {
-    auto& c = t.chunk_of(r);
+    const auto& c = t.chunk_of(r);
     const size_t at = t.local(r);
     if (!full && !c.dirty[at]) continue;
-    c.dirty[at] = 0;
     s.ids.push_back(c.ids[at]);
     s.last_update.push_back(c.last_update[at]);
     s.values.insert(s.values.end(), t.values_of(r), t.values_of(r) + w);
@@ -339,8 +371,7 @@ dynamic_table::snapshot dynamic_table::save(bool full) {
       s.slots[k].insert(s.slots[k].end(), c.s.slots[k].data() + at * w, c.s.slots[k].data() + (at + 1) * w);
   }
   if (!full) s.removed = t.removed;
-  t.removed.clear();
-  s.waiting.assign(t.waiting.begin(), t.waiting.end());
+  for (const auto& [id, w] : t.waiting) s.waiting.emplace_back(id, w.reads);
   std::sort(s.waiting.begin(), s.waiting.end());
   return s;
 }
@@ -363,6 +394,7 @@ void dynamic_table::merge(const snapshot& s, const std::function<bool(int64_t)>&
   for (auto id : s.removed) {
     if (!accepts(id)) continue;
     if (auto r = t.find(id); r >= 0) t.remove(r);
+    t.waiting.erase(id);  // gone since: its reads before do not count
   }
   for (size_t j = 0; j < n; ++j) {
     const int64_t id = s.ids[j];
@@ -378,10 +410,13 @@ void dynamic_table::merge(const snapshot& s, const std::function<bool(int64_t)>&
     c.dirty[at] = 0;
     t.waiting.erase(id);
   }
-  for (const auto& [id, reads] : s.waiting)
-    if (accepts(id) && t.find(id) < 0) t.waiting[id] = reads;
-  t.removed.clear();  // what the merge removed is in the snapshot already
   t.iterations = s.iterations;
+  // Every snapshot lists all the ids waiting when it was taken.
+  for (auto w = t.waiting.begin(); w != t.waiting.end();) w = accepts(w->first) ? t.waiting.erase(w) : std::next(w);
+  for (const auto& [id, reads] : s.waiting)
+    if (accepts(id) && t.find(id) < 0) t.waiting[id] = impl::wait{reads, t.iterations};
+  t.removed.clear();  // what the merge removed is in the snapshot already
+  t.has_base = true;
 }
 
 void dynamic_table::clear() {
@@ -391,6 +426,7 @@ void dynamic_table::clear() {
   t.reset_index(16);
   t.waiting.clear();
   t.removed.clear();
+  t.has_base = false;
 }
 
 }  // namespace actortrain::model

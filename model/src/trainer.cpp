@@ -72,6 +72,11 @@ void trainer::refuse_dynamic_checkpoints(const char* what) const {
                                          model_.variables()[v].name));
 }
 
+void trainer::release_tables() {
+  for (size_t v = 0; v < tables_.size(); ++v)
+    if (tables_[v]) params_.adopt(static_cast<variable_id>(v), std::make_shared<matrix>(0, tables_[v]->dim()));
+}
+
 const batch& trainer::with_tables(const batch& b, bool training) {
   bool any = false;
   for (auto& t : tables_) any = any || t;
@@ -171,7 +176,7 @@ void trainer::keep_state() {
   for (size_t v = 0; v < params_.size(); ++v) {
     auto id = static_cast<variable_id>(v);
     k.params.adopt(id, std::make_shared<const matrix>(params_[id]));
-    k.tables.push_back(tables_[v] ? std::optional{tables_[v]->save(true)} : std::nullopt);
+    k.tables.push_back(tables_[v] ? std::optional{tables_[v]->copy()} : std::nullopt);
   }
   kept_ = std::move(k);
 }
@@ -249,6 +254,7 @@ double trainer::step(const batch& given, const loss& lf) {
       opt_->apply_dense(value.data(), grads_.dense[v].data(), static_cast<size_t>(value.size()), slots_[v]);
     }
   }
+  release_tables();  // a batch's rows mean nothing past its step
   ++steps_;
   return l;
 }
@@ -586,6 +592,7 @@ std::map<std::string, double> trainer::run_evaluate(const batch_source& data, co
     }
     ++batch_no;
   }
+  release_tables();
   current();
   each(cbs, [&](callback& c) { c.on_test_end(*this, r); });
   return r;
@@ -656,7 +663,11 @@ matrix trainer::predict(const batch_source& data, const std::vector<callback_ptr
                       with_tables(b, false);
                       return renumbered_;
                     })};
-  if (cbs.empty()) return ::actortrain::model::predict(exec_, params_, source);
+  if (cbs.empty()) {
+    auto out = ::actortrain::model::predict(exec_, params_, source);
+    release_tables();
+    return out;
+  }
   each(cbs, [&](callback& c) { c.on_predict_begin(*this); });
   auto out = ::actortrain::model::predict(exec_, params_, source, [&](int64_t b, bool begin) {
     each(cbs, [&](callback& c) {
@@ -666,6 +677,7 @@ matrix trainer::predict(const batch_source& data, const std::vector<callback_ptr
         c.on_predict_batch_end(*this, b);
     });
   });
+  release_tables();
   each(cbs, [&](callback& c) { c.on_predict_end(*this); });
   return out;
 }

@@ -92,7 +92,6 @@ BOOST_AUTO_TEST_CASE(a_table_is_compact_when_nothing_but_its_embeddings_reads_it
   BOOST_TEST(!compact("embedding/embeddings"));    // its input feeds embedding_1 too
   BOOST_TEST(!compact("embedding_1/embeddings"));
   BOOST_TEST(!compact("embedding_2/embeddings"));  // its input feeds a dense layer
-  BOOST_TEST(!compact("dense/kernel"));
 
   model::graph h;
   auto a = h.input(2, "a");

@@ -241,8 +241,10 @@ BOOST_AUTO_TEST_CASE(incremental_checkpoints_restore_into_another_number_of_tabl
   BOOST_TEST(one.counts().rows == 10u);
   BOOST_TEST(even.counts().rows + odd.counts().rows == 10u);
   BOOST_TEST(one.iterations() == t.iterations());
-  BOOST_TEST(one.counts().waiting == 2u);
-  BOOST_TEST(even.counts().waiting + odd.counts().waiting == 2u);
+  // 5 and 6 waited 3 steps without a read: forgotten in the table saved, and so here.
+  BOOST_TEST(t.counts().waiting == 0u);
+  BOOST_TEST(one.counts().waiting == 0u);
+  BOOST_TEST(even.counts().waiting + odd.counts().waiting == 0u);
   // Restored rows train on exactly as the original's (values and slots, step count).
   for (int step = 4; step <= 5; ++step) {
     apply(t, *adam, some, step);
@@ -256,10 +258,18 @@ BOOST_AUTO_TEST_CASE(incremental_checkpoints_restore_into_another_number_of_tabl
     BOOST_TEST(row_of(one, id) == row_of(t, id), "id " << id);
     BOOST_TEST(row_of(id % 2 == 0 ? even : odd, id) == row_of(t, id), "id " << id);
   }
-  // An evicted id is not restored; a waiting one is admitted at its next read.
+  // An evicted id is not restored; a forgotten one starts its admission over.
   BOOST_TEST(!one.find(all[20]));
   read(one, {5});
+  BOOST_TEST(!one.find(5));
+  read(one, {5});
   BOOST_TEST(one.find(5));
+  // A waiting id restored is admitted at its next read, as in the table saved.
+  dynamic_table w{o, adam_slots()}, w_back{o, adam_slots()};
+  read(w, {9});
+  w_back.merge(w.save(true));
+  read(w_back, {9});
+  BOOST_TEST(w_back.find(9));
 
   auto bad = full;
   bad.values.pop_back();
@@ -271,6 +281,63 @@ BOOST_AUTO_TEST_CASE(incremental_checkpoints_restore_into_another_number_of_tabl
                      }(),
                      adam_slots()};
   BOOST_CHECK_THROW(wide.merge(full), std::invalid_argument);
+}
+
+// An id admitted and evicted between two saves starts its admission over after a
+// restore, as in the table saved; a copy leaves the next incremental save alone.
+BOOST_AUTO_TEST_CASE(admission_survives_a_restore_between_eviction_and_save) {
+  auto o = opts();
+  o.admit_after = 2;
+  o.evict_after = 1;
+  auto adam = make_adam({0.05});
+  dynamic_table t{o, adam_slots()};
+  read(t, {7});  // waiting, one read
+  auto full = t.save(true);
+  BOOST_TEST(full.waiting == (std::vector<std::pair<int64_t, uint64_t>>{{7, 1}}));
+  read(t, {7});  // admitted
+  BOOST_TEST(t.find(7));
+  apply(t, *adam, {}, 0);  // not updated: evicted
+  BOOST_TEST(!t.find(7));
+  auto inc = t.save(false);
+  BOOST_TEST(inc.removed == (std::vector<int64_t>{7}));
+  dynamic_table back{o, adam_slots()};
+  back.merge(full);
+  back.merge(inc);
+  read(back, {7});  // a first read again: it waits, as in t
+  read(t, {7});
+  BOOST_TEST(back.find(7) == t.find(7));
+  BOOST_TEST(!back.find(7));
+
+  dynamic_table u{opts(), adam_slots()};
+  read(u, {1, 2});
+  u.save(true);
+  apply(u, *adam, {1}, 0);
+  auto kept = u.copy();
+  BOOST_TEST(kept.ids.size() == 2u);
+  BOOST_TEST(u.save(false).ids == (std::vector<int64_t>{1}));  // the copy did not reset it
+}
+
+// Evictions give back what the rows held: chunks, the index, and nothing kept for
+// ids dropped when no save asked for them; ids that wait too long are forgotten.
+BOOST_AUTO_TEST_CASE(evictions_give_memory_back) {
+  auto o = opts(64);
+  o.evict_after = 2;
+  o.admit_after = 2;
+  auto adam = make_adam({0.05});
+  dynamic_table t{o, adam_slots()};
+  std::vector<int64_t> ids(5000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) * 31;
+  read(t, ids);
+  read(t, ids);
+  read(t, {1, 2, 3});  // waiting
+  const auto full = t.bytes();
+  BOOST_TEST(t.counts().rows == 5000u);
+  BOOST_TEST(t.counts().waiting == 3u);
+  for (int step = 0; step < 3; ++step) apply(t, *adam, {}, step);
+  BOOST_TEST(t.counts().rows == 0u);
+  BOOST_TEST(t.counts().evicted == 5000u);
+  BOOST_TEST(t.counts().waiting == 0u);
+  BOOST_TEST(t.bytes() < full / 20, "bytes " << t.bytes() << " after " << full);
 }
 
 BOOST_AUTO_TEST_CASE(repeated_ids_in_an_apply_and_bad_options_are_refused) {
@@ -358,12 +425,13 @@ BOOST_AUTO_TEST_CASE(a_trainer_with_a_dynamic_table_trains_as_with_a_fixed_one_f
   planted_data d{256};
   const uint64_t seed = 5;
   trainer dyn{tower(layers::dynamic_embedding(4, layers::combiner::sum)), make_adam({0.02}), mean_squared_error(), seed};
-  trainer fixed{tower(layers::embedding(40, 4, layers::combiner::sum)), make_adam({0.02}), mean_squared_error(), seed};
+  // 1001 rows: id 1000, which the data never holds, reads its initial row in predict.
+  trainer fixed{tower(layers::embedding(1001, 4, layers::combiner::sum)), make_adam({0.02}), mean_squared_error(), seed};
   const auto name = "embedding/embeddings";
   const auto v = fixed.structure().find_variable(name);
   BOOST_REQUIRE(v >= 0);
   BOOST_TEST(dyn.structure().variables()[static_cast<size_t>(v)].dynamic);
-  for (int64_t id = 0; id < 40; ++id) {
+  for (int64_t id = 0; id <= 1000; ++id) {
     matrix row(1, 4);
     uniform(-0.05f, 0.05f).fill(row, dynamic_table::row_seed(variable_seed(seed, static_cast<size_t>(v)), id));
     fixed.parameters()[v].row(id) = row;
@@ -397,7 +465,10 @@ BOOST_AUTO_TEST_CASE(a_trainer_with_a_dynamic_table_trains_as_with_a_fixed_one_f
   unseen(0, 0) = 1000;  // an id without a row reads its initial values and creates nothing
   auto pd = dyn.predict(std::vector<matrix>{unseen, d.dense});
   BOOST_TEST(table.counts().rows == distinct.size());
-  BOOST_TEST((pd.bottomRows(255).array() == fixed.predict(std::vector<matrix>{d.ids, d.dense}).bottomRows(255).array()).all());
+  BOOST_TEST((pd.array() == fixed.predict(std::vector<matrix>{unseen, d.dense}).array()).all());
+  // Between steps the trainer's parameters hold no rows of the table (a batch's rows
+  // mean nothing past its step).
+  BOOST_TEST(dyn.parameters()[v].rows() == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_trainer_admits_rare_ids_late_and_reports_what_it_cannot_do) {
@@ -424,6 +495,7 @@ BOOST_AUTO_TEST_CASE(a_trainer_admits_rare_ids_late_and_reports_what_it_cannot_d
   } catch (const std::invalid_argument& e) {
     BOOST_TEST(std::string(e.what()).find("'embedding/embeddings' is a dynamic table") != std::string::npos, e.what());
   }
+  BOOST_CHECK_THROW(layers::dynamic_embedding(4, layers::combiner::sum, glorot_uniform()), std::invalid_argument);
   // A table whose ids a dense layer reads too cannot be computed on its batch's rows.
   model::graph g;
   auto ids = g.input(3, "ids");

@@ -162,6 +162,11 @@ layer_ptr embedding(int64_t vocab_size, int64_t dim, combiner c, initializer ini
 layer_ptr dynamic_embedding(int64_t dim, combiner c, initializer init, dynamic_rows rows) {
   if (dim <= 0) throw std::invalid_argument(fmt::format("dynamic_embedding: dim must be positive, got {}", dim));
   if (!init.fill) throw std::invalid_argument("dynamic_embedding: the initializer is empty");
+  if (init.name == "glorot_uniform" || init.name == "he_normal")
+    throw std::invalid_argument(fmt::format(
+      "dynamic_embedding: {} scales by the table's shape, which a table without rows does not have; give one "
+      "that does not (uniform, normal, constant, zeros)",
+      init.name));
   return std::make_shared<embedding_op>(max_float_id, dim, c, std::move(init), rows);
 }
 

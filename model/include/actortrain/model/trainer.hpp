@@ -224,6 +224,8 @@ class trainer : public training {
   // renumbered to the batch's rows, which become those tables' parameters (read for
   // training or not); `b` itself otherwise.
   const batch& with_tables(const batch& b, bool training);
+  // Back to tables of no rows (what parameters() shows between steps).
+  void release_tables();
   double step(const batch& b, const loss& l);
   history run_fit(const batch_source& data, const fit_options& opts, const std::optional<batch_source>& validation);
   std::map<std::string, double> run_evaluate(const batch_source& data, const std::vector<callback_ptr>& callbacks);

@@ -57,10 +57,12 @@ struct dynamic_rows {
 /// a model::dynamic_table (the local trainer's, or the ps shards' in a cluster). Ids are
 /// non-negative integers below max_float_id (features are floats). The table must be
 /// applied straight to model inputs that nothing else reads (model::compact_rows): the
-/// step computes on its batch's rows alone. describe() gives e.g.
+/// step computes on its batch's rows alone. Each row is filled as a 1 x dim matrix, so
+/// an initializer that scales by the shape (glorot_uniform, he_normal) is refused.
+/// describe() gives e.g.
 /// "dynamic_embedding(16, sum, init=uniform(-0.05, 0.05), admit_after=0, evict_after=0)".
-/// Throws std::invalid_argument for dim <= 0 or an empty initializer, and from forward()
-/// as embedding().
+/// Throws std::invalid_argument for dim <= 0 or an empty or shape-scaled initializer,
+/// and from forward() as embedding().
 layer_ptr dynamic_embedding(int64_t dim, combiner c = combiner::concat, initializer init = uniform(-0.05f, 0.05f),
                             dynamic_rows rows = {});
 
