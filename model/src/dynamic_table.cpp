@@ -273,29 +273,37 @@ void dynamic_table::apply(const optimizer& opt, const int64_t* ids, size_t n, co
     if (auto d = std::adjacent_find(sorted.begin(), sorted.end()); d != sorted.end())
       throw std::invalid_argument(fmt::format("dynamic_table::apply: id {} is given twice", *d));
   }
-  // The rows by chunk, with their gradients gathered.
-  std::vector<std::vector<int64_t>> local(t.chunks.size());
-  std::vector<std::vector<float>> g(t.chunks.size());
-  std::vector<int64_t> touched;
+  // The rows present, with the gradient each takes, sorted by row: each chunk's run is
+  // applied at once, its gradients gathered into one buffer (no work per empty chunk).
+  std::vector<std::pair<int64_t, size_t>> touched;
+  touched.reserve(n);
   for (size_t j = 0; j < n; ++j) {
     const int64_t r = t.find(ids[j]);
-    if (r < 0) {
+    if (r < 0)
       ++t.counts.dropped_gradients;
-      continue;
-    }
-    const auto c = static_cast<size_t>(r / t.o.chunk_rows);
-    local[c].push_back(static_cast<int64_t>(t.local(r)));
-    g[c].insert(g[c].end(), grads + j * w, grads + (j + 1) * w);
-    touched.push_back(r);
+    else
+      touched.emplace_back(r, j);
   }
-  for (size_t c = 0; c < t.chunks.size(); ++c) {
-    if (local[c].empty()) continue;
-    auto& ch = t.chunks[c];
+  std::sort(touched.begin(), touched.end());
+  std::vector<int64_t> local;
+  std::vector<float> g;
+  for (size_t a = 0; a < touched.size();) {
+    const int64_t c = touched[a].first / t.o.chunk_rows;
+    local.clear();
+    g.clear();
+    size_t b = a;
+    for (; b < touched.size() && touched[b].first / t.o.chunk_rows == c; ++b) {
+      local.push_back(static_cast<int64_t>(t.local(touched[b].first)));
+      const float* row = grads + touched[b].second * w;
+      g.insert(g.end(), row, row + w);
+    }
+    auto& ch = t.chunks[static_cast<size_t>(c)];
     ch.s.iterations = t.iterations;
-    opt.apply_rows(ch.values.data(), w, local[c].data(), local[c].size(), g[c].data(), ch.s, lr_scale);
+    opt.apply_rows(ch.values.data(), w, local.data(), local.size(), g.data(), ch.s, lr_scale);
+    a = b;
   }
   ++t.iterations;
-  for (auto r : touched) {
+  for (const auto& [r, j] : touched) {
     auto& ch = t.chunk_of(r);
     ch.last_update[t.local(r)] = t.iterations;
     ch.dirty[t.local(r)] = 1;

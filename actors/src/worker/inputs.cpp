@@ -138,7 +138,8 @@ void send_rows(self_ptr self) {
     auto vid = static_cast<model::variable_id>(v);
     const auto& vp = pl.variable(vid);
     const bool compact = st.compact[v];
-    auto ids = model::batch_row_ids(st.batch, feeds[v], vp.shape.rows);
+    auto& ids = st.row_ids[v];  // kept for install_round and the push
+    ids = model::batch_row_ids(st.batch, feeds[v], vp.shape.rows);
     auto& table = st.tables[v];
     if (compact) {
       // The buffer of an earlier step is reused once nothing else holds it.
@@ -149,7 +150,6 @@ void send_rows(self_ptr self) {
       table = std::make_shared<model::matrix>(model::matrix::Zero(vp.shape.rows, vp.shape.cols));
     }
     rd.values.adopt(vid, table);
-    st.row_ids[v] = ids;
     if (ids.empty()) continue;
     for (auto& grp : pl.group_rows(vid, ids)) {
       pull_rows_request req;
