@@ -171,19 +171,34 @@ placement place(const std::vector<variable_spec>& vars, const partitioner* p, in
   int64_t counter = 0;  // TF's _variable_count: continues across variables
   for (size_t i = 0; i < vars.size(); ++i) {
     const auto& spec = vars[i];
-    if (spec.dynamic)
-      throw std::invalid_argument(fmt::format(
-        "place: variable '{}' is a dynamic table (layers::dynamic_embedding); ps shards do not hold dynamic "
-        "tables yet, only the local trainer does",
-        spec.name));
-    if (spec.shape.rows < 1 || spec.shape.cols < 1)
-      throw std::invalid_argument(fmt::format("place: variable '{}' has an empty shape {}",
-                                              spec.name, to_string(spec.shape)));
     for (size_t j = 0; j < i; ++j)
       if (vars[j].name == spec.name)
         throw std::invalid_argument(fmt::format("place: variable name '{}' is declared twice "
                                                 "(variables {} and {})",
                                                 spec.name, j, i));
+    if (spec.dynamic) {
+      if (spec.shape.cols < 1)
+        throw std::invalid_argument(fmt::format("place: dynamic table '{}' has rows of width {}", spec.name,
+                                                spec.shape.cols));
+      variable_placement vp;
+      vp.variable = static_cast<variable_id>(i);
+      vp.name = spec.name;
+      vp.shape = spec.shape;
+      vp.sparse = true;
+      vp.dynamic = true;
+      for (int k = 0; k < num_ps; ++k) {
+        partition part;
+        part.variable = vp.variable;
+        part.index = k;
+        part.ps = k;
+        vp.partitions.push_back(part);
+      }
+      out.variables_.push_back(std::move(vp));
+      continue;
+    }
+    if (spec.shape.rows < 1 || spec.shape.cols < 1)
+      throw std::invalid_argument(fmt::format("place: variable '{}' has an empty shape {}",
+                                              spec.name, to_string(spec.shape)));
     const int64_t n = p ? p->num_partitions(spec.shape) : 1;
     if (n < 1 || n > spec.shape.rows)
       throw std::logic_error(fmt::format("place: partitioner {} gave {} partitions for '{}' {}",
@@ -239,8 +254,23 @@ std::vector<partition> placement::partitions_on(int ps) const {
   return out;
 }
 
+int dynamic_owner(int64_t id, int num_partitions) {
+  // splitmix64's finalizer over the id, with a constant of its own (the rows' seeds
+  // hash the id differently: dynamic_table::row_seed).
+  auto z = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<int>(z % static_cast<uint64_t>(num_partitions));
+}
+
 row_location placement::locate_row(variable_id id, int64_t row) const {
   const auto& v = variable(id);
+  if (v.dynamic) {
+    if (row < 0) throw std::out_of_range(fmt::format("placement: id {} of dynamic table '{}' is negative", row, v.name));
+    const auto& part = v.partitions[static_cast<size_t>(dynamic_owner(row, static_cast<int>(v.partitions.size())))];
+    return {part.index, row, part.ps};
+  }
   if (row < 0 || row >= v.shape.rows)
     throw std::out_of_range(fmt::format("placement: row {} outside variable '{}' {}", row, v.name,
                                         to_string(v.shape)));

@@ -10,10 +10,12 @@
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/checkpoint/memory_file_system.hpp>
 #include <actortrain/model/optim/sgd.hpp>
+#include <actortrain/model/partitioner.hpp>
 
 #include "../../actors/src/ps/shard_store.hpp"
 #include "partition_state.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
@@ -646,3 +648,187 @@ BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, s
   BOOST_TEST(text().find("fenced_out") != std::string::npos, text());
   BOOST_TEST(kernel().isZero());
 }
+
+// -- dynamic tables ------------------------------------------------------------------------
+//
+// A shard holding partition 1 of 2 of a table keyed by raw ids (model/dynamic_table.hpp):
+// it serves and updates the ids whose hash gives partition 1, refuses the others, starts
+// every row from the variable's initializer seeded by (seed, id) alone, keeps and
+// restores its rows, and says that checkpoints do not hold it yet.
+
+namespace {
+
+constexpr uint64_t table_seed = 5;
+
+std::vector<model::variable_spec> table_model() {
+  model::variable_spec kernel{"dense/kernel", {2, 3}, model::zeros()};
+  model::variable_spec table{"emb/table", {0, 2}, model::uniform(-1, 1), true, true};
+  return {kernel, table};
+}
+
+partition_state table_part(int32_t index, int32_t partitions) {
+  partition_state p;
+  p.key = partition_key{1, index};
+  p.name = "emb/table";
+  p.sparse = true;
+  p.dynamic = true;
+  p.partitions = partitions;
+  p.seed = table_seed;
+  p.value = tensor{matrix(0, 2)};
+  return p;
+}
+
+// The row id starts from: the initializer on one row, seeded by the id alone.
+matrix initial_row(int64_t id) {
+  matrix m(1, 2);
+  model::uniform(-1, 1).fill(m, model::dynamic_table::row_seed(table_seed, id));
+  return m;
+}
+
+// Ids of partition `k` of 2, and of the other one.
+std::vector<int64_t> ids_of(int k, size_t n) {
+  std::vector<int64_t> out;
+  for (int64_t id = int64_t{1} << 40; out.size() < n; id += 7919)
+    if (model::dynamic_owner(id, 2) == k) out.push_back(id);
+  return out;
+}
+
+struct table_fixture : store_fixture {
+  shard_store tables{*model::make_sgd({1.0}), shard_store::options{1, nullptr, 16, false, {}, {}, table_model()}};
+
+  bool init_tables(init_request r) { return !(last = tables.init(r)); }
+  std::optional<rows_reply> rows(std::vector<int64_t> ids, bool training) {
+    pull_rows_request r;
+    r.f = epochs(1);
+    r.variable = 1;
+    r.ids = std::move(ids);
+    r.training = training;
+    return call<rows_reply>([&](rows_reply& o) { return tables.pull_rows(r, o); });
+  }
+  std::optional<push_reply> push_rows(uint64_t position, std::vector<int64_t> ids, float g) {
+    push_request r;
+    r.f = epochs(1);
+    r.step = step_id{1, 0, position};
+    r.example_count = 1;
+    r.digests = {position};
+    sparse_slice s;
+    s.variable = 1;
+    s.rows = tensor{matrix::Constant(static_cast<Eigen::Index>(ids.size()), 2, g)};
+    s.ids = std::move(ids);
+    r.sparse.push_back(std::move(s));
+    return call<push_reply>([&](push_reply& o) { return tables.push(r, o); });
+  }
+  table_stats counts() {
+    auto s = tables.stats();
+    BOOST_REQUIRE(s.tables.size() == 1u);
+    return s.tables[0];
+  }
+  table_fixture() {
+    init_request req;
+    req.f = epochs(1);
+    req.partitions.push_back(table_part(1, 2));
+    BOOST_REQUIRE(init_tables(req));
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(shard_store_dynamic_tables, table_fixture)
+
+BOOST_AUTO_TEST_CASE(rows_start_from_the_id_alone_and_only_training_reads_create_them) {
+  auto mine = ids_of(1, 4);
+  auto r = rows(mine, false);
+  BOOST_REQUIRE(r);
+  for (size_t j = 0; j < mine.size(); ++j)
+    BOOST_TEST((r->rows.value->row(static_cast<Eigen::Index>(j)).array() == initial_row(mine[j]).row(0).array()).all());
+  BOOST_TEST(counts().rows == 0u);  // an evaluation read creates nothing
+  r = rows(mine, true);
+  BOOST_REQUIRE(r);
+  BOOST_TEST(counts().rows == 4u);
+  BOOST_TEST(counts().created == 4u);
+  BOOST_TEST(counts().bytes > counts().payload_bytes);
+  // Another shard count: the same id starts from the same row.
+  shard_store one{*model::make_sgd({1.0}), shard_store::options{0, nullptr, 16, false, {}, {}, table_model()}};
+  init_request req;
+  req.f = epochs(1);
+  req.partitions.push_back(table_part(0, 1));
+  BOOST_REQUIRE(!one.init(req));
+  pull_rows_request pr;
+  pr.f = epochs(1);
+  pr.variable = 1;
+  pr.ids = mine;
+  rows_reply got;
+  BOOST_REQUIRE(!one.pull_rows(pr, got));
+  BOOST_TEST((got.rows.value->array() == r->rows.value->array()).all());
+}
+
+BOOST_AUTO_TEST_CASE(ids_of_another_shard_or_negative_are_refused_and_a_bad_push_changes_nothing) {
+  auto mine = ids_of(1, 2), theirs = ids_of(0, 1);
+  BOOST_TEST(!rows({mine[0], theirs[0]}, true));
+  BOOST_TEST(text().find("is not here") != std::string::npos, text());
+  BOOST_TEST(!rows({-3}, false));
+  BOOST_TEST(counts().rows == 0u);  // a refused read creates nothing
+  BOOST_REQUIRE(rows(mine, true));
+  std::vector<int64_t> mixed{mine[0], theirs[0]};
+  std::sort(mixed.begin(), mixed.end());
+  BOOST_TEST(!push_rows(1, mixed, 1));
+  BOOST_TEST(text().find("is not on this shard") != std::string::npos, text());
+  BOOST_TEST(tables.stats().rejected == 1u);
+  auto r = rows({mine[0]}, false);
+  BOOST_TEST((r->rows.value->array() == initial_row(mine[0]).array()).all());
+  // The good push: SGD at rate 1 takes the gradient off the row.
+  BOOST_REQUIRE(push_rows(2, {mine[0]}, 0.5f));
+  r = rows({mine[0]}, false);
+  BOOST_TEST((r->rows.value->array() == (initial_row(mine[0]).array() - 0.5f)).all());
+  BOOST_TEST(r->version == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(keep_and_restore_put_the_rows_back_and_checkpoints_refuse_the_table) {
+  auto mine = ids_of(1, 3);
+  BOOST_REQUIRE(rows(mine, true));
+  BOOST_REQUIRE(push_rows(1, {mine[0]}, 1));
+  fence_request k;
+  k.f = epochs(1);
+  k.id = 1;
+  BOOST_REQUIRE(!(last = tables.keep(k)));
+  auto before = rows(mine, false);
+  BOOST_REQUIRE(push_rows(2, {mine[0]}, 1));
+  BOOST_REQUIRE(rows({ids_of(1, 5)[4]}, true));  // a row created after the keep
+  BOOST_TEST(counts().rows == 4u);
+  k.id = 2;
+  BOOST_REQUIRE(!(last = tables.restore(k)));
+  auto after = rows(mine, false);
+  BOOST_TEST((after->rows.value->array() == before->rows.value->array()).all());
+  BOOST_TEST(counts().rows == 3u);
+  ps_snapshot snap;
+  last = tables.snapshot(k, snap);
+  BOOST_TEST(text().find("checkpoints do not hold dynamic tables yet (emb/table)") != std::string::npos, text());
+}
+
+BOOST_AUTO_TEST_CASE(an_init_the_model_does_not_agree_with_is_refused_and_changes_nothing) {
+  auto mine = ids_of(1, 1);
+  BOOST_REQUIRE(rows(mine, true));
+  auto bad = [&](partition_state p, const std::string& what) {
+    init_request req;
+    req.f = epochs(2);
+    req.partitions.push_back(std::move(p));
+    BOOST_TEST(!init_tables(req));
+    BOOST_TEST(text().find(what) != std::string::npos, text());
+    BOOST_TEST(counts().rows == 1u);
+  };
+  auto p = table_part(1, 2);
+  p.name = "emb/other";
+  bad(p, "no such variable");
+  p = table_part(1, 2);
+  p.key.index = 2;
+  bad(p, "partition 2 of 2");
+  p = table_part(1, 2);
+  p.value = tensor{matrix::Zero(3, 2)};
+  bad(p, "3 rows of values sent");
+  p = table_part(1, 2);
+  p.name = "dense/kernel";
+  p.key.variable = 0;
+  bad(p, "with fixed rows");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

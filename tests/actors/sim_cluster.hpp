@@ -60,6 +60,7 @@ struct cluster_fixture : fixture {
       const auto& a = got[static_cast<model::variable_id>(v)];
       const auto& b = t.parameters()[static_cast<model::variable_id>(v)];
       BOOST_REQUIRE(a.rows() == b.rows());
+      if (b.size() == 0) continue;  // a dynamic table: no rows here (compare its rows with lookup)
       auto diff = (a - b).cwiseAbs().maxCoeff();
       BOOST_TEST(diff <= 1e-5f * (1 + b.cwiseAbs().maxCoeff()),
                  what << ": " << c.structure().variables()[v].name << " differs by " << diff);

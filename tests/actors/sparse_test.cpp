@@ -10,6 +10,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <set>
+
 // After the others: CAF's test DSL defines macros (inject, expect) that clash with
 // ordinary names.
 #include "caf_test.hpp"
@@ -24,8 +27,8 @@ namespace {
 constexpr int64_t vocab = 50;
 
 // Three ids and two dense features per example; y = sum of the ids' planted weights +
-// x0 - x1.
-ds::dataset planted(int64_t n) {
+// x0 - x1. The ids in the data are the planted ones times `stride`.
+ds::dataset planted(int64_t n, int64_t stride = 1) {
   model::rng g{9};
   matrix ids(n, 3), dense(n, 2), y(n, 1);
   std::vector<float> weight(vocab);
@@ -35,7 +38,7 @@ ds::dataset planted(int64_t n) {
     for (Eigen::Index j = 0; j < 3; ++j) {
       // Skewed ids, as real categorical data: low ids are common.
       auto id = static_cast<int64_t>(static_cast<double>(vocab) * g.uniform() * g.uniform());
-      ids(r, j) = static_cast<float>(id);
+      ids(r, j) = static_cast<float>(id * stride);
       t += weight[static_cast<size_t>(id)];
     }
     dense(r, 0) = static_cast<float>(2 * g.uniform() - 1);
@@ -47,12 +50,16 @@ ds::dataset planted(int64_t n) {
 
 // `table` rows (the data's ids stay below `vocab`); with `ids_as_numbers` a dense layer
 // reads the ids too, so the worker cannot renumber them (model::compact_rows).
-model::model tower(int64_t table = vocab, bool ids_as_numbers = false) {
+model::model tower(int64_t table = vocab, bool ids_as_numbers = false,
+                   std::optional<model::layers::dynamic_rows> dynamic = std::nullopt) {
   using model::layers::activation;
   model::graph g;
   auto ids = g.input(3, "ids");
   auto dense = g.input(2, "dense");
-  auto e = g.apply(model::layers::embedding(table, 4, model::layers::combiner::sum), ids);
+  auto e = dynamic ? g.apply(model::layers::dynamic_embedding(4, model::layers::combiner::sum,
+                                                              model::uniform(-0.05f, 0.05f), *dynamic),
+                             ids)
+                   : g.apply(model::layers::embedding(table, 4, model::layers::combiner::sum), ids);
   auto h = ids_as_numbers ? g.apply(model::layers::concatenate(), {e, dense, g.apply(model::layers::dense(2), ids)})
                           : g.apply(model::layers::concatenate(), {e, dense});
   auto out = g.apply(model::layers::dense(1), g.apply(model::layers::dense(8, activation::tanh), h));
@@ -177,6 +184,117 @@ BOOST_AUTO_TEST_CASE(sync_rounds_with_lazy_adam_and_adagrad_rows_equal_the_train
     for (auto it = data.batch(global).iterate(0); auto b = it->next();) t.train_step(*b);
     close_to_trainer(c, t, opt);
   }
+}
+
+// A table keyed by raw ids on the shards (layers::dynamic_embedding): ids far apart (the
+// planted ones times 65,537, up to 3.2 million), rows created on the shards as they are
+// first read. Synchronous rounds of 2 workers give what a local trainer gives on the global
+// batch, and the same rows, to the bit, on 1 shard and on 3.
+BOOST_AUTO_TEST_CASE(a_dynamic_table_on_the_shards_trains_as_the_trainer_on_any_number_of_shards) {
+  const int64_t global = 16, rounds = 20, stride = 65537;
+  auto data = planted(global * rounds, stride);
+  const std::string name = "embedding/embeddings";
+  std::vector<int64_t> ids;
+  for (int64_t id = 0; id < vocab; ++id) ids.push_back(id * stride);
+  ids.push_back(int64_t{1} << 23);  // never in the data: its initial values everywhere
+  auto fn = [data, global](const ds::input_context& ctx) {
+    return data.batch(ctx.get_per_replica_batch_size(global)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
+  };
+  auto train = [&](int shards) {
+    auto s = spec(2, "sync");
+    s.num_ps = shards;
+    auto c = std::make_unique<cluster>(sys, s, tower(vocab, false, model::layers::dynamic_rows{}),
+                                       *model::make_adam({0.02}), model::mean_squared_error());
+    auto r = run(*c, fn, 1);
+    BOOST_TEST(r.steps == 2 * rounds);
+    return c;
+  };
+  auto one = train(1), three = train(3);
+  auto lookup = [&](cluster& c) {
+    auto f = c.lookup_async(name, ids);
+    sched.run();
+    return f.get();
+  };
+  auto rows1 = lookup(*one), rows3 = lookup(*three);
+  BOOST_TEST((rows1.array() == rows3.array()).all());
+  auto v1 = variables(*one), v3 = variables(*three);
+  for (size_t v = 0; v < v1.size(); ++v)
+    BOOST_TEST((v1[static_cast<model::variable_id>(v)].array() == v3[static_cast<model::variable_id>(v)].array()).all());
+  // The shards hold a row for each id in the data, spread over all three.
+  std::set<float> distinct;
+  for (auto it = data.iterate(0); auto e = it->next();)
+    for (Eigen::Index j = 0; j < 3; ++j) distinct.insert(e->features[0](0, j));
+  uint64_t held = 0;
+  for (auto& st : shard_stats(*three)) {
+    BOOST_REQUIRE(st.tables.size() == 1u);
+    BOOST_TEST(st.tables[0].rows > 0u);
+    held += st.tables[0].rows;
+  }
+  BOOST_TEST(held == distinct.size());
+  // The trainer on the global batch.
+  model::trainer t{tower(vocab, false, model::layers::dynamic_rows{}), model::make_adam({0.02}),
+                   model::mean_squared_error(), 1};
+  for (auto it = data.batch(global).iterate(0); auto b = it->next();) t.train_step(*b);
+  close_to_trainer(*one, t, "dynamic");
+  const auto& table = t.table(name);
+  const auto seed = model::variable_seed(1, static_cast<size_t>(t.structure().find_variable(name)));
+  for (size_t j = 0; j < ids.size(); ++j) {
+    matrix want(1, 4);
+    if (!table.find(ids[j], want.data())) {
+      model::uniform(-0.05f, 0.05f).fill(want, model::dynamic_table::row_seed(seed, ids[j]));
+    }
+    auto diff = (rows1.row(static_cast<Eigen::Index>(j)) - want.row(0)).cwiseAbs().maxCoeff();
+    BOOST_TEST(diff <= 1e-5f, "id " << ids[j] << " differs by " << diff);
+  }
+}
+
+// Admission and eviction on the shards: ids read fewer than 3 times get no row and their
+// gradients are dropped; rows not updated for 4 rounds are dropped. The counts are the
+// same on 1 shard and on 3, and every id is held or waiting.
+BOOST_AUTO_TEST_CASE(admission_and_eviction_on_the_shards_count_the_same_on_any_number_of_shards) {
+  const int64_t global = 16, rounds = 20, stride = 65537;
+  auto data = planted(global * rounds, stride);
+  auto fn = [data, global](const ds::input_context& ctx) {
+    return data.batch(ctx.get_per_replica_batch_size(global)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
+  };
+  auto counts = [&](int shards, model::layers::dynamic_rows rows) {
+    auto s = spec(2, "sync");
+    s.num_ps = shards;
+    cluster c{sys, s, tower(vocab, false, rows), *model::make_adam({0.02}), model::mean_squared_error()};
+    auto r = run(c, fn, 1);
+    BOOST_TEST(r.steps == 2 * rounds);
+    table_stats sum;
+    for (auto& st : shard_stats(c)) {
+      BOOST_REQUIRE(st.tables.size() == 1u);
+      auto& t = st.tables[0];
+      sum.rows += t.rows;
+      sum.created += t.created;
+      sum.evicted += t.evicted;
+      sum.waiting += t.waiting;
+      sum.unadmitted_reads += t.unadmitted_reads;
+      sum.dropped_gradients += t.dropped_gradients;
+    }
+    return sum;
+  };
+  auto same = [](const table_stats& a, const table_stats& b) {
+    return a.rows == b.rows && a.created == b.created && a.evicted == b.evicted && a.waiting == b.waiting &&
+           a.unadmitted_reads == b.unadmitted_reads && a.dropped_gradients == b.dropped_gradients;
+  };
+  auto plain = counts(1, {});
+  BOOST_TEST(plain.waiting == 0u);
+  BOOST_TEST(plain.dropped_gradients == 0u);
+  BOOST_TEST(plain.evicted == 0u);
+  auto admitted1 = counts(1, {3, 0}), admitted3 = counts(3, {3, 0});
+  BOOST_TEST(same(admitted1, admitted3));
+  BOOST_TEST(admitted1.rows < plain.rows);
+  BOOST_TEST(admitted1.waiting > 0u);
+  BOOST_TEST(admitted1.rows + admitted1.waiting == plain.rows);
+  BOOST_TEST(admitted1.dropped_gradients > 0u);
+  auto evicted1 = counts(1, {0, 4}), evicted3 = counts(3, {0, 4});
+  BOOST_TEST(same(evicted1, evicted3));
+  BOOST_TEST(evicted1.evicted > 0u);
+  BOOST_TEST(evicted1.rows < plain.rows);
+  BOOST_TEST(evicted1.created == evicted1.rows + evicted1.evicted);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

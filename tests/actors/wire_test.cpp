@@ -221,8 +221,10 @@ BOOST_FIXTURE_TEST_CASE(crafted_lengths_are_refused_before_allocating, wire_fixt
   auto buf = save(req);
   at::pull_rows_request probe;
   BOOST_REQUIRE(!load(buf, probe));
-  // The id count is the varint-encoded sequence size right before the 16 id bytes.
-  size_t at_count = buf.size() - 2 * sizeof(int64_t) - 1;
+  // The id count is the varint-encoded sequence size right before the 16 id bytes, which
+  // the one byte of the training flag follows.
+  const size_t tail = 2 * sizeof(int64_t) + 1;
+  size_t at_count = buf.size() - tail - 1;
   BOOST_REQUIRE_EQUAL(static_cast<unsigned char>(buf[at_count]), 2u);
   std::vector<char> forged(buf.begin(), buf.begin() + static_cast<long>(at_count));
   uint64_t huge = uint64_t{1} << 40;
@@ -231,7 +233,7 @@ BOOST_FIXTURE_TEST_CASE(crafted_lengths_are_refused_before_allocating, wire_fixt
     huge >>= 7;
   }
   forged.push_back(static_cast<char>(huge));
-  forged.insert(forged.end(), buf.end() - 2 * sizeof(int64_t), buf.end());
+  forged.insert(forged.end(), buf.end() - static_cast<long>(tail), buf.end());
   at::pull_rows_request back;
   auto err = load(forged, back);
   BOOST_CHECK(err);

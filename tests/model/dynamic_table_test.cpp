@@ -489,12 +489,21 @@ BOOST_AUTO_TEST_CASE(a_trainer_admits_rare_ids_late_and_reports_what_it_cannot_d
   BOOST_CHECK_THROW(t.variable("embedding/embeddings"), std::out_of_range);
   BOOST_CHECK_THROW(t.table("dense/kernel"), std::out_of_range);
   BOOST_CHECK_THROW(t.checkpoint(), checkpoint_error);
-  try {
-    place(t.structure().variables(), nullptr, 2);
-    BOOST_FAIL("place took a dynamic table");
-  } catch (const std::invalid_argument& e) {
-    BOOST_TEST(std::string(e.what()).find("'embedding/embeddings' is a dynamic table") != std::string::npos, e.what());
+  // On ps shards: a partition on every shard, ids spread over them by their hash.
+  auto pl = place(t.structure().variables(), nullptr, 3);
+  const auto& vp = *pl.find("embedding/embeddings");
+  BOOST_TEST(vp.dynamic);
+  BOOST_REQUIRE(vp.partitions.size() == 3u);
+  std::vector<int> per_shard(3);
+  for (int64_t id = 0; id < 3000; ++id) {
+    auto loc = pl.locate_row(vp.variable, id);
+    BOOST_TEST(loc.local_row == id);
+    BOOST_TEST(loc.ps == dynamic_owner(id, 3));
+    ++per_shard[static_cast<size_t>(loc.ps)];
   }
+  for (int n : per_shard) BOOST_TEST((n > 900 && n < 1100), n);
+  BOOST_TEST(pl.locate_row(vp.variable, int64_t{1} << 40).ps == dynamic_owner(int64_t{1} << 40, 3));
+  BOOST_CHECK_THROW(pl.locate_row(vp.variable, -1), std::out_of_range);
   BOOST_CHECK_THROW(layers::dynamic_embedding(4, layers::combiner::sum, glorot_uniform()), std::invalid_argument);
   // A table whose ids a dense layer reads too cannot be computed on its batch's rows.
   model::graph g;

@@ -138,6 +138,20 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     d.metrics.push_back(std::shared_ptr<const model::metric>(std::move(m)));
   }
   d.placement = cluster_internals::placement_for(d.structure, d.spec);
+  // A dynamic table lives on the shards alone: a worker holds its batch's rows of it.
+  for (size_t v = 0; v < d.structure.variables().size(); ++v) {
+    const auto& var = d.structure.variables()[v];
+    if (!var.dynamic) continue;
+    if (!d.spec.pull_rows)
+      throw std::invalid_argument(fmt::format(
+        "cluster: the dynamic table '{}' is pulled by row; pull_rows = false would pull it whole", var.name));
+    if (!d.structure.compact_rows()[v])
+      throw std::invalid_argument(fmt::format(
+        "cluster: the dynamic table '{}' must be applied straight to model inputs that nothing else reads", var.name));
+    if (!d.spec.checkpoint_dir.empty())
+      throw std::invalid_argument(fmt::format(
+        "cluster: checkpoint_dir with the dynamic table '{}': checkpoints do not hold dynamic tables yet", var.name));
+  }
   if (!d.spec.metrics_file.empty()) {
     d.metrics_out = std::make_unique<std::ofstream>(d.spec.metrics_file, std::ios::out | std::ios::app);
     if (!*d.metrics_out) throw std::invalid_argument("cluster: cannot open metrics file " + d.spec.metrics_file);
@@ -164,6 +178,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.workers = d.workers;
   c.placement = d.placement;
   c.initial = std::make_shared<model::parameter_store>(d.structure.initial_parameters(d.spec.seed));
+  c.seed = d.spec.seed;
   c.metrics = d.metrics;
   c.gate = d.gate;
   c.events = d.events;

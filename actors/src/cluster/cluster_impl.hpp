@@ -217,6 +217,7 @@ struct cluster::impl {
     if (gate->round_size() > 0) o.policy = hold_for_round();  // one per shard: it holds the round's pushes
     o.groups = optimizer->groups();
     o.compensation = spec.compensation;
+    o.variables = structure.variables();
     auto p = spawn_ps_shard(sys, optimizer->fallback(), o);  // with the current hyperparameters
     named(p, actor_role::ps, index);
     return p;

@@ -278,6 +278,63 @@ model::parameter_store cluster::variables() {
   return fut.get();
 }
 
+std::future<model::matrix> cluster::lookup_async(const std::string& name, const std::vector<int64_t>& ids) {
+  auto& d = *impl_;
+  const auto* vp = d.placement->find(name);
+  if (!vp) throw std::invalid_argument(fmt::format("cluster::lookup: the model has no variable '{}'", name));
+  if (!vp->sparse) throw std::invalid_argument(fmt::format("cluster::lookup: '{}' is not an embedding table", name));
+  std::vector<model::row_group> groups;
+  try {
+    groups = d.placement->group_rows(vp->variable, ids);
+  } catch (const std::out_of_range& e) {
+    throw std::invalid_argument(fmt::format("cluster::lookup: {}", e.what()));
+  }
+  auto promise = std::make_shared<std::promise<model::matrix>>();
+  auto fut = promise->get_future();
+  auto out = std::make_shared<model::matrix>(static_cast<Eigen::Index>(ids.size()), vp->shape.cols);
+  if (groups.empty()) {
+    promise->set_value(std::move(*out));
+    return fut;
+  }
+  auto remaining = std::make_shared<size_t>(groups.size());
+  auto failed = std::make_shared<bool>(false);
+  for (auto& g : groups) {
+    pull_rows_request req;
+    req.f.coordinator_epoch = 0;  // an observer's read: creates no row, raises no fence
+    req.variable = vp->variable;
+    for (auto p : g.positions) req.ids.push_back(ids[p]);
+    auto asked = req.ids.size();
+    request_from_outside<rows_reply>(
+      d.sys, d.ps[static_cast<size_t>(g.ps)], d.timeout(),
+      [=, positions = g.positions](rows_reply& r) {
+        if (*failed) return;
+        if (!r.rows.value || r.rows.rows() != static_cast<int64_t>(asked) || r.rows.cols() != out->cols()) {
+          *failed = true;
+          promise->set_exception(std::make_exception_ptr(std::runtime_error(
+            fmt::format("cluster::lookup: ps shard {} answered {} rows for {} ids", g.ps, r.rows.rows(), asked))));
+          return;
+        }
+        for (size_t j = 0; j < positions.size(); ++j)
+          out->row(static_cast<Eigen::Index>(positions[j])) = r.rows.value->row(static_cast<Eigen::Index>(j));
+        if (--*remaining == 0) promise->set_value(std::move(*out));
+      },
+      [=](caf::error& e) {
+        if (*failed) return;
+        *failed = true;
+        promise->set_exception(std::make_exception_ptr(std::runtime_error("cluster::lookup: " + describe(e))));
+      },
+      pull_rows_atom::value, std::move(req));
+  }
+  return fut;
+}
+
+model::matrix cluster::lookup(const std::string& name, const std::vector<int64_t>& ids) {
+  auto fut = lookup_async(name, ids);
+  if (fut.wait_for(impl_->spec.request_timeout + std::chrono::seconds(1)) != std::future_status::ready)
+    throw std::runtime_error("cluster::lookup: the ps shards did not answer in time");
+  return fut.get();
+}
+
 std::future<std::vector<partition_ledger>> cluster::ledgers_async() {
   auto& d = *impl_;
   auto promise = std::make_shared<std::promise<std::vector<partition_ledger>>>();
@@ -329,7 +386,7 @@ std::future<std::string> cluster::ps_report_async() {
   auto& d = *impl_;
   auto promise = std::make_shared<std::promise<std::string>>();
   auto fut = promise->get_future();
-  gather_stats(d.sys, d.ps, d.timeout(), [promise](stats_answers all) {
+  gather_stats(d.sys, d.ps, d.timeout(), [promise, pl = d.placement](stats_answers all) {
     std::string out;
     for (size_t i = 0; i < all.size(); ++i) {
       if (!all[i]) {
@@ -341,6 +398,14 @@ std::future<std::string> cluster::ps_report_async() {
       out += fmt::format("ps {}: applied {}, duplicates {}, rejected {}, fenced {}, undone {}, remembered {}{}\n",
                          s.shard, s.base + s.applied, s.duplicates, s.rejected, s.fenced, s.undone, s.remembered,
                          s.base > 0 ? fmt::format(", restored at step {}", s.base) : "");
+      // Its parts of dynamic tables: what they hold and what admission and eviction did.
+      for (auto& t : s.tables)
+        out += fmt::format("ps {}: table {}: {} rows, {:.1f} bytes a row ({:.2f}x its floats), created {}, evicted {}, "
+                           "waiting {}, unadmitted reads {}, dropped gradients {}\n",
+                           s.shard, pl->variable(t.key.variable).name, t.rows,
+                           t.rows ? static_cast<double>(t.bytes) / static_cast<double>(t.rows) : 0.0,
+                           t.payload_bytes ? static_cast<double>(t.bytes) / static_cast<double>(t.payload_bytes) : 0.0,
+                           t.created, t.evicted, t.waiting, t.unadmitted_reads, t.dropped_gradients);
     }
     promise->set_value(out);
   });

@@ -72,6 +72,11 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
         state.row_begin = part.row_begin;
         state.row_end = part.row_end;
         state.sparse = vp.sparse;
+        if (vp.dynamic) {  // starts empty: its rows are created on the shard
+          state.dynamic = true;
+          state.partitions = static_cast<int32_t>(vp.partitions.size());
+          state.seed = model::variable_seed(st.opts.seed, static_cast<size_t>(part.variable));
+        }
         state.value = tensor{std::move(pd.values)};
         for (auto& [name, m] : pd.slots) {
           state.slot_names.push_back(name);

@@ -502,6 +502,7 @@ node_result play_ps(node_context& cx) {
   if (job_consistency(cx.j, def).mode() == consistency_mode::kind::sync) o.policy = hold_for_round();
   o.groups = cx.j.spec.variable_groups;
   o.compensation = cx.j.spec.compensation;
+  o.variables = cx.j.structure.variables();
   auto shard = spawn_ps_shard(cx.sys, *cx.j.optimizer, o);
   std::vector<std::unique_ptr<data_plane::server>> planes;
   caf::anon_send(cx.node, caf::put_atom::value,

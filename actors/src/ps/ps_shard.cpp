@@ -35,7 +35,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, std::shared_ptr<const
   self->state.checkpoint_fs = opts.checkpoint_fs;
   self->state.store = std::make_unique<shard_store>(
     *opt, shard_store::options{opts.index, std::move(opts.policy), opts.staleness_buckets, opts.apply_log,
-                               std::move(opts.groups), opts.compensation});
+                               std::move(opts.groups), opts.compensation, std::move(opts.variables)});
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     return make_error(error_code::user_error,
                       fmt::format("ps shard {}: {}", self->state.store->index(), exception_text(eptr)));

@@ -3,6 +3,7 @@
 
 #include <actortrain/model/checkpoint/checkpoint.hpp>
 #include <actortrain/model/fpu.hpp>
+#include <actortrain/model/partitioner.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -43,7 +44,8 @@ shard_store::shard_store(const model::optimizer& opt, options opts)
       opts_(opt, opts.groups),
       policy_(opts.policy ? std::move(opts.policy) : std::shared_ptr<apply_policy>(apply_now())),
       compensation_(policy_->applies_stale_gradients() ? opts.compensation : staleness_compensation::none()),
-      keep_log_(opts.apply_log) {
+      keep_log_(opts.apply_log),
+      variables_(std::move(opts.variables)) {
   stats_.shard = opts.index;
   stats_.staleness_histogram.assign(std::max<size_t>(2, opts.staleness_buckets), 0);
 }
@@ -134,24 +136,30 @@ failure shard_store::validate(const push_request& req) const {
     if (!std::is_sorted(s.ids.begin(), s.ids.end()) || std::adjacent_find(s.ids.begin(), s.ids.end()) != s.ids.end())
       return bad(fmt::format("sparse variable {}: ids not sorted and unique", s.variable));
     for (auto id : s.ids) {
-      bool found = false;
-      for (auto& [k, p] : parts_) {
-        if (k.variable != s.variable) continue;
-        if (id >= p.row_begin && id < p.row_begin + p.value->rows()) {
-          if (s.rows.cols() != p.value->cols())
-            return bad(fmt::format("variable {}: gradient rows of width {} for rows of width {}", p.name, s.rows.cols(),
-                                   p.value->cols()));
-          found = true;
-          break;
-        }
-      }
-      if (!found) return bad(fmt::format("sparse variable {}: row {} is not on this shard", s.variable, id));
+      const partition* p = holder(s.variable, id);
+      if (!p) return bad(fmt::format("sparse variable {}: row {} is not on this shard", s.variable, id));
+      if (s.rows.cols() != p->value->cols())
+        return bad(fmt::format("variable {}: gradient rows of width {} for rows of width {}", p->name, s.rows.cols(),
+                               p->value->cols()));
     }
     if (!all_finite(*s.rows.value)) return bad(fmt::format("sparse variable {}: gradient is not finite", s.variable));
   }
   return {};
 }
 
+
+const shard_store::partition* shard_store::holder(int32_t variable, int64_t id) const {
+  for (auto i = parts_.lower_bound(partition_key{variable, 0}); i != parts_.end() && i->first.variable == variable;
+       ++i) {
+    const auto& p = i->second;
+    if (p.table) {
+      if (id >= 0 && model::dynamic_owner(id, p.partitions) == i->first.index) return &p;
+    } else if (id >= p.row_begin && id < p.row_begin + p.value->rows()) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
 
 // The partition's buffer to write the next version into: in place when nobody else
 // holds the current one, else a copy (readers keep the version they pulled).
@@ -202,6 +210,15 @@ void shard_store::apply_slices(push_request& r, uint64_t& max_lag) {
     // Split the rows by partition (ids are sorted, partitions contiguous).
     for (auto& [k, p] : parts_) {
       if (k.variable != s.variable) continue;
+      if (p.table) {  // one partition per shard: every id of the slice is its (validate)
+        max_lag = std::max(max_lag, p.version >= s.read_version ? p.version - s.read_version : 0);
+        record_staleness(p.version, s.read_version);
+        const float* g = s.rows.value ? s.rows.value->data() : nullptr;
+        p.table->apply(opts_.at(p.optimizer), s.ids.data(), s.ids.size(), g);
+        ++p.version;
+        record_steps(p.ledger, r);
+        continue;
+      }
       std::vector<int64_t> local;
       std::vector<Eigen::Index> src;
       for (size_t j = 0; j < s.ids.size(); ++j)
@@ -229,6 +246,43 @@ void shard_store::count_applied(const applied_by& a) {
 
 // -- control requests ----------------------------------------------------------------
 
+// A dynamic table's partition from its state and its variable's spec: empty, as every
+// init of one is (checkpoints do not hold dynamic tables yet).
+failure shard_store::make_table(const partition_state& p, partition& q) const {
+  auto invalid = [&](std::string what) {
+    return failure{error_code::invalid_request, fmt::format("init: dynamic table {}: {}", p.name, what)};
+  };
+  auto spec = std::find_if(variables_.begin(), variables_.end(), [&](auto& v) { return v.name == p.name; });
+  if (spec == variables_.end()) return invalid("the shard's model has no such variable");
+  if (!spec->dynamic) return invalid("the shard's model declares it with fixed rows");
+  if (p.partitions < 1 || p.key.index < 0 || p.key.index >= p.partitions)
+    return invalid(fmt::format("partition {} of {}", p.key.index, p.partitions));
+  if (p.value.value && p.value.rows() != 0)
+    return invalid(fmt::format("{} rows of values sent (it starts empty)", p.value.rows()));
+  if (p.value.value && p.value.cols() != spec->shape.cols)
+    return invalid(fmt::format("rows of width {} sent for width {}", p.value.cols(), spec->shape.cols));
+  if (!p.slots.empty() || p.kept) return invalid("optimizer slots or a kept state sent (it starts empty)");
+  q.name = p.name;
+  q.sparse = true;
+  q.partitions = p.partitions;
+  q.version = p.version;
+  q.optimizer = opts_.index_of(p.name);
+  model::dynamic_table_options o;
+  o.dim = spec->shape.cols;
+  o.init = spec->init;
+  o.seed = p.seed;
+  o.admit_after = spec->admit_after;
+  o.evict_after = spec->evict_after;
+  try {
+    q.table = std::make_shared<model::dynamic_table>(o, opts_.at(q.optimizer));
+  } catch (const std::exception& e) {
+    return invalid(e.what());
+  }
+  q.value = std::make_shared<model::matrix>(0, o.dim);
+  q.slots = opts_.at(q.optimizer).make_slots(0);
+  return {};
+}
+
 failure shard_store::init(init_request& req) {
   if (auto err = check_fence(req.f)) return err;
   // Every init or restore comes under epochs of its own: the same ones again are a
@@ -236,7 +290,14 @@ failure shard_store::init(init_request& req) {
   // applied since.
   if (initialized_ && last_init_ && same_epochs(*last_init_, req.f)) return {};
   auto invalid = [](std::string what) { return failure{error_code::invalid_request, std::move(what)}; };
+  std::vector<partition> tables;  // made before anything changes: a bad spec changes nothing
   for (auto& p : req.partitions) {
+    if (p.dynamic) {
+      partition q;
+      if (auto err = make_table(p, q)) return err;
+      tables.push_back(std::move(q));
+      continue;
+    }
     auto names = opts_.for_variable(p.name).slot_names();
     if (!p.value.value) return invalid(fmt::format("init: partition of {} without values", p.name));
     if (p.row_end != p.row_begin + p.value.rows())
@@ -259,7 +320,16 @@ failure shard_store::init(init_request& req) {
   for (auto& [k, p] : parts_) seen_violations[k] = p.ledger.violations();
   parts_.clear();
   kept_.clear();  // a restored state supersedes what was kept
+  kept_tables_.clear();
+  auto table = tables.begin();
   for (auto& p : req.partitions) {
+    if (p.dynamic) {
+      auto& q = *table++;
+      q.ledger = step_ledger{p.ledger};
+      if (auto v = seen_violations.find(p.key); v != seen_violations.end()) q.ledger.keep_violations(v->second);
+      parts_.emplace(p.key, std::move(q));
+      continue;
+    }
     partition q;
     q.ledger = step_ledger{p.ledger};
     if (auto v = seen_violations.find(p.key); v != seen_violations.end()) q.ledger.keep_violations(v->second);
@@ -353,7 +423,11 @@ failure shard_store::keep(const fence_request& req) {
   if (auto err = check_fence(req.f)) return err;
   if (!newer(last_keep_, req.f, req.id)) return {};  // done once already
   kept_.clear();
-  for (auto& [k, p] : parts_) kept_.emplace(k, std::make_pair(*p.value, p.slots));
+  kept_tables_.clear();
+  for (auto& [k, p] : parts_) {
+    kept_.emplace(k, std::make_pair(*p.value, p.slots));
+    if (p.table) kept_tables_.emplace(k, p.table->copy());
+  }
   return {};
 }
 
@@ -366,7 +440,7 @@ failure shard_store::restore(const fence_request& req) {
     return failure{error_code::invalid_request,
                    fmt::format("ps shard {} holds no kept state{}", index_, kept_.empty() ? "" : " for its partitions")};
   for (auto& [k, p] : parts_)
-    if (kept_.find(k) == kept_.end())
+    if (kept_.find(k) == kept_.end() || (p.table && kept_tables_.find(k) == kept_tables_.end()))
       return failure{error_code::invalid_request,
                      fmt::format("ps shard {}: no kept state of partition {}:{}", index_, k.variable, k.index)};
   for (auto& [k, p] : parts_) {
@@ -374,6 +448,10 @@ failure shard_store::restore(const fence_request& req) {
     p.value = std::make_shared<model::matrix>(value);  // readers of the old buffer keep it
     p.spare.reset();
     p.slots = slots;
+    if (p.table) {
+      p.table->clear();
+      p.table->merge(kept_tables_.at(k));
+    }
     ++p.version;  // new values: a reader's cached version must not match them
     p.comp.reset(*p.value, p.version);
   }
@@ -382,9 +460,18 @@ failure shard_store::restore(const fence_request& req) {
   return {};
 }
 
+failure shard_store::no_checkpoint_of_tables() const {
+  for (auto& [k, p] : parts_)
+    if (p.table)
+      return failure{error_code::checkpoint_failed,
+                     fmt::format("ps shard {}: checkpoints do not hold dynamic tables yet ({})", index_, p.name)};
+  return {};
+}
+
 failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
   if (!initialized_) return not_ready();
   if (auto err = check_fence(req.f)) return err;
+  if (auto err = no_checkpoint_of_tables()) return err;
   out.shard = index_;
   for (auto& [k, p] : parts_) {
     auto names = opts_.at(p.optimizer).slot_names();
@@ -413,6 +500,7 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
                                     ps_files& out) {
   if (!initialized_) return not_ready();
   if (auto err = check_fence(req.f)) return err;
+  if (auto err = no_checkpoint_of_tables()) return err;
   // A retry of the last snapshot (or its late original) rewrites the same files only
   // while the state is the one they were first written at: never a newer state into a
   // checkpoint that may be committed already.
@@ -487,24 +575,30 @@ failure shard_store::pull(const pull_request& req, pull_reply& out) {
 
 failure shard_store::pull_rows(const pull_rows_request& req, rows_reply& out) {
   if (!initialized_) return not_ready();
-  if (auto err = check_fence(req.f)) return err;
+  // Coordinator epoch 0: an observer (cluster::lookup), as in pull; it never trains.
+  const bool observer = req.f.coordinator_epoch == 0;
+  if (!observer)
+    if (auto err = check_fence(req.f)) return err;
   out.variable = req.variable;
-  int64_t width = -1;
-  for (auto& [k, p] : parts_)
-    if (k.variable == req.variable) width = p.value->cols();
-  if (width < 0)
+  auto first = parts_.lower_bound(partition_key{req.variable, 0});
+  if (first == parts_.end() || first->first.variable != req.variable)
     return failure{error_code::invalid_request, fmt::format("ps shard {}: no rows of variable {}", index_, req.variable)};
+  const auto width = first->second.value->cols();
   model::matrix rows(static_cast<Eigen::Index>(req.ids.size()), width);
-  for (size_t j = 0; j < req.ids.size(); ++j) {
-    auto id = req.ids[j];
-    const partition* hit = nullptr;
-    for (auto& [k, p] : parts_)
-      if (k.variable == req.variable && id >= p.row_begin && id < p.row_begin + p.value->rows()) hit = &p;
-    if (!hit)
+  for (auto id : req.ids)
+    if (!holder(req.variable, id))
       return failure{error_code::invalid_request,
                      fmt::format("ps shard {}: row {} of variable {} is not here", index_, id, req.variable)};
-    rows.row(static_cast<Eigen::Index>(j)) = hit->value->row(id - hit->row_begin);
-    out.version = std::max(out.version, hit->version);
+  if (auto& table = first->second.table) {
+    // One partition per shard: every id is its. A training read creates admitted rows.
+    table->read(req.ids.data(), req.ids.size(), rows.data(), req.training && !observer);
+    out.version = first->second.version;
+  } else {
+    for (size_t j = 0; j < req.ids.size(); ++j) {
+      const partition* hit = holder(req.variable, req.ids[j]);
+      rows.row(static_cast<Eigen::Index>(j)) = hit->value->row(req.ids[j] - hit->row_begin);
+      out.version = std::max(out.version, hit->version);
+    }
   }
   out.ids = req.ids;
   out.rows = tensor{std::move(rows)};
@@ -568,6 +662,11 @@ ps_stats shard_store::stats() const {
   for (auto& [k, p] : parts_) {
     s.versions.push_back(partition_value{k, p.version, tensor{}});
     s.uncompensated += p.comp.uncompensated();
+    if (p.table) {
+      auto c = p.table->counts();
+      s.tables.push_back(table_stats{k, c.rows, c.created, c.evicted, c.waiting, c.unadmitted_reads,
+                                     c.dropped_gradients, p.table->bytes(), p.table->payload_bytes()});
+    }
   }
   return s;
 }

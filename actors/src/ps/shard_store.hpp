@@ -19,8 +19,10 @@
 #include <actortrain/actors/ps/compensation.hpp>
 #include <actortrain/actors/ps/protocol.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
+#include <actortrain/model/dynamic_table.hpp>
 #include <actortrain/model/optim/groups.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
+#include <actortrain/model/variable.hpp>
 
 #include "compensator.hpp"
 
@@ -47,6 +49,9 @@ class shard_store {
     /// What a dense partition does about stale gradients (ps/compensation.hpp); none
     /// under a policy that applies no stale gradient (apply_policy).
     staleness_compensation compensation;
+    /// The model's variables: a dynamic table's partition (partition_state::dynamic) is
+    /// made from its variable's spec (width, initializer, admission, eviction).
+    std::vector<model::variable_spec> variables;
   };
 
   /// Updates with its own clones of `opt` and of the groups' optimizers.
@@ -96,12 +101,20 @@ class shard_store {
     uint64_t version = 0;
     step_ledger ledger;  // every step applied to it (ledger.hpp)
     compensator comp;    // dense partitions' staleness compensation (compensator.hpp)
+    // A dynamic table's partition: its rows (value has none, slots are the table's) and
+    // the variable's partition count, which says which ids are this partition's.
+    std::shared_ptr<model::dynamic_table> table;
+    int32_t partitions = 0;
   };
 
   failure check_fence(const fence& f);
   failure not_ready() const;
   bool seen_before(const push_request& req);
   failure validate(const push_request& req) const;
+  failure make_table(const partition_state& p, partition& q) const;
+  failure no_checkpoint_of_tables() const;
+  /// The partition of `variable` on this shard that holds row (or id) `id`, or null.
+  const partition* holder(int32_t variable, int64_t id) const;
   static model::matrix& writable(partition& p);
   void record_staleness(uint64_t version, uint64_t read_version);
   void apply_slices(push_request& r, uint64_t& max_lag);
@@ -125,6 +138,8 @@ class shard_store {
   bool keep_log_ = false;
   // The state a keep copied (values and slots per partition), for restore.
   std::map<partition_key, std::pair<model::matrix, model::slot_block>> kept_;
+  std::map<partition_key, model::dynamic_table::snapshot> kept_tables_;  // dynamic partitions' rows
+  std::vector<model::variable_spec> variables_;
   // Idempotency of the coordinator's control requests: the epochs of the last init
   // taken, the newest (epochs, id) of keep, restore and hyperparameters taken, and the
   // last shared snapshot with the count of state changes it was written at.

@@ -1,6 +1,8 @@
 // What a step needs before it computes (state.hpp): its batch (prefetched while the
 // step before computes), and its parameters — pulled from every shard, pulled ahead
 // (pull_ahead), or reused and moved by the local learning rate (pull_every).
+#include <actortrain/model/layers/embedding.hpp>
+
 #include "state.hpp"
 
 namespace actortrain::worker_detail {
@@ -139,7 +141,8 @@ void send_rows(self_ptr self) {
     const auto& vp = pl.variable(vid);
     const bool compact = st.compact[v];
     auto& ids = st.row_ids[v];  // kept for install_round and the push
-    ids = model::batch_row_ids(st.batch, feeds[v], vp.shape.rows);
+    // A dynamic table's ids are any the features can hold exactly.
+    ids = model::batch_row_ids(st.batch, feeds[v], vp.dynamic ? model::layers::max_float_id : vp.shape.rows);
     auto& table = st.tables[v];
     if (compact) {
       // The buffer of an earlier step is reused once nothing else holds it.
@@ -155,6 +158,7 @@ void send_rows(self_ptr self) {
       pull_rows_request req;
       req.f = st.task.f;
       req.variable = vid;
+      req.training = st.task.training;  // creates a dynamic table's rows
       std::vector<int64_t> rows;  // where each asked id goes in the worker's table
       for (auto p : grp.positions) {
         req.ids.push_back(ids[p]);

@@ -128,8 +128,16 @@ struct variable_placement {
   std::string name;
   shape2 shape;
   bool sparse = false;
+  /// A table keyed by raw ids (variable_spec::dynamic, shape.rows 0): one partition per
+  /// shard, partition k on shard k holding the ids that dynamic_owner gives k, each with
+  /// row_begin = row_end = 0. Its "rows" are ids: any id >= 0.
+  bool dynamic = false;
   std::vector<partition> partitions;
 };
+
+/// The partition, of `num_partitions`, of a dynamic table that holds `id`: a hash of the
+/// id, so that consecutive ids spread over the shards. Requires num_partitions >= 1.
+int dynamic_owner(int64_t id, int num_partitions);
 
 /// Where a row of a variable lives.
 struct row_location {
@@ -165,7 +173,8 @@ class placement {
   std::vector<partition> partitions_on(int ps) const;
 
   /// The partition, local row and shard of `row` (an embedding lookup). O(log partitions).
-  /// std::out_of_range for an unknown variable or a row outside [0, rows).
+  /// For a dynamic table `row` is an id (any id >= 0), its own local row. std::out_of_range
+  /// for an unknown variable or a row outside [0, rows).
   row_location locate_row(variable_id id, int64_t row) const;
 
   /// Splits `ids` (any order, repeats kept) by partition; groups in partition order.
@@ -182,10 +191,11 @@ class placement {
 /// the partitions on `num_ps` shards round-robin by one counter that starts at 0 and
 /// continues across variables in declaration order — partition k of variable i goes to
 /// shard (partitions of variables 0..i-1 + k) % num_ps — as TF's ParameterServerStrategy
-/// does (its `_variable_count`), so small variables do not all land on shard 0. Throws
+/// does (its `_variable_count`), so small variables do not all land on shard 0. A dynamic
+/// table (variable_spec::dynamic) is not partitioned by `p` and takes no turn of the
+/// counter: it gets a partition on every shard (variable_placement::dynamic). Throws
 /// std::invalid_argument for num_ps < 1, an empty shape, a duplicate name (names key
-/// checkpoint files) or a dynamic table (variable_spec::dynamic: not on ps shards yet),
-/// and std::logic_error if `p` returns a count outside [1, rows].
+/// checkpoint files), and std::logic_error if `p` returns a count outside [1, rows].
 placement place(const std::vector<variable_spec>& vars, const partitioner* p, int num_ps);
 
 }  // namespace actortrain::model

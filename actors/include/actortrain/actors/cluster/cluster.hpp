@@ -399,6 +399,14 @@ class cluster {
   std::future<model::parameter_store> pull_variables();
   /// pull_variables().get(), waiting at most the request timeout.
   model::parameter_store variables();
+  /// Rows `ids` of the embedding table `name` (ids.size() x its width), read from the ps
+  /// shards that hold them as an evaluation reads them. A dynamic table
+  /// (layers::dynamic_embedding), which pull_variables() gives without rows, answers an id
+  /// without a row with its initial values and creates nothing. A future as
+  /// pull_variables(); throws std::invalid_argument for an unknown or dense variable, an id
+  /// outside a fixed table's rows or a negative one.
+  std::future<model::matrix> lookup_async(const std::string& name, const std::vector<int64_t>& ids);
+  model::matrix lookup(const std::string& name, const std::vector<int64_t>& ids);
 
   /// Every ps partition's ledger (ledger.hpp): what each holds of every run, for
   /// check_ledgers. The future form is for the test coordinator.

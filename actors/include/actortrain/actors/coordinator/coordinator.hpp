@@ -151,6 +151,9 @@ struct coordinator_options {
   std::shared_ptr<const model::placement> placement;
   /// Initial values of every variable (sent to the shards before the first step).
   std::shared_ptr<const model::parameter_store> initial;
+  /// The model's seed: a dynamic table's rows start from model::variable_seed(seed, its
+  /// variable) on its shards (initial has no rows of it).
+  uint64_t seed = 0;
   std::vector<std::string> variable_names;
   std::vector<std::shared_ptr<const model::metric>> metrics;  ///< prototypes (merge states)
   /// The consistency mode; null: dispatch_when_free(). With sync_rounds the ps shards

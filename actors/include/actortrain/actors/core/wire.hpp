@@ -284,7 +284,8 @@ typename Inspector::result_type inspect(Inspector& f, partition_state::kept_stat
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_state& x) {
   optional_field<partition_state::kept_state> kept{&x.kept};
-  return f(caf::meta::type_name("partition_state"), x.key, x.name, x.row_begin, x.row_end, x.sparse, x.version,
+  return f(caf::meta::type_name("partition_state"), x.key, x.name, x.row_begin, x.row_end, x.sparse, x.dynamic,
+           x.partitions, x.seed, x.version,
            x.iterations, x.value, x.slot_names, x.slots, x.ledger, kept);
 }
 
@@ -311,7 +312,7 @@ typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_rows_request& x) {
   raw_ids ids{&x.ids};
-  return f(caf::meta::type_name("pull_rows_request"), x.f, x.variable, ids);
+  return f(caf::meta::type_name("pull_rows_request"), x.f, x.variable, ids, x.training);
 }
 
 template <class Inspector>
@@ -370,9 +371,16 @@ typename Inspector::result_type inspect(Inspector& f, hyperparams_request& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, table_stats& x) {
+  return f(caf::meta::type_name("table_stats"), x.key, x.rows, x.created, x.evicted, x.waiting, x.unadmitted_reads,
+           x.dropped_gradients, x.bytes, x.payload_bytes);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("ps_stats"), x.shard, x.applied, x.base, x.duplicates, x.rejected, x.fenced, x.undone,
-           x.remembered, x.held, x.rows_pulled, x.uncompensated, x.staleness_histogram, x.versions, x.apply_log, x.seen, x.min_generations);
+           x.remembered, x.held, x.rows_pulled, x.uncompensated, x.staleness_histogram, x.versions, x.tables,
+           x.apply_log, x.seen, x.min_generations);
 }
 
 template <class Inspector>

@@ -51,6 +51,13 @@ struct partition_state {
   int64_t row_begin = 0;  ///< the partition holds rows [row_begin, row_end) of the variable
   int64_t row_end = 0;
   bool sparse = false;    ///< embedding rows: pulled by id
+  /// A table keyed by raw ids (model/dynamic_table.hpp; model::variable_placement::dynamic):
+  /// it holds the ids that model::dynamic_owner(id, partitions) gives key.index, its rows
+  /// created as they are first read for training from `seed`. row_begin = row_end = 0,
+  /// `value` has no rows and `slots` none; an init starts the table empty.
+  bool dynamic = false;
+  int32_t partitions = 0;  ///< dynamic: the variable's partitions (one per shard)
+  uint64_t seed = 0;       ///< dynamic: model::variable_seed of the model's seed
   /// Updates applied to the partition so far. An init takes it as the count to go on
   /// from; a restore from a checkpoint (which does not record it) starts from 0.
   uint64_t version = 0;
@@ -117,10 +124,14 @@ struct pull_reply {
 void store_partition(model::parameter_store& store, const model::placement& pl, partition_value& pv, bool share);
 
 /// Rows `ids` (global row numbers of the variable) of the partitions this shard holds.
+/// For a dynamic table, ids (>= 0) it holds; a training read creates the rows of ids
+/// admitted (dynamic_table::read), any other read answers the initial values of ids
+/// without a row and changes nothing.
 struct pull_rows_request {
   fence f;
   int32_t variable = 0;
   std::vector<int64_t> ids;
+  bool training = false;
 };
 
 struct rows_reply {
@@ -218,6 +229,19 @@ struct hyperparams_request {
   uint64_t id = 0;
 };
 
+/// What a shard's partition of a dynamic table holds and did (dynamic_table_counts).
+struct table_stats {
+  partition_key key;
+  uint64_t rows = 0;               ///< rows held now
+  uint64_t created = 0;            ///< rows created since the shard was initialized
+  uint64_t evicted = 0;            ///< rows dropped by eviction
+  uint64_t waiting = 0;            ///< ids seen, not yet admitted, now
+  uint64_t unadmitted_reads = 0;   ///< training reads of ids without a row
+  uint64_t dropped_gradients = 0;  ///< gradient rows of ids without a row, dropped
+  uint64_t bytes = 0;              ///< the table's memory (dynamic_table::bytes)
+  uint64_t payload_bytes = 0;      ///< the floats of its rows and slots alone
+};
+
 /// A shard's counters.
 struct ps_stats {
   uint32_t shard = 0;
@@ -238,6 +262,7 @@ struct ps_stats {
   uint64_t uncompensated = 0;
   std::vector<uint64_t> staleness_histogram;  ///< [k] = slices applied k versions late (last: >=)
   std::vector<partition_value> versions;      ///< keys and versions (no values)
+  std::vector<table_stats> tables;            ///< its partitions of dynamic tables
   std::vector<applied_by> apply_log;          ///< with ps_shard_options::apply_log
   fence seen;                                 ///< the highest epochs it has seen
   std::vector<std::pair<uint32_t, uint64_t>> min_generations;  ///< per worker, the lowest accepted

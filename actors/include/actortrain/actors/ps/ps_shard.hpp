@@ -63,6 +63,7 @@
 #include <actortrain/model/checkpoint/file_system.hpp>
 #include <actortrain/model/optim/groups.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
+#include <actortrain/model/variable.hpp>
 
 #include <caf/all.hpp>
 
@@ -90,6 +91,9 @@ struct ps_shard_options {
   /// What the shard does about stale gradients (cluster_spec::compensation); none under
   /// a policy that applies whole rounds (hold_for_round), which has no staleness.
   staleness_compensation compensation;
+  /// The model's variables (model::model::variables()): a partition of a dynamic table
+  /// takes its width, initializer, admission and eviction from its variable's spec.
+  std::vector<model::variable_spec> variables;
 };
 
 /// Spawns a shard that updates with its own clone of `opt`. Throws std::invalid_argument
