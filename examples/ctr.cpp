@@ -12,12 +12,18 @@
 //   build/examples/ctr --consistency sync --epochs 3
 //   build/examples/ctr --optimizer "adagrad(0.05)" --buckets 16384
 //   build/examples/ctr --wide "adagrad(0.05)" --clip-norm 5    # wide and deep
+//   build/examples/ctr --dynamic --admit-after 2              # tables keyed by the raw id
 //
 // With --wide the model is wide and deep: a weight per bucket (the wide, linear part)
 // added to the deep tower's logit. The shards update the wide part with its own
 // optimizer (cluster_spec::variable_groups) and the rest with --optimizer, as
 // TensorFlow's DNNLinearCombined models do; --clip-norm makes the workers run a custom
 // training step that clips the gradients to that global norm first.
+//
+// With --dynamic the tables are keyed by the raw id (layers::dynamic_embedding): every
+// category value has an id and a row of its own, which its shard creates when the id is
+// first read for training; the run ends with what the shards' tables hold (rows, bytes a
+// row) and what admission (--admit-after) and eviction (--evict-after) did.
 
 #include <actortrain/actors/all.hpp>
 #include <actortrain/actors/jobs/jobs.hpp>
@@ -27,6 +33,9 @@
 #include <caf/actor_system_config.hpp>
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
 
 using actortrain::cli::range;
 
@@ -59,6 +68,13 @@ int main(int argc, char** argv) {
       .add_parsed("consistency", "async", "async, bounded_staleness(s) or sync",
                   [&](const std::string& v) { consistency = actortrain::consistency_mode::parse(v); })
       .add("whole-tables", o.whole_tables, "pull the whole table every step instead of the batch's rows")
+      .add("dynamic", o.dynamic,
+           "tables keyed by the raw id: a row per category value, created on the shards when first seen "
+           "(--buckets unused)")
+      .add("admit-after", o.admit_after, "--dynamic: an id gets a row at its N-th training read (0: at once)",
+           range<uint64_t>{0, uint64_t{1} << 40})
+      .add("evict-after", o.evict_after, "--dynamic: rows not updated for N steps of their shard are dropped (0: never)",
+           range<uint64_t>{0, uint64_t{1} << 40})
       .add_parsed("wide", "",
                   "add a wide part (a weight per bucket) that the shards update with this optimizer of its own, "
                   "e.g. adagrad(0.05)",
@@ -91,13 +107,21 @@ int main(int argc, char** argv) {
     actortrain::cluster c{sys, j};
     auto r = c.join(c.schedule(j.train, j.fit));
     const auto& hist = r.history;
-    fmt::print("\n{} ps, {} workers, {}, {} buckets x {}, {}{}{}: {} steps, staleness mean {:.2f} max {}\n", ps, workers,
-               consistency.to_string(), o.buckets, o.dim, o.optimizer,
+    fmt::print("\n{} ps, {} workers, {}, {} x {}, {}{}{}: {} steps, staleness mean {:.2f} max {}\n", ps, workers,
+               consistency.to_string(), o.dynamic ? "a table keyed by id" : fmt::format("{} buckets", o.buckets), o.dim,
+               o.optimizer,
                o.wide_optimizer.empty() ? "" : ", wide part " + o.wide_optimizer,
                clip_norm > 0 ? fmt::format(", clipped to {}", clip_norm) : "", r.steps, r.mean_staleness,
                r.max_staleness);
     fmt::print("{} of 3600 category values share a bucket; the optimum is the true probabilities' score\n",
                best.shared_buckets);
+    // What the shards' dynamic tables hold, and what admission and eviction did.
+    if (o.dynamic)
+      for (std::string_view rest = c.ps_report(); !rest.empty();) {
+        auto line = rest.substr(0, rest.find('\n'));
+        rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+        if (line.find(": table ") != std::string_view::npos) fmt::print("{}\n", line);
+      }
     fmt::print("epoch  test AUC  (optimum)  test log loss  (optimum)\n");
     for (size_t k = 0; k < hist.epochs(); ++k)
       fmt::print("{:>5}  {:.4f}    ({:.4f})   {:.4f}         ({:.4f})\n", k + 1, hist["val_auc"][k], best.auc,

@@ -218,7 +218,7 @@ int ledger_command(int argc, char** argv, int first) {
         ledgers.push_back(p);
       }
 
-  std::vector<std::string> violations = check_coverage(ledgers, ledger_variables(j));
+  std::vector<std::string> violations = check_coverage(ledgers, ledger_variables(j, spec.num_ps));
   const auto runs = ledger_runs(ledgers);
   if (runs.empty()) violations.push_back("the ledgers hold no applied step at all");
   const uint64_t checked = run != 0 ? run : runs.empty() ? 0 : *runs.rbegin();

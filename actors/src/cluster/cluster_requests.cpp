@@ -437,9 +437,9 @@ ledger_run ledger_run_of(const job& j, const cluster_spec& spec, uint64_t run, b
   return r;
 }
 
-std::vector<ledger_variable> ledger_variables(const job& j) {
+std::vector<ledger_variable> ledger_variables(const job& j, int num_ps) {
   std::vector<ledger_variable> out;
-  for (auto& v : j.structure.variables()) out.push_back({v.name, v.shape.rows});
+  for (auto& v : j.structure.variables()) out.push_back({v.name, v.dynamic ? num_ps : v.shape.rows});
   return out;
 }
 

@@ -83,7 +83,7 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
           state.slots.push_back(tensor{std::move(m)});
         }
         state.iterations = pd.iterations;
-        state.ledger = saved_ledger(data.extra, vp.name, part.row_begin);
+        state.ledger = saved_ledger(data.extra, vp.name, vp.dynamic ? part.index : part.row_begin);
         if (kept) {
           auto& kd = kept->variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
           auto& k = state.kept.emplace();

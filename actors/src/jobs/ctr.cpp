@@ -90,29 +90,41 @@ examples generate(const truth& t, int64_t n, int64_t buckets, uint64_t seed) {
   return e;
 }
 
+// With dynamic tables every value keeps an id of its own: scattered over [0, 2^24) by
+// the same map, which is one-to-one there (the prime is odd).
+int64_t id_space(const ctr_options& o) { return o.dynamic ? md::layers::max_float_id : o.buckets; }
+
+// A table of `dim` columns: of `buckets` rows, or keyed by the raw id.
+md::layer_ptr table(const ctr_options& o, int64_t dim, md::layers::combiner c, md::initializer init) {
+  if (o.dynamic) return md::layers::dynamic_embedding(dim, c, std::move(init), {o.admit_after, o.evict_after});
+  return md::layers::embedding(o.buckets, dim, c, std::move(init));
+}
+
 }  // namespace
 
 job ctr(const ctr_options& o) {
   truth t{o.seed};
-  auto train = generate(t, o.rows, o.buckets, o.seed + 1);
-  auto test = generate(t, o.test_rows, o.buckets, o.seed + 2);
+  auto train = generate(t, o.rows, id_space(o), o.seed + 1);
+  auto test = generate(t, o.test_rows, id_space(o), o.seed + 2);
   using md::layers::activation;
   md::graph g;
   auto ids = g.input(fields, "ids");
   auto dense = g.input(dense_features, "dense");
-  auto e = g.apply(md::layers::embedding(o.buckets, o.dim), ids);  // concat: fields x dim
+  // concat: fields x dim
+  auto e = g.apply(table(o, o.dim, md::layers::combiner::concat, md::uniform(-0.05f, 0.05f)), ids);
   auto h = g.apply(md::layers::concatenate(), {e, dense});
   auto out = g.apply(md::layers::dense(1), g.apply(md::layers::dense(32, activation::relu), h));
   job j;
-  j.name = fmt::format("ctr(rows={}, buckets={}, dim={}, seed={})", o.rows, o.buckets, o.dim, o.seed);
+  const auto rows = o.dynamic ? fmt::format("dynamic(admit_after={}, evict_after={})", o.admit_after, o.evict_after)
+                              : fmt::format("buckets={}", o.buckets);
+  j.name = fmt::format("ctr(rows={}, {}, dim={}, seed={})", o.rows, rows, o.dim, o.seed);
   if (!o.wide_optimizer.empty()) {
     // Wide and deep: a weight per bucket, summed over the fields, plus the deep logit.
-    auto wide = md::layers::embedding(o.buckets, 1, md::layers::combiner::sum, md::zeros());
+    auto wide = table(o, 1, md::layers::combiner::sum, md::zeros());
     wide->set_name("wide_embedding");
     out = g.apply(md::layers::add(), {g.apply(wide, ids), out});
     j.spec.variable_groups.push_back({"wide", {"wide_embedding/"}, md::make_optimizer(o.wide_optimizer)});
-    j.name = fmt::format("ctr(rows={}, buckets={}, dim={}, wide={}, seed={})", o.rows, o.buckets, o.dim,
-                         o.wide_optimizer, o.seed);
+    j.name = fmt::format("ctr(rows={}, {}, dim={}, wide={}, seed={})", o.rows, rows, o.dim, o.wide_optimizer, o.seed);
   }
   j.structure = md::model::functional(g, {ids, dense}, out);
   j.optimizer = md::make_optimizer(o.optimizer);
@@ -138,13 +150,13 @@ job ctr(const ctr_options& o) {
 
 ctr_optimum ctr_best(const ctr_options& o) {
   truth t{o.seed};
-  auto test = generate(t, o.test_rows, o.buckets, o.seed + 2);
+  auto test = generate(t, o.test_rows, id_space(o), o.seed + 2);
   ctr_optimum best;
   auto auc = md::auc();
   auc->update(test.logits, test.labels);
   best.auc = auc->result();
   best.log_loss = md::binary_cross_entropy()->compute(test.logits, test.labels, nullptr);
-  best.shared_buckets = collisions(o.buckets);
+  best.shared_buckets = collisions(id_space(o));
   return best;
 }
 

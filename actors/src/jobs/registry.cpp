@@ -150,6 +150,13 @@ bool make_ctr(const std::vector<std::string>& args, job& j) {
     .add("batch", o.batch, "examples per step", range<int64_t>{1, int64_t{1} << 20})
     .add("optimizer", o.optimizer, "adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)")
     .add("whole-tables", o.whole_tables, "pull the whole table every step instead of the batch's rows")
+    .add("dynamic", o.dynamic,
+         "tables keyed by the raw id: a row per category value, created on the shards when first seen "
+         "(--buckets unused)")
+    .add("admit-after", o.admit_after, "--dynamic: an id gets a row at its N-th training read (0: at once)",
+         range<uint64_t>{0, uint64_t{1} << 40})
+    .add("evict-after", o.evict_after, "--dynamic: rows not updated for N steps of their shard are dropped (0: never)",
+         range<uint64_t>{0, uint64_t{1} << 40})
     .add("wide", o.wide_optimizer,
          "add a wide part (a weight per bucket) trained on the shards by this optimizer of its own, e.g. "
          "adagrad(0.05) (wide-and-deep; its hyperparameters are wide/NAME)")

@@ -513,11 +513,21 @@ node_result play_ps(node_context& cx) {
   // What this shard applied, from its own ledger (also when the job ended badly).
   node_result r;
   // Its own counts of what it refused and what roll-backs took back.
-  if (auto s = ask<ps_stats>(cx.sys, shard, cx.timeout(), stats_atom::value))
+  auto s = ask<ps_stats>(cx.sys, shard, cx.timeout(), stats_atom::value);
+  if (s)
     log_to(cx)(fmt::format("{}: {} step(s) in its state (restored at step {}), {} undone by roll-backs, {} push(es) "
                            "fenced out, {} duplicate(s)",
                            to_string(cx.opts.task), s->base + s->applied, s->base, s->undone, s->fenced,
                            s->duplicates));
+  // What its parts of dynamic tables hold, and what admission and eviction did.
+  if (s)
+    for (auto& t : s->tables)
+      log_to(cx)(fmt::format("{}: table {} partition {}: {} rows, {} bytes ({:.2f}x the floats of its rows and slots), "
+                             "created {}, evicted {}, waiting {}, unadmitted reads {}, dropped gradients {}",
+                             to_string(cx.opts.task), cx.j.structure.variables().at(static_cast<size_t>(t.key.variable)).name,
+                             t.key.index, t.rows, t.bytes,
+                             t.payload_bytes ? static_cast<double>(t.bytes) / static_cast<double>(t.payload_bytes) : 0.0,
+                             t.created, t.evicted, t.waiting, t.unadmitted_reads, t.dropped_gradients));
   auto ledgers = ask<ps_ledgers>(cx.sys, shard, cx.timeout(), ledger_atom::value);
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   if (ledgers && ledgers->partitions.empty()) {

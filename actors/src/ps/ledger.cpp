@@ -213,7 +213,7 @@ std::vector<partition_ledger> ledgers_from_json(const nlohmann::json& j) {
       l.variable = p.at("variable").get<std::string>();
       l.row_begin = p.at("row_begin").get<int64_t>();
       l.row_end = p.at("row_end").get<int64_t>();
-      if (l.row_begin < 0 || l.row_end < l.row_begin)  // [0, 0): a dynamic table's partition
+      if (l.row_begin < 0 || l.row_end <= l.row_begin)
         throw std::invalid_argument(fmt::format("rows [{}, {}) are not a range", l.row_begin, l.row_end));
       l.ledger = ledger_from_json(p.at("ledger"));
       out.push_back(std::move(l));

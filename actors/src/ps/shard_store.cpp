@@ -647,9 +647,11 @@ failure shard_store::round(const round_request& req, round_reply& out) {
 ps_ledgers shard_store::ledgers() const {
   ps_ledgers out;
   out.shard = index_;
-  for (auto& [k, p] : parts_)
-    out.partitions.push_back(
-      partition_ledger{index_, p.name, p.row_begin, p.row_begin + p.value->rows(), p.ledger.data()});
+  for (auto& [k, p] : parts_) {
+    // A dynamic table's partition k: "rows" [k, k + 1) (partition_ledger).
+    auto begin = p.table ? k.index : p.row_begin, end = p.table ? k.index + 1 : p.row_begin + p.value->rows();
+    out.partitions.push_back(partition_ledger{index_, p.name, begin, end, p.ledger.data()});
+  }
   return out;
 }
 

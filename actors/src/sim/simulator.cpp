@@ -494,7 +494,7 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
     if (ledgers.empty() && stateless_end) throw std::runtime_error("");  // nothing to check
     // Every row of every variable of the model, in exactly one partition's ledger.
     if (!stateless_end)
-      for (auto& v : check_coverage(ledgers, ledger_variables(j))) res.violations.push_back("ledger: " + v);
+      for (auto& v : check_coverage(ledgers, ledger_variables(j, spec.num_ps))) res.violations.push_back("ledger: " + v);
     trace_hasher digest;
     auto text = ledgers_to_json(ledgers).dump();
     digest.bytes(text.data(), text.size());

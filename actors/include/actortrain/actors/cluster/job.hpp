@@ -67,7 +67,8 @@ void check_job(const job& j, const std::string& who);
 /// steps_per_epoch). `complete` false: the run failed or was stopped, check a prefix.
 ledger_run ledger_run_of(const job& j, const cluster_spec& spec, uint64_t run, bool complete = true);
 
-/// The job's variables as check_coverage needs them.
-std::vector<ledger_variable> ledger_variables(const job& j);
+/// The job's variables as check_coverage needs them, on `num_ps` shards (a dynamic
+/// table's partitions, one per shard, cover its "rows" [0, num_ps): partition_ledger).
+std::vector<ledger_variable> ledger_variables(const job& j, int num_ps);
 
 }  // namespace actortrain

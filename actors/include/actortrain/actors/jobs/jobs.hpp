@@ -84,6 +84,12 @@ struct ctr_options {
   /// the deep tower's logit, updated on the shards by this optimizer of its own
   /// (cluster_spec::variable_groups, group "wide"), e.g. "adagrad(0.05)".
   std::string wide_optimizer;
+  /// Tables keyed by the raw id (layers::dynamic_embedding) instead of `buckets` rows:
+  /// every category value gets an id of its own below 2^24 and a row of its own,
+  /// created on the shards when it is first read for training (`buckets` is not used).
+  bool dynamic = false;
+  uint64_t admit_after = 0;  ///< dynamic: layers::dynamic_rows::admit_after
+  uint64_t evict_after = 0;  ///< dynamic: layers::dynamic_rows::evict_after
   uint64_t seed = 1;
 };
 job ctr(const ctr_options& o = {});

@@ -113,7 +113,8 @@ ledger_data ledger_from_json(const nlohmann::json& j);
 /// partition_ledger::shard of a ledger read from a checkpoint (no shard reported it).
 constexpr uint32_t no_shard = UINT32_MAX;
 
-/// A partition's ledger with what it is the ledger of.
+/// A partition's ledger with what it is the ledger of. A dynamic table's partition k (of
+/// one per shard) names "rows" [k, k + 1): it holds the ids model::dynamic_owner gives k.
 struct partition_ledger {
   uint32_t shard = 0;  ///< the ps shard that reported it (no_shard: read from a checkpoint)
   std::string variable;

@@ -236,7 +236,7 @@ struct table_stats {
   uint64_t created = 0;            ///< rows created since the shard was initialized
   uint64_t evicted = 0;            ///< rows dropped by eviction
   uint64_t waiting = 0;            ///< ids seen, not yet admitted, now
-  uint64_t unadmitted_reads = 0;   ///< training reads of ids without a row
+  uint64_t unadmitted_reads = 0;   ///< reads of ids without a row (evaluation's too)
   uint64_t dropped_gradients = 0;  ///< gradient rows of ids without a row, dropped
   uint64_t bytes = 0;              ///< the table's memory (dynamic_table::bytes)
   uint64_t payload_bytes = 0;      ///< the floats of its rows and slots alone

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Tables keyed by the raw id across processes: the registered ctr job with --dynamic on a
+# chief, 2 ps and 2 worker tasks. Each ps task creates the rows of the ids it holds
+# (both hold some), the ledger checker says every step was applied exactly once, and
+# the model learns. With an admission threshold no id reaches, no row is created and the
+# gradients are dropped, counted by each ps task. A checkpoint directory is refused,
+# naming the table (checkpoints do not hold dynamic tables yet).
+. "$(dirname "$0")/lib.sh"
+
+ARGS="--epochs 2 --rows 4000 --test-rows 1000 --batch 100 --dim 4 --dynamic"
+timeout 150 "$AT" launch --example ctr --ps 2 --workers 2 --dir "$WORK/run" --timeout $((120 * SCALE)) -- $ARGS \
+  >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "launch failed"; }
+grep -qF "[chief:0] chief:0 done: 80 steps" "$WORK/run.out" || { cat "$WORK/run.out"; fail "not 80 steps"; }
+"$AT" ledger check --example ctr --cluster "$WORK/run/cluster.json" "$WORK/run/ledgers" -- $ARGS \
+  >"$WORK/check" 2>&1 || { cat "$WORK/check"; fail "ledger check failed"; }
+grep -q "ledger check: exactly once" "$WORK/check" || { cat "$WORK/check"; fail "not exactly once"; }
+python3 - "$WORK/run.out" <<'PY' || { cat "$WORK/run.out"; fail "the ps tasks' tables are not as expected"; }
+import re, sys
+text = open(sys.argv[1]).read()
+rows = {int(m.group(1)): int(m.group(2)) for m in
+        re.finditer(r'ps:(\d): table embedding/embeddings partition \d+: (\d+) rows', text)}
+print("rows per ps task:", rows)
+# Both tasks hold rows; together at most the 3,600 category values, and most of them.
+ok = sorted(rows) == [0, 1] and all(n > 0 for n in rows.values()) and 2000 < sum(rows.values()) <= 3600
+sys.exit(0 if ok else 1)
+PY
+
+# Admission after more reads than the run makes: no row anywhere, every gradient dropped.
+timeout 150 "$AT" launch --example ctr --ps 2 --workers 2 --dir "$WORK/run2" --timeout $((120 * SCALE)) -- $ARGS \
+  --admit-after 100000 >"$WORK/run2.out" 2>&1 || { cat "$WORK/run2.out"; fail "launch with admission failed"; }
+python3 - "$WORK/run2.out" <<'PY' || { cat "$WORK/run2.out"; fail "admission did not hold the rows back"; }
+import re, sys
+text = open(sys.argv[1]).read()
+found = re.findall(r'table embedding/embeddings partition \d+: (\d+) rows, .* waiting (\d+), unadmitted reads (\d+), '
+                   r'dropped gradients (\d+)', text)
+print(found)
+sys.exit(0 if len(found) == 2 and all(int(r) == 0 and int(w) > 0 and int(u) > 0 and int(d) > 0
+                                      for r, w, u, d in found) else 1)
+PY
+
+# A checkpoint directory is refused, naming the table.
+if timeout 60 "$AT" launch --example ctr --ps 1 --workers 1 --dir "$WORK/run3" --checkpoint-dir "$WORK/ckpt" \
+  --timeout $((60 * SCALE)) -- $ARGS >"$WORK/run3.out" 2>&1; then
+  cat "$WORK/run3.out"; fail "a dynamic table was checkpointed"
+fi
+grep -q "checkpoints do not hold dynamic tables yet" "$WORK/run3.out" || { cat "$WORK/run3.out"; fail "the refusal does not say why"; }
+echo "dynamic tables across processes: rows on both ps tasks, exactly once, admission holds rows back"
