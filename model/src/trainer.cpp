@@ -37,6 +37,22 @@ size_t history::epochs() const {
   return n;
 }
 
+namespace {
+
+// Variable v's dynamic table in a model seeded by `seed`.
+dynamic_table_options table_options(const model& m, uint64_t seed, size_t v) {
+  const auto& spec = m.variables()[v];
+  dynamic_table_options o;
+  o.dim = spec.shape.cols;
+  o.init = spec.init;
+  o.seed = variable_seed(seed, v);
+  o.admit_after = spec.admit_after;
+  o.evict_after = spec.evict_after;
+  return o;
+}
+
+}  // namespace
+
 trainer::trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed)
   : model_(std::move(m)), opt_(std::move(opt)), loss_(std::move(l)), seed_(seed),
     exec_(model_.empty() ? throw std::invalid_argument("trainer: empty model") : model_) {
@@ -55,22 +71,10 @@ trainer::trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed)
       throw std::invalid_argument(fmt::format(
         "trainer: the dynamic table '{}' must be applied straight to model inputs that nothing else reads",
         vars[v].name));
-    dynamic_table_options o;
-    o.dim = vars[v].shape.cols;
-    o.init = vars[v].init;
-    o.seed = variable_seed(seed_, v);
-    o.admit_after = vars[v].admit_after;
-    o.evict_after = vars[v].evict_after;
-    tables_[v] = std::make_shared<dynamic_table>(o, *opt_);
+    tables_[v] = std::make_shared<dynamic_table>(table_options(model_, seed_, v), *opt_);
   }
 }
 
-void trainer::refuse_dynamic_checkpoints(const char* what) const {
-  for (size_t v = 0; v < tables_.size(); ++v)
-    if (tables_[v])
-      throw checkpoint_error(fmt::format("trainer::{}: checkpoints do not hold dynamic tables yet ('{}')", what,
-                                         model_.variables()[v].name));
-}
 
 void trainer::release_tables() {
   for (size_t v = 0; v < tables_.size(); ++v)
@@ -96,11 +100,21 @@ const batch& trainer::with_tables(const batch& b, bool training) {
 }
 
 void trainer::restore(const checkpoint_data& data) {
-  refuse_dynamic_checkpoints("restore");
   auto one = place(model_.variables(), nullptr, 1);
   auto cut = repartition(data, one);  // checks names and shapes before anything changes
   auto names = opt_->slot_names();
   std::vector<slot_block> slots;
+  // A dynamic table's rows: into a new table first, so a bad one changes nothing.
+  std::vector<std::shared_ptr<dynamic_table>> tables(tables_.size());
+  for (size_t v = 0; v < cut.variables.size(); ++v)
+    if (tables_[v]) {
+      tables[v] = std::make_shared<dynamic_table>(table_options(model_, seed_, v), *opt_);
+      try {
+        tables[v]->merge(table_snapshot(cut.variables[v].partitions.front(), names));
+      } catch (const std::invalid_argument& e) {
+        throw checkpoint_error(fmt::format("trainer::restore: dynamic table '{}': {}", cut.variables[v].name, e.what()));
+      }
+    }
   for (size_t v = 0; v < cut.variables.size(); ++v) {
     const auto& part = cut.variables[v].partitions.front();
     auto block = opt_->make_slots(static_cast<size_t>(part.values.size()));
@@ -112,7 +126,10 @@ void trainer::restore(const checkpoint_data& data) {
     slots.push_back(std::move(block));
   }
   for (size_t v = 0; v < cut.variables.size(); ++v)
-    params_[static_cast<variable_id>(v)] = std::move(cut.variables[v].partitions.front().values);
+    if (!tables_[v]) params_[static_cast<variable_id>(v)] = std::move(cut.variables[v].partitions.front().values);
+  for (size_t v = 0; v < tables.size(); ++v)
+    if (tables[v]) tables_[v] = std::move(tables[v]);
+  release_tables();
   slots_ = std::move(slots);
   steps_ = data.step;
 }
@@ -129,7 +146,6 @@ void trainer::restore(const std::string& dir) {
 }
 
 checkpoint_data trainer::checkpoint() const {
-  refuse_dynamic_checkpoints("checkpoint");
   checkpoint_data out;
   out.step = steps_;
   out.optimizer = opt_->describe();
@@ -139,6 +155,15 @@ checkpoint_data trainer::checkpoint() const {
     variable_data d;
     d.name = vars[v].name;
     d.shape = vars[v].shape;
+    if (tables_[v]) {  // every row, in one partition ("rows" [0, 1))
+      d.dynamic = true;
+      auto p = table_partition(tables_[v]->copy(), names);
+      p.row_begin = 0;
+      p.row_end = 1;
+      d.partitions.push_back(std::move(p));
+      out.variables.push_back(std::move(d));
+      continue;
+    }
     partition_data p;
     p.row_begin = 0;
     p.row_end = vars[v].shape.rows;

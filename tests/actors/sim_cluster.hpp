@@ -26,6 +26,10 @@ struct cluster_fixture : fixture {
   fit_result run(cluster& c, dataset::dataset_fn fn, int epochs = 1, bool keep = true) {
     model::fit_options o;
     o.epochs = epochs;
+    return run(c, std::move(fn), o, keep);
+  }
+
+  fit_result run(cluster& c, dataset::dataset_fn fn, model::fit_options o, bool keep = true) {
     o.verbose = 0;
     step_events.clear();
     auto h = c.schedule(std::move(fn), o);

@@ -3,8 +3,8 @@
 # chief, 2 ps and 2 worker tasks. Each ps task creates the rows of the ids it holds
 # (both hold some), the ledger checker says every step was applied exactly once, and
 # the model learns. With an admission threshold no id reaches, no row is created and the
-# gradients are dropped, counted by each ps task. A checkpoint directory is refused,
-# naming the table (checkpoints do not hold dynamic tables yet).
+# gradients are dropped, counted by each ps task. With a checkpoint directory the final
+# checkpoint holds every row the ps tasks hold (`actortrain inspect`).
 . "$(dirname "$0")/lib.sh"
 
 ARGS="--epochs 2 --rows 4000 --test-rows 1000 --batch 100 --dim 4 --dynamic"
@@ -38,10 +38,17 @@ sys.exit(0 if len(found) == 2 and all(int(r) == 0 and int(w) > 0 and int(u) > 0 
                                       for r, w, u, d in found) else 1)
 PY
 
-# A checkpoint directory is refused, naming the table.
-if timeout 60 "$AT" launch --example ctr --ps 1 --workers 1 --dir "$WORK/run3" --checkpoint-dir "$WORK/ckpt" \
-  --timeout $((60 * SCALE)) -- $ARGS >"$WORK/run3.out" 2>&1; then
-  cat "$WORK/run3.out"; fail "a dynamic table was checkpointed"
-fi
-grep -q "checkpoints do not hold dynamic tables yet" "$WORK/run3.out" || { cat "$WORK/run3.out"; fail "the refusal does not say why"; }
-echo "dynamic tables across processes: rows on both ps tasks, exactly once, admission holds rows back"
+# Checkpointed: the final checkpoint holds both ps tasks' rows, as many as they report.
+timeout 150 "$AT" launch --example ctr --ps 2 --workers 2 --dir "$WORK/run3" --checkpoint-dir "$WORK/ckpt" \
+  --timeout $((120 * SCALE)) -- $ARGS >"$WORK/run3.out" 2>&1 || { cat "$WORK/run3.out"; fail "launch with checkpoints failed"; }
+"$AT" inspect "$WORK/ckpt" >"$WORK/inspect" 2>&1 || { cat "$WORK/inspect"; fail "inspect failed"; }
+python3 - "$WORK/run3.out" "$WORK/inspect" <<'PY' || { cat "$WORK/run3.out" "$WORK/inspect"; fail "the checkpoint does not hold the shards' rows"; }
+import re, sys
+run, ins = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+held = sum(int(n) for n in re.findall(r'table embedding/embeddings partition \d+: (\d+) rows', run))
+m = re.search(r'embedding/embeddings\s+\[0 x 4\] dynamic \(rows keyed by id\)\s+\d+ parameters\s+2 partitions', ins)
+saved = sum(int(n) for n in re.findall(r'table\s+(\d+) rows by id', ins))
+print("held", held, "saved", saved)
+sys.exit(0 if m and held > 0 and saved == held else 1)
+PY
+echo "dynamic tables across processes: rows on both ps tasks, exactly once, admission holds rows back, checkpointed"

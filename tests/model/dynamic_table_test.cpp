@@ -7,6 +7,7 @@
 
 #include <actortrain/model/all.hpp>
 #include <actortrain/model/checkpoint/checkpoint_error.hpp>
+#include <actortrain/model/checkpoint/memory_file_system.hpp>
 #include <actortrain/model/dynamic_table.hpp>
 #include <actortrain/model/optim/adam.hpp>
 #include <actortrain/model/optim/adagrad.hpp>
@@ -488,7 +489,6 @@ BOOST_AUTO_TEST_CASE(a_trainer_admits_rare_ids_late_and_reports_what_it_cannot_d
   BOOST_TEST(c.dropped_gradients > 0u);
   BOOST_CHECK_THROW(t.variable("embedding/embeddings"), std::out_of_range);
   BOOST_CHECK_THROW(t.table("dense/kernel"), std::out_of_range);
-  BOOST_CHECK_THROW(t.checkpoint(), checkpoint_error);
   // On ps shards: a partition on every shard, ids spread over them by their hash.
   auto pl = place(t.structure().variables(), nullptr, 3);
   const auto& vp = *pl.find("embedding/embeddings");
@@ -515,6 +515,84 @@ BOOST_AUTO_TEST_CASE(a_trainer_admits_rare_ids_late_and_reports_what_it_cannot_d
     BOOST_FAIL("the trainer took a table it cannot renumber");
   } catch (const std::invalid_argument& err) {
     BOOST_TEST(std::string(err.what()).find("must be applied straight to model inputs") != std::string::npos, err.what());
+  }
+}
+
+// A trainer's dynamic table in a checkpoint: written and read back, restored into a new
+// trainer that then trains exactly as the one that never stopped; cut into 3 partitions
+// by the ids' owners; a changed ids file is refused by its CRC.
+BOOST_AUTO_TEST_CASE(a_trainer_checkpoints_its_dynamic_table_and_trains_on_after_a_restore) {
+  planted_data d{256};
+  auto make = [] {
+    return trainer{tower(layers::dynamic_embedding(4, layers::combiner::sum, uniform(-0.05f, 0.05f), {2, 40})),
+                   make_adam({0.02}), mean_squared_error(), 1};
+  };
+  auto a = make();
+  fit_options o;
+  o.batch_size = 16;
+  o.verbose = 0;
+  o.shuffle = false;
+  a.fit(std::vector<matrix>{d.ids, d.dense}, d.y, o);
+  memory_file_system fs;
+  auto dir = write_checkpoint(fs, "/ck", a.checkpoint());
+  auto saved = read_checkpoint(fs, dir);
+  const auto& name = std::string("embedding/embeddings");
+  auto v = std::find_if(saved.variables.begin(), saved.variables.end(), [&](auto& x) { return x.name == name; });
+  BOOST_REQUIRE(v != saved.variables.end());
+  BOOST_TEST(v->dynamic);
+  BOOST_TEST(v->partitions.at(0).ids.size() == a.table(name).counts().rows);
+  BOOST_TEST(v->partitions.at(0).waiting.size() == a.table(name).counts().waiting);
+  auto b = make();
+  b.restore(saved);
+  BOOST_TEST(b.table(name).counts().rows == a.table(name).counts().rows);
+  a.fit(std::vector<matrix>{d.ids, d.dense}, d.y, o);
+  b.fit(std::vector<matrix>{d.ids, d.dense}, d.y, o);
+  std::set<float> distinct(d.ids.data(), d.ids.data() + d.ids.size());
+  size_t compared = 0;
+  for (float f : distinct) {
+    matrix ra(1, 4), rb(1, 4);
+    bool ha = a.table(name).find(static_cast<int64_t>(f), ra.data());
+    BOOST_TEST(ha == b.table(name).find(static_cast<int64_t>(f), rb.data()));
+    if (ha) BOOST_TEST((ra.array() == rb.array()).all(), "id " << f);
+    compared += ha;
+  }
+  BOOST_TEST(compared > 10u);
+  for (size_t k = 0; k < saved.variables.size(); ++k)
+    if (!saved.variables[k].dynamic)
+      BOOST_TEST((a.parameters()[static_cast<variable_id>(k)].array() ==
+                  b.parameters()[static_cast<variable_id>(k)].array()).all());
+  // Three shards' partitions: each id with its owner, none lost.
+  auto three = repartition(saved, place(a.structure().variables(), nullptr, 3));
+  auto t = std::find_if(three.variables.begin(), three.variables.end(), [&](auto& x) { return x.name == name; });
+  size_t rows = 0;
+  for (size_t k = 0; k < 3; ++k) {
+    for (auto id : t->partitions[k].ids) BOOST_TEST(dynamic_owner(id, 3) == static_cast<int>(k));
+    rows += t->partitions[k].ids.size();
+    BOOST_TEST(t->partitions[k].row_begin == static_cast<int64_t>(k));
+  }
+  BOOST_TEST(rows == v->partitions.at(0).ids.size());
+  auto back = repartition(three, place(a.structure().variables(), nullptr, 1));
+  auto again = make(), ref = make();
+  again.restore(back);
+  ref.restore(saved);
+  BOOST_TEST(again.table(name).counts().rows == ref.table(name).counts().rows);
+  BOOST_TEST(again.table(name).counts().waiting == ref.table(name).counts().waiting);
+  for (float f : distinct) {
+    matrix ra(1, 4), rb(1, 4);
+    bool ha = again.table(name).find(static_cast<int64_t>(f), ra.data());
+    BOOST_TEST(ha == ref.table(name).find(static_cast<int64_t>(f), rb.data()));
+    if (ha) BOOST_TEST((ra.array() == rb.array()).all(), "id " << f);
+  }
+  // A changed byte in the ids file is refused, naming the file.
+  std::string bytes;
+  BOOST_REQUIRE(fs.read_file(dir + "/embedding.embeddings.part0.ids.npy", bytes).ok());
+  bytes.back() ^= 1;
+  BOOST_REQUIRE(fs.write_file(dir + "/embedding.embeddings.part0.ids.npy", bytes).ok());
+  try {
+    read_checkpoint(fs, dir);
+    BOOST_FAIL("a changed ids file was read");
+  } catch (const checkpoint_error& e) {
+    BOOST_TEST(std::string(e.what()).find("part0.ids.npy") != std::string::npos, e.what());
   }
 }
 

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -174,15 +175,26 @@ void print_partition(const md::partition_data& p, size_t index, int64_t values) 
   for (auto& [name, _] : p.slots) slot_names.push_back(name);
   fmt::print("    part {}  rows [{}, {})  iterations {}  slots {}\n", index, p.row_begin, p.row_end, p.iterations,
              slot_names.empty() ? "none" : fmt::format("{}", fmt::join(slot_names, ", ")));
+  if (!p.ids.empty() || !p.waiting.empty())  // a dynamic table's partition
+    fmt::print("      {:<10}{} rows by id, {} ids waiting for admission\n", "table", p.ids.size(), p.waiting.size());
   // Labels padded to one width so the statistics line up in columns.
   fmt::print("      {:<10}{}\n", "values", format_stats(stats_of(p.values)));
   for (auto& [name, m] : p.slots) fmt::print("      {:<10}{}\n", "slot " + name, format_stats(stats_of(m)));
   if (values > 0) print_first_values(p.values, values);
 }
 
+// Values a variable holds: a dynamic table's rows times its width.
+int64_t parameters_of(const md::variable_data& v) {
+  if (!v.dynamic) return v.shape.size();
+  int64_t n = 0;
+  for (auto& p : v.partitions) n += p.values.size();
+  return n;
+}
+
 void print_variable(const md::variable_data& v, int64_t values) {
-  fmt::print("  {}  {}  {} parameters  {} partition{}\n", v.name, md::to_string(v.shape), v.shape.size(),
-             v.partitions.size(), v.partitions.size() == 1 ? "" : "s");
+  fmt::print("  {}  {}{}  {} parameters  {} partition{}\n", v.name, md::to_string(v.shape),
+             v.dynamic ? " dynamic (rows keyed by id)" : "", parameters_of(v), v.partitions.size(),
+             v.partitions.size() == 1 ? "" : "s");
   for (size_t k = 0; k < v.partitions.size(); ++k) print_partition(v.partitions[k], k, values);
 }
 
@@ -285,7 +297,25 @@ void print_ledgers(const json& extra) {
 // The digest of every variable's values, in the manifest's order (the model's).
 uint64_t digest_of(const md::checkpoint_data& d) {
   std::vector<actortrain::model::matrix> all;
-  for (auto& v : d.variables) all.push_back(md::assemble_variable(v));
+  for (auto& v : d.variables) {
+    if (!v.dynamic) {
+      all.push_back(md::assemble_variable(v));
+      continue;
+    }
+    // A dynamic table: its rows in id order, and the ids (as their bits), whatever the
+    // number of partitions it was saved in.
+    std::vector<std::pair<int64_t, const float*>> rows;
+    for (auto& p : v.partitions)
+      for (size_t j = 0; j < p.ids.size(); ++j) rows.emplace_back(p.ids[j], p.values.row(static_cast<Eigen::Index>(j)).data());
+    std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    actortrain::model::matrix values(static_cast<Eigen::Index>(rows.size()), v.shape.cols), ids(static_cast<Eigen::Index>(rows.size()), 2);
+    for (size_t j = 0; j < rows.size(); ++j) {
+      std::copy(rows[j].second, rows[j].second + v.shape.cols, values.row(static_cast<Eigen::Index>(j)).data());
+      std::memcpy(ids.row(static_cast<Eigen::Index>(j)).data(), &rows[j].first, sizeof(int64_t));
+    }
+    all.push_back(std::move(values));
+    all.push_back(std::move(ids));
+  }
   return md::parameters_digest(all);
 }
 
@@ -312,6 +342,7 @@ disk_usage disk_usage_of(md::file_system& fs, const std::string& dir) {
       add_file_entry(p.value("file", json()), u);
       const json slots = p.value("slots", json::object());
       for (auto& [_, s] : slots.items()) add_file_entry(s, u);
+      for (auto what : {"ids", "last_update", "waiting"}) add_file_entry(p.value(what, json()), u);
     }
   std::string text;
   if (fs.read_file(md::join_path(dir, "manifest.json"), text).ok()) {
@@ -329,7 +360,7 @@ std::string human_bytes(int64_t b) {
 
 void print_totals(md::file_system& fs, const md::checkpoint_data& d, const std::string& dir) {
   int64_t params = 0;
-  for (auto& v : d.variables) params += v.shape.size();
+  for (auto& v : d.variables) params += parameters_of(v);
   const disk_usage u = disk_usage_of(fs, dir);
   fmt::print("total: {} variable{}, {} parameters, {} bytes on disk ({}) in {} files\n", d.variables.size(),
              d.variables.size() == 1 ? "" : "s", params, u.bytes, human_bytes(u.bytes), u.files);

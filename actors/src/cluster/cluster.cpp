@@ -148,9 +148,6 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
     if (!d.structure.compact_rows()[v])
       throw std::invalid_argument(fmt::format(
         "cluster: the dynamic table '{}' must be applied straight to model inputs that nothing else reads", var.name));
-    if (!d.spec.checkpoint_dir.empty())
-      throw std::invalid_argument(fmt::format(
-        "cluster: checkpoint_dir with the dynamic table '{}': checkpoints do not hold dynamic tables yet", var.name));
   }
   if (!d.spec.metrics_file.empty()) {
     d.metrics_out = std::make_unique<std::ofstream>(d.spec.metrics_file, std::ios::out | std::ios::app);

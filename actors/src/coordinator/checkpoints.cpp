@@ -278,7 +278,7 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
           model::checkpoint_record r;
           r.step = step;
           for (auto& vp : st.opts.placement->variables()) {
-            model::variable_record v{vp.name, vp.shape, {}};
+            model::variable_record v{vp.name, vp.shape, {}, vp.dynamic};
             for (auto* p : by_var[vp.variable]) {
               const auto& h = p->header;
               model::partition_record pr;
@@ -288,6 +288,7 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
               pr.values = record(p->values);
               for (size_t k = 0; k < p->slots.size() && k < h.slot_names.size(); ++k)
                 pr.slots[h.slot_names[k]] = record(p->slots[k]);
+              for (auto& [what, e] : p->tables) pr.tables[what] = record(e);
               v.partitions.push_back(std::move(pr));
             }
             r.variables.push_back(std::move(v));
@@ -349,6 +350,7 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
             model::variable_data v;
             v.name = vp.name;
             v.shape = vp.shape;
+            v.dynamic = vp.dynamic;
             for (auto* p : by_var[vp.variable]) {
               model::partition_data d;
               d.row_begin = p->row_begin;
@@ -356,6 +358,9 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
               d.values = *p->value.value;
               d.iterations = p->iterations;
               for (size_t k = 0; k < p->slots.size(); ++k) d.slots[p->slot_names[k]] = *p->slots[k].value;
+              d.ids = std::move(p->ids);  // a dynamic table's rows
+              d.last_update = std::move(p->last_update);
+              d.waiting = std::move(p->waiting);
               v.partitions.push_back(std::move(d));
             }
             data.variables.push_back(std::move(v));

@@ -83,6 +83,9 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
           state.slots.push_back(tensor{std::move(m)});
         }
         state.iterations = pd.iterations;
+        state.ids = std::move(pd.ids);  // a dynamic table's rows (model::repartition dealt them)
+        state.last_update = std::move(pd.last_update);
+        state.waiting = std::move(pd.waiting);
         state.ledger = saved_ledger(data.extra, vp.name, vp.dynamic ? part.index : part.row_begin);
         if (kept) {
           auto& kd = kept->variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
@@ -93,6 +96,9 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
             if (auto s = kd.slots.find(name); s != kd.slots.end()) k.slots.push_back(tensor{std::move(s->second)});
           if (k.slots.size() != state.slot_names.size()) k.slots.clear();
           k.iterations = kd.iterations;
+          k.ids = std::move(kd.ids);
+          k.last_update = std::move(kd.last_update);
+          k.waiting = std::move(kd.waiting);
         }
         req.partitions.push_back(std::move(state));
       }
@@ -289,11 +295,12 @@ void init_shards(self_ptr self, std::function<void()> then) {
     v.name = vp.name;
     v.shape = vp.shape;
     const auto& full = (*st.opts.initial)[vp.variable];
+    v.dynamic = vp.dynamic;
     for (auto& part : vp.partitions) {
       model::partition_data d;
       d.row_begin = part.row_begin;
       d.row_end = part.row_end;
-      d.values = full.middleRows(part.row_begin, part.rows());
+      d.values = full.middleRows(part.row_begin, part.rows());  // none of a dynamic table
       v.partitions.push_back(std::move(d));
     }
     data.variables.push_back(std::move(v));

@@ -37,6 +37,55 @@ void record_steps(step_ledger& ledger, const push_request& r) {
 
 using model::all_finite;
 
+// Rows of a dynamic table as they travel (partition_state, its kept_state) made a table
+// snapshot: `slots` named by `slot_names`, put in the optimizer's order `names` (all of
+// them, or none: fresh). Throws std::invalid_argument for sizes that disagree.
+model::dynamic_table::snapshot rows_of(int64_t dim, const tensor& value, const std::vector<std::string>& slot_names,
+                                       const std::vector<tensor>& slots, const std::vector<int64_t>& ids,
+                                       const std::vector<int64_t>& last_update,
+                                       const std::vector<std::pair<int64_t, uint64_t>>& waiting, int64_t iterations,
+                                       const std::vector<std::string>& names, const std::vector<float>& slot_init) {
+  const auto n = static_cast<int64_t>(ids.size());
+  const int64_t have = value.value ? value.rows() : 0;
+  if (have != n || (n > 0 && value.cols() != dim) || last_update.size() != ids.size())
+    throw std::invalid_argument(fmt::format("{} ids and {} last updates for rows [{} x {}] of width {}", ids.size(),
+                                            last_update.size(), have, value.value ? value.cols() : 0, dim));
+  model::dynamic_table::snapshot s;
+  s.dim = dim;
+  s.iterations = iterations;
+  s.ids = ids;
+  s.last_update = last_update;
+  s.waiting = waiting;
+  if (n > 0) s.values.assign(value.value->data(), value.value->data() + value.value->size());
+  for (size_t k = 0; k < names.size(); ++k) {
+    auto at = std::find(slot_names.begin(), slot_names.end(), names[k]) - slot_names.begin();
+    if (static_cast<size_t>(at) >= slots.size()) {  // not sent: the slot starts fresh
+      s.slots.emplace_back(static_cast<size_t>(n * dim), slot_init.at(k));
+      continue;
+    }
+    const auto& m = slots[static_cast<size_t>(at)];
+    if (n > 0 && (!m.value || m.rows() != n || m.cols() != dim))
+      throw std::invalid_argument(fmt::format("slot '{}' is not shaped like the rows", names[k]));
+    s.slots.emplace_back(n > 0 ? std::vector<float>(m.value->data(), m.value->data() + m.value->size())
+                               : std::vector<float>{});
+  }
+  return s;
+}
+
+// A table snapshot's rows into `value`, `slots` (in the optimizer's order), ids, last
+// updates and waiting ids of a partition_state or kept_state.
+template <class State>
+void put_rows(const model::dynamic_table::snapshot& s, State& out) {
+  const auto n = static_cast<Eigen::Index>(s.ids.size());
+  out.value = tensor{model::matrix(Eigen::Map<const model::matrix>(s.values.data(), n, s.dim))};
+  out.slots.clear();
+  for (auto& slot : s.slots) out.slots.push_back(tensor{model::matrix(Eigen::Map<const model::matrix>(slot.data(), n, s.dim))});
+  out.iterations = s.iterations;
+  out.ids = s.ids;
+  out.last_update = s.last_update;
+  out.waiting = s.waiting;
+}
+
 }  // namespace
 
 shard_store::shard_store(const model::optimizer& opt, options opts)
@@ -248,7 +297,8 @@ void shard_store::count_applied(const applied_by& a) {
 
 // A dynamic table's partition from its state and its variable's spec: empty, as every
 // init of one is (checkpoints do not hold dynamic tables yet).
-failure shard_store::make_table(const partition_state& p, partition& q) const {
+failure shard_store::make_table(const partition_state& p, partition& q,
+                                std::optional<model::dynamic_table::snapshot>& kept) const {
   auto invalid = [&](std::string what) {
     return failure{error_code::invalid_request, fmt::format("init: dynamic table {}: {}", p.name, what)};
   };
@@ -257,11 +307,14 @@ failure shard_store::make_table(const partition_state& p, partition& q) const {
   if (!spec->dynamic) return invalid("the shard's model declares it with fixed rows");
   if (p.partitions < 1 || p.key.index < 0 || p.key.index >= p.partitions)
     return invalid(fmt::format("partition {} of {}", p.key.index, p.partitions));
-  if (p.value.value && p.value.rows() != 0)
-    return invalid(fmt::format("{} rows of values sent (it starts empty)", p.value.rows()));
   if (p.value.value && p.value.cols() != spec->shape.cols)
     return invalid(fmt::format("rows of width {} sent for width {}", p.value.cols(), spec->shape.cols));
-  if (!p.slots.empty() || p.kept) return invalid("optimizer slots or a kept state sent (it starts empty)");
+  if (p.slots.size() != p.slot_names.size())
+    return invalid(fmt::format("{} slots, {} slot names", p.slots.size(), p.slot_names.size()));
+  for (auto id : p.ids)
+    if (id < 0 || model::dynamic_owner(id, p.partitions) != p.key.index)
+      return invalid(fmt::format("row of id {} sent to partition {} of {}, which does not hold it", id, p.key.index,
+                                 p.partitions));
   q.name = p.name;
   q.sparse = true;
   q.partitions = p.partitions;
@@ -273,8 +326,18 @@ failure shard_store::make_table(const partition_state& p, partition& q) const {
   o.seed = p.seed;
   o.admit_after = spec->admit_after;
   o.evict_after = spec->evict_after;
+  const auto& opt = opts_.at(q.optimizer);
+  auto names = opt.slot_names();
+  std::vector<float> slot_init;
+  for (auto& s : opt.make_slots(1).slots) slot_init.push_back(s.empty() ? 0.0f : s[0]);
   try {
-    q.table = std::make_shared<model::dynamic_table>(o, opts_.at(q.optimizer));
+    q.table = std::make_shared<model::dynamic_table>(o, opt);
+    // The rows sent (a checkpoint's), and the kept state the restored run holds.
+    q.table->merge(rows_of(o.dim, p.value, p.slot_names, p.slots, p.ids, p.last_update, p.waiting, p.iterations, names,
+                           slot_init));
+    if (p.kept)
+      kept = rows_of(o.dim, p.kept->value, p.slot_names, p.kept->slots, p.kept->ids, p.kept->last_update,
+                     p.kept->waiting, p.kept->iterations, names, slot_init);
   } catch (const std::exception& e) {
     return invalid(e.what());
   }
@@ -290,12 +353,16 @@ failure shard_store::init(init_request& req) {
   // applied since.
   if (initialized_ && last_init_ && same_epochs(*last_init_, req.f)) return {};
   auto invalid = [](std::string what) { return failure{error_code::invalid_request, std::move(what)}; };
-  std::vector<partition> tables;  // made before anything changes: a bad spec changes nothing
+  // Dynamic tables are made (rows merged) before anything changes: a bad one changes nothing.
+  std::vector<partition> tables;
+  std::vector<std::optional<model::dynamic_table::snapshot>> tables_kept;
   for (auto& p : req.partitions) {
     if (p.dynamic) {
       partition q;
-      if (auto err = make_table(p, q)) return err;
+      std::optional<model::dynamic_table::snapshot> kept;
+      if (auto err = make_table(p, q, kept)) return err;
       tables.push_back(std::move(q));
+      tables_kept.push_back(std::move(kept));
       continue;
     }
     auto names = opts_.for_variable(p.name).slot_names();
@@ -322,9 +389,14 @@ failure shard_store::init(init_request& req) {
   kept_.clear();  // a restored state supersedes what was kept
   kept_tables_.clear();
   auto table = tables.begin();
+  auto table_kept = tables_kept.begin();
   for (auto& p : req.partitions) {
     if (p.dynamic) {
       auto& q = *table++;
+      if (auto& k = *table_kept++) {  // the restored run's kept state: restore's target
+        kept_.emplace(p.key, std::make_pair(model::matrix(0, q.value->cols()), q.slots));
+        kept_tables_.emplace(p.key, std::move(*k));
+      }
       q.ledger = step_ledger{p.ledger};
       if (auto v = seen_violations.find(p.key); v != seen_violations.end()) q.ledger.keep_violations(v->second);
       parts_.emplace(p.key, std::move(q));
@@ -460,18 +532,9 @@ failure shard_store::restore(const fence_request& req) {
   return {};
 }
 
-failure shard_store::no_checkpoint_of_tables() const {
-  for (auto& [k, p] : parts_)
-    if (p.table)
-      return failure{error_code::checkpoint_failed,
-                     fmt::format("ps shard {}: checkpoints do not hold dynamic tables yet ({})", index_, p.name)};
-  return {};
-}
-
 failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
   if (!initialized_) return not_ready();
   if (auto err = check_fence(req.f)) return err;
-  if (auto err = no_checkpoint_of_tables()) return err;
   out.shard = index_;
   for (auto& [k, p] : parts_) {
     auto names = opts_.at(p.optimizer).slot_names();
@@ -482,6 +545,17 @@ failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
     s.row_end = p.row_begin + p.value->rows();
     s.sparse = p.sparse;
     s.version = p.version;
+    if (p.table) {  // every row (no incremental checkpoints yet)
+      s.dynamic = true;
+      s.partitions = p.partitions;
+      s.row_begin = k.index;  // its "rows" in checkpoints and ledgers
+      s.row_end = k.index + 1;
+      s.ledger = p.ledger.data();
+      s.slot_names = names;
+      put_rows(p.table->copy(), s);
+      out.partitions.push_back(std::move(s));
+      continue;
+    }
     s.iterations = p.slots.iterations;
     s.value = tensor{std::shared_ptr<const model::matrix>(p.value)};
     s.ledger = p.ledger.data();
@@ -500,7 +574,6 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
                                     ps_files& out) {
   if (!initialized_) return not_ready();
   if (auto err = check_fence(req.f)) return err;
-  if (auto err = no_checkpoint_of_tables()) return err;
   // A retry of the last snapshot (or its late original) rewrites the same files only
   // while the state is the one they were first written at: never a newer state into a
   // checkpoint that may be committed already.
@@ -516,16 +589,22 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
     for (auto& [k, p] : parts_) {
       auto names = opts_.at(p.optimizer).slot_names();
       model::partition_data d;
-      d.row_begin = p.row_begin;
-      d.row_end = p.row_begin + p.value->rows();
-      d.values = *p.value;
-      d.iterations = p.slots.iterations;
-      for (size_t i = 0; i < names.size() && i < p.slots.slots.size(); ++i) {
-        model::matrix m(p.value->rows(), p.value->cols());
-        std::copy(p.slots.slots[i].begin(), p.slots.slots[i].end(), m.data());
-        d.slots[names[i]] = std::move(m);
+      if (p.table) {  // every row; its "rows" [k, k + 1)
+        d = model::table_partition(p.table->copy(), names);
+        d.row_begin = k.index;
+        d.row_end = k.index + 1;
+      } else {
+        d.row_begin = p.row_begin;
+        d.row_end = p.row_begin + p.value->rows();
+        d.values = *p.value;
+        d.iterations = p.slots.iterations;
+        for (size_t i = 0; i < names.size() && i < p.slots.slots.size(); ++i) {
+          model::matrix m(p.value->rows(), p.value->cols());
+          std::copy(p.slots.slots[i].begin(), p.slots.slots[i].end(), m.data());
+          d.slots[names[i]] = std::move(m);
+        }
       }
-      auto rec = model::write_partition_arrays(fs, t.dir, p.name, static_cast<size_t>(k.index), d);
+      auto rec = model::write_partition_arrays(fs, t.dir, p.name, static_cast<size_t>(k.index), d, p.table != nullptr);
       written_partition w;
       auto& h = w.header;
       h.key = k;
@@ -533,6 +612,8 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
       h.row_begin = rec.row_begin;
       h.row_end = rec.row_end;
       h.sparse = p.sparse;
+      h.dynamic = p.table != nullptr;
+      h.partitions = p.partitions;
       h.version = p.version;
       h.iterations = rec.iterations;
       h.ledger = p.ledger.data();
@@ -541,6 +622,7 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
         h.slot_names.push_back(slot);
         w.slots.push_back(entry(file));
       }
+      for (auto& [what, file] : rec.tables) w.tables.emplace_back(what, entry(file));
       out.partitions.push_back(std::move(w));
     }
   } catch (const std::exception& e) {

@@ -111,8 +111,7 @@ class shard_store {
   failure not_ready() const;
   bool seen_before(const push_request& req);
   failure validate(const push_request& req) const;
-  failure make_table(const partition_state& p, partition& q) const;
-  failure no_checkpoint_of_tables() const;
+  failure make_table(const partition_state& p, partition& q, std::optional<model::dynamic_table::snapshot>& kept) const;
   /// The partition of `variable` on this shard that holds row (or id) `id`, or null.
   const partition* holder(int32_t variable, int64_t id) const;
   static model::matrix& writable(partition& p);

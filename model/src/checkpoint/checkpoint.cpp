@@ -61,6 +61,24 @@ std::vector<row_range> ranges_of(const variable_data& v) {
   return out;
 }
 
+// What a variable's partitions must tile: its rows, or a dynamic table's partitions.
+int64_t tiled_rows(bool dynamic, const shape2& shape, size_t partitions) {
+  return dynamic ? static_cast<int64_t>(partitions) : shape.rows;
+}
+
+// A dynamic table's files of partition k besides values and slots.
+constexpr const char* table_files[] = {"ids", "last_update", "waiting"};
+
+std::string table_file_name(const std::string& variable, size_t k, const std::string& what) {
+  return fmt::format("{}.part{}.{}.npy", file_stem(variable), k, what);
+}
+
+// Why a variable's shape is not one it can have, or "".
+std::string shape_error(bool dynamic, const shape2& shape) {
+  if (dynamic) return shape.rows == 0 && shape.cols >= 1 ? "" : "a dynamic table must be [0, cols]";
+  return shape.rows >= 1 && shape.cols >= 1 ? "" : "the shape is empty";
+}
+
 bool safe_file_name(const std::string& name) {
   return !name.empty() && name != "." && name != ".." &&
          name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
@@ -85,13 +103,16 @@ void validate_for_write(const checkpoint_data& data) {
     if (v.name.empty() || v.name.find('\0') != std::string::npos)
       bad(fmt::format("bad variable name '{}'", v.name));
     if (!names.insert(v.name).second) bad(fmt::format("variable '{}' appears twice", v.name));
-    if (v.shape.rows < 1 || v.shape.cols < 1)
-      bad(fmt::format("variable '{}' has the empty shape {}", v.name, to_string(v.shape)));
-    if (auto err = coverage_error(v.shape.rows, ranges_of(v)); !err.empty())
+    if (auto err = shape_error(v.dynamic, v.shape); !err.empty())
+      bad(fmt::format("variable '{}' has the shape {}: {}", v.name, to_string(v.shape), err));
+    if (auto err = coverage_error(tiled_rows(v.dynamic, v.shape, v.partitions.size()), ranges_of(v)); !err.empty())
       bad(fmt::format("variable '{}' {}: {}", v.name, to_string(v.shape), err));
     for (size_t k = 0; k < v.partitions.size(); ++k) {
       const auto& p = v.partitions[k];
-      const shape2 want{p.row_end - p.row_begin, v.shape.cols};
+      const shape2 want{v.dynamic ? static_cast<int64_t>(p.ids.size()) : p.row_end - p.row_begin, v.shape.cols};
+      if (v.dynamic && p.last_update.size() != p.ids.size())
+        bad(fmt::format("variable '{}' partition {}: {} last updates for {} ids", v.name, k, p.last_update.size(),
+                        p.ids.size()));
       if (p.values.rows() != want.rows || p.values.cols() != want.cols)
         bad(fmt::format("variable '{}' partition {}: values are {}, rows [{}, {}) need {}", v.name,
                         k, shape_string(p.values), p.row_begin, p.row_end, to_string(want)));
@@ -138,11 +159,11 @@ void validate_records(const checkpoint_record& r) {
   for (const auto& v : r.variables) {
     if (v.name.empty() || v.name.find('\0') != std::string::npos) bad(fmt::format("bad variable name '{}'", v.name));
     if (!names.insert(v.name).second) bad(fmt::format("variable '{}' appears twice", v.name));
-    if (v.shape.rows < 1 || v.shape.cols < 1)
-      bad(fmt::format("variable '{}' has the empty shape {}", v.name, to_string(v.shape)));
+    if (auto err = shape_error(v.dynamic, v.shape); !err.empty())
+      bad(fmt::format("variable '{}' has the shape {}: {}", v.name, to_string(v.shape), err));
     std::vector<row_range> ranges;
     for (const auto& p : v.partitions) ranges.push_back({p.row_begin, p.row_end});
-    if (auto err = coverage_error(v.shape.rows, ranges); !err.empty())
+    if (auto err = coverage_error(tiled_rows(v.dynamic, v.shape, v.partitions.size()), ranges); !err.empty())
       bad(fmt::format("variable '{}' {}: {}", v.name, to_string(v.shape), err));
     for (size_t k = 0; k < v.partitions.size(); ++k) {
       const auto& p = v.partitions[k];
@@ -153,6 +174,13 @@ void validate_records(const checkpoint_record& r) {
         if (f.name != slot_file_name(v.name, k, slot))
           bad(fmt::format("variable '{}' partition {}: slot file {} where the layout has {}", v.name, k, f.name,
                           slot_file_name(v.name, k, slot)));
+      if (p.tables.size() != (v.dynamic ? std::size(table_files) : 0))
+        bad(fmt::format("variable '{}' partition {}: {} table files for a {} variable", v.name, k, p.tables.size(),
+                        v.dynamic ? "dynamic" : "fixed"));
+      for (const auto& [what, f] : p.tables)
+        if (f.name != table_file_name(v.name, k, what))
+          bad(fmt::format("variable '{}' partition {}: file {} where the layout has {}", v.name, k, f.name,
+                          table_file_name(v.name, k, what)));
     }
   }
 }
@@ -166,16 +194,18 @@ void write_manifest(file_system& fs, const std::string& root, const std::string&
       const auto& p = v.partitions[k];
       json slots = json::object();
       for (const auto& [slot, f] : p.slots) slots[slot] = to_json(f);
-      parts.push_back(json{{"index", k},
-                           {"row_begin", p.row_begin},
-                           {"row_end", p.row_end},
-                           {"iterations", p.iterations},
-                           {"file", to_json(p.values)},
-                           {"slots", std::move(slots)}});
+      json part{{"index", k},
+                {"row_begin", p.row_begin},
+                {"row_end", p.row_end},
+                {"iterations", p.iterations},
+                {"file", to_json(p.values)},
+                {"slots", std::move(slots)}};
+      for (const auto& [what, f] : p.tables) part[what] = to_json(f);
+      parts.push_back(std::move(part));
     }
-    variables.push_back(json{{"name", v.name},
-                             {"shape", json::array({v.shape.rows, v.shape.cols})},
-                             {"partitions", std::move(parts)}});
+    json var{{"name", v.name}, {"shape", json::array({v.shape.rows, v.shape.cols})}, {"partitions", std::move(parts)}};
+    if (v.dynamic) var["dynamic"] = true;
+    variables.push_back(std::move(var));
   }
   json hyper = json::object();
   for (const auto& [name, value] : r.hyperparams) hyper[name] = value;
@@ -354,6 +384,34 @@ matrix read_array(file_system& fs, const std::string& dir, const manifest_reader
   return m;
 }
 
+/// Reads an int64 array recorded in the manifest (a dynamic table's ids), checking name,
+/// size, CRC and shape: `rows` (any when negative) x `cols`.
+std::vector<int64_t> read_ids_array(file_system& fs, const std::string& dir, const manifest_reader& r,
+                                    const json& record, const std::string& where, int64_t rows, int64_t cols) {
+  const std::string name = r.string(record, "name", where);
+  if (!safe_file_name(name)) r.bad(where, fmt::format("unsafe file name '{}'", name));
+  const auto bytes = r.integer(record, "bytes", where, 0);
+  const auto crc = r.integer(record, "crc32", where, 0);
+  const std::string path = join_path(dir, name);
+  std::string content;
+  if (auto st = fs.read_file(path, content); !st.ok()) {
+    if (st.is_not_found())
+      throw checkpoint_error(fmt::format("{}: missing (listed in {} at {})", path, r.file(), where));
+    throw checkpoint_error(st.message());
+  }
+  if (static_cast<int64_t>(content.size()) != bytes)
+    throw checkpoint_error(fmt::format("{}: {} bytes, the manifest says {}", path, content.size(), bytes));
+  if (detail::crc32_update(0, content) != static_cast<uint32_t>(crc))
+    throw checkpoint_error(fmt::format("{}: CRC-32 does not match the manifest's (corrupt file)", path));
+  int64_t have_cols = 0;
+  auto out = decode_npy_ids(content, path, have_cols);
+  const auto have_rows = have_cols > 0 ? static_cast<int64_t>(out.size()) / have_cols : 0;
+  if (have_cols != cols || (rows >= 0 && have_rows != rows))
+    throw checkpoint_error(fmt::format("{}: shape ({}, {}) where ({}, {}) is needed", path, have_rows, have_cols,
+                                       rows >= 0 ? std::to_string(rows) : "n", cols));
+  return out;
+}
+
 void remove_committed(file_system& fs, const std::string& dir) {
   // Uncommit first: a crash after this leaves an uncommitted leftover, never a listed
   // checkpoint with missing arrays.
@@ -394,14 +452,34 @@ std::string begin_checkpoint(file_system& fs, const std::string& root, int64_t s
   return dir;
 }
 
+namespace {
+
+// Writes int64 values (rows x cols, row-major) as a '<i8' .npy and fsyncs it.
+file_record write_ids_array(file_system& fs, const std::string& dir, const std::string& name, const int64_t* data,
+                            int64_t rows, int64_t cols) {
+  const std::string header = npy_ids_header(rows, cols);
+  const std::string_view bytes(reinterpret_cast<const char*>(data), static_cast<size_t>(rows * cols) * sizeof(int64_t));
+  const std::string path = join_path(dir, name);
+  if (auto st = fs.write_file(path, {header, bytes}); !st.ok()) throw checkpoint_error(st.message());
+  if (auto st = fs.sync_file(path); !st.ok()) throw checkpoint_error(st.message());
+  return file_record{name, header.size() + bytes.size(), detail::crc32_update(detail::crc32_update(0, header), bytes)};
+}
+
+}  // namespace
+
 partition_record write_partition_arrays(file_system& fs, const std::string& dir, const std::string& variable, size_t k,
-                                        const partition_data& p) {
+                                        const partition_data& p, bool dynamic) {
   auto bad = [&](const std::string& what) {
     throw std::invalid_argument(fmt::format("write_partition_arrays: variable '{}' partition {}: {}", variable, k, what));
   };
   if (p.iterations < 0) bad(fmt::format("negative iterations {}", p.iterations));
-  if (p.row_end - p.row_begin != p.values.rows())
+  if (dynamic) {
+    if (static_cast<int64_t>(p.ids.size()) != p.values.rows() || p.last_update.size() != p.ids.size())
+      bad(fmt::format("values are {} for {} ids and {} last updates", shape_string(p.values), p.ids.size(),
+                      p.last_update.size()));
+  } else if (p.row_end - p.row_begin != p.values.rows()) {
     bad(fmt::format("values are {} for rows [{}, {})", shape_string(p.values), p.row_begin, p.row_end));
+  }
   for (const auto& [slot, m] : p.slots) {
     if (!safe_file_name(slot)) bad(fmt::format("bad slot name '{}'", slot));
     if (m.rows() != p.values.rows() || m.cols() != p.values.cols())
@@ -413,6 +491,19 @@ partition_record write_partition_arrays(file_system& fs, const std::string& dir,
   r.iterations = p.iterations;
   r.values = write_array(fs, dir, partition_file_name(variable, k), p.values);
   for (const auto& [slot, m] : p.slots) r.slots[slot] = write_array(fs, dir, slot_file_name(variable, k, slot), m);
+  if (dynamic) {
+    const auto n = static_cast<int64_t>(p.ids.size());
+    r.tables["ids"] = write_ids_array(fs, dir, table_file_name(variable, k, "ids"), p.ids.data(), n, 1);
+    r.tables["last_update"] =
+      write_ids_array(fs, dir, table_file_name(variable, k, "last_update"), p.last_update.data(), n, 1);
+    std::vector<int64_t> waiting;
+    for (auto& [id, reads] : p.waiting) {
+      waiting.push_back(id);
+      waiting.push_back(static_cast<int64_t>(reads));
+    }
+    r.tables["waiting"] = write_ids_array(fs, dir, table_file_name(variable, k, "waiting"), waiting.data(),
+                                          static_cast<int64_t>(p.waiting.size()), 2);
+  }
   return r;
 }
 
@@ -427,6 +518,9 @@ std::string commit_checkpoint(file_system& fs, const std::string& root, const ch
         for (const auto& [slot, f] : p.slots)
           if (!fs.exists(join_path(dir, f.name)))
             throw checkpoint_error(fmt::format("{} is missing (variable '{}', slot {})", f.name, v.name, slot));
+        for (const auto& [what, f] : p.tables)
+          if (!fs.exists(join_path(dir, f.name)))
+            throw checkpoint_error(fmt::format("{} is missing (variable '{}', its {})", f.name, v.name, what));
       }
     write_manifest(fs, root, dir, r);
   } catch (const std::exception& e) {
@@ -450,9 +544,9 @@ std::string write_checkpoint(file_system& fs, const std::string& root, const che
     r.hyperparams = data.hyperparams;
     r.extra = data.extra;
     for (const auto& v : data.variables) {
-      variable_record vr{v.name, v.shape, {}};
+      variable_record vr{v.name, v.shape, {}, v.dynamic};
       for (size_t k = 0; k < v.partitions.size(); ++k)
-        vr.partitions.push_back(write_partition_arrays(fs, dir, v.name, k, v.partitions[k]));
+        vr.partitions.push_back(write_partition_arrays(fs, dir, v.name, k, v.partitions[k], v.dynamic));
       r.variables.push_back(std::move(vr));
     }
     write_manifest(fs, root, dir, r);
@@ -558,10 +652,16 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
     v.name = r.string(vj, "name", where);
     if (v.name.empty()) r.bad(where, "empty variable name");
     if (!names.insert(v.name).second) r.bad(where, fmt::format("variable '{}' appears twice", v.name));
+    if (auto d = vj.find("dynamic"); d != vj.end()) {
+      if (!d->is_boolean()) r.bad(where + ".dynamic", fmt::format("expected true or false, got {}", d->dump()));
+      v.dynamic = d->get<bool>();
+    }
     const json& shape = r.array(vj, "shape", where);
     if (shape.size() != 2 || !shape[0].is_number_integer() || !shape[1].is_number_integer() ||
-        shape[0].get<int64_t>() < 1 || shape[1].get<int64_t>() < 1)
-      r.bad(where + ".shape", fmt::format("expected [rows, cols] of positive integers, got {}", shape.dump()));
+        !shape_error(v.dynamic, {shape[0].get<int64_t>(), shape[1].get<int64_t>()}).empty())
+      r.bad(where + ".shape", fmt::format("expected {}, got {}",
+                                          v.dynamic ? "[0, cols] (a dynamic table)" : "[rows, cols] of positive integers",
+                                          shape.dump()));
     v.shape = {shape[0].get<int64_t>(), shape[1].get<int64_t>()};
 
     const json& parts = r.array(vj, "partitions", where);
@@ -572,7 +672,7 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
       if (index != static_cast<int64_t>(k)) r.bad(pw, fmt::format("index {} out of order (expected {})", index, k));
       ranges.push_back({r.integer(parts[k], "row_begin", pw, 0), r.integer(parts[k], "row_end", pw, 0)});
     }
-    if (auto err = coverage_error(v.shape.rows, ranges); !err.empty())
+    if (auto err = coverage_error(tiled_rows(v.dynamic, v.shape, parts.size()), ranges); !err.empty())
       r.bad(where, fmt::format("variable '{}' {}: {}", v.name, to_string(v.shape), err));
 
     std::vector<std::string> slot_names;
@@ -583,7 +683,17 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
       p.row_begin = ranges[k].begin;
       p.row_end = ranges[k].end;
       p.iterations = r.integer(pj, "iterations", pw, 0);
-      const shape2 want{p.row_end - p.row_begin, v.shape.cols};
+      if (v.dynamic) {
+        p.ids = read_ids_array(fs, dir, r, r.field(pj, "ids", pw), pw + ".ids", -1, 1);
+        const auto n = static_cast<int64_t>(p.ids.size());
+        p.last_update = read_ids_array(fs, dir, r, r.field(pj, "last_update", pw), pw + ".last_update", n, 1);
+        auto waiting = read_ids_array(fs, dir, r, r.field(pj, "waiting", pw), pw + ".waiting", -1, 2);
+        for (size_t w = 0; w + 1 < waiting.size(); w += 2) {
+          if (waiting[w + 1] < 0) r.bad(pw + ".waiting", fmt::format("id {} has {} reads", waiting[w], waiting[w + 1]));
+          p.waiting.emplace_back(waiting[w], static_cast<uint64_t>(waiting[w + 1]));
+        }
+      }
+      const shape2 want{v.dynamic ? static_cast<int64_t>(p.ids.size()) : p.row_end - p.row_begin, v.shape.cols};
       p.values = read_array(fs, dir, r, r.field(pj, "file", pw), pw + ".file", want);
       const json& slots = r.field(pj, "slots", pw);
       if (!slots.is_object()) r.bad(pw + ".slots", "expected an object");
@@ -611,6 +721,8 @@ namespace {
 /// Copies each partition's `pick(p)` matrix into the whole; throws checkpoint_error.
 template <class Pick>
 matrix assemble(const variable_data& v, const char* what, Pick pick) {
+  if (v.dynamic)
+    throw checkpoint_error(fmt::format("{} '{}' is a dynamic table: its rows are keyed by id, not a matrix", what, v.name));
   if (auto err = coverage_error(v.shape.rows, ranges_of(v)); !err.empty())
     throw checkpoint_error(fmt::format("{} '{}' {}: {}", what, v.name, to_string(v.shape), err));
   matrix whole(v.shape.rows, v.shape.cols);
@@ -641,7 +753,65 @@ matrix assemble_slot(const variable_data& v, const std::string& slot) {
   });
 }
 
+namespace {
+
+// A dynamic table's rows and waiting ids dealt to `n` partitions by model::dynamic_owner.
+variable_data deal_rows(const variable_data& v, size_t n) {
+  variable_data out;
+  out.name = v.name;
+  out.shape = v.shape;
+  out.dynamic = true;
+  out.partitions.resize(n);
+  int64_t iterations = 0;
+  std::vector<std::string> slot_names;
+  if (!v.partitions.empty())
+    for (const auto& [slot, m] : v.partitions.front().slots) slot_names.push_back(slot);
+  // Rows per target partition first, then copied once.
+  std::vector<std::vector<std::pair<size_t, Eigen::Index>>> rows(n);
+  for (size_t k = 0; k < v.partitions.size(); ++k) {
+    const auto& p = v.partitions[k];
+    iterations = std::max(iterations, p.iterations);
+    if (static_cast<int64_t>(p.ids.size()) != p.values.rows() || p.last_update.size() != p.ids.size())
+      throw checkpoint_error(fmt::format("dynamic table '{}' partition {}: {} ids, {} last updates for values {}", v.name,
+                                         k, p.ids.size(), p.last_update.size(), shape_string(p.values)));
+    for (size_t j = 0; j < p.ids.size(); ++j)
+      rows[static_cast<size_t>(dynamic_owner(p.ids[j], static_cast<int>(n)))].emplace_back(k, static_cast<Eigen::Index>(j));
+    for (const auto& w : p.waiting)
+      out.partitions[static_cast<size_t>(dynamic_owner(w.first, static_cast<int>(n)))].waiting.push_back(w);
+  }
+  for (size_t t = 0; t < n; ++t) {
+    auto& q = out.partitions[t];
+    q.row_begin = static_cast<int64_t>(t);
+    q.row_end = static_cast<int64_t>(t) + 1;
+    q.iterations = iterations;
+    const auto m = static_cast<Eigen::Index>(rows[t].size());
+    q.values.resize(m, v.shape.cols);
+    for (const auto& s : slot_names) q.slots[s].resize(m, v.shape.cols);
+    for (Eigen::Index j = 0; j < m; ++j) {
+      const auto [k, r] = rows[t][static_cast<size_t>(j)];
+      const auto& p = v.partitions[k];
+      q.ids.push_back(p.ids[static_cast<size_t>(r)]);
+      q.last_update.push_back(p.last_update[static_cast<size_t>(r)]);
+      q.values.row(j) = p.values.row(r);
+      for (const auto& s : slot_names) {
+        auto it = p.slots.find(s);
+        if (it == p.slots.end() || it->second.rows() != p.values.rows())
+          throw checkpoint_error(fmt::format("dynamic table '{}' partition {} has no slot '{}' of its rows", v.name, k, s));
+        q.slots[s].row(j) = it->second.row(r);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 variable_data repartition(const variable_data& v, const std::vector<row_range>& ranges) {
+  if (v.dynamic) {
+    if (auto err = coverage_error(static_cast<int64_t>(ranges.size()), ranges); !err.empty())
+      throw std::invalid_argument(fmt::format("repartition dynamic table '{}': target ranges: {}", v.name, err));
+    return deal_rows(v, ranges.size());
+  }
   if (auto err = coverage_error(v.shape.rows, ranges); !err.empty())
     throw std::invalid_argument(fmt::format("repartition '{}' {}: target ranges: {}", v.name,
                                             to_string(v.shape), err));
@@ -682,8 +852,13 @@ checkpoint_data repartition(const checkpoint_data& data, const placement& target
       throw checkpoint_error(fmt::format("repartition: variable '{}' is {} in the checkpoint but {} "
                                          "in the target",
                                          tv.name, to_string(it->shape), to_string(tv.shape)));
+    if (it->dynamic != tv.dynamic)
+      throw checkpoint_error(fmt::format("repartition: variable '{}' is {} in the checkpoint but {} in the target",
+                                         tv.name, it->dynamic ? "a dynamic table" : "a fixed one",
+                                         tv.dynamic ? "a dynamic table" : "a fixed one"));
     std::vector<row_range> ranges;
-    for (const auto& p : tv.partitions) ranges.push_back({p.row_begin, p.row_end});
+    for (const auto& p : tv.partitions)
+      ranges.push_back(tv.dynamic ? row_range{p.index, p.index + 1} : row_range{p.row_begin, p.row_end});
     out.variables.push_back(repartition(*it, ranges));
   }
   for (const auto& v : data.variables)
@@ -692,6 +867,47 @@ checkpoint_data repartition(const checkpoint_data& data, const placement& target
                                          "target placement",
                                          v.name));
   return out;
+}
+
+partition_data table_partition(const dynamic_table::snapshot& s, const std::vector<std::string>& slot_names) {
+  if (!s.full) throw std::invalid_argument("table_partition: an incremental snapshot is not a table's rows");
+  if (s.slots.size() != slot_names.size())
+    throw std::invalid_argument(
+      fmt::format("table_partition: {} slots for {} slot names", s.slots.size(), slot_names.size()));
+  const auto n = static_cast<Eigen::Index>(s.ids.size());
+  partition_data p;
+  p.iterations = s.iterations;
+  p.ids = s.ids;
+  p.last_update = s.last_update;
+  p.waiting = s.waiting;
+  p.values = Eigen::Map<const matrix>(s.values.data(), n, s.dim);
+  for (size_t k = 0; k < slot_names.size(); ++k) p.slots[slot_names[k]] = Eigen::Map<const matrix>(s.slots[k].data(), n, s.dim);
+  return p;
+}
+
+dynamic_table::snapshot table_snapshot(const partition_data& p, const std::vector<std::string>& slot_names) {
+  const auto n = static_cast<int64_t>(p.ids.size());
+  if (p.values.rows() != n || p.last_update.size() != p.ids.size())
+    throw std::invalid_argument(fmt::format("table_snapshot: {} ids, {} last updates for values {}", p.ids.size(),
+                                            p.last_update.size(), shape_string(p.values)));
+  dynamic_table::snapshot s;
+  s.full = true;
+  s.dim = p.values.cols();
+  s.iterations = p.iterations;
+  s.ids = p.ids;
+  s.last_update = p.last_update;
+  s.waiting = p.waiting;
+  s.values.assign(p.values.data(), p.values.data() + p.values.size());
+  for (const auto& name : slot_names) {
+    auto it = p.slots.find(name);
+    if (it == p.slots.end())
+      throw std::invalid_argument(fmt::format("table_snapshot: no slot '{}' of the optimizer's", name));
+    if (it->second.rows() != n || it->second.cols() != s.dim)
+      throw std::invalid_argument(fmt::format("table_snapshot: slot '{}' is {}, the values {}", name,
+                                              shape_string(it->second), shape_string(p.values)));
+    s.slots.emplace_back(it->second.data(), it->second.data() + it->second.size());
+  }
+  return s;
 }
 
 }  // namespace actortrain::model

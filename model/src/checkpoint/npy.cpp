@@ -157,10 +157,13 @@ std::string shape_tuple(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-std::string npy_header(const shape2& shape) {
+namespace {
+
+// numpy's header for a C-order array of `descr` and `shape`, padded as numpy pads it.
+std::string header_for(const char* descr, int64_t rows, int64_t cols) {
   // numpy writes the keys sorted, each as "'key': repr(value), ".
-  std::string dict = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
-                                 shape.rows, shape.cols);
+  std::string dict =
+    fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}, {}), }}", descr, rows, cols);
   const size_t unpadded = magic.size() + 2 + 2 + dict.size() + 1;  // + '\n'
   const size_t pad = (array_align - unpadded % array_align) % array_align;
   dict.append(pad, ' ');
@@ -177,6 +180,12 @@ std::string npy_header(const shape2& shape) {
   return out;
 }
 
+}  // namespace
+
+std::string npy_header(const shape2& shape) { return header_for("<f4", shape.rows, shape.cols); }
+
+std::string npy_ids_header(int64_t rows, int64_t cols) { return header_for("<i8", rows, cols); }
+
 std::string encode_npy(const float* data, const shape2& shape) {
   std::string out = npy_header(shape);
   const size_t header = out.size();
@@ -190,7 +199,12 @@ std::string encode_npy(const matrix& m) {
   return encode_npy(m.data(), shape2{m.rows(), m.cols()});
 }
 
-matrix decode_npy(std::string_view bytes, const std::string& name) {
+namespace {
+
+// The data of a C-order 2-d .npy of `descr` (elements of `size` bytes): where it starts,
+// and the shape. Throws checkpoint_error naming `name`.
+std::string_view npy_data(std::string_view bytes, const std::string& name, const char* descr_want, size_t size,
+                          int64_t& rows, int64_t& cols) {
   if (bytes.size() < magic.size() + 2 || bytes.substr(0, magic.size()) != magic)
     fail(name, "not a .npy file (bad magic: expected \"\\x93NUMPY\")");
   const auto major = static_cast<unsigned char>(bytes[6]);
@@ -235,27 +249,46 @@ matrix decode_npy(std::string_view bytes, const std::string& name) {
   if (!descr) fail(name, "header: missing 'descr'");
   if (!fortran_order) fail(name, "header: missing 'fortran_order'");
   if (!dims) fail(name, "header: missing 'shape'");
-  if (*descr != "<f4")
-    fail(name, fmt::format("dtype '{}' is not supported (expected '<f4', little-endian float32)", *descr));
+  if (*descr != descr_want)
+    fail(name, fmt::format("dtype '{}' is not supported (expected '{}', little-endian {})", *descr, descr_want,
+                           size == 4 ? "float32" : "int64"));
   if (*fortran_order)
     fail(name, "fortran_order True is not supported (expected C order, row-major)");
   if (dims->size() != 2)
     fail(name, fmt::format("shape {} is not two-dimensional (expected (rows, cols))",
                            shape_tuple(*dims)));
-  const int64_t rows = (*dims)[0];
-  const int64_t cols = (*dims)[1];
-  if (rows > 0 && cols > std::numeric_limits<int64_t>::max() / 4 / rows)
+  rows = (*dims)[0];
+  cols = (*dims)[1];
+  if (rows > 0 && cols > std::numeric_limits<int64_t>::max() / 8 / rows)
     fail(name, fmt::format("shape {} is too large", shape_tuple(*dims)));
-  const auto want = static_cast<size_t>(rows * cols) * sizeof(float);
+  const auto want = static_cast<size_t>(rows * cols) * size;
   const size_t have = bytes.size() - prefix - header_len;
   if (have != want)
-    fail(name, fmt::format("{}: data is {} bytes but shape {} of float32 needs {}",
+    fail(name, fmt::format("{}: data is {} bytes but shape {} of {} needs {}",
                            have < want ? "truncated" : "trailing bytes", have,
-                           shape_tuple(*dims), want));
+                           shape_tuple(*dims), size == 4 ? "float32" : "int64", want));
+  return bytes.substr(prefix + header_len, want);
+}
+
+}  // namespace
+
+matrix decode_npy(std::string_view bytes, const std::string& name) {
+  int64_t rows = 0, cols = 0;
+  auto data = npy_data(bytes, name, "<f4", sizeof(float), rows, cols);
   matrix m(rows, cols);
-  if (want > 0) std::memcpy(m.data(), bytes.data() + prefix + header_len, want);
+  if (!data.empty()) std::memcpy(m.data(), data.data(), data.size());
   return m;
 }
+
+std::vector<int64_t> decode_npy_ids(std::string_view bytes, const std::string& name, int64_t& cols) {
+  int64_t rows = 0;
+  auto data = npy_data(bytes, name, "<i8", sizeof(int64_t), rows, cols);
+  std::vector<int64_t> out(static_cast<size_t>(rows * cols));
+  if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());
+  return out;
+}
+
+
 
 void write_npy(file_system& fs, const std::string& path, const matrix& m) {
   const std::string header = npy_header(shape2{m.rows(), m.cols()});

@@ -212,14 +212,13 @@ class trainer : public training {
   /// restore() from a checkpoint directory (ckpt-<step>, with manifest.json) or from the
   /// newest committed checkpoint under a root of them; checkpoint_error if there is none.
   void restore(const std::string& dir);
-  /// The trainer's state as a checkpoint of one partition per variable at step steps().
-  /// Checkpoints do not hold dynamic tables yet: with one, checkpoint(), restore() and
-  /// save_checkpoint() throw checkpoint_error naming it.
+  /// The trainer's state as a checkpoint of one partition per variable at step steps(); a
+  /// dynamic table's partition holds every row (model/checkpoint/checkpoint.hpp), which
+  /// restore() takes from a checkpoint of any number of partitions (a cluster's).
   checkpoint_data checkpoint() const;
 
  private:
   void check_element(const batch& e) const;
-  void refuse_dynamic_checkpoints(const char* what) const;
   // `b` as the model computes on it: with dynamic tables, a copy with their ids
   // renumbered to the batch's rows, which become those tables' parameters (read for
   // training or not); `b` itself otherwise.

@@ -278,15 +278,17 @@ typename Inspector::result_type inspect(Inspector& f, partition_key& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_state::kept_state& x) {
-  return f(caf::meta::type_name("kept_state"), x.value, x.slots, x.iterations);
+  raw_ids ids{&x.ids}, last_update{&x.last_update};
+  return f(caf::meta::type_name("kept_state"), x.value, x.slots, x.iterations, ids, last_update, x.waiting);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_state& x) {
   optional_field<partition_state::kept_state> kept{&x.kept};
+  raw_ids ids{&x.ids}, last_update{&x.last_update};
   return f(caf::meta::type_name("partition_state"), x.key, x.name, x.row_begin, x.row_end, x.sparse, x.dynamic,
-           x.partitions, x.seed, x.version,
-           x.iterations, x.value, x.slot_names, x.slots, x.ledger, kept);
+           x.partitions, x.seed, x.version, x.iterations, x.value, x.slot_names, x.slots, x.ledger, ids, last_update,
+           x.waiting, kept);
 }
 
 template <class Inspector>
@@ -400,7 +402,7 @@ typename Inspector::result_type inspect(Inspector& f, file_entry& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, written_partition& x) {
-  return f(caf::meta::type_name("written_partition"), x.header, x.values, x.slots);
+  return f(caf::meta::type_name("written_partition"), x.header, x.values, x.slots, x.tables);
 }
 
 template <class Inspector>

@@ -53,8 +53,10 @@ struct partition_state {
   bool sparse = false;    ///< embedding rows: pulled by id
   /// A table keyed by raw ids (model/dynamic_table.hpp; model::variable_placement::dynamic):
   /// it holds the ids that model::dynamic_owner(id, partitions) gives key.index, its rows
-  /// created as they are first read for training from `seed`. row_begin = row_end = 0,
-  /// `value` has no rows and `slots` none; an init starts the table empty.
+  /// created as they are first read for training from `seed`. Its rows travel as `value`
+  /// and `slots` (a row per element of `ids`) with `last_update` and `waiting`
+  /// (model::dynamic_table::snapshot's); row_begin and row_end are key.index and
+  /// key.index + 1 (its "rows" in ledgers and checkpoints) in a shard's answers.
   bool dynamic = false;
   int32_t partitions = 0;  ///< dynamic: the variable's partitions (one per shard)
   uint64_t seed = 0;       ///< dynamic: model::variable_seed of the model's seed
@@ -68,6 +70,9 @@ struct partition_state {
   std::vector<std::string> slot_names;
   std::vector<tensor> slots;
   ledger_data ledger;  ///< the steps the state holds (empty at start)
+  std::vector<int64_t> ids;          ///< dynamic: the id of each row of value and slots
+  std::vector<int64_t> last_update;  ///< dynamic: each row's last update
+  std::vector<std::pair<int64_t, uint64_t>> waiting;  ///< dynamic: ids not admitted yet, their reads
 
   /// What an epoch gate kept of the partition (keep_atom), for a later restore_atom. Not
   /// a partition_state of its own: it is the same partition (key, rows and slot names),
@@ -76,6 +81,8 @@ struct partition_state {
     tensor value;
     std::vector<tensor> slots;  ///< in the partition's slot_names order; empty: fresh slots
     int64_t iterations = 0;
+    std::vector<int64_t> ids, last_update;              ///< dynamic, as the partition's
+    std::vector<std::pair<int64_t, uint64_t>> waiting;  ///< dynamic
   };
   /// Only an init reads it: the kept state the restored run still holds (none: nothing
   /// kept). A snapshot leaves it empty.
@@ -297,6 +304,8 @@ struct written_partition {
   partition_state header;  ///< value, slots and kept empty; the ledger goes into the manifest
   file_entry values;
   std::vector<file_entry> slots;  ///< in header.slot_names order
+  /// A dynamic table's "ids", "last_update" and "waiting" files (model/checkpoint).
+  std::vector<std::pair<std::string, file_entry>> tables;
 };
 
 struct ps_files {

@@ -7,6 +7,9 @@
 //       dense.kernel.part0.slot-v.npy
 //       ...
 //       manifest.json                    written last: the commit record
+//       emb.table.part0.ids.npy          a dynamic table's partition: its rows' ids (int64),
+//       emb.table.part0.last_update.npy  each row's last update (int64), and the ids
+//       emb.table.part0.waiting.npy      waiting for admission with their reads (int64, n x 2)
 //
 // File names: the variable name with '/' replaced by '.', then ".part<k>.npy" or
 // ".part<k>.slot-<slot>.npy". Every array is a float32 .npy file (numpy.load reads it)
@@ -29,11 +32,19 @@
 //     "extra": { ...caller's JSON: run, dataset positions, RNG, ... } }
 // crc32 is zlib's CRC-32 of the whole file (python: zlib.crc32(open(f, 'rb').read())).
 //
+// A dynamic table (variable_spec::dynamic) is saved with "dynamic": true and the shape
+// [0, cols]: its partition k of n holds the rows of the ids model::dynamic_owner(id, n)
+// gives k, and names "rows" [k, k + 1) of [0, n), so its partitions tile [0, n). Its
+// values and slots have a row per id, in the order of its "ids" file; "last_update" and
+// "waiting" (files too) are model::dynamic_table::snapshot's. Every checkpoint holds
+// every row (no incremental checkpoints yet).
+//
 // All I/O goes through a file_system (fault injection in tests). Functions here are
 // blocking and not synchronized: one writer per root at a time (the coordinator).
 
 #include <actortrain/model/checkpoint/checkpoint_error.hpp>
 #include <actortrain/model/checkpoint/file_system.hpp>
+#include <actortrain/model/dynamic_table.hpp>
 #include <actortrain/model/partitioner.hpp>
 #include <actortrain/model/tensor.hpp>
 
@@ -62,6 +73,12 @@ struct partition_data {
   std::map<std::string, matrix> slots;
   /// slot_block::iterations of this partition.
   int64_t iterations = 0;
+  /// A dynamic table's partition (variable_data::dynamic): row j of values and slots is
+  /// id ids[j]'s; last_update[j] and the ids waiting for admission with their reads as
+  /// model::dynamic_table::snapshot has them.
+  std::vector<int64_t> ids;
+  std::vector<int64_t> last_update;
+  std::vector<std::pair<int64_t, uint64_t>> waiting;
 };
 
 /// A variable as saved: its full shape and its partitions in row order, which together
@@ -69,6 +86,9 @@ struct partition_data {
 struct variable_data {
   std::string name;
   shape2 shape;
+  /// A table keyed by raw ids: shape.rows is 0 and partition k covers [k, k + 1) of
+  /// [0, partitions) (see the layout above).
+  bool dynamic = false;
   std::vector<partition_data> partitions;
 };
 
@@ -133,12 +153,15 @@ struct partition_record {
   int64_t iterations = 0;
   file_record values;
   std::map<std::string, file_record> slots;
+  /// A dynamic table's partition: its "ids", "last_update" and "waiting" files.
+  std::map<std::string, file_record> tables;
 };
 
 struct variable_record {
   std::string name;
   shape2 shape;
   std::vector<partition_record> partitions;  ///< in row order
+  bool dynamic = false;
 };
 
 /// A checkpoint whose arrays are written: what commit_checkpoint puts in the manifest.
@@ -157,11 +180,12 @@ struct checkpoint_record {
 std::string begin_checkpoint(file_system& fs, const std::string& root, int64_t step);
 
 /// Writes (and fsyncs) partition `k` (in row order) of `variable` into the begun
-/// directory `dir`: its values and every slot, each as .npy. Throws std::invalid_argument
-/// for inconsistent data (a slot of another shape, a bad slot name, negative iterations),
-/// checkpoint_error on I/O failure.
+/// directory `dir`: its values and every slot, each as .npy, and a dynamic table's
+/// (`dynamic`) ids, last updates and waiting ids. Throws std::invalid_argument for
+/// inconsistent data (a slot of another shape, a bad slot name, negative iterations, ids
+/// not one per row), checkpoint_error on I/O failure.
 partition_record write_partition_arrays(file_system& fs, const std::string& dir, const std::string& variable, size_t k,
-                                        const partition_data& p);
+                                        const partition_data& p, bool dynamic = false);
 
 /// Commits the begun <root>/ckpt-<r.step>/: checks the records (partitions that cover
 /// each variable's rows exactly, the file names the layout gives, every file present),
@@ -227,7 +251,15 @@ variable_data repartition(const variable_data& v, const std::vector<row_range>& 
 /// The checkpoint cut to `target`'s partitions (a different number of ps shards, or one
 /// partition each for a local model), variables in `target`'s order. Variables are
 /// matched by name and must agree in shape; a variable missing on either side throws
-/// checkpoint_error naming it (drop unwanted variables from `data` first).
+/// checkpoint_error naming it (drop unwanted variables from `data` first). A dynamic
+/// table's rows go to the partition model::dynamic_owner names for `target`'s count, its
+/// waiting ids likewise, each partition's iterations the largest of the old ones.
 checkpoint_data repartition(const checkpoint_data& data, const placement& target);
+
+/// A dynamic table's rows (a full dynamic_table::snapshot) as a checkpoint partition, its
+/// slots named by `slot_names` (the snapshot's slot order), and back: a snapshot of every
+/// row of `p` (std::invalid_argument when one of `slot_names` is missing or sizes disagree).
+partition_data table_partition(const dynamic_table::snapshot& s, const std::vector<std::string>& slot_names);
+dynamic_table::snapshot table_snapshot(const partition_data& p, const std::vector<std::string>& slot_names);
 
 }  // namespace actortrain::model

@@ -19,6 +19,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace actortrain::model {
 
@@ -33,6 +34,12 @@ std::string encode_npy(const matrix& m);
 /// Decodes a whole .npy file. `name` (usually the path) only labels error messages.
 /// Throws checkpoint_error.
 matrix decode_npy(std::string_view bytes, const std::string& name);
+
+/// A column of int64 ids as a (n, 1) '<i8' .npy file (a dynamic table's ids), and back:
+/// decode_npy_ids requires '<i8', C order and a shape (n, cols); values are row-major.
+/// Throws checkpoint_error as decode_npy.
+std::string npy_ids_header(int64_t rows, int64_t cols);
+std::vector<int64_t> decode_npy_ids(std::string_view bytes, const std::string& name, int64_t& cols);
 
 /// Writes `m` to `path` through `fs` (not synced: call fs.sync_file for durability).
 /// Throws checkpoint_error with the file system's message on failure.
