@@ -80,7 +80,7 @@ int soak(int argc, char** argv, int first) {
   int fits = 0, failing_fit = -2, corrupt = -1;
   int64_t checkpoint_every = -1, take_over_after = -1;
   bool fixed = false, pull_ahead = false, sparse = false, shared = false, callbacks = false, no_control = false;
-  bool validation = false;
+  bool validation = false, dynamic = false;
   bool hashes = false, verbose = false, trace = false;
   double speculate = -1;
   std::string plant_name = "none", example;
@@ -113,6 +113,7 @@ int soak(int argc, char** argv, int first) {
     .add("pull-every", pull_every, "Downpour's n_fetch with local updates, async (0: drawn)")
     .add("push-every", push_every, "Downpour's n_push, async (0: drawn)")
     .add("sparse", sparse, "an embedding table pulled by row (else drawn)")
+    .add("dynamic", dynamic, "the embedding table keyed by the raw id, on every shard (implies --sparse; else drawn)")
     .add("checkpoint-shared", shared, "ps shards write their own partitions into the checkpoint (else drawn)")
     .add("validation", validation, "validation data evaluated after every epoch (else drawn)")
     .add("callbacks", callbacks, "early stopping with restore and a learning-rate schedule: the epoch gate (else drawn)")
@@ -165,7 +166,8 @@ int soak(int argc, char** argv, int first) {
     if (speculate >= 0) s.speculate_after = speculate;
     if (pull_every > 0) s.pull_every = pull_every;
     if (push_every > 0) s.push_every = push_every;
-    if (sparse) s.sparse = true;
+    if (sparse || dynamic) s.sparse = true;
+    if (dynamic) s.dynamic = true;
     if (shared) s.checkpoint_shared = true;
     if (callbacks) s.callbacks = true;
     if (validation) s.validation = true;
@@ -179,6 +181,12 @@ int soak(int argc, char** argv, int first) {
     if (s.take_over_after > 0 && s.checkpoint_every == 0)
       throw usage_error("--take-over-after needs checkpoints (--checkpoint-every > 0)");
     if (sync && s.steps_per_execution != 1) throw usage_error("--consistency sync needs --steps-per-execution 1");
+    // push_every sums dense gradients only: a shape drawn with it and made sparse by a
+    // flag drops it; asked for with a table, it is refused.
+    if (s.sparse && s.push_every > 1) {
+      if (push_every > 1) throw usage_error("--push-every takes dense variables only: not with --sparse or --dynamic");
+      s.push_every = 1;
+    }
     if (s.failing_fit >= s.fits) s.failing_fit = -1;
     return s;
   };
@@ -238,6 +246,7 @@ int soak(int argc, char** argv, int first) {
       cov.feature("push_every", shape.push_every > 1);
       cov.feature("pull_every with local updates", shape.pull_every > 1);
       cov.feature("row-pulled embeddings", shape.sparse);
+      cov.feature("tables keyed by id", shape.dynamic);
       cov.feature("shared checkpoints", shape.checkpoint_shared);
       cov.feature("epoch-gate callbacks", shape.callbacks);
       cov.feature("validation after every epoch", shape.validation);

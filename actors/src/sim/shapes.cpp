@@ -19,7 +19,7 @@ constexpr int64_t vocab = 24;
 // y = x w + 0.25 (+ the planted weight of each example's id with `sparse`).
 struct planted_data {
   model::matrix x, ids, y;
-  planted_data(int64_t rows, uint64_t seed, bool sparse) {
+  planted_data(int64_t rows, uint64_t seed, bool sparse, int64_t stride = 1) {
     model::rng g{seed, /*stream=*/7};
     x.resize(rows, 4);
     for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = 2 * g.uniform() - 1;
@@ -32,7 +32,7 @@ struct planted_data {
       for (auto& v : weight) v = static_cast<float>(2 * g.uniform() - 1);
       for (Eigen::Index r = 0; r < rows; ++r) {
         auto id = static_cast<int64_t>(static_cast<double>(vocab) * g.uniform() * g.uniform());
-        ids(r, 0) = static_cast<float>(id);
+        ids(r, 0) = static_cast<float>(id * stride);
         y(r, 0) += weight[static_cast<size_t>(id)];
       }
     }
@@ -48,13 +48,16 @@ job sim_job(const sim_shape& shape, uint64_t seed) {
     throw std::invalid_argument("simulate: workers, pipelines, rows, batch and epochs must be >= 1");
   job j;
   j.name = "sim";
-  planted_data data{shape.rows, seed, shape.sparse};
+  const int64_t stride = shape.dynamic ? 7919 : 1;  // a dynamic table's ids: far apart
+  planted_data data{shape.rows, seed, shape.sparse, stride};
   using model::layers::activation;
   if (shape.sparse) {
     model::graph g;
     auto ids = g.input(1, "ids");
     auto dense = g.input(4, "dense");
-    auto e = g.apply(model::layers::embedding(vocab, 2, model::layers::combiner::sum), ids);
+    auto e = g.apply(shape.dynamic ? model::layers::dynamic_embedding(2, model::layers::combiner::sum)
+                                   : model::layers::embedding(vocab, 2, model::layers::combiner::sum),
+                     ids);
     auto h = g.apply(model::layers::concatenate(), {e, dense});
     auto out = g.apply(model::layers::dense(1), g.apply(model::layers::dense(4, activation::tanh), h));
     j.structure = model::model::functional(g, {ids, dense}, out);
@@ -76,7 +79,7 @@ job sim_job(const sim_shape& shape, uint64_t seed) {
   j.loss = model::mean_squared_error();
   j.fit.epochs = shape.epochs;
   if (shape.validation) {
-    planted_data held{48, seed + 1, shape.sparse};
+    planted_data held{48, seed + 1, shape.sparse, stride};
     j.fit.validation = shape.sparse ? dataset::from_tensor_slices({held.ids, held.x}, held.y).batch(shape.batch)
                                     : dataset::from_tensor_slices({held.x}, held.y).batch(shape.batch);
   }
@@ -151,17 +154,18 @@ sim_shape random_shape(uint64_t seed, const consistency_mode& consistency) {
   if (s.fits > 1 && chance(0.5)) s.failing_fit = pick(static_cast<uint64_t>(s.fits - 1));  // never the last
   if (chance(0.4)) s.corrupt_checkpoint = 2 + pick(3);
   if (chance(0.1)) s.take_over_after = 5 + pick(20);
+  if (s.sparse) s.dynamic = chance(0.5);  // drawn last: the other draws of a seed stay as they were
   return s;
 }
 
 std::string soak_replay(const sim_shape& s, uint64_t seed) {
   return fmt::format("actortrain soak --seeds 1 --first-seed {} --faults {} --workers {} --ps {} --pipelines {} --epochs {} "
-                     "--steps-per-execution {} --tasks-in-flight {}{} --speculate {} --pull-every {} --push-every {}{}{}{}{} "
+                     "--steps-per-execution {} --tasks-in-flight {}{} --speculate {} --pull-every {} --push-every {}{}{}{}{}{} "
                      "--checkpoint-every {} --take-over-after {} --fits {} --failing-fit {} --corrupt-checkpoint {}{} "
                      "--consistency '{}'{} --verbose",
                      seed, s.faults, s.num_workers, s.num_ps, s.num_pipelines, s.epochs, s.steps_per_execution,
                      s.tasks_in_flight, s.pull_ahead ? " --pull-ahead" : "", s.speculate_after, s.pull_every, s.push_every,
-                     s.sparse ? " --sparse" : "", s.checkpoint_shared ? " --checkpoint-shared" : "",
+                     s.sparse ? " --sparse" : "", s.dynamic ? " --dynamic" : "", s.checkpoint_shared ? " --checkpoint-shared" : "",
                      s.validation ? " --validation" : "", s.callbacks ? " --callbacks" : "", s.checkpoint_every, s.take_over_after, s.fits, s.failing_fit,
                      s.corrupt_checkpoint, s.control_faults ? "" : " --no-control-faults", s.consistency.to_string(),
                      s.plant == planted_defect::none ? std::string{} : " --plant " + to_string(s.plant));

@@ -10,6 +10,7 @@
 #include <actortrain/actors/ps/ledger.hpp>
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
+#include <actortrain/model/batch_rows.hpp>
 #include <actortrain/model/checkpoint/memory_file_system.hpp>
 
 #include <caf/actor_system.hpp>
@@ -527,6 +528,24 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
     if (!stateless_end) res.violations.push_back(std::string("the final parameters: ") + e.what());
     res.trace_hash = trace.h;
     return out;
+  }
+  // A dynamic table's values: the rows of every id of the training data, in id order,
+  // read from its shards (an id without a row reads its initial values).
+  const auto& specs = j.structure.variables();
+  for (size_t v = 0; v < specs.size(); ++v) {
+    if (!specs[v].dynamic) continue;
+    std::set<int64_t> ids;
+    auto it = j.train(dataset::input_context{1, 0, 1}).iterate(0);
+    while (auto b = it->next())
+      for (auto id : model::batch_row_ids(*b, j.structure.row_feeds()[v], model::layers::max_float_id)) ids.insert(id);
+    auto rows_future = c.lookup_async(specs[v].name, std::vector<int64_t>(ids.begin(), ids.end()));
+    for (int i = 0; i < 100000 && rows_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready; ++i)
+      if (!sched.try_run_once() && !sched.clock().trigger_timeout()) break;
+    try {
+      vars.adopt(static_cast<model::variable_id>(v), std::make_shared<model::matrix>(rows_future.get()));
+    } catch (const std::exception& e) {
+      if (!stateless_end) res.violations.push_back(fmt::format("the rows of {}: {}", specs[v].name, e.what()));
+    }
   }
   for (size_t v = 0; v < vars.size(); ++v) {
     const auto& m = vars[static_cast<model::variable_id>(v)];

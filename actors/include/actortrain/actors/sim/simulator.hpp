@@ -235,6 +235,9 @@ struct sim_shape {
   int pull_every = 1;          ///< with local_learning_rate 0.05 when > 1 (async only)
   int push_every = 1;          ///< async only; steps_per_execution a multiple of it
   bool sparse = false;         ///< an embedding table pulled by row, on 2 partitions
+  /// With `sparse`: the table keyed by the raw id (layers::dynamic_embedding) on every
+  /// shard, the ids 7,919 apart; its rows are compared by cluster::lookup.
+  bool dynamic = false;
   bool checkpoint_shared = false;
   /// Validation data, evaluated after every epoch on the workers (pipelines of their own).
   bool validation = false;
