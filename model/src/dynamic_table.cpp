@@ -234,24 +234,6 @@ size_t dynamic_table::num_slots() const { return p_->slot_init.size(); }
 
 void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training) {
   auto& t = *p_;
-  if (training) {
-    std::vector<int64_t> seen(ids, ids + n);
-    std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (auto id : seen) {
-      if (t.find(id) >= 0) continue;
-      if (t.o.admit_after > 1) {
-        auto& w = t.waiting[id];
-        w.reads += 1;
-        w.seen = t.iterations;
-        if (w.reads < t.o.admit_after) continue;
-        auto w_at = t.waiting.find(id);
-        t.waiting.erase(w_at);
-      }
-      t.append(id, true);
-      ++t.counts.created;
-    }
-  }
   const size_t w = t.width();
   for (size_t j = 0; j < n; ++j) {
     const int64_t r = t.find(ids[j]);
@@ -259,7 +241,7 @@ void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training
       std::memcpy(out + j * w, t.values_of(r), w * sizeof(float));
     } else {
       t.initial_row(ids[j], out + j * w);
-      ++t.counts.unadmitted_reads;
+      if (training) ++t.counts.unadmitted_reads;
     }
   }
 }
@@ -278,11 +260,24 @@ void dynamic_table::apply(const optimizer& opt, const int64_t* ids, size_t n, co
   std::vector<std::pair<int64_t, size_t>> touched;
   touched.reserve(n);
   for (size_t j = 0; j < n; ++j) {
-    const int64_t r = t.find(ids[j]);
-    if (r < 0)
-      ++t.counts.dropped_gradients;
-    else
-      touched.emplace_back(r, j);
+    int64_t r = t.find(ids[j]);
+    if (r < 0) {
+      // An id without a row: admitted at its admit_after-th step with a gradient, its
+      // row created then, with its initial values, and this gradient applied.
+      if (t.o.admit_after > 1) {
+        auto& wt = t.waiting[ids[j]];
+        wt.reads += 1;
+        wt.seen = t.iterations;
+        if (wt.reads < t.o.admit_after) {
+          ++t.counts.dropped_gradients;
+          continue;
+        }
+        t.waiting.erase(t.waiting.find(ids[j]));
+      }
+      r = t.append(ids[j], true);
+      ++t.counts.created;
+    }
+    touched.emplace_back(r, j);
   }
   std::sort(touched.begin(), touched.end());
   std::vector<int64_t> local;

@@ -117,6 +117,10 @@ void trainer::restore(const checkpoint_data& data) {
     }
   for (size_t v = 0; v < cut.variables.size(); ++v) {
     const auto& part = cut.variables[v].partitions.front();
+    if (tables_[v]) {  // its slots are its table's
+      slots.push_back(opt_->make_slots(0));
+      continue;
+    }
     auto block = opt_->make_slots(static_cast<size_t>(part.values.size()));
     for (size_t k = 0; k < names.size(); ++k) {
       auto it = part.slots.find(names[k]);

@@ -654,7 +654,7 @@ BOOST_FIXTURE_TEST_CASE(a_restore_drops_held_pushes_and_old_rounds_are_fenced, s
 // A shard holding partition 1 of 2 of a table keyed by raw ids (model/dynamic_table.hpp):
 // it serves and updates the ids whose hash gives partition 1, refuses the others, starts
 // every row from the variable's initializer seeded by (seed, id) alone, keeps and
-// restores its rows, and says that checkpoints do not hold it yet.
+// restores its rows, and answers a snapshot that another store takes as its init.
 
 namespace {
 
@@ -735,7 +735,7 @@ struct table_fixture : store_fixture {
 
 BOOST_FIXTURE_TEST_SUITE(shard_store_dynamic_tables, table_fixture)
 
-BOOST_AUTO_TEST_CASE(rows_start_from_the_id_alone_and_only_training_reads_create_them) {
+BOOST_AUTO_TEST_CASE(rows_start_from_the_id_alone_and_only_pushes_create_them) {
   auto mine = ids_of(1, 4);
   auto r = rows(mine, false);
   BOOST_REQUIRE(r);
@@ -744,6 +744,8 @@ BOOST_AUTO_TEST_CASE(rows_start_from_the_id_alone_and_only_training_reads_create
   BOOST_TEST(counts().rows == 0u);  // an evaluation read creates nothing
   r = rows(mine, true);
   BOOST_REQUIRE(r);
+  BOOST_TEST(counts().rows == 0u);  // nor does a training read: a retried one would count twice
+  BOOST_REQUIRE(push_rows(1, mine, 0.0f));
   BOOST_TEST(counts().rows == 4u);
   BOOST_TEST(counts().created == 4u);
   BOOST_TEST(counts().bytes > counts().payload_bytes);
@@ -767,7 +769,7 @@ BOOST_AUTO_TEST_CASE(ids_of_another_shard_or_negative_are_refused_and_a_bad_push
   BOOST_TEST(!rows({mine[0], theirs[0]}, true));
   BOOST_TEST(text().find("is not here") != std::string::npos, text());
   BOOST_TEST(!rows({-3}, false));
-  BOOST_TEST(counts().rows == 0u);  // a refused read creates nothing
+  BOOST_TEST(counts().rows == 0u);
   BOOST_REQUIRE(rows(mine, true));
   std::vector<int64_t> mixed{mine[0], theirs[0]};
   std::sort(mixed.begin(), mixed.end());
@@ -785,15 +787,14 @@ BOOST_AUTO_TEST_CASE(ids_of_another_shard_or_negative_are_refused_and_a_bad_push
 
 BOOST_AUTO_TEST_CASE(keep_and_restore_put_the_rows_back_and_a_snapshot_is_an_init_of_its_rows) {
   auto mine = ids_of(1, 3);
-  BOOST_REQUIRE(rows(mine, true));
-  BOOST_REQUIRE(push_rows(1, {mine[0]}, 1));
+  BOOST_REQUIRE(push_rows(1, mine, 0.25f));
   fence_request k;
   k.f = epochs(1);
   k.id = 1;
   BOOST_REQUIRE(!(last = tables.keep(k)));
   auto before = rows(mine, false);
   BOOST_REQUIRE(push_rows(2, {mine[0]}, 1));
-  BOOST_REQUIRE(rows({ids_of(1, 5)[4]}, true));  // a row created after the keep
+  BOOST_REQUIRE(push_rows(3, {ids_of(1, 5)[4]}, 1));  // a row created after the keep
   BOOST_TEST(counts().rows == 4u);
   k.id = 2;
   BOOST_REQUIRE(!(last = tables.restore(k)));
@@ -831,7 +832,7 @@ BOOST_AUTO_TEST_CASE(keep_and_restore_put_the_rows_back_and_a_snapshot_is_an_ini
 
 BOOST_AUTO_TEST_CASE(an_init_the_model_does_not_agree_with_is_refused_and_changes_nothing) {
   auto mine = ids_of(1, 1);
-  BOOST_REQUIRE(rows(mine, true));
+  BOOST_REQUIRE(push_rows(1, mine, 0.5f));
   auto bad = [&](partition_state p, const std::string& what) {
     init_request req;
     req.f = epochs(2);
@@ -853,6 +854,26 @@ BOOST_AUTO_TEST_CASE(an_init_the_model_does_not_agree_with_is_refused_and_change
   p.name = "dense/kernel";
   p.key.variable = 0;
   bad(p, "with fixed rows");
+  // What a checkpoint's rows may not be: ids of another partition, twice, waiting ids
+  // of another partition; and a table sent as fixed rows, or twice to one shard.
+  auto theirs = ids_of(0, 1), two = ids_of(1, 2);
+  p = table_part(1, 2);
+  p.waiting = {{theirs[0], 1}};
+  bad(p, "waiting id of id");
+  p = table_part(1, 2);
+  p.ids = {two[0], two[0]};
+  p.last_update = {0, 0};
+  p.value = tensor{matrix::Zero(2, 2)};
+  bad(p, "sent twice");
+  auto fixed = testing::start_state(partition_key{1, 1}, "emb/table", true, matrix::Zero(3, 2));
+  bad(fixed, "a dynamic table, sent as fixed rows");
+  init_request req;
+  req.f = epochs(2);
+  req.partitions = {table_part(1, 2), table_part(1, 2)};
+  req.partitions[1].key.index = 0;
+  BOOST_TEST(!init_tables(req));
+  BOOST_TEST(text().find("two partitions of the dynamic table") != std::string::npos, text());
+  BOOST_TEST(counts().rows == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -72,7 +72,7 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
         state.row_begin = part.row_begin;
         state.row_end = part.row_end;
         state.sparse = vp.sparse;
-        if (vp.dynamic) {  // starts empty: its rows are created on the shard
+        if (vp.dynamic) {  // its rows, dealt to their owners (none at start)
           state.dynamic = true;
           state.partitions = static_cast<int32_t>(vp.partitions.size());
           state.seed = model::variable_seed(st.opts.seed, static_cast<size_t>(part.variable));
@@ -86,7 +86,9 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
         state.ids = std::move(pd.ids);  // a dynamic table's rows (model::repartition dealt them)
         state.last_update = std::move(pd.last_update);
         state.waiting = std::move(pd.waiting);
-        state.ledger = saved_ledger(data.extra, vp.name, vp.dynamic ? part.index : part.row_begin);
+        // Every push reaches every partition of a dynamic table, so their ledgers are
+        // one: partition 0's serves a partition the checkpoint did not have.
+        state.ledger = saved_ledger(data.extra, vp.name, vp.dynamic ? 0 : part.row_begin);
         if (kept) {
           auto& kd = kept->variables[static_cast<size_t>(part.variable)].partitions[static_cast<size_t>(part.index)];
           auto& k = state.kept.emplace();

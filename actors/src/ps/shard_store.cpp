@@ -295,8 +295,9 @@ void shard_store::count_applied(const applied_by& a) {
 
 // -- control requests ----------------------------------------------------------------
 
-// A dynamic table's partition from its state and its variable's spec: empty, as every
-// init of one is (checkpoints do not hold dynamic tables yet).
+// A dynamic table's partition from its state (its rows, from a checkpoint or none) and
+// its variable's spec; `kept` takes the kept state it carries. Every id, of the rows, the
+// waiting list and the kept state, must be this partition's, and appear once.
 failure shard_store::make_table(const partition_state& p, partition& q,
                                 std::optional<model::dynamic_table::snapshot>& kept) const {
   auto invalid = [&](std::string what) {
@@ -311,10 +312,34 @@ failure shard_store::make_table(const partition_state& p, partition& q,
     return invalid(fmt::format("rows of width {} sent for width {}", p.value.cols(), spec->shape.cols));
   if (p.slots.size() != p.slot_names.size())
     return invalid(fmt::format("{} slots, {} slot names", p.slots.size(), p.slot_names.size()));
-  for (auto id : p.ids)
-    if (id < 0 || model::dynamic_owner(id, p.partitions) != p.key.index)
-      return invalid(fmt::format("row of id {} sent to partition {} of {}, which does not hold it", id, p.key.index,
-                                 p.partitions));
+  auto check_ids = [&](const std::vector<int64_t>& ids, const char* what) -> failure {
+    for (auto id : ids)
+      if (id < 0 || model::dynamic_owner(id, p.partitions) != p.key.index)
+        return invalid(fmt::format("{} of id {} sent to partition {} of {}, which does not hold it", what, id,
+                                   p.key.index, p.partitions));
+    auto sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    if (auto d = std::adjacent_find(sorted.begin(), sorted.end()); d != sorted.end())
+      return invalid(fmt::format("id {} sent twice ({})", *d, what));
+    return {};
+  };
+  auto waiting_ids = [](const std::vector<std::pair<int64_t, uint64_t>>& w) {
+    std::vector<int64_t> out;
+    for (auto& [id, reads] : w) out.push_back(id);
+    return out;
+  };
+  if (auto err = check_ids(p.ids, "row")) return err;
+  if (auto err = check_ids(waiting_ids(p.waiting), "waiting id")) return err;
+  if (p.kept) {
+    if (auto err = check_ids(p.kept->ids, "kept row")) return err;
+    if (auto err = check_ids(waiting_ids(p.kept->waiting), "kept waiting id")) return err;
+  }
+  if (p.iterations < 0) return invalid(fmt::format("{} iterations", p.iterations));
+  for (auto& n : p.slot_names) {
+    auto names = opts_.for_variable(p.name).slot_names();
+    if (std::find(names.begin(), names.end(), n) == names.end())
+      return invalid(fmt::format("its optimizer ({}) has no slot '{}'", opts_.for_variable(p.name).name(), n));
+  }
   q.name = p.name;
   q.sparse = true;
   q.partitions = p.partitions;
@@ -356,8 +381,11 @@ failure shard_store::init(init_request& req) {
   // Dynamic tables are made (rows merged) before anything changes: a bad one changes nothing.
   std::vector<partition> tables;
   std::vector<std::optional<model::dynamic_table::snapshot>> tables_kept;
+  std::set<int32_t> dynamic_variables;  // one partition of each on a shard (dynamic_owner)
   for (auto& p : req.partitions) {
     if (p.dynamic) {
+      if (!dynamic_variables.insert(p.key.variable).second)
+        return invalid(fmt::format("init: two partitions of the dynamic table {} for one shard", p.name));
       partition q;
       std::optional<model::dynamic_table::snapshot> kept;
       if (auto err = make_table(p, q, kept)) return err;
@@ -365,6 +393,9 @@ failure shard_store::init(init_request& req) {
       tables_kept.push_back(std::move(kept));
       continue;
     }
+    auto spec = std::find_if(variables_.begin(), variables_.end(), [&](auto& v) { return v.name == p.name; });
+    if (spec != variables_.end() && spec->dynamic)
+      return invalid(fmt::format("init: {} is a dynamic table, sent as fixed rows", p.name));
     auto names = opts_.for_variable(p.name).slot_names();
     if (!p.value.value) return invalid(fmt::format("init: partition of {} without values", p.name));
     if (p.row_end != p.row_begin + p.value.rows())

@@ -55,7 +55,13 @@ job sim_job(const sim_shape& shape, uint64_t seed) {
     model::graph g;
     auto ids = g.input(1, "ids");
     auto dense = g.input(4, "dense");
-    auto e = g.apply(shape.dynamic ? model::layers::dynamic_embedding(2, model::layers::combiner::sum)
+    // A dynamic table admits ids at their second gradient (odd seeds) or evicts rows
+    // not updated for 8 steps (even seeds). Not both: a snapshot keeps a waiting id's
+    // count, not its last step, so after a roll-back it is forgotten later than in the
+    // run without one (dynamic_table.hpp).
+    const auto rows = seed % 2 ? model::layers::dynamic_rows{2, 0} : model::layers::dynamic_rows{0, 8};
+    auto e = g.apply(shape.dynamic ? model::layers::dynamic_embedding(2, model::layers::combiner::sum,
+                                                                      model::uniform(-0.05f, 0.05f), rows)
                                    : model::layers::embedding(vocab, 2, model::layers::combiner::sum),
                      ids);
     auto h = g.apply(model::layers::concatenate(), {e, dense});

@@ -688,10 +688,19 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
         const auto n = static_cast<int64_t>(p.ids.size());
         p.last_update = read_ids_array(fs, dir, r, r.field(pj, "last_update", pw), pw + ".last_update", n, 1);
         auto waiting = read_ids_array(fs, dir, r, r.field(pj, "waiting", pw), pw + ".waiting", -1, 2);
+        std::vector<int64_t> all = p.ids;
         for (size_t w = 0; w + 1 < waiting.size(); w += 2) {
           if (waiting[w + 1] < 0) r.bad(pw + ".waiting", fmt::format("id {} has {} reads", waiting[w], waiting[w + 1]));
           p.waiting.emplace_back(waiting[w], static_cast<uint64_t>(waiting[w + 1]));
+          all.push_back(waiting[w]);
         }
+        // Every id of partition k of n is one that dynamic_owner gives k, once.
+        for (auto id : all)
+          if (id < 0 || dynamic_owner(id, static_cast<int>(parts.size())) != static_cast<int>(k))
+            r.bad(pw, fmt::format("id {} is not one partition {} of {} holds", id, k, parts.size()));
+        std::sort(all.begin(), all.end());
+        if (auto d = std::adjacent_find(all.begin(), all.end()); d != all.end())
+          r.bad(pw, fmt::format("id {} appears twice", *d));
       }
       const shape2 want{v.dynamic ? static_cast<int64_t>(p.ids.size()) : p.row_end - p.row_begin, v.shape.cols};
       p.values = read_array(fs, dir, r, r.field(pj, "file", pw), pw + ".file", want);

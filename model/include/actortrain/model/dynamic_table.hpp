@@ -3,16 +3,20 @@
 // Monolith's collisionless tables keep them: no fixed range, no hashing of ids into
 // buckets (which makes different ids share a row).
 //
-//  - A row exists once its id was read for training. It is created with the table's
-//    initializer seeded by (seed, id) alone, so an id gets the same initial row on any
-//    shard, whatever the number of shards; its optimizer slots are created with it.
-//  - Admission (`admit_after` = N > 1): an id gets a row only at its N-th training read.
-//    Until then it reads its initial values (stored nowhere), and gradients for it are
-//    dropped, and counted.
+//  - A row exists once a gradient for its id was applied. Until then the id reads its
+//    initial values: the table's initializer seeded by (seed, id) alone, so an id gets
+//    the same initial row on any shard, whatever the number of shards. The row starts
+//    there, with fresh optimizer slots, and takes that first gradient. Reads change
+//    nothing (but a counter): a read retried, or a step computed twice, cannot make a
+//    row exist, or an id be admitted, sooner than in a run without them.
+//  - Admission (`admit_after` = N > 1): an id gets a row only at the N-th apply that
+//    has a gradient for it (one per step: applies are what exactly-once counts); the
+//    N - 1 gradients before are dropped, and counted.
 //  - Eviction (`evict_after` = N > 0): a row not updated during the last N applies is
 //    dropped, and counted. The table looks for such rows every max(1, N / 4) applies, so
 //    a row goes between N and N + max(1, N / 4) - 1 applies after its last update. Ids
-//    waiting for admission that were not read for as long are forgotten too.
+//    waiting for admission without a gradient for as long are forgotten too (after a
+//    merge, counted from the merge: a snapshot keeps their counts, not their last step).
 //  - Checkpoints: save() gives every row (full) or the rows changed and the ids dropped
 //    since the last save (incremental); merge() takes the rows a filter accepts, so the
 //    snapshots of n shards restore into m shards.
@@ -55,10 +59,10 @@ struct dynamic_table_options {
 /// What a table did so far.
 struct dynamic_table_counts {
   uint64_t rows = 0;            ///< rows held now
-  uint64_t created = 0;         ///< rows created (an evicted id read again is created again)
+  uint64_t created = 0;         ///< rows created (an evicted id trained again is created again)
   uint64_t evicted = 0;         ///< rows dropped by eviction
   uint64_t waiting = 0;         ///< ids seen but not yet admitted, now
-  uint64_t unadmitted_reads = 0;    ///< reads of an id without a row (its initial values)
+  uint64_t unadmitted_reads = 0;    ///< training reads of an id without a row (its initial values)
   uint64_t dropped_gradients = 0;   ///< gradient rows of ids without a row, dropped
 };
 
@@ -81,13 +85,13 @@ class dynamic_table {
   size_t num_slots() const;
 
   /// Writes the rows of ids[0..n) (any order, repeats allowed) into `out` (n x dim,
-  /// row-major). `training`: each id counts a read towards its admission (once per call,
-  /// however often it repeats), and an admitted id without a row gets one. Otherwise
-  /// nothing changes: an id without a row reads its initial values.
+  /// row-major); an id without a row reads its initial values. Changes nothing but
+  /// counts().unadmitted_reads, which counts `training` reads of ids without a row.
   void read(const int64_t* ids, size_t n, float* out, bool training);
 
   /// One optimizer step: gradient row j (of `grads`, n x dim, row-major) for ids[j]
-  /// (unique). Gradients of ids without a row are dropped and counted. Counts one step
+  /// (unique). An id without a row gets one, or with admit_after, counts towards it and
+  /// its gradient is dropped (counted) until admitted. Counts one step
   /// (the optimizer's and eviction's) even when n == 0. Throws what
   /// optimizer::apply_rows throws, std::invalid_argument for a repeated id.
   void apply(const optimizer& opt, const int64_t* ids, size_t n, const float* grads, double lr_scale = 1.0);
