@@ -356,14 +356,15 @@ std::vector<dir_entry> scan(file_system& fs, const std::string& root) {
   return out;
 }
 
-/// Reads one array recorded in the manifest, checking name, size, CRC and shape.
-matrix read_array(file_system& fs, const std::string& dir, const manifest_reader& r,
-                  const json& record, const std::string& where, const shape2& want) {
+/// The bytes of a file recorded in the manifest, checked against its name, size and CRC;
+/// `path` takes its path.
+std::string read_recorded(file_system& fs, const std::string& dir, const manifest_reader& r, const json& record,
+                          const std::string& where, std::string& path) {
   const std::string name = r.string(record, "name", where);
   if (!safe_file_name(name)) r.bad(where, fmt::format("unsafe file name '{}'", name));
   const auto bytes = r.integer(record, "bytes", where, 0);
   const auto crc = r.integer(record, "crc32", where, 0);
-  const std::string path = join_path(dir, name);
+  path = join_path(dir, name);
   std::string content;
   if (auto st = fs.read_file(path, content); !st.ok()) {
     if (st.is_not_found())
@@ -377,7 +378,14 @@ matrix read_array(file_system& fs, const std::string& dir, const manifest_reader
     throw checkpoint_error(fmt::format("{}: CRC-32 {:08x} does not match the manifest's {:08x} "
                                        "(corrupt file)",
                                        path, have_crc, static_cast<uint32_t>(crc)));
-  matrix m = decode_npy(content, path);
+  return content;
+}
+
+/// Reads one array recorded in the manifest, checking name, size, CRC and shape.
+matrix read_array(file_system& fs, const std::string& dir, const manifest_reader& r,
+                  const json& record, const std::string& where, const shape2& want) {
+  std::string path;
+  matrix m = decode_npy(read_recorded(fs, dir, r, record, where, path), path);
   if (m.rows() != want.rows || m.cols() != want.cols)
     throw checkpoint_error(fmt::format("{}: shape {} but the manifest's rows need {}", path,
                                        shape_string(m), to_string(want)));
@@ -388,23 +396,9 @@ matrix read_array(file_system& fs, const std::string& dir, const manifest_reader
 /// size, CRC and shape: `rows` (any when negative) x `cols`.
 std::vector<int64_t> read_ids_array(file_system& fs, const std::string& dir, const manifest_reader& r,
                                     const json& record, const std::string& where, int64_t rows, int64_t cols) {
-  const std::string name = r.string(record, "name", where);
-  if (!safe_file_name(name)) r.bad(where, fmt::format("unsafe file name '{}'", name));
-  const auto bytes = r.integer(record, "bytes", where, 0);
-  const auto crc = r.integer(record, "crc32", where, 0);
-  const std::string path = join_path(dir, name);
-  std::string content;
-  if (auto st = fs.read_file(path, content); !st.ok()) {
-    if (st.is_not_found())
-      throw checkpoint_error(fmt::format("{}: missing (listed in {} at {})", path, r.file(), where));
-    throw checkpoint_error(st.message());
-  }
-  if (static_cast<int64_t>(content.size()) != bytes)
-    throw checkpoint_error(fmt::format("{}: {} bytes, the manifest says {}", path, content.size(), bytes));
-  if (detail::crc32_update(0, content) != static_cast<uint32_t>(crc))
-    throw checkpoint_error(fmt::format("{}: CRC-32 does not match the manifest's (corrupt file)", path));
+  std::string path;
   int64_t have_cols = 0;
-  auto out = decode_npy_ids(content, path, have_cols);
+  auto out = decode_npy_ids(read_recorded(fs, dir, r, record, where, path), path, have_cols);
   const auto have_rows = have_cols > 0 ? static_cast<int64_t>(out.size()) / have_cols : 0;
   if (have_cols != cols || (rows >= 0 && have_rows != rows))
     throw checkpoint_error(fmt::format("{}: shape ({}, {}) where ({}, {}) is needed", path, have_rows, have_cols,
