@@ -698,17 +698,22 @@ failure shard_store::pull_rows(const pull_rows_request& req, rows_reply& out) {
     return failure{error_code::invalid_request, fmt::format("ps shard {}: no rows of variable {}", index_, req.variable)};
   const auto width = first->second.value->cols();
   model::matrix rows(static_cast<Eigen::Index>(req.ids.size()), width);
-  for (auto id : req.ids)
-    if (!holder(req.variable, id))
-      return failure{error_code::invalid_request,
-                     fmt::format("ps shard {}: row {} of variable {} is not here", index_, id, req.variable)};
+  auto not_here = [&](int64_t id) {
+    return failure{error_code::invalid_request,
+                   fmt::format("ps shard {}: row {} of variable {} is not here", index_, id, req.variable)};
+  };
   if (auto& table = first->second.table) {
-    // One partition per shard: every id is its. A training read creates admitted rows.
+    // One partition per shard: every id it holds is this partition's. A read creates
+    // nothing (rows come with their first gradient).
+    for (auto id : req.ids)
+      if (!holder(req.variable, id)) return not_here(id);
     table->read(req.ids.data(), req.ids.size(), rows.data(), req.training && !observer);
     out.version = first->second.version;
   } else {
+    // One lookup per id (every step's row pull comes here); a miss fails the whole read.
     for (size_t j = 0; j < req.ids.size(); ++j) {
       const partition* hit = holder(req.variable, req.ids[j]);
+      if (!hit) return not_here(req.ids[j]);
       rows.row(static_cast<Eigen::Index>(j)) = hit->value->row(req.ids[j] - hit->row_begin);
       out.version = std::max(out.version, hit->version);
     }

@@ -48,7 +48,7 @@ struct dynamic_table_options {
   /// Fills each new row (a 1 x dim matrix), seeded by dynamic_table::row_seed(seed, id).
   initializer init;
   uint64_t seed = 0;
-  /// An id gets a row at its admit_after-th training read (0 and 1: at the first).
+  /// An id gets a row at the admit_after-th apply with a gradient for it (0 and 1: at the first).
   uint64_t admit_after = 0;
   /// Rows not updated during this many applies are dropped (0: never).
   uint64_t evict_after = 0;

@@ -22,8 +22,8 @@ struct variable_spec {
   initializer init;
   bool sparse = false;
   /// An embedding table keyed by raw ids (model/dynamic_table.hpp): sparse, with no
-  /// fixed rows (shape.rows is 0, shape.cols its width); a row exists once its id was
-  /// read for training, initialized by `init` seeded by the id.
+  /// fixed rows (shape.rows is 0, shape.cols its width); a row exists once a gradient
+  /// for its id was applied, starting from `init` seeded by the id.
   bool dynamic = false;
   uint64_t admit_after = 0;  ///< dynamic: dynamic_table_options::admit_after
   uint64_t evict_after = 0;  ///< dynamic: dynamic_table_options::evict_after

@@ -52,8 +52,8 @@ struct partition_state {
   int64_t row_end = 0;
   bool sparse = false;    ///< embedding rows: pulled by id
   /// A table keyed by raw ids (model/dynamic_table.hpp; model::variable_placement::dynamic):
-  /// it holds the ids that model::dynamic_owner(id, partitions) gives key.index, its rows
-  /// created as they are first read for training from `seed`. Its rows travel as `value`
+  /// it holds the ids that model::dynamic_owner(id, partitions) gives key.index, a row
+  /// created from `seed` when the id's first gradient is applied. Its rows travel as `value`
   /// and `slots` (a row per element of `ids`) with `last_update` and `waiting`
   /// (model::dynamic_table::snapshot's); row_begin and row_end are key.index and
   /// key.index + 1 (its "rows" in ledgers and checkpoints) in a shard's answers.
@@ -131,9 +131,8 @@ struct pull_reply {
 void store_partition(model::parameter_store& store, const model::placement& pl, partition_value& pv, bool share);
 
 /// Rows `ids` (global row numbers of the variable) of the partitions this shard holds.
-/// For a dynamic table, ids (>= 0) it holds; a training read creates the rows of ids
-/// admitted (dynamic_table::read), any other read answers the initial values of ids
-/// without a row and changes nothing.
+/// For a dynamic table, ids (>= 0) it holds; an id without a row reads its initial
+/// values, and no read creates a row (dynamic_table::read: `training` only counts).
 struct pull_rows_request {
   fence f;
   int32_t variable = 0;

@@ -45,8 +45,8 @@ constexpr int64_t max_float_id = int64_t{1} << 24;
 
 /// What a dynamic table does with rare and idle ids (model/dynamic_table.hpp).
 struct dynamic_rows {
-  /// An id gets a row at its admit_after-th training read; before, it reads its initial
-  /// values and its gradients are dropped (0 and 1: at once).
+  /// An id gets a row at the admit_after-th step with a gradient for it; before, it
+  /// reads its initial values and its gradients are dropped (0 and 1: at once).
   uint64_t admit_after = 0;
   /// Rows not updated during this many steps are dropped (0: never).
   uint64_t evict_after = 0;
