@@ -51,47 +51,25 @@ int main(int argc, char** argv) {
                              "loss are known, on an embedded parameter-server cluster, and prints both per epoch."};
     f.add("ps", ps, "parameter-server shards", range<int>{1, 64})
       .add("workers", workers, "workers (each with its own input pipeline)", range<int>{1, 256})
-      .add("epochs", o.epochs, "passes over the training set", range<int>{1, 10000})
-      .add("rows", o.rows, "training examples", range<int64_t>{1, int64_t{1} << 26})
-      .add("test-rows", o.test_rows, "test examples", range<int64_t>{1, int64_t{1} << 26})
-      .add("buckets", o.buckets, "rows of the hashed embedding table", range<int64_t>{1, int64_t{1} << 24})
-      .add("dim", o.dim, "embedding width", range<int64_t>{1, 4096})
-      .add("batch", o.batch, "examples per step (per worker)", range<int64_t>{1, int64_t{1} << 20})
-      .add_parsed("optimizer", o.optimizer,
-                  "the shards' optimizer: adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)",
-                  [&o](const std::string& v) {
-                    actortrain::model::make_optimizer(v);  // refused here, naming the flag
-                    o.optimizer = v;
-                  })
       .add_parsed("partitioner", "fixed_shards(2)", "how variables are split over the shards (\"none\": whole)",
                   [&](const std::string& v) { partitioner = actortrain::model::make_partitioner(v); })
       .add_parsed("consistency", "async", "async, bounded_staleness(s) or sync",
                   [&](const std::string& v) { consistency = actortrain::consistency_mode::parse(v); })
-      .add("whole-tables", o.whole_tables, "pull the whole table every step instead of the batch's rows")
-      .add("dynamic", o.dynamic,
-           "tables keyed by the raw id: a row per category value, created on the shards when first seen "
-           "(--buckets unused)")
-      .add("admit-after", o.admit_after, "--dynamic: an id gets a row at its N-th training read (0: at once)",
-           range<uint64_t>{0, uint64_t{1} << 40})
-      .add("evict-after", o.evict_after, "--dynamic: rows not updated for N steps of their shard are dropped (0: never)",
-           range<uint64_t>{0, uint64_t{1} << 40})
-      .add_parsed("wide", "",
-                  "add a wide part (a weight per bucket) that the shards update with this optimizer of its own, "
-                  "e.g. adagrad(0.05)",
-                  [&o](const std::string& v) {
-                    actortrain::model::make_optimizer(v);  // refused here, naming the flag
-                    o.wide_optimizer = v;
-                  })
       .add("clip-norm", clip_norm,
            "a custom training step: the built-in one, then the gradients clipped to this global L2 norm (0: off)",
            range<double>{0, 1e12})
-      .add("seed", o.seed, "seed of the data and the initialization")
       .add("threads", threads, "CAF scheduler threads", range<int>{1, 256})
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch", range<int>{0, 2});
+    actortrain::jobs::add_flags(f, o);  // the job's own: --epochs, --rows, --dynamic, --id-bits, ...
     if (!f.parse(argc, argv)) return 0;
     if (!f.positional().empty()) throw actortrain::cli::usage_error("unexpected argument '" + f.positional()[0] + "'");
 
-    auto j = actortrain::jobs::ctr(o);
+    actortrain::job j;
+    try {
+      j = actortrain::jobs::ctr(o);
+    } catch (const std::invalid_argument& e) {  // --id-bits without --dynamic, and the like
+      throw actortrain::cli::usage_error(e.what());
+    }
     auto best = actortrain::jobs::ctr_best(o);
     j.spec.num_ps = ps;
     j.spec.num_workers = workers;
@@ -113,8 +91,12 @@ int main(int argc, char** argv) {
                o.wide_optimizer.empty() ? "" : ", wide part " + o.wide_optimizer,
                clip_norm > 0 ? fmt::format(", clipped to {}", clip_norm) : "", r.steps, r.mean_staleness,
                r.max_staleness);
-    fmt::print("{} of 3600 category values share a bucket; the optimum is the true probabilities' score\n",
-               best.shared_buckets);
+    if (best.shared_buckets >= 0)
+      fmt::print("{} of {} category values share a bucket; the optimum is the true probabilities' score\n",
+                 best.shared_buckets, best.values);
+    else
+      fmt::print("{} category values, ids hashed into 2^{}; the optimum is the true probabilities' score\n", best.values,
+                 o.id_bits);
     // What the shards' dynamic tables hold, and what admission and eviction did.
     if (o.dynamic)
       for (std::string_view rest = c.ps_report(); !rest.empty();) {

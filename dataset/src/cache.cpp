@@ -51,15 +51,16 @@ class cache_node final : public node {
     element all;
     stack_rows(elements, all);
     elements.clear();
-    return make_slices_node(std::move(all.features), std::move(all.labels), std::move(name));
+    return make_slices_node(std::move(all), std::move(name));
   }
 
   static bool same_columns(const element& a, const element& b) {
-    if (a.features.size() != b.features.size() || a.labels.cols() != b.labels.cols())
+    try {
+      check_stackable(a, b);
+      return true;
+    } catch (const shape_error&) {
       return false;
-    for (size_t k = 0; k < a.features.size(); ++k)
-      if (a.features[k].cols() != b.features[k].cols()) return false;
-    return true;
+    }
   }
 
   node_ptr upstream_;

@@ -144,18 +144,21 @@ dataset from_csv(const std::string& path, const csv_options& options) {
 
   std::vector<column> labels;
   for (const auto& spec : options.label_columns) labels.push_back(resolve(spec));
+  std::vector<column> id_columns;
+  for (const auto& spec : options.id_columns) id_columns.push_back(resolve(spec));
   std::vector<column> features;
   if (options.feature_columns.empty()) {
     for (size_t i = 0; i < num_columns; ++i) {
       bool is_label = false;
       for (const auto& l : labels) is_label = is_label || l.index == i;
+      for (const auto& l : id_columns) is_label = is_label || l.index == i;
       if (!is_label)
         features.push_back({i, options.header ? "'" + header[i] + "'" : std::to_string(i)});
     }
   } else {
     for (const auto& spec : options.feature_columns) features.push_back(resolve(spec));
   }
-  if (features.empty() && num_columns > 0)
+  if (features.empty() && id_columns.empty() && num_columns > 0)
     throw std::invalid_argument(fmt::format("from_csv({}): no feature columns selected", path));
 
   const size_t rows = lines.size() - first_data;
@@ -176,6 +179,24 @@ dataset from_csv(const std::string& path, const csv_options& options) {
       throw file_error(path, fmt::format("column {}: '{}' is not a number", c.name, cell), line);
     return v;
   };
+  model::id_matrix ids(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(id_columns.size()));
+  auto parse_id = [&](const std::string& cell, const column& c, int64_t line) -> int64_t {
+    if (options.hash_ids) {
+      uint64_t h = 0xcbf29ce484222325ull ^ (c.index * 0x9e3779b97f4a7c15ull);  // FNV-1a, seeded by the column
+      for (unsigned char ch : cell) h = (h ^ ch) * 0x100000001b3ull;
+      return static_cast<int64_t>(h >> 1);
+    }
+    std::string_view t = cell;
+    if (!t.empty() && t.front() == '+') t.remove_prefix(1);
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (cell.empty()) throw file_error(path, fmt::format("column {}: empty cell, expected an integer id", c.name), line);
+    if (ec == std::errc::result_out_of_range)
+      throw file_error(path, fmt::format("column {}: '{}' is out of range for a 64-bit id", c.name, cell), line);
+    if (ec != std::errc() || p != t.data() + t.size())
+      throw file_error(path, fmt::format("column {}: '{}' is not an integer id", c.name, cell), line);
+    return v;
+  };
   for (size_t r = 0; r < rows; ++r) {
     const auto& [line, text_line] = lines[first_data + r];
     const auto fields = split(text_line, options.delimiter, path, line);
@@ -189,11 +210,19 @@ dataset from_csv(const std::string& path, const csv_options& options) {
       x(row, static_cast<Eigen::Index>(j)) = parse(fields[features[j].index], features[j], line);
     for (size_t j = 0; j < labels.size(); ++j)
       y(row, static_cast<Eigen::Index>(j)) = parse(fields[labels[j].index], labels[j], line);
+    for (size_t j = 0; j < id_columns.size(); ++j)
+      ids(row, static_cast<Eigen::Index>(j)) = parse_id(fields[id_columns[j].index], id_columns[j], line);
   }
-  std::vector<matrix> fs;
-  if (!features.empty()) fs.push_back(std::move(x));
+  element all;
+  if (!features.empty()) all.features.push_back(std::move(x));
+  if (!id_columns.empty()) {
+    all.ids.resize(all.features.size() + 1);
+    all.ids.back() = std::move(ids);
+    all.features.emplace_back(static_cast<Eigen::Index>(rows), 0);
+  }
+  all.labels = std::move(y);
   auto label = "csv(" + detail::base_name(path) + ")";
-  return dataset(detail::make_slices_node(std::move(fs), std::move(y), std::move(label)));
+  return dataset(detail::make_slices_node(std::move(all), std::move(label)));
 }
 
 }  // namespace actortrain::dataset

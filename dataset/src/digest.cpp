@@ -22,6 +22,13 @@ uint64_t float_digest(const float* data, size_t n, uint64_t seed) { return model
 uint64_t element_digest(const element& e) {
   uint64_t d = finish(static_cast<uint64_t>(e.features.size()) + k3);
   for (const auto& f : e.features) d = finish(d * k1 ^ model::matrix_digest(f, d));
+  for (size_t k = 0; k < e.ids.size(); ++k)
+    if (e.is_ids(k)) {
+      // Ids change the digest of a data set that has them, and only of one.
+      d = finish(d * k1 ^ (k + k2));
+      const auto& x = e.ids[k];
+      for (Eigen::Index i = 0; i < x.size(); ++i) d = finish(d * k1 ^ static_cast<uint64_t>(x.data()[i]));
+    }
   d = finish(d * k1 ^ model::matrix_digest(e.labels, d ^ k2));
   return d == 0 ? 1 : d;
 }

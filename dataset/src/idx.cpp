@@ -156,7 +156,10 @@ dataset from_idx(const std::string& images_path, const std::string& labels_path,
   }
   label += ")";
   if (labels.size() == 0) labels.resize(features[0].rows(), 0);
-  return dataset(detail::make_slices_node(std::move(features), std::move(labels), std::move(label)));
+  element all;
+  all.features = std::move(features);
+  all.labels = std::move(labels);
+  return dataset(detail::make_slices_node(std::move(all), std::move(label)));
 }
 
 }  // namespace actortrain::dataset

@@ -77,17 +77,40 @@ void check_stackable(const element& first, const element& e) {
         "cannot batch elements with different numbers of feature matrices: {} in one element, "
         "{} in another",
         first.features.size(), e.features.size()));
-  for (size_t k = 0; k < e.features.size(); ++k)
-    if (e.features[k].cols() != first.features[k].cols())
+  for (size_t k = 0; k < e.features.size(); ++k) {
+    if (e.is_ids(k) != first.is_ids(k))
+      throw shape_error(fmt::format(
+          "cannot batch elements of different types: feature {} is {} in one element and {} in another", k,
+          first.is_ids(k) ? "int64 ids" : "floats", e.is_ids(k) ? "int64 ids" : "floats"));
+    const auto a = first.is_ids(k) ? first.ids[k].cols() : first.features[k].cols();
+    const auto b = e.is_ids(k) ? e.ids[k].cols() : e.features[k].cols();
+    if (a != b)
       throw shape_error(fmt::format(
           "cannot batch elements of different shapes: feature {} has {} columns in one "
           "element and {} in another",
-          k, first.features[k].cols(), e.features[k].cols()));
+          k, a, b));
+  }
   if (e.labels.cols() != first.labels.cols())
     throw shape_error(fmt::format(
         "cannot batch elements of different shapes: labels have {} columns in one element "
         "and {} in another",
         first.labels.cols(), e.labels.cols()));
+}
+
+void shape_rows(const element& like, Eigen::Index rows, element& out) {
+  out.features.resize(like.features.size());
+  for (size_t k = 0; k < like.features.size(); ++k) out.features[k].resize(rows, like.features[k].cols());
+  out.ids.resize(like.ids.size());
+  for (size_t k = 0; k < like.ids.size(); ++k) out.ids[k].resize(rows, like.ids[k].cols());
+  out.labels.resize(rows, like.labels.cols());
+}
+
+void copy_element_row(const element& src, Eigen::Index from, element& dst, Eigen::Index to) {
+  for (size_t k = 0; k < src.features.size(); ++k)
+    if (src.features[k].cols() > 0) dst.features[k].row(to) = src.features[k].row(from);
+  for (size_t k = 0; k < src.ids.size(); ++k)
+    if (src.ids[k].cols() > 0) dst.ids[k].row(to) = src.ids[k].row(from);
+  if (src.labels.cols() > 0) dst.labels.row(to) = src.labels.row(from);
 }
 
 void stack_rows(const std::vector<element>& parts, element& out) {
@@ -99,22 +122,17 @@ void stack_rows(const std::vector<element>& parts, element& out) {
     check_stackable(first, parts[i]);
     rows += parts[i].rows();
   }
-  out.features.resize(first.features.size());
-  for (size_t k = 0; k < first.features.size(); ++k) {
-    matrix& dst = out.features[k];
-    dst.resize(rows, first.features[k].cols());
-    Eigen::Index r = 0;
-    for (const auto& p : parts) {
-      dst.middleRows(r, p.features[k].rows()) = p.features[k];
-      r += p.features[k].rows();
-    }
-  }
-  out.labels.resize(rows, first.labels.cols());
+  shape_rows(first, rows, out);
   Eigen::Index r = 0;
   for (const auto& p : parts) {
-    // A part without labels columns may still have rows (0 columns).
-    if (p.labels.cols() > 0) out.labels.middleRows(r, p.labels.rows()) = p.labels;
-    r += p.rows();
+    // A part's matrices without columns may still have rows.
+    const auto n = static_cast<Eigen::Index>(p.rows());
+    for (size_t k = 0; k < p.features.size(); ++k)
+      if (p.features[k].cols() > 0) out.features[k].middleRows(r, n) = p.features[k];
+    for (size_t k = 0; k < p.ids.size(); ++k)
+      if (p.ids[k].cols() > 0) out.ids[k].middleRows(r, n) = p.ids[k];
+    if (p.labels.cols() > 0) out.labels.middleRows(r, n) = p.labels;
+    r += n;
   }
 }
 

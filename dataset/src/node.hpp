@@ -134,6 +134,13 @@ class shape_error : public std::runtime_error {
 /// matrices, same column counts).
 void check_stackable(const element& first, const element& e);
 
+/// Makes `out` `rows` rows of `like`'s columns (features, ids and labels), values unset.
+void shape_rows(const element& like, Eigen::Index rows, element& out);
+
+/// Row `from` of `src` (features, ids and labels) into row `to` of `dst`, which has
+/// src's columns.
+void copy_element_row(const element& src, Eigen::Index from, element& dst, Eigen::Index to);
+
 /// Stacks the rows of `parts` in order into `out`. Throws shape_error naming the column
 /// counts when the parts cannot be stacked. Empty `parts` gives an empty element.
 void stack_rows(const std::vector<element>& parts, element& out);
@@ -202,20 +209,10 @@ void gather_partitioned(const std::vector<uint64_t>& positions, element& out, Lo
   if (one_row_each) {
     const element& first = gathered.front().second;
     for (size_t g = 1; g < gathered.size(); ++g) check_stackable(first, gathered[g].second);
-    const auto n = static_cast<Eigen::Index>(positions.size());
-    out.features.resize(first.features.size());
-    for (size_t k = 0; k < first.features.size(); ++k)
-      out.features[k].resize(n, first.features[k].cols());
-    out.labels.resize(n, first.labels.cols());
-    for (const auto& [slots, e] : gathered) {
-      for (size_t r = 0; r < slots.size(); ++r) {
-        const auto dst = static_cast<Eigen::Index>(slots[r]);
-        const auto src = static_cast<Eigen::Index>(r);
-        for (size_t k = 0; k < e.features.size(); ++k)
-          out.features[k].row(dst) = e.features[k].row(src);
-        if (e.labels.cols() > 0) out.labels.row(dst) = e.labels.row(src);
-      }
-    }
+    shape_rows(first, static_cast<Eigen::Index>(positions.size()), out);
+    for (const auto& [slots, e] : gathered)
+      for (size_t r = 0; r < slots.size(); ++r)
+        copy_element_row(e, static_cast<Eigen::Index>(r), out, static_cast<Eigen::Index>(slots[r]));
     return;
   }
   // Elements of several rows: gather runs of consecutive positions in the same part.
@@ -237,8 +234,8 @@ void gather_partitioned(const std::vector<uint64_t>& positions, element& out, Lo
 // -- node factories (one file each) ---------------------------------------------------
 
 /// Rows of in-memory matrices (from_tensor_slices, from_idx, from_csv, cache).
-/// Preconditions (checked by callers): every matrix has `rows` rows.
-node_ptr make_slices_node(std::vector<matrix> features, matrix labels, std::string label);
+/// Preconditions (checked by callers): every matrix of `all` has all.rows() rows.
+node_ptr make_slices_node(element all, std::string label);
 
 /// A list of whole elements (from_tensors, cache of multi-row elements).
 node_ptr make_elements_node(std::vector<element> elements, std::string label);

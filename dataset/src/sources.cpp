@@ -14,19 +14,10 @@ namespace actortrain::dataset {
 namespace detail {
 namespace {
 
-/// Copies row `src_row` of `src` into row `dst_row` of `dst` (same column count).
-inline void copy_row(const matrix& src, uint64_t src_row, matrix& dst, Eigen::Index dst_row) {
-  const auto cols = src.cols();
-  if (cols == 0) return;
-  std::memcpy(dst.data() + dst_row * cols, src.data() + static_cast<Eigen::Index>(src_row) * cols,
-              static_cast<size_t>(cols) * sizeof(float));
-}
-
 class slices_node final : public node {
  public:
-  slices_node(std::vector<matrix> features, matrix labels, std::string label)
-      : features_(std::move(features)), labels_(std::move(labels)), label_(std::move(label)) {
-    rows_ = static_cast<uint64_t>(features_.empty() ? labels_.rows() : features_[0].rows());
+  slices_node(element all, std::string label) : all_(std::move(all)), label_(std::move(label)) {
+    rows_ = static_cast<uint64_t>(all_.rows());
   }
 
   node_kind kind() const override { return node_kind::source; }
@@ -54,15 +45,9 @@ class slices_node final : public node {
           throw std::out_of_range(fmt::format("{}: position {} out of range (size {})",
                                               node_.label_, p, node_.rows_));
       const auto n = static_cast<Eigen::Index>(positions.size());
-      out.features.resize(node_.features_.size());
-      for (size_t k = 0; k < node_.features_.size(); ++k) {
-        const matrix& src = node_.features_[k];
-        matrix& dst = out.features[k];
-        dst.resize(n, src.cols());
-        for (Eigen::Index j = 0; j < n; ++j) copy_row(src, positions[j], dst, j);
-      }
-      out.labels.resize(n, node_.labels_.cols());
-      for (Eigen::Index j = 0; j < n; ++j) copy_row(node_.labels_, positions[j], out.labels, j);
+      shape_rows(node_.all_, n, out);
+      for (Eigen::Index j = 0; j < n; ++j)
+        copy_element_row(node_.all_, static_cast<Eigen::Index>(positions[static_cast<size_t>(j)]), out, j);
     }
 
    private:
@@ -75,10 +60,40 @@ class slices_node final : public node {
     const slices_node& node_;
   };
 
-  std::vector<matrix> features_;
-  matrix labels_;
+  element all_;
   std::string label_;
   uint64_t rows_ = 0;
+};
+
+// Element i is fn(i), made when it is read.
+class generated_node final : public node {
+ public:
+  generated_node(uint64_t count, std::function<element(uint64_t)> fn, std::string label)
+      : count_(count), fn_(std::move(fn)), label_(std::move(label)) {}
+
+  node_kind kind() const override { return node_kind::source; }
+  cardinality_info cardinality() const override { return cardinality_info::known(static_cast<int64_t>(count_)); }
+  std::string label() const override { return label_; }
+  std::unique_ptr<accessor> access(uint64_t) const override { return std::make_unique<generated_accessor>(*this); }
+
+ private:
+  class generated_accessor final : public accessor {
+   public:
+    explicit generated_accessor(const generated_node& n) : node_(n) {}
+    uint64_t size() const override { return node_.count_; }
+    element get(uint64_t i) override {
+      if (i >= node_.count_)
+        throw std::out_of_range(fmt::format("{}: position {} out of range (size {})", node_.label_, i, node_.count_));
+      return node_.fn_(i);
+    }
+
+   private:
+    const generated_node& node_;
+  };
+
+  uint64_t count_;
+  std::function<element(uint64_t)> fn_;
+  std::string label_;
 };
 
 class elements_node final : public node {
@@ -118,8 +133,8 @@ class elements_node final : public node {
 
 }  // namespace
 
-node_ptr make_slices_node(std::vector<matrix> features, matrix labels, std::string label) {
-  return std::make_shared<slices_node>(std::move(features), std::move(labels), std::move(label));
+node_ptr make_slices_node(element all, std::string label) {
+  return std::make_shared<slices_node>(std::move(all), std::move(label));
 }
 
 node_ptr make_elements_node(std::vector<element> elements, std::string label) {
@@ -128,44 +143,70 @@ node_ptr make_elements_node(std::vector<element> elements, std::string label) {
 
 }  // namespace detail
 
-dataset from_tensors(element e) {
+namespace {
+
+// Throws std::invalid_argument, naming `who` and the shapes, unless every matrix of `e`
+// has e.rows() rows, inputs given as ids have no float columns, and there is something.
+// A 0 x 0 labels matrix means "no labels": it gets the rows, with no columns.
+void check_rows(element& e, const char* who) {
+  if (e.features.empty() && e.labels.rows() == 0 && e.labels.cols() == 0)
+    throw std::invalid_argument(fmt::format("{}: no features and no labels", who));
+  if (e.ids.size() > e.features.size())
+    throw std::invalid_argument(fmt::format("{}: {} id inputs but {} inputs", who, e.ids.size(), e.features.size()));
   const auto rows = e.rows();
-  for (size_t k = 0; k < e.features.size(); ++k)
-    if (e.features[k].rows() != rows)
-      throw std::invalid_argument(fmt::format(
-          "from_tensors: features[{}] is {} but features[0] is {}: row counts must agree", k,
-          detail::shape_of(e.features[k]), detail::shape_of(e.features[0])));
+  auto name = [&](size_t k) { return e.is_ids(k) ? fmt::format("ids[{}]", k) : fmt::format("features[{}]", k); };
+  auto shape = [&](size_t k) {
+    return e.is_ids(k) ? fmt::format("[{} x {}]", e.ids[k].rows(), e.ids[k].cols()) : detail::shape_of(e.features[k]);
+  };
+  for (size_t k = 0; k < e.ids.size(); ++k)
+    if (e.is_ids(k)) {
+      if (e.features[k].cols() != 0)
+        throw std::invalid_argument(fmt::format("{}: input {} is given both as ids and as {} floats", who, k,
+                                                detail::shape_of(e.features[k])));
+      if (e.features[k].rows() != e.ids[k].rows()) e.features[k].resize(e.ids[k].rows(), 0);
+    }
+  for (size_t k = 1; k < e.features.size(); ++k)
+    if ((e.is_ids(k) ? e.ids[k].rows() : e.features[k].rows()) != rows)
+      throw std::invalid_argument(fmt::format("{}: {} is {} but {} is {}: row counts must agree", who, name(k),
+                                              shape(k), name(0), shape(0)));
   if (e.labels.size() == 0 && e.labels.rows() != rows) e.labels.resize(rows, 0);
   if (e.labels.rows() != rows)
-    throw std::invalid_argument(
-        fmt::format("from_tensors: labels are {} but features[0] is {}: row counts must agree",
-                    detail::shape_of(e.labels), detail::shape_of(e.features[0])));
-  auto label = fmt::format("tensors({} rows)", rows);
+    throw std::invalid_argument(fmt::format("{}: labels are {} but {} is {}: row counts must agree", who,
+                                            detail::shape_of(e.labels), name(0), shape(0)));
+}
+
+}  // namespace
+
+dataset from_tensors(element e) {
+  check_rows(e, "from_tensors");
+  auto label = fmt::format("tensors({} rows)", e.rows());
   std::vector<element> one;
   one.push_back(std::move(e));
   return dataset(detail::make_elements_node(std::move(one), std::move(label)));
 }
 
-dataset from_tensor_slices(std::vector<matrix> features, matrix labels) {
-  if (features.empty() && labels.rows() == 0 && labels.cols() == 0)
-    throw std::invalid_argument("from_tensor_slices: no features and no labels");
-  const auto rows = features.empty() ? labels.rows() : features[0].rows();
-  for (size_t k = 1; k < features.size(); ++k)
-    if (features[k].rows() != rows)
-      throw std::invalid_argument(fmt::format(
-          "from_tensor_slices: features[{}] is {} but features[0] is {}: row counts must agree",
-          k, detail::shape_of(features[k]), detail::shape_of(features[0])));
-  // A 0 x 0 labels matrix means "no labels": give it the rows, with no columns.
-  if (labels.size() == 0 && labels.rows() != rows) labels.resize(rows, 0);
-  if (labels.rows() != rows)
-    throw std::invalid_argument(fmt::format(
-        "from_tensor_slices: labels are {} but features[0] is {}: row counts must agree",
-        detail::shape_of(labels), detail::shape_of(features[0])));
+dataset from_tensor_slices(element all) {
+  check_rows(all, "from_tensor_slices");
   std::string shapes;
-  for (const auto& f : features) shapes += fmt::format("{}{}", shapes.empty() ? "" : ", ", f.cols());
-  auto label = fmt::format("tensor_slices({} rows, features [{}], labels {})", rows, shapes,
-                           labels.cols());
-  return dataset(detail::make_slices_node(std::move(features), std::move(labels), std::move(label)));
+  for (size_t k = 0; k < all.features.size(); ++k)
+    shapes += fmt::format("{}{}{}", shapes.empty() ? "" : ", ", all.is_ids(k) ? all.ids[k].cols() : all.features[k].cols(),
+                          all.is_ids(k) ? " ids" : "");
+  auto label = fmt::format("tensor_slices({} rows, features [{}], labels {})", all.rows(), shapes, all.labels.cols());
+  return dataset(detail::make_slices_node(std::move(all), std::move(label)));
+}
+
+dataset from_tensor_slices(std::vector<matrix> features, matrix labels) {
+  element all;
+  all.features = std::move(features);
+  all.labels = std::move(labels);
+  return from_tensor_slices(std::move(all));
+}
+
+dataset generate(int64_t count, std::function<element(uint64_t index)> fn, std::string name) {
+  if (count < 0) throw std::invalid_argument(fmt::format("generate: count = {} < 0", count));
+  if (!fn) throw std::invalid_argument("generate: empty function");
+  auto label = fmt::format("generated({}, {} elements)", name, count);
+  return dataset(std::make_shared<detail::generated_node>(static_cast<uint64_t>(count), std::move(fn), std::move(label)));
 }
 
 }  // namespace actortrain::dataset

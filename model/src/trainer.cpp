@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <iostream>
 #include <stdexcept>
 
@@ -82,7 +83,7 @@ void trainer::release_tables() {
 }
 
 const batch& trainer::with_tables(const batch& b, bool training) {
-  bool any = false;
+  bool any = b.has_ids();
   for (auto& t : tables_) any = any || t;
   if (!any) return b;
   renumbered_ = b;
@@ -90,12 +91,13 @@ const batch& trainer::with_tables(const batch& b, bool training) {
   for (size_t v = 0; v < tables_.size(); ++v) {
     if (!tables_[v]) continue;
     auto& ids = table_ids_[v];
-    ids = batch_row_ids(b, feeds[v], layers::max_float_id);
+    ids = batch_row_ids(b, feeds[v], std::numeric_limits<int64_t>::max());
     auto rows = std::make_shared<matrix>(static_cast<Eigen::Index>(ids.size()), tables_[v]->dim());
     tables_[v]->read(ids.data(), ids.size(), rows->data(), training);
     params_.adopt(static_cast<variable_id>(v), std::move(rows));
     renumber_rows(renumbered_, feeds[v], ids);
   }
+  ids_as_floats(renumbered_);  // ids a fixed table reads
   return renumbered_;
 }
 
@@ -645,6 +647,7 @@ matrix predict(executor& ex, const parameter_store& params, const batch_source& 
       throw std::invalid_argument(fmt::format("the data has {} feature tensors, the model {} inputs",
                                               e->features.size(), m.num_inputs()));
     if (each_batch) each_batch(static_cast<int64_t>(parts.size()), true);
+    ids_as_floats(*e);
     parts.push_back(ex.forward(params, e->features, false));
     if (each_batch) each_batch(static_cast<int64_t>(parts.size()) - 1, false);
   }

@@ -66,7 +66,11 @@ BOOST_AUTO_TEST_CASE(bad_names_and_flags_are_refused_by_name) {
   BOOST_TEST(refusal("linear", {"--local-lr", "0.3"}) == "linear: --local-lr needs --pull-every > 1");
   BOOST_TEST(refusal("tutorial", {"stray"}) == "tutorial: unexpected argument 'stray'");
   BOOST_TEST(refusal("ctr", {"--rows", "100", "--test-rows", "10", "--optimizer", "sideways(1)"}).find(
-               "ctr: --optimizer 'sideways(1)'") == 0u);
+               "--optimizer: make_optimizer: unknown optimizer 'sideways'") == 0u);
+  BOOST_TEST(refusal("ctr", {"--rows", "100", "--id-bits", "40"}) ==
+             "ctr: id_bits needs dynamic tables (a fixed table's rows are its buckets)");
+  BOOST_TEST(refusal("ctr", {"--rows", "100", "--dynamic", "--scale", "5000"}).find(
+               "ctr: 18000000 category values do not fit float ids below 2^24") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(help_prints_and_builds_nothing) {
@@ -104,6 +108,49 @@ BOOST_AUTO_TEST_CASE(ctr_knows_its_optimum_and_pulls_rows) {
   BOOST_TEST(best.shared_buckets > 0);  // 3,600 values in 256 buckets
   o.whole_tables = true;
   BOOST_TEST(!jobs::ctr(o).spec.pull_rows);
+}
+
+BOOST_AUTO_TEST_CASE(ctr_draws_large_data_when_read_with_64_bit_ids) {
+  jobs::ctr_options o;
+  o.rows = int64_t{1} << 36;  // never held: drawn example by example
+  o.test_rows = 2000;
+  o.dynamic = true;
+  o.id_bits = 40;
+  o.scale = 20000;  // 72M category values
+  auto j = jobs::ctr(o);
+  BOOST_TEST(j.name.find("scale=20000, id_bits=40") != std::string::npos, j.name);
+  auto pipeline = [&](int id) { return j.train(at::dataset::input_context{2, id, 2}); };
+  BOOST_TEST(pipeline(0).cardinality().n == (int64_t{1} << 35) / 256);
+  auto b = pipeline(1).iterate()->next();
+  BOOST_REQUIRE(b);
+  BOOST_TEST(b->rows() == 256);
+  BOOST_REQUIRE(b->is_ids(0));
+  BOOST_TEST(!b->is_ids(1));
+  BOOST_TEST(b->features[1].cols() == 4);
+  const auto& ids = b->ids[0];
+  BOOST_TEST(ids.cols() == 4);
+  BOOST_TEST(ids.minCoeff() >= 0);
+  BOOST_TEST(ids.maxCoeff() < int64_t{1} << 40);
+  BOOST_TEST(ids.maxCoeff() >= int64_t{1} << 24);  // past what floats hold
+  // The same examples on every read: the digest of a pass's first batch agrees.
+  auto again = pipeline(1).iterate()->next();
+  BOOST_TEST(at::dataset::element_digest(*b) == at::dataset::element_digest(*again));
+  BOOST_TEST(at::dataset::element_digest(*b) != at::dataset::element_digest(*pipeline(0).iterate()->next()));
+  auto best = jobs::ctr_best(o);
+  BOOST_TEST(best.auc > 0.6);
+  BOOST_TEST(best.values == 72000000);
+  BOOST_TEST(best.shared_buckets == -1);
+  // A fixed table of the same data: the values as bucket numbers, floats.
+  o.dynamic = false;
+  o.id_bits = 0;
+  o.scale = 2;
+  o.buckets = 8000;
+  o.rows = 1000;
+  auto f = jobs::ctr(o).train(at::dataset::input_context{}).iterate()->next();
+  BOOST_REQUIRE(f);
+  BOOST_TEST(!f->has_ids());
+  BOOST_TEST(f->features[0].maxCoeff() < 8000.0f);
+  BOOST_TEST(jobs::ctr_best(o).shared_buckets == 0);  // 7,200 values, one to one
 }
 
 BOOST_AUTO_TEST_SUITE_END()

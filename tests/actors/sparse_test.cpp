@@ -28,10 +28,12 @@ namespace {
 constexpr int64_t vocab = 50;
 
 // Three ids and two dense features per example; y = sum of the ids' planted weights +
-// x0 - x1. The ids in the data are the planted ones times `stride`.
-ds::dataset planted(int64_t n, int64_t stride = 1) {
+// x0 - x1. The ids in the data are the planted ones times `stride`: floats, or with
+// `int64` 64-bit ids (model::batch::ids).
+ds::dataset planted(int64_t n, int64_t stride = 1, bool int64 = false) {
   model::rng g{9};
   matrix ids(n, 3), dense(n, 2), y(n, 1);
+  model::id_matrix big(n, 3);
   std::vector<float> weight(vocab);
   for (auto& w : weight) w = static_cast<float>(2 * g.uniform() - 1);
   for (Eigen::Index r = 0; r < n; ++r) {
@@ -40,13 +42,19 @@ ds::dataset planted(int64_t n, int64_t stride = 1) {
       // Skewed ids, as real categorical data: low ids are common.
       auto id = static_cast<int64_t>(static_cast<double>(vocab) * g.uniform() * g.uniform());
       ids(r, j) = static_cast<float>(id * stride);
+      big(r, j) = id * stride;
       t += weight[static_cast<size_t>(id)];
     }
     dense(r, 0) = static_cast<float>(2 * g.uniform() - 1);
     dense(r, 1) = static_cast<float>(2 * g.uniform() - 1);
     y(r, 0) = t + dense(r, 0) - dense(r, 1);
   }
-  return ds::from_tensor_slices({ids, dense}, y);
+  if (!int64) return ds::from_tensor_slices({ids, dense}, y);
+  ds::element all;
+  all.features = {matrix(n, 0), dense};
+  all.ids = {big};
+  all.labels = y;
+  return ds::from_tensor_slices(std::move(all));
 }
 
 // `table` rows (the data's ids stay below `vocab`); with `ids_as_numbers` a dense layer
@@ -187,17 +195,18 @@ BOOST_AUTO_TEST_CASE(sync_rounds_with_lazy_adam_and_adagrad_rows_equal_the_train
   }
 }
 
-// A table keyed by raw ids on the shards (layers::dynamic_embedding): ids far apart (the
-// planted ones times 65,537, up to 3.2 million), rows created on the shards as they are
-// first read. Synchronous rounds of 2 workers give what a local trainer gives on the global
-// batch, and the same rows, to the bit, on 1 shard and on 3.
+// A table keyed by raw ids on the shards (layers::dynamic_embedding): 64-bit ids far
+// apart (the planted ones times 2^34 + 65,537, up to 8.4e11, past what a float holds),
+// rows created on the shards at their first gradient. Synchronous rounds of 2 workers
+// give what a local trainer gives on the global batch, and the same rows, to the bit, on
+// 1 shard and on 3.
 BOOST_AUTO_TEST_CASE(a_dynamic_table_on_the_shards_trains_as_the_trainer_on_any_number_of_shards) {
-  const int64_t global = 16, rounds = 20, stride = 65537;
-  auto data = planted(global * rounds, stride);
+  const int64_t global = 16, rounds = 20, stride = (int64_t{1} << 34) + 65537;
+  auto data = planted(global * rounds, stride, true);
   const std::string name = "embedding/embeddings";
   std::vector<int64_t> ids;
   for (int64_t id = 0; id < vocab; ++id) ids.push_back(id * stride);
-  ids.push_back(int64_t{1} << 23);  // never in the data: its initial values everywhere
+  ids.push_back(int64_t{1} << 50);  // never in the data: its initial values everywhere
   auto fn = [data, global](const ds::input_context& ctx) {
     return data.batch(ctx.get_per_replica_batch_size(global)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
   };
@@ -222,9 +231,10 @@ BOOST_AUTO_TEST_CASE(a_dynamic_table_on_the_shards_trains_as_the_trainer_on_any_
   for (size_t v = 0; v < v1.size(); ++v)
     BOOST_TEST((v1[static_cast<model::variable_id>(v)].array() == v3[static_cast<model::variable_id>(v)].array()).all());
   // The shards hold a row for each id in the data, spread over all three.
-  std::set<float> distinct;
+  std::set<int64_t> distinct;
   for (auto it = data.iterate(0); auto e = it->next();)
-    for (Eigen::Index j = 0; j < 3; ++j) distinct.insert(e->features[0](0, j));
+    for (Eigen::Index j = 0; j < 3; ++j) distinct.insert(e->ids[0](0, j));
+  BOOST_TEST(*distinct.rbegin() > int64_t{1} << 24);
   uint64_t held = 0;
   for (auto& st : shard_stats(*three)) {
     BOOST_REQUIRE(st.tables.size() == 1u);

@@ -195,6 +195,35 @@ BOOST_FIXTURE_TEST_CASE(push_requests_round_trip, wire_fixture) {
   BOOST_CHECK(back.digests == p.digests);
 }
 
+BOOST_FIXTURE_TEST_CASE(batches_carry_their_64_bit_ids_and_a_shape_that_lies_is_refused, wire_fixture) {
+  at::batch_reply r;
+  r.step = at::step_id{1, 0, 9};
+  r.batch.features = {at::tensor{at::model::matrix(3, 0)}, at::tensor{at::model::matrix::Random(3, 2)}};
+  r.batch.labels = at::tensor{at::model::matrix::Ones(3, 1)};
+  r.batch.ids.resize(1);
+  r.batch.ids[0].rows = 3;
+  r.batch.ids[0].cols = 2;
+  r.batch.ids[0].values = {0, 1, (int64_t{1} << 40) + 5, std::numeric_limits<int64_t>::max(), -7, 1 << 24};
+  at::batch_reply back;
+  BOOST_REQUIRE(!load(save(r), back));
+  BOOST_REQUIRE_EQUAL(back.batch.ids.size(), 1u);
+  BOOST_CHECK_EQUAL(back.batch.ids[0].rows, 3u);
+  BOOST_CHECK_EQUAL(back.batch.ids[0].cols, 2u);
+  BOOST_CHECK(back.batch.ids[0].values == r.batch.ids[0].values);
+  BOOST_CHECK_EQUAL(back.batch.features[0].value->rows(), 3);
+  // 3 x 2 announced over 5 ids, and 2^62 x 4 (whose product wraps to 0) over none.
+  auto lie = r;
+  lie.batch.ids[0].values.pop_back();
+  at::batch_reply refused;
+  auto err = load(save(lie), refused);
+  BOOST_CHECK(err);
+  BOOST_CHECK(to_string(err).find("id_block: the shape does not match the ids sent") != std::string::npos);
+  lie.batch.ids[0].rows = uint64_t{1} << 62;
+  lie.batch.ids[0].cols = 4;
+  lie.batch.ids[0].values.clear();
+  BOOST_CHECK(load(save(lie), refused));
+}
+
 BOOST_FIXTURE_TEST_CASE(truncated_messages_are_refused, wire_fixture) {
   auto buf = save(sample_slice());
   // Every cut, from one byte short to nothing left, fails cleanly.

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Tables keyed by the raw id across processes: the registered ctr job with --dynamic on a
-# chief, 2 ps and 2 worker tasks. Each ps task creates the rows of the ids it holds
-# (both hold some), the ledger checker says every step was applied exactly once, and
-# the model learns. With an admission threshold no id reaches, no row is created and the
+# chief, 2 ps and 2 worker tasks, its ids 64-bit hashes in [0, 2^40) (--id-bits 40),
+# which travel raw from the chief's input pipelines to the workers and the shards. Each
+# ps task creates the rows of the ids it holds (both hold some), the ledger checker
+# (which draws the batches again and digests their ids) says every step was applied
+# exactly once, and the model learns. With an admission threshold no id reaches, no row is created and the
 # gradients are dropped, counted by each ps task. With a checkpoint directory the final
 # checkpoint holds every row the ps tasks hold (`actortrain inspect`).
 . "$(dirname "$0")/lib.sh"
 
 ARGS="--epochs 2 --rows 4000 --test-rows 1000 --batch 100 --dim 4 --dynamic"
 timeout 150 "$AT" launch --example ctr --ps 2 --workers 2 --dir "$WORK/run" --timeout $((120 * SCALE)) -- $ARGS \
-  >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "launch failed"; }
+  --id-bits 40 >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "launch failed"; }
 grep -qF "[chief:0] chief:0 done: 80 steps" "$WORK/run.out" || { cat "$WORK/run.out"; fail "not 80 steps"; }
-"$AT" ledger check --example ctr --cluster "$WORK/run/cluster.json" "$WORK/run/ledgers" -- $ARGS \
+"$AT" ledger check --example ctr --cluster "$WORK/run/cluster.json" "$WORK/run/ledgers" -- $ARGS --id-bits 40 \
   >"$WORK/check" 2>&1 || { cat "$WORK/check"; fail "ledger check failed"; }
 grep -q "ledger check: exactly once" "$WORK/check" || { cat "$WORK/check"; fail "not exactly once"; }
 python3 - "$WORK/run.out" <<'PY' || { cat "$WORK/run.out"; fail "the ps tasks' tables are not as expected"; }

@@ -109,4 +109,47 @@ BOOST_AUTO_TEST_CASE(unterminated_quote_and_missing_file_are_errors) {
   BOOST_CHECK_THROW(from_csv(dir.file("empty.csv")), file_error);
 }
 
+BOOST_AUTO_TEST_CASE(id_columns_are_64_bit_integers_or_hashes_of_their_text) {
+  temp_dir dir;
+  write_file(dir.file("c.csv"), "user,price,item,click\n1099511627776,2.5,-3,1\n+9223372036854775807,1,42,0\n");
+  csv_options opt;
+  opt.label_columns = {"click"};
+  opt.id_columns = {"user", "item"};
+  auto all = collect(from_csv(dir.file("c.csv"), opt));
+  BOOST_REQUIRE_EQUAL(all.size(), 2u);
+  // Features first (price alone: id columns are no default features), then the ids.
+  BOOST_TEST(all[0].features.size() == 2u);
+  BOOST_TEST(all[0].features[0].cols() == 1);
+  BOOST_TEST(all[0].features[0](0, 0) == 2.5f);
+  BOOST_REQUIRE(all[0].is_ids(1));
+  BOOST_TEST(all[0].ids[1](0, 0) == int64_t{1} << 40);
+  BOOST_TEST(all[0].ids[1](0, 1) == -3);
+  BOOST_TEST(all[1].ids[1](0, 0) == std::numeric_limits<int64_t>::max());
+  BOOST_TEST(all[1].ids[1](0, 1) == 42);
+  auto msg = error_of([&] {
+    write_file(dir.file("bad.csv"), "user,price,item,click\n12,1,4.5,0\n");
+    from_csv(dir.file("bad.csv"), opt);
+  });
+  BOOST_TEST(mentions(msg, "bad.csv:2: column 'item': '4.5' is not an integer id"), msg);
+  msg = error_of([&] {
+    write_file(dir.file("big.csv"), "user,price,item,click\n9223372036854775808,1,4,0\n");
+    from_csv(dir.file("big.csv"), opt);
+  });
+  BOOST_TEST(mentions(msg, "big.csv:2: column 'user': '9223372036854775808' is out of range for a 64-bit id"), msg);
+  // Hashed: text becomes ids >= 0; equal text in two columns gives two ids.
+  write_file(dir.file("h.csv"), "a,b,y\nff01,ff01,1\nzz,ff01,0\n");
+  csv_options hashed;
+  hashed.label_columns = {"y"};
+  hashed.id_columns = {"a", "b"};
+  hashed.hash_ids = true;
+  auto h = collect(from_csv(dir.file("h.csv"), hashed));
+  BOOST_REQUIRE_EQUAL(h.size(), 2u);
+  BOOST_TEST(h[0].features.size() == 1u);  // ids alone: input 0
+  BOOST_REQUIRE(h[0].is_ids(0));
+  BOOST_TEST(h[0].ids[0](0, 0) >= 0);
+  BOOST_TEST(h[0].ids[0](0, 0) != h[0].ids[0](0, 1));
+  BOOST_TEST(h[0].ids[0](0, 1) == h[1].ids[0](0, 1));
+  BOOST_TEST(h[0].ids[0](0, 0) != h[1].ids[0](0, 0));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <set>
 
 using namespace actortrain::dataset;
 using namespace actortrain::dataset::test;
@@ -55,6 +56,109 @@ BOOST_AUTO_TEST_CASE(from_tensors_yields_the_whole_element_once) {
   element bad = e;
   bad.labels = matrix(2, 1);
   BOOST_CHECK_THROW(from_tensors(bad), std::invalid_argument);
+}
+
+namespace {
+
+// n examples: input 0 two float features [i, -i], input 1 two 64-bit ids [2^40 + i,
+// 2^62 + 3 i] (no float holds them), label [i].
+element with_ids(int64_t n) {
+  element e;
+  e.features.push_back(matrix(n, 2));
+  e.features.emplace_back(n, 0);
+  e.ids.resize(2);
+  e.ids[1].resize(n, 2);
+  e.labels.resize(n, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    e.features[0](i, 0) = static_cast<float>(i);
+    e.features[0](i, 1) = -static_cast<float>(i);
+    e.ids[1](i, 0) = (int64_t{1} << 40) + i;
+    e.ids[1](i, 1) = (int64_t{1} << 62) + 3 * i;
+    e.labels(i, 0) = static_cast<float>(i);
+  }
+  return e;
+}
+
+// Whether every row of `b` is example i of with_ids for the i its label names.
+bool rows_agree(const element& b) {
+  for (Eigen::Index r = 0; r < b.rows(); ++r) {
+    auto i = static_cast<int64_t>(b.labels(r, 0));
+    if (b.features[0](r, 0) != static_cast<float>(i) || b.features[1].cols() != 0 || !b.is_ids(1) ||
+        b.is_ids(0) || b.ids[1](r, 0) != (int64_t{1} << 40) + i || b.ids[1](r, 1) != (int64_t{1} << 62) + 3 * i)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(int64_ids_travel_with_their_rows_through_the_pipeline) {
+  auto data = from_tensor_slices(with_ids(50));
+  BOOST_TEST(data.describe().find("features [2, 2 ids]") != std::string::npos, data.describe());
+  auto one = collect(data);
+  BOOST_REQUIRE_EQUAL(one.size(), 50u);
+  for (const auto& e : one) BOOST_TEST(rows_agree(e));
+  // Shuffled, sharded, mapped, cached, batched: each row keeps its ids.
+  auto piped = data.shard(2, 1).shuffle(16, 3).map([](element e) { return e; }).cache().batch(7);
+  size_t rows = 0;
+  std::set<float> seen;
+  for (const auto& b : collect(piped)) {
+    BOOST_TEST(rows_agree(b));
+    for (Eigen::Index r = 0; r < b.rows(); ++r) seen.insert(b.labels(r, 0));
+    rows += static_cast<size_t>(b.rows());
+  }
+  BOOST_TEST(rows == 25u);
+  BOOST_TEST(seen.size() == 25u);
+  // The ids count in the digest: one changed id changes it.
+  auto a = one[3], b = one[3];
+  b.ids[1](0, 1) += 1;
+  BOOST_TEST(element_digest(a) != element_digest(b));
+  BOOST_TEST(element_digest(a) == element_digest(one[3]));
+}
+
+BOOST_AUTO_TEST_CASE(elements_of_ids_and_of_floats_do_not_stack) {
+  auto e = with_ids(2);
+  element f = e;
+  f.features[1] = matrix::Zero(2, 2);
+  f.ids.clear();
+  auto msg = error_of([&] { collect(from_tensors(e).concatenate(from_tensors(f)).batch(2)); });
+  BOOST_TEST(msg.find("feature 1 is int64 ids in one element and floats in another") != std::string::npos, msg);
+  element both = e;
+  both.features[1] = matrix::Zero(2, 1);
+  msg = error_of([&] { from_tensor_slices(both); });
+  BOOST_TEST(msg.find("input 1 is given both as ids and as [2 x 1] floats") != std::string::npos, msg);
+  element short_ids = e;
+  short_ids.ids[1].conservativeResize(1, 2);
+  msg = error_of([&] { from_tensor_slices(short_ids); });
+  BOOST_TEST(msg.find("ids[1] is [1 x 2] but features[0] is [2 x 2]") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_CASE(a_generated_source_makes_element_i_from_i_when_read) {
+  std::atomic<int> calls{0};
+  auto gen = generate(
+    1000000000,
+    [&calls](uint64_t i) {
+      ++calls;
+      element e;
+      e.features.emplace_back(1, 0);
+      e.ids.resize(1);
+      e.ids[0] = id_matrix::Constant(1, 1, static_cast<int64_t>(i * 7919));
+      e.labels = matrix::Constant(1, 1, static_cast<float>(i % 2));
+      return e;
+    },
+    "draws");
+  BOOST_TEST(gen.cardinality() == cardinality_info::known(1000000000));
+  BOOST_TEST(gen.describe().find("generated(draws, 1000000000 elements)") != std::string::npos, gen.describe());
+  // A shard far into it reads only what it yields.
+  auto part = collect(gen.shard(4, 3).skip(100000000).take(3));
+  BOOST_REQUIRE_EQUAL(part.size(), 3u);
+  BOOST_TEST(part[0].ids[0](0, 0) == static_cast<int64_t>((4 * 100000000 + 3) * 7919ull));
+  BOOST_TEST(part[2].ids[0](0, 0) == static_cast<int64_t>((4 * 100000002 + 3) * 7919ull));
+  BOOST_TEST(calls.load() == 3);
+  // The same element on every read.
+  BOOST_TEST(same(collect(gen.take(5).batch(5)), collect(gen.take(5).batch(5))));
+  BOOST_CHECK_THROW(generate(-1, [](uint64_t) { return element{}; }), std::invalid_argument);
+  BOOST_CHECK_THROW(generate(3, nullptr), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(default_dataset_is_empty) {

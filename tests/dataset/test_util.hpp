@@ -6,6 +6,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -82,6 +83,11 @@ inline bool same(const element& a, const element& b) {
     if (a.features[k].rows() != b.features[k].rows() ||
         a.features[k].cols() != b.features[k].cols() || a.features[k] != b.features[k])
       return false;
+  for (size_t k = 0; k < std::max(a.ids.size(), b.ids.size()); ++k) {
+    if (a.is_ids(k) != b.is_ids(k)) return false;
+    if (a.is_ids(k) && (a.ids[k].rows() != b.ids[k].rows() || a.ids[k].cols() != b.ids[k].cols() || a.ids[k] != b.ids[k]))
+      return false;
+  }
   return a.labels.rows() == b.labels.rows() && a.labels.cols() == b.labels.cols() &&
          a.labels == b.labels;
 }

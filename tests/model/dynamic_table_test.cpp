@@ -5,6 +5,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 #include <actortrain/model/checkpoint/checkpoint_error.hpp>
 #include <actortrain/model/checkpoint/memory_file_system.hpp>
@@ -498,6 +499,68 @@ BOOST_AUTO_TEST_CASE(a_trainer_with_a_dynamic_table_trains_as_with_a_fixed_one_f
   // Between steps the trainer's parameters hold no rows of the table (a batch's rows
   // mean nothing past its step).
   BOOST_TEST(dyn.parameters()[v].rows() == 0);
+}
+
+// The data of planted_data with its ids given as 64-bit ids: each id i as i itself, or
+// as the id `big(i)`, past 2^24 where no float holds it.
+int64_t big(int64_t i) { return (int64_t{1} << 40) * (i + 1) + 7 * i; }
+
+dataset::dataset as_ids(const planted_data& d, bool make_big) {
+  dataset::element all;
+  all.features = {matrix(d.ids.rows(), 0), d.dense};
+  all.ids.resize(1);
+  all.ids[0] = d.ids.cast<int64_t>();
+  if (make_big) all.ids[0] = all.ids[0].unaryExpr([](int64_t i) { return big(i); });
+  all.labels = d.y;
+  return dataset::from_tensor_slices(std::move(all)).batch(16);
+}
+
+BOOST_AUTO_TEST_CASE(a_dynamic_table_takes_64_bit_ids_that_floats_would_alias) {
+  planted_data d{256};
+  const uint64_t seed = 5;
+  fit_options o;
+  o.epochs = 3;
+  o.verbose = 0;
+  o.shuffle = false;  // fit(x, y) as the dataset's batches
+  auto make = [&](layer_ptr table) {
+    return trainer{tower(std::move(table)), make_adam({0.02}), mean_squared_error(), seed};
+  };
+  // The same ids as floats and as int64: the same training, to the bit.
+  auto floats = make(layers::dynamic_embedding(4, layers::combiner::sum));
+  auto ints = make(layers::dynamic_embedding(4, layers::combiner::sum));
+  o.batch_size = 16;
+  auto hf = floats.fit(std::vector<matrix>{d.ids, d.dense}, d.y, o);
+  auto hi = ints.fit(as_ids(d, false), o);
+  BOOST_TEST(hf["loss"] == hi["loss"]);
+  // Ids past 2^24: a row each, found by its id, trained as well as small ids train.
+  auto large = make(layers::dynamic_embedding(4, layers::combiner::sum));
+  auto hl = large.fit(as_ids(d, true), o);
+  BOOST_TEST(hl["loss"].back() < hl["loss"].front() / 2);
+  std::set<float> distinct(d.ids.data(), d.ids.data() + d.ids.size());
+  const auto& table = large.table("embedding/embeddings");
+  BOOST_TEST(table.counts().rows == distinct.size());
+  std::vector<float> row(4);
+  for (auto id : distinct) BOOST_TEST(table.find(big(static_cast<int64_t>(id)), row.data()), "id " << big(static_cast<int64_t>(id)));
+  BOOST_TEST(!table.find(static_cast<int64_t>(*distinct.begin()), row.data()));
+  auto r = large.evaluate(as_ids(d, true));
+  BOOST_TEST(r["loss"] < hl["loss"].front() / 2);
+  BOOST_TEST(large.predict(as_ids(d, true)).rows() == 256);
+  // A fixed table reads floats, which would alias such ids: it names the first one and
+  // where it is.
+  auto fixed = make(layers::embedding(64, 4, layers::combiner::sum));
+  std::string msg;
+  try {
+    fixed.fit(as_ids(d, true), o);
+  } catch (const std::invalid_argument& e) {
+    msg = e.what();
+  }
+  BOOST_TEST(msg.find(fmt::format("input 0 row 0 column 0: id {} is past 2^24", big(static_cast<int64_t>(d.ids(0, 0))))) !=
+               std::string::npos,
+             msg);
+  // Small int64 ids read by a fixed table are its rows as floats would be.
+  auto fixed_floats = make(layers::embedding(64, 4, layers::combiner::sum));
+  auto fixed_ints = make(layers::embedding(64, 4, layers::combiner::sum));
+  BOOST_TEST(fixed_floats.fit(std::vector<matrix>{d.ids, d.dense}, d.y, o)["loss"] == fixed_ints.fit(as_ids(d, false), o)["loss"]);
 }
 
 BOOST_AUTO_TEST_CASE(a_trainer_admits_rare_ids_late_and_reports_what_it_cannot_do) {

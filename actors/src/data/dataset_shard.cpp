@@ -15,6 +15,14 @@ batch_data to_batch(dataset::element&& e) {
   b.features.reserve(e.features.size());
   for (auto& f : e.features) b.features.emplace_back(std::move(f));
   b.labels = tensor{std::move(e.labels)};
+  for (size_t k = 0; k < e.ids.size(); ++k) {
+    if (!e.is_ids(k)) continue;
+    b.ids.resize(k + 1);
+    auto& x = e.ids[k];
+    b.ids[k].rows = static_cast<uint64_t>(x.rows());
+    b.ids[k].cols = static_cast<uint64_t>(x.cols());
+    b.ids[k].values.assign(x.data(), x.data() + x.size());
+  }
   return b;
 }
 
@@ -23,6 +31,14 @@ dataset::element to_element(batch_data&& b) {
   e.features.reserve(b.features.size());
   for (auto& f : b.features) e.features.push_back(f.take());
   e.labels = b.labels.take();
+  for (size_t k = 0; k < b.ids.size(); ++k) {
+    const auto& x = b.ids[k];
+    if (x.cols == 0) continue;
+    e.ids.resize(k + 1);
+    // The shape was checked against the values when the message was read (wire.hpp).
+    e.ids[k] = Eigen::Map<const model::id_matrix>(x.values.data(), static_cast<Eigen::Index>(x.rows),
+                                                  static_cast<Eigen::Index>(x.cols));
+  }
   return e;
 }
 

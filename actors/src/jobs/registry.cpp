@@ -5,6 +5,7 @@
 
 #include <actortrain/actors/cli/flags.hpp>
 #include <actortrain/actors/cluster/callbacks.hpp>
+#include <actortrain/model/optim/make_optimizer.hpp>
 #include <actortrain/model/partitioner.hpp>
 
 #include <fmt/format.h>
@@ -139,37 +140,60 @@ bool make_fashion_mnist(const std::vector<std::string>& args, job& j) {
   return true;
 }
 
-bool make_ctr(const std::vector<std::string>& args, job& j) {
-  ctr_options o;
-  cli::flags f{"ctr", "Click-through prediction with sparse embeddings on generated data whose best scores are known."};
+}  // namespace
+
+void add_flags(cli::flags& f, ctr_options& o) {
+  using cli::range;
   f.add("epochs", o.epochs, "passes over the training set", range<int>{1, 1 << 20})
-    .add("rows", o.rows, "training examples", range<int64_t>{1, int64_t{1} << 26})
+    .add("rows", o.rows, "training examples", range<int64_t>{1, int64_t{1} << 40})
     .add("test-rows", o.test_rows, "test examples", range<int64_t>{1, int64_t{1} << 26})
     .add("buckets", o.buckets, "rows of the hashed embedding table", range<int64_t>{1, int64_t{1} << 24})
     .add("dim", o.dim, "embedding width", range<int64_t>{1, 4096})
-    .add("batch", o.batch, "examples per step", range<int64_t>{1, int64_t{1} << 20})
-    .add("optimizer", o.optimizer, "adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)")
+    .add("batch", o.batch, "examples per step (per worker)", range<int64_t>{1, int64_t{1} << 20})
+    .add_parsed("optimizer", o.optimizer, "the shards' optimizer: adam(lr) (lazy on rows), adagrad(lr), sgd(lr), rmsprop(lr)",
+                [&o](const std::string& v) {
+                  model::make_optimizer(v);  // refused here, naming the flag
+                  o.optimizer = v;
+                })
     .add("whole-tables", o.whole_tables, "pull the whole table every step instead of the batch's rows")
     .add("dynamic", o.dynamic,
-         "tables keyed by the raw id: a row per category value, created on the shards when first seen "
+         "tables keyed by the raw id: a row per category value, created on the shards at its first gradient "
          "(--buckets unused)")
-    .add("admit-after", o.admit_after, "--dynamic: an id gets a row at its N-th training read (0: at once)",
+    .add("admit-after", o.admit_after,
+         "--dynamic: an id gets a row at its N-th applied gradient, its gradients dropped before (0: at once)",
          range<uint64_t>{0, uint64_t{1} << 40})
     .add("evict-after", o.evict_after, "--dynamic: rows not updated for N steps of their shard are dropped (0: never)",
          range<uint64_t>{0, uint64_t{1} << 40})
-    .add("wide", o.wide_optimizer,
-         "add a wide part (a weight per bucket) trained on the shards by this optimizer of its own, e.g. "
-         "adagrad(0.05) (wide-and-deep; its hyperparameters are wide/NAME)")
+    .add("scale", o.scale,
+         "N times the category values of each field (3600 N in all), drawn example by example when read, never held",
+         range<int64_t>{1, int64_t{1} << 40})
+    .add("id-bits", o.id_bits,
+         "--dynamic: each category value's id is a hash of it in [0, 2^N), given to the table as a 64-bit id "
+         "(0: ids below 2^24 as floats)",
+         range<int>{0, 62})
+    .add_parsed("wide", o.wide_optimizer,
+                "add a wide part (a weight per bucket) trained on the shards by this optimizer of its own, e.g. "
+                "adagrad(0.05) (wide-and-deep; its hyperparameters are wide/NAME)",
+                [&o](const std::string& v) {
+                  model::make_optimizer(v);  // refused here, naming the flag
+                  o.wide_optimizer = v;
+                })
     .add("seed", o.seed, "seed of the data and the initialization");
+}
+
+namespace {
+
+bool make_ctr(const std::vector<std::string>& args, job& j) {
+  ctr_options o;
+  cli::flags f{"ctr", "Click-through prediction with sparse embeddings on generated data whose best scores are known."};
+  add_flags(f, o);
   common_flags common{2};
   common.add_to(f);
   if (!parse(f, "ctr", args)) return false;
   try {
     j = ctr(o);
-  } catch (const std::invalid_argument& e) {  // an optimizer it cannot read
-    throw usage_error(fmt::format("ctr: --optimizer '{}'{}: {}", o.optimizer,
-                                  o.wide_optimizer.empty() ? "" : fmt::format(" or --wide '{}'", o.wide_optimizer),
-                                  e.what()));
+  } catch (const std::invalid_argument& e) {  // --id-bits without --dynamic, and the like
+    throw usage_error(e.what());
   }
   common.apply("ctr", j);
   return true;

@@ -537,7 +537,7 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
     std::set<int64_t> ids;
     auto it = j.train(dataset::input_context{1, 0, 1}).iterate(0);
     while (auto b = it->next())
-      for (auto id : model::batch_row_ids(*b, j.structure.row_feeds()[v], model::layers::max_float_id)) ids.insert(id);
+      for (auto id : model::batch_row_ids(*b, j.structure.row_feeds()[v], std::numeric_limits<int64_t>::max())) ids.insert(id);
     auto rows_future = c.lookup_async(specs[v].name, std::vector<int64_t>(ids.begin(), ids.end()));
     for (int i = 0; i < 100000 && rows_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready; ++i)
       if (!sched.try_run_once() && !sched.clock().trigger_timeout()) break;

@@ -3,6 +3,8 @@
 // (pull_ahead), or reused and moved by the local learning rate (pull_every).
 #include <actortrain/model/layers/embedding.hpp>
 
+#include <limits>
+
 #include "state.hpp"
 
 namespace actortrain::worker_detail {
@@ -141,8 +143,8 @@ void send_rows(self_ptr self) {
     const auto& vp = pl.variable(vid);
     const bool compact = st.compact[v];
     auto& ids = st.row_ids[v];  // kept for install_round and the push
-    // A dynamic table's ids are any the features can hold exactly.
-    ids = model::batch_row_ids(st.batch, feeds[v], vp.dynamic ? model::layers::max_float_id : vp.shape.rows);
+    // A dynamic table's ids are any the features hold: int64 ids, or floats below 2^24.
+    ids = model::batch_row_ids(st.batch, feeds[v], vp.dynamic ? std::numeric_limits<int64_t>::max() : vp.shape.rows);
     auto& table = st.tables[v];
     if (compact) {
       // The buffer of an earlier step is reused once nothing else holds it.
@@ -269,9 +271,25 @@ void on_batch(self_ptr self, batch_reply& r) {
                                       st.opts.structure.num_inputs())));
     return;
   }
-  prefetch_next(self);
   // The ledgers record which batch each applied step used (ledger.hpp).
   if (st.task.training) st.current.digest = dataset::element_digest(st.batch);
+  if (st.batch.has_ids()) {
+    // Ids stay ids where a table of the batch's rows renumbers them (install_round);
+    // the layers read the others as floats.
+    std::vector<bool> keep(st.batch.features.size(), false);
+    const auto& feeds = st.opts.structure.row_feeds();
+    for (size_t v = 0; v < st.compact.size(); ++v)
+      if (st.by_rows[v] && st.compact[v])
+        for (auto slot : feeds[v])
+          if (slot >= 0 && static_cast<size_t>(slot) < keep.size()) keep[static_cast<size_t>(slot)] = true;
+    try {
+      model::ids_as_floats(st.batch, keep);
+    } catch (const std::invalid_argument& e) {
+      fail(self, make_error(error_code::user_error, fmt::format("step {}: {}", to_string(st.current.step), e.what())));
+      return;
+    }
+  }
+  prefetch_next(self);
   pull(self);
 }
 

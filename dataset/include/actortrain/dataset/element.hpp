@@ -16,6 +16,7 @@
 
 namespace actortrain::dataset {
 
+using model::id_matrix;
 using model::matrix;
 
 /// One element of a pipeline: `rows()` examples, as `features` (one matrix per model

@@ -21,6 +21,20 @@ dataset from_tensors(element e);
 /// shared by all its copies.
 dataset from_tensor_slices(std::vector<matrix> features, matrix labels = matrix());
 
+/// As above for a whole element: element i is row i of every matrix of `all`, its
+/// inputs given as 64-bit ids (element::ids, all.ids[k] with features[k] of 0 columns)
+/// included. Throws std::invalid_argument as above, and when an input is given both as
+/// ids and as floats.
+dataset from_tensor_slices(element all);
+
+/// A dataset of `count` elements whose element i is fn(i), made when it is read: data
+/// too large to hold, drawn from a seed (e.g. 20M examples of 64-bit ids). Random
+/// access, so shard, skip and shuffle cost nothing per skipped element. `fn` must depend
+/// on i alone (every epoch, shard and re-read gets the same element) and may be called
+/// from several threads at once (prefetch). Throws std::invalid_argument for count < 0
+/// or an empty `fn`; what fn throws surfaces where the element is read.
+dataset generate(int64_t count, std::function<element(uint64_t index)> fn, std::string name = "fn");
+
 /// Builds one dataset per file with `reader`.
 using file_reader_fn = std::function<dataset(const std::string& path)>;
 

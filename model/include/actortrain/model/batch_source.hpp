@@ -42,6 +42,21 @@ struct batch {
   std::vector<matrix> features;
   /// rows() examples; 0 columns when the data has no labels.
   matrix labels;
+  /// Inputs given as 64-bit integer ids, for embeddings: when k < ids.size() and
+  /// ids[k].cols() > 0, input k is ids[k] (rows() x its width) and features[k] is
+  /// rows() x 0. Empty when no input is. A step renumbers an embedding's ids to rows of
+  /// the table it computes on (batch_rows.hpp), so a dynamic table takes any id >= 0;
+  /// anywhere else the model sees them as floats, exact below 2^24 (ids_as_floats).
+  std::vector<id_matrix> ids;
+
+  /// Whether input k is given as ids.
+  bool is_ids(size_t k) const { return k < ids.size() && ids[k].cols() > 0; }
+  /// Whether any input is given as ids.
+  bool has_ids() const {
+    for (size_t k = 0; k < ids.size(); ++k)
+      if (is_ids(k)) return true;
+    return false;
+  }
 
   /// Number of examples: features[0].rows(), or labels.rows() when there are no features.
   int64_t rows() const {

@@ -15,6 +15,10 @@ namespace actortrain::model {
 /// A batch or a variable: rows x cols, row-major, float32.
 using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+/// 64-bit integer ids (an embedding's inputs, given raw: model::batch::ids), row-major
+/// like matrix.
+using id_matrix = Eigen::Matrix<int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
 /// A row vector (one example, or a bias).
 using row_vector = Eigen::Matrix<float, 1, Eigen::Dynamic, Eigen::RowMajor>;
 

@@ -418,8 +418,23 @@ typename Inspector::result_type inspect(Inspector& f, fence_request& x) {
 // -- dataset shards (data/protocol.hpp) ----------------------------------------------
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, id_block& x) {
+  raw_ids values{&x.values};
+  if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
+    if (auto e = f(caf::meta::type_name("id_block"), x.rows, x.cols, values)) return e;
+    // rows x cols must be the values read (and must not overflow on the way).
+    const bool fits = x.cols == 0 ? x.values.empty() && x.rows <= max_wire_floats
+                                  : x.rows <= x.values.size() / x.cols && x.rows * x.cols == x.values.size();
+    if (!fits) return caf::make_error(caf::sec::invalid_argument, "id_block: the shape does not match the ids sent");
+    return caf::none;
+  } else {
+    return f(caf::meta::type_name("id_block"), x.rows, x.cols, values);
+  }
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_data& x) {
-  return f(caf::meta::type_name("batch_data"), x.features, x.labels);
+  return f(caf::meta::type_name("batch_data"), x.features, x.labels, x.ids);
 }
 
 template <class Inspector>

@@ -11,10 +11,20 @@
 
 namespace actortrain {
 
-/// A batch as it travels: features (one per model input) and labels.
+/// An input given as 64-bit ids (model::batch::ids): rows x cols, row-major. They
+/// travel raw, as row ids do.
+struct id_block {
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+  std::vector<int64_t> values;
+};
+
+/// A batch as it travels: features (one per model input), labels, and the inputs given
+/// as ids (ids[k] with cols > 0 is input k, whose features[k] has no columns).
 struct batch_data {
   std::vector<tensor> features;
   tensor labels;
+  std::vector<id_block> ids;
 };
 
 /// The batch of step `step`: element step.position - epoch_begin of the pipeline's pass

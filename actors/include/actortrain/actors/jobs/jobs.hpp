@@ -25,6 +25,10 @@
 #include <string>
 #include <vector>
 
+namespace actortrain::cli {
+class flags;
+}
+
 namespace actortrain::jobs {
 
 /// y = x . w + b + noise for a w and b drawn from `seed`, Dense(1), SGD: small enough for
@@ -85,20 +89,37 @@ struct ctr_options {
   /// (cluster_spec::variable_groups, group "wide"), e.g. "adagrad(0.05)".
   std::string wide_optimizer;
   /// Tables keyed by the raw id (layers::dynamic_embedding) instead of `buckets` rows:
-  /// every category value gets an id of its own below 2^24 and a row of its own,
-  /// created on the shards when it is first read for training (`buckets` is not used).
+  /// every category value gets an id of its own and a row of its own, created on the
+  /// shards when its first gradient is applied (`buckets` is not used).
   bool dynamic = false;
   uint64_t admit_after = 0;  ///< dynamic: layers::dynamic_rows::admit_after
   uint64_t evict_after = 0;  ///< dynamic: layers::dynamic_rows::evict_after
+  /// Each field has this many times its values (3,600 in all at 1). Above 1 the data is
+  /// drawn example by example when it is read (dataset::generate), never held, and a
+  /// value's weight in the truth is a hash of it: 20M distinct values cost no memory.
+  int64_t scale = 1;
+  /// With `dynamic`, above 0: a value's id is a hash of it in [0, 2^id_bits), given to
+  /// the table as a 64-bit id (model::batch::ids; the data is drawn as with scale > 1).
+  /// 0: ids below 2^24, as floats.
+  int id_bits = 0;
   uint64_t seed = 1;
 };
+/// Throws std::invalid_argument for an optimizer it cannot read, a scale or id_bits out
+/// of range, id_bits without dynamic, or more values than float ids hold without id_bits.
 job ctr(const ctr_options& o = {});
 
+/// Adds ctr's own flags (--epochs, --rows, --buckets, --dynamic, --id-bits, ...) to `f`,
+/// writing into `o`: `actortrain ... --example ctr` and examples/ctr take the same ones.
+void add_flags(cli::flags& f, ctr_options& o);
+
 /// What the best model could score on ctr's test set (the truth's own probabilities),
-/// and how many of the 3,600 category values share a bucket of the table.
+/// and how many of the category values share a bucket of the table.
 struct ctr_optimum {
   double auc = 0;
   double log_loss = 0;
+  /// The category values (3,600 x scale), and how many share a bucket (-1: ids hashed
+  /// into 2^id_bits, where collisions are not counted).
+  int64_t values = 0;
   int64_t shared_buckets = 0;
 };
 ctr_optimum ctr_best(const ctr_options& o = {});

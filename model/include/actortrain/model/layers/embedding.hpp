@@ -1,7 +1,8 @@
 #pragma once
 // Embedding lookup (Keras's Embedding, with Flatten or a pooling combiner after it).
 //
-// Input: an [n x k] batch of ids stored as floats (each an integer in [0, vocab_size)).
+// Input: an [n x k] batch of ids (each an integer in [0, vocab_size)), as floats or as
+// 64-bit ids (model::batch::ids, which a step renumbers to rows of its table first).
 // Variable "embeddings" E {vocab_size x dim}, declared sparse: its gradient is the touched
 // rows only (ctx.grads->sparse[id], ids sorted and unique, repeats summed).
 //
@@ -55,7 +56,8 @@ struct dynamic_rows {
 /// An embedding table keyed by the raw id instead of a row number: no vocabulary, a row
 /// per id seen (variable_spec::dynamic), initialized by `init` seeded by the id, kept by
 /// a model::dynamic_table (the local trainer's, or the ps shards' in a cluster). Ids are
-/// non-negative integers below max_float_id (features are floats). The table must be
+/// any integers >= 0 when the input is given as 64-bit ids (model::batch::ids), and
+/// below max_float_id when it is given as floats. The table must be
 /// applied straight to model inputs that nothing else reads (model::compact_rows): the
 /// step computes on its batch's rows alone. Each row is filled as a 1 x dim matrix, so
 /// an initializer that scales by the shape (glorot_uniform, he_normal) is refused.
