@@ -2,6 +2,8 @@
 // cluster definition and task they resolve to, and `actortrain status`.
 #include <iostream>
 
+#include <sys/resource.h>
+
 #include <actortrain/actors/cli/flags.hpp>
 #include <actortrain/actors/net/resolvers.hpp>
 #include <actortrain/actors/net/sockets.hpp>
@@ -220,6 +222,12 @@ int run_node(const node_flags& flags, const job& j) {
       std::cout << fmt::format("{} final parameters: digest {:016x} (pulled from the ps shards)\n", to_string(o.task),
                                *r.parameters_digest);
     if (!r.note.empty()) std::cout << fmt::format("{} {}\n", to_string(o.task), r.note);
+    // What the task needed at most, for sizing machines (a ps task's tables, a worker's
+    // batches): the kernel's high-water mark of its resident memory.
+    struct rusage use {};
+    if (::getrusage(RUSAGE_SELF, &use) == 0)
+      std::cout << fmt::format("{} peak resident memory: {:.0f} MB\n", to_string(o.task),
+                               static_cast<double>(use.ru_maxrss) / 1024.0);
     std::cout << fmt::format("{} done: {} steps\n", to_string(o.task), r.steps) << std::flush;
     return exit_status::ok;
   } catch (const detail::retryable_failure& e) {
