@@ -374,7 +374,7 @@ dynamic_table::snapshot dynamic_table::impl::copy(bool full) const {
       s.slots[k].insert(s.slots[k].end(), c.s.slots[k].data() + at * w, c.s.slots[k].data() + (at + 1) * w);
   }
   if (!full) s.removed = t.removed;
-  for (const auto& [id, w] : t.waiting) s.waiting.emplace_back(id, w.reads);
+  for (const auto& [id, w] : t.waiting) s.waiting.push_back(waiting_id{id, w.reads, w.seen});
   std::sort(s.waiting.begin(), s.waiting.end());
   return s;
 }
@@ -416,8 +416,8 @@ void dynamic_table::merge(const snapshot& s, const std::function<bool(int64_t)>&
   t.iterations = s.iterations;
   // Every snapshot lists all the ids waiting when it was taken.
   for (auto w = t.waiting.begin(); w != t.waiting.end();) w = accepts(w->first) ? t.waiting.erase(w) : std::next(w);
-  for (const auto& [id, reads] : s.waiting)
-    if (accepts(id) && t.find(id) < 0) t.waiting[id] = impl::wait{reads, t.iterations};
+  for (const auto& w : s.waiting)
+    if (accepts(w.id) && t.find(w.id) < 0) t.waiting[w.id] = impl::wait{w.count, w.last};
   t.removed.clear();  // what the merge removed is in the snapshot already
   t.has_base = true;
 }

@@ -858,7 +858,7 @@ BOOST_AUTO_TEST_CASE(an_init_the_model_does_not_agree_with_is_refused_and_change
   // of another partition; and a table sent as fixed rows, or twice to one shard.
   auto theirs = ids_of(0, 1), two = ids_of(1, 2);
   p = table_part(1, 2);
-  p.waiting = {{theirs[0], 1}};
+  p.waiting = {{theirs[0], 1, 0}};
   bad(p, "waiting id of id");
   p = table_part(1, 2);
   p.ids = {two[0], two[0]};

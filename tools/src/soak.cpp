@@ -206,6 +206,7 @@ int soak(int argc, char** argv, int first) {
   bool async = consistency.is_async();
   for (auto* k : {"push_every", "pull_every with local updates"})
     if (!async) cov.not_applicable.insert(k);
+  if (sparse || dynamic) cov.not_applicable.insert("push_every");  // it takes dense variables only
   for (auto* k : {"steps per execution > 1", "pull-ahead"})
     if (sync) cov.not_applicable.insert(k);
   if (!sync) cov.not_applicable.insert("control: round");

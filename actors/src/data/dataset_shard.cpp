@@ -124,9 +124,14 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
       // with other values (a loader bug), or batch 1 again (its data visited twice).
       if (st.plant && st.pipeline == 0 && req.epoch == 0 && index == 2 && !r.end && req.step.run != 0) {
         if (st.plant->which == planted_defect::wrong_batch && !r.batch.features.empty()) {
-          auto m = r.batch.features[0].take();
-          m *= 1.5f;
-          r.batch.features[0] = tensor{std::move(m)};
+          // The first input's values: its ids moved by one, or its floats scaled.
+          if (!r.batch.ids.empty() && r.batch.ids[0].cols > 0) {
+            for (auto& id : r.batch.ids[0].values) id += 1;
+          } else {
+            auto m = r.batch.features[0].take();
+            m *= 1.5f;
+            r.batch.features[0] = tensor{std::move(m)};
+          }
           st.plant->fired();
         } else if (st.plant->which == planted_defect::visit_twice) {
           st.ready.clear();

@@ -43,7 +43,7 @@ using model::all_finite;
 model::dynamic_table::snapshot rows_of(int64_t dim, const tensor& value, const std::vector<std::string>& slot_names,
                                        const std::vector<tensor>& slots, const std::vector<int64_t>& ids,
                                        const std::vector<int64_t>& last_update,
-                                       const std::vector<std::pair<int64_t, uint64_t>>& waiting, int64_t iterations,
+                                       const std::vector<model::waiting_id>& waiting, int64_t iterations,
                                        const std::vector<std::string>& names, const std::vector<float>& slot_init) {
   const auto n = static_cast<int64_t>(ids.size());
   const int64_t have = value.value ? value.rows() : 0;
@@ -323,9 +323,9 @@ failure shard_store::make_table(const partition_state& p, partition& q,
       return invalid(fmt::format("id {} sent twice ({})", *d, what));
     return {};
   };
-  auto waiting_ids = [](const std::vector<std::pair<int64_t, uint64_t>>& w) {
+  auto waiting_ids = [](const std::vector<model::waiting_id>& w) {
     std::vector<int64_t> out;
-    for (auto& [id, reads] : w) out.push_back(id);
+    for (const auto& x : w) out.push_back(x.id);
     return out;
   };
   if (auto err = check_ids(p.ids, "row")) return err;

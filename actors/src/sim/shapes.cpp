@@ -48,18 +48,17 @@ job sim_job(const sim_shape& shape, uint64_t seed) {
     throw std::invalid_argument("simulate: workers, pipelines, rows, batch and epochs must be >= 1");
   job j;
   j.name = "sim";
-  const int64_t stride = shape.dynamic ? 7919 : 1;  // a dynamic table's ids: far apart
+  const int64_t stride = shape.dynamic ? 7919 : 1;  // a dynamic table's ids: far apart (then past 2^33 below)
   planted_data data{shape.rows, seed, shape.sparse, stride};
   using model::layers::activation;
   if (shape.sparse) {
     model::graph g;
     auto ids = g.input(1, "ids");
     auto dense = g.input(4, "dense");
-    // A dynamic table admits ids at their second gradient (odd seeds) or evicts rows
-    // not updated for 8 steps (even seeds). Not both: a snapshot keeps a waiting id's
-    // count, not its last step, so after a roll-back it is forgotten later than in the
-    // run without one (dynamic_table.hpp).
-    const auto rows = seed % 2 ? model::layers::dynamic_rows{2, 0} : model::layers::dynamic_rows{0, 8};
+    // A dynamic table admits ids at their second gradient, evicts rows not updated for
+    // 8 steps, or both, by the seed.
+    const model::layers::dynamic_rows drawn[] = {{2, 0}, {0, 8}, {2, 8}};
+    const auto rows = drawn[seed % 3];
     auto e = g.apply(shape.dynamic ? model::layers::dynamic_embedding(2, model::layers::combiner::sum,
                                                                       model::uniform(-0.05f, 0.05f), rows)
                                    : model::layers::embedding(vocab, 2, model::layers::combiner::sum),
@@ -68,6 +67,13 @@ job sim_job(const sim_shape& shape, uint64_t seed) {
     auto out = g.apply(model::layers::dense(1), g.apply(model::layers::dense(4, activation::tanh), h));
     j.structure = model::model::functional(g, {ids, dense}, out);
     auto all = dataset::from_tensor_slices({data.ids, data.x}, data.y);
+    if (shape.dynamic) {  // 64-bit ids, far past what a float holds
+      dataset::element e;
+      e.features = {model::matrix(data.ids.rows(), 0), data.x};
+      e.ids = {data.ids.cast<int64_t>().unaryExpr([](int64_t id) { return id * ((int64_t{1} << 33) + 1); })};
+      e.labels = data.y;
+      all = dataset::from_tensor_slices(std::move(e));
+    }
     auto batch = shape.batch;
     j.train = [all, batch](const dataset::input_context& ctx) {
       return all.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(batch);

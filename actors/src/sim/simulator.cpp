@@ -164,8 +164,11 @@ dataset::dataset_fn poisoned(dataset::dataset_fn fn, uint64_t position) {
     if (ctx.input_pipeline_id != 0) return d;
     auto k = static_cast<int64_t>(position);
     auto nan = d.skip(k).take(1).map([](dataset::element e) {
-      if (!e.features.empty() && e.features[0].size() > 0)
-        e.features[0].data()[0] = std::numeric_limits<float>::quiet_NaN();
+      for (auto& f : e.features)  // the first float input (ids have no NaN)
+        if (f.size() > 0) {
+          f.data()[0] = std::numeric_limits<float>::quiet_NaN();
+          break;
+        }
       return e;
     });
     return d.take(k).concatenate(nan).concatenate(d.skip(k + 1));

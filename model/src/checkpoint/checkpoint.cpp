@@ -395,14 +395,18 @@ matrix read_array(file_system& fs, const std::string& dir, const manifest_reader
 /// Reads an int64 array recorded in the manifest (a dynamic table's ids), checking name,
 /// size, CRC and shape: `rows` (any when negative) x `cols`.
 std::vector<int64_t> read_ids_array(file_system& fs, const std::string& dir, const manifest_reader& r,
-                                    const json& record, const std::string& where, int64_t rows, int64_t cols) {
+                                    const json& record, const std::string& where, int64_t rows, int64_t cols,
+                                    int64_t* older_cols = nullptr) {
   std::string path;
   int64_t have_cols = 0;
   auto out = decode_npy_ids(read_recorded(fs, dir, r, record, where, path), path, have_cols);
   const auto have_rows = have_cols > 0 ? static_cast<int64_t>(out.size()) / have_cols : 0;
-  if (have_cols != cols || (rows >= 0 && have_rows != rows))
+  // `older_cols`: the columns an older writer wrote instead (the count read back there).
+  const bool older = older_cols && have_cols == *older_cols;
+  if ((have_cols != cols && !older) || (rows >= 0 && have_rows != rows))
     throw checkpoint_error(fmt::format("{}: shape ({}, {}) where ({}, {}) is needed", path, have_rows, have_cols,
                                        rows >= 0 ? std::to_string(rows) : "n", cols));
+  if (older_cols) *older_cols = have_cols;
   return out;
 }
 
@@ -491,12 +495,13 @@ partition_record write_partition_arrays(file_system& fs, const std::string& dir,
     r.tables["last_update"] =
       write_ids_array(fs, dir, table_file_name(variable, k, "last_update"), p.last_update.data(), n, 1);
     std::vector<int64_t> waiting;
-    for (auto& [id, reads] : p.waiting) {
-      waiting.push_back(id);
-      waiting.push_back(static_cast<int64_t>(reads));
+    for (const auto& w : p.waiting) {
+      waiting.push_back(w.id);
+      waiting.push_back(static_cast<int64_t>(w.count));
+      waiting.push_back(w.last);
     }
     r.tables["waiting"] = write_ids_array(fs, dir, table_file_name(variable, k, "waiting"), waiting.data(),
-                                          static_cast<int64_t>(p.waiting.size()), 2);
+                                          static_cast<int64_t>(p.waiting.size()), 3);
   }
   return r;
 }
@@ -681,12 +686,21 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
         p.ids = read_ids_array(fs, dir, r, r.field(pj, "ids", pw), pw + ".ids", -1, 1);
         const auto n = static_cast<int64_t>(p.ids.size());
         p.last_update = read_ids_array(fs, dir, r, r.field(pj, "last_update", pw), pw + ".last_update", n, 1);
-        auto waiting = read_ids_array(fs, dir, r, r.field(pj, "waiting", pw), pw + ".waiting", -1, 2);
+        // (id, count, last step); a checkpoint of the first version with tables wrote
+        // (id, count), whose ids count their idle steps from the restore.
+        int64_t cols = 2;
+        auto waiting = read_ids_array(fs, dir, r, r.field(pj, "waiting", pw), pw + ".waiting", -1, 3, &cols);
+        const auto c = static_cast<size_t>(cols);
         std::vector<int64_t> all = p.ids;
-        for (size_t w = 0; w + 1 < waiting.size(); w += 2) {
-          if (waiting[w + 1] < 0) r.bad(pw + ".waiting", fmt::format("id {} has {} reads", waiting[w], waiting[w + 1]));
-          p.waiting.emplace_back(waiting[w], static_cast<uint64_t>(waiting[w + 1]));
-          all.push_back(waiting[w]);
+        for (size_t w = 0; w + c <= waiting.size(); w += c) {
+          waiting_id id{waiting[w], 0, cols == 3 ? waiting[w + 2] : p.iterations};
+          if (waiting[w + 1] < 0) r.bad(pw + ".waiting", fmt::format("id {} has {} gradients", id.id, waiting[w + 1]));
+          if (id.last < 0 || id.last > p.iterations)
+            r.bad(pw + ".waiting", fmt::format("id {} had its last gradient at step {}, past the partition's {}", id.id,
+                                               id.last, p.iterations));
+          id.count = static_cast<uint64_t>(waiting[w + 1]);
+          p.waiting.push_back(id);
+          all.push_back(id.id);
         }
         // Every id of partition k of n is one that dynamic_owner gives k, once.
         for (auto id : all)
@@ -780,7 +794,7 @@ variable_data deal_rows(const variable_data& v, size_t n) {
     for (size_t j = 0; j < p.ids.size(); ++j)
       rows[static_cast<size_t>(dynamic_owner(p.ids[j], static_cast<int>(n)))].emplace_back(k, static_cast<Eigen::Index>(j));
     for (const auto& w : p.waiting)
-      out.partitions[static_cast<size_t>(dynamic_owner(w.first, static_cast<int>(n)))].waiting.push_back(w);
+      out.partitions[static_cast<size_t>(dynamic_owner(w.id, static_cast<int>(n)))].waiting.push_back(w);
   }
   for (size_t t = 0; t < n; ++t) {
     auto& q = out.partitions[t];

@@ -15,8 +15,9 @@
 //  - Eviction (`evict_after` = N > 0): a row not updated during the last N applies is
 //    dropped, and counted. The table looks for such rows every max(1, N / 4) applies, so
 //    a row goes between N and N + max(1, N / 4) - 1 applies after its last update. Ids
-//    waiting for admission without a gradient for as long are forgotten too (after a
-//    merge, counted from the merge: a snapshot keeps their counts, not their last step).
+//    waiting for admission without a gradient for as long are forgotten too (a snapshot
+//    keeps their counts and last steps, so a restore forgets them when the run without
+//    it would).
 //  - Checkpoints: save() gives every row (full) or the rows changed and the ids dropped
 //    since the last save (incremental); merge() takes the rows a filter accepts, so the
 //    snapshots of n shards restore into m shards.
@@ -34,6 +35,7 @@
 
 #include <actortrain/model/initializer.hpp>
 #include <actortrain/model/optim/optimizer.hpp>
+#include <actortrain/model/waiting_id.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -116,7 +118,7 @@ class dynamic_table {
     std::vector<std::vector<float>> slots;   ///< per slot, ids.size() x dim
     std::vector<int64_t> last_update;        ///< per row: the apply that last changed it
     std::vector<int64_t> removed;            ///< incremental: ids dropped since the last save
-    std::vector<std::pair<int64_t, uint64_t>> waiting;  ///< every id not yet admitted, its reads
+    std::vector<waiting_id> waiting;  ///< every id not yet admitted (by id)
   };
   /// full: every row; otherwise the rows created or changed since the last save and the
   /// ids dropped since then. Either way the next incremental save starts from here (ids
@@ -132,7 +134,7 @@ class dynamic_table {
   /// snapshots of every shard, then their incremental ones in order. Throws
   /// std::invalid_argument for a snapshot of another width or slot count, or of
   /// inconsistent sizes (nothing changes then). A removed id is no longer waiting for
-  /// admission either, and a waiting id's reads count from the merge on.
+  /// admission either; a waiting id keeps its count and last step.
   void merge(const snapshot& s, const std::function<bool(int64_t)>& mine = {});
   /// Drops every row and waiting id (counts stay).
   void clear();

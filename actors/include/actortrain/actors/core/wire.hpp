@@ -276,6 +276,15 @@ typename Inspector::result_type inspect(Inspector& f, partition_key& x) {
   return f(caf::meta::type_name("partition_key"), x.variable, x.index);
 }
 
+namespace model {  // found by argument-dependent lookup
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, waiting_id& x) {
+  return f(caf::meta::type_name("waiting_id"), x.id, x.count, x.last);
+}
+
+}  // namespace model
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_state::kept_state& x) {
   raw_ids ids{&x.ids}, last_update{&x.last_update};

@@ -9,6 +9,7 @@
 #include <actortrain/actors/core/step_id.hpp>
 #include <actortrain/actors/core/tensor.hpp>
 #include <actortrain/actors/ps/ledger.hpp>
+#include <actortrain/model/waiting_id.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -72,7 +73,7 @@ struct partition_state {
   ledger_data ledger;  ///< the steps the state holds (empty at start)
   std::vector<int64_t> ids;          ///< dynamic: the id of each row of value and slots
   std::vector<int64_t> last_update;  ///< dynamic: each row's last update
-  std::vector<std::pair<int64_t, uint64_t>> waiting;  ///< dynamic: ids not admitted yet, their reads
+  std::vector<model::waiting_id> waiting;  ///< dynamic: ids not admitted yet, their reads
 
   /// What an epoch gate kept of the partition (keep_atom), for a later restore_atom. Not
   /// a partition_state of its own: it is the same partition (key, rows and slot names),
@@ -82,7 +83,7 @@ struct partition_state {
     std::vector<tensor> slots;  ///< in the partition's slot_names order; empty: fresh slots
     int64_t iterations = 0;
     std::vector<int64_t> ids, last_update;              ///< dynamic, as the partition's
-    std::vector<std::pair<int64_t, uint64_t>> waiting;  ///< dynamic
+    std::vector<model::waiting_id> waiting;  ///< dynamic
   };
   /// Only an init reads it: the kept state the restored run still holds (none: nothing
   /// kept). A snapshot leaves it empty.

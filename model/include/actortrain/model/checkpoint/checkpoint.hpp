@@ -9,7 +9,7 @@
 //       manifest.json                    written last: the commit record
 //       emb.table.part0.ids.npy          a dynamic table's partition: its rows' ids (int64),
 //       emb.table.part0.last_update.npy  each row's last update (int64), and the ids
-//       emb.table.part0.waiting.npy      waiting for admission with their reads (int64, n x 2)
+//       emb.table.part0.waiting.npy      waiting for admission: id, gradients, last step (int64, n x 3)
 //
 // File names: the variable name with '/' replaced by '.', then ".part<k>.npy" or
 // ".part<k>.slot-<slot>.npy". Every array is a float32 .npy file (numpy.load reads it)
@@ -74,11 +74,11 @@ struct partition_data {
   /// slot_block::iterations of this partition.
   int64_t iterations = 0;
   /// A dynamic table's partition (variable_data::dynamic): row j of values and slots is
-  /// id ids[j]'s; last_update[j] and the ids waiting for admission with their reads as
-  /// model::dynamic_table::snapshot has them.
+  /// id ids[j]'s; last_update[j] and the ids waiting for admission (their gradients and
+  /// last step) as model::dynamic_table::snapshot has them.
   std::vector<int64_t> ids;
   std::vector<int64_t> last_update;
-  std::vector<std::pair<int64_t, uint64_t>> waiting;
+  std::vector<waiting_id> waiting;
 };
 
 /// A variable as saved: its full shape and its partitions in row order, which together
