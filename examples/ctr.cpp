@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
       fmt::print("{} of {} category values share a bucket; the optimum is the true probabilities' score\n",
                  best.shared_buckets, best.values);
     else
-      fmt::print("{} category values, ids hashed into 2^{}; the optimum is the true probabilities' score\n", best.values,
-                 o.id_bits);
+      fmt::print("{} category values{}; the optimum is the true probabilities' score\n", best.values,
+                 o.id_bits > 0 ? fmt::format(", ids hashed into 2^{}", o.id_bits) : "");
     // What the shards' dynamic tables hold, and what admission and eviction did.
     if (o.dynamic)
       for (std::string_view rest = c.ps_report(); !rest.empty();) {

@@ -95,6 +95,16 @@ void check_stackable(const element& first, const element& e) {
         "cannot batch elements of different shapes: labels have {} columns in one element "
         "and {} in another",
         first.labels.cols(), e.labels.cols()));
+  // Within the element, every matrix has its rows (a map may have broken that).
+  const auto rows = e.rows();
+  for (size_t k = 0; k < e.features.size(); ++k) {
+    const auto r = e.is_ids(k) ? e.ids[k].rows() : e.features[k].rows();
+    if (r != rows)
+      throw shape_error(fmt::format("cannot batch an element with {} rows whose {} {} has {}", rows,
+                                    e.is_ids(k) ? "id input" : "feature", k, r));
+  }
+  if (e.labels.cols() > 0 && e.labels.rows() != rows)
+    throw shape_error(fmt::format("cannot batch an element with {} rows whose labels have {}", rows, e.labels.rows()));
 }
 
 void shape_rows(const element& like, Eigen::Index rows, element& out) {

@@ -14,6 +14,38 @@ namespace actortrain::dataset {
 namespace detail {
 namespace {
 
+// Throws std::invalid_argument, naming `who` and the shapes, unless every matrix of `e`
+// has e.rows() rows, inputs given as ids have no float columns, and there is something.
+// A 0 x 0 labels matrix means "no labels": it gets the rows, with no columns.
+void check_rows(element& e, const std::string& who) {
+  if (e.features.empty() && e.labels.rows() == 0 && e.labels.cols() == 0)
+    throw std::invalid_argument(fmt::format("{}: no features and no labels", who));
+  if (e.ids.size() > e.features.size())
+    throw std::invalid_argument(fmt::format("{}: {} id inputs but {} inputs", who, e.ids.size(), e.features.size()));
+  auto name = [&](size_t k) { return e.is_ids(k) ? fmt::format("ids[{}]", k) : fmt::format("features[{}]", k); };
+  auto shape = [&](size_t k) {
+    return e.is_ids(k) ? fmt::format("[{} x {}]", e.ids[k].rows(), e.ids[k].cols()) : shape_of(e.features[k]);
+  };
+  // An input given as ids: its float matrix gets the ids' rows (before rows() is read).
+  for (size_t k = 0; k < e.ids.size(); ++k)
+    if (e.is_ids(k)) {
+      if (e.features[k].cols() != 0)
+        throw std::invalid_argument(fmt::format("{}: input {} is given both as ids and as {} floats", who, k,
+                                                shape_of(e.features[k])));
+      if (e.features[k].rows() != e.ids[k].rows()) e.features[k].resize(e.ids[k].rows(), 0);
+    }
+  const auto rows = e.rows();
+  for (size_t k = 1; k < e.features.size(); ++k)
+    if ((e.is_ids(k) ? e.ids[k].rows() : e.features[k].rows()) != rows)
+      throw std::invalid_argument(fmt::format("{}: {} is {} but {} is {}: row counts must agree", who, name(k),
+                                              shape(k), name(0), shape(0)));
+  if (e.labels.size() == 0 && e.labels.rows() != rows) e.labels.resize(rows, 0);
+  if (e.labels.rows() != rows)
+    throw std::invalid_argument(fmt::format("{}: labels are {} but {} is {}: row counts must agree", who,
+                                            shape_of(e.labels), name(0), shape(0)));
+}
+
+
 class slices_node final : public node {
  public:
   slices_node(element all, std::string label) : all_(std::move(all)), label_(std::move(label)) {
@@ -84,7 +116,9 @@ class generated_node final : public node {
     element get(uint64_t i) override {
       if (i >= node_.count_)
         throw std::out_of_range(fmt::format("{}: position {} out of range (size {})", node_.label_, i, node_.count_));
-      return node_.fn_(i);
+      auto e = node_.fn_(i);
+      check_rows(e, fmt::format("{}: element {}", node_.label_, i));  // a malformed element, named
+      return e;
     }
 
    private:
@@ -143,42 +177,9 @@ node_ptr make_elements_node(std::vector<element> elements, std::string label) {
 
 }  // namespace detail
 
-namespace {
-
-// Throws std::invalid_argument, naming `who` and the shapes, unless every matrix of `e`
-// has e.rows() rows, inputs given as ids have no float columns, and there is something.
-// A 0 x 0 labels matrix means "no labels": it gets the rows, with no columns.
-void check_rows(element& e, const char* who) {
-  if (e.features.empty() && e.labels.rows() == 0 && e.labels.cols() == 0)
-    throw std::invalid_argument(fmt::format("{}: no features and no labels", who));
-  if (e.ids.size() > e.features.size())
-    throw std::invalid_argument(fmt::format("{}: {} id inputs but {} inputs", who, e.ids.size(), e.features.size()));
-  const auto rows = e.rows();
-  auto name = [&](size_t k) { return e.is_ids(k) ? fmt::format("ids[{}]", k) : fmt::format("features[{}]", k); };
-  auto shape = [&](size_t k) {
-    return e.is_ids(k) ? fmt::format("[{} x {}]", e.ids[k].rows(), e.ids[k].cols()) : detail::shape_of(e.features[k]);
-  };
-  for (size_t k = 0; k < e.ids.size(); ++k)
-    if (e.is_ids(k)) {
-      if (e.features[k].cols() != 0)
-        throw std::invalid_argument(fmt::format("{}: input {} is given both as ids and as {} floats", who, k,
-                                                detail::shape_of(e.features[k])));
-      if (e.features[k].rows() != e.ids[k].rows()) e.features[k].resize(e.ids[k].rows(), 0);
-    }
-  for (size_t k = 1; k < e.features.size(); ++k)
-    if ((e.is_ids(k) ? e.ids[k].rows() : e.features[k].rows()) != rows)
-      throw std::invalid_argument(fmt::format("{}: {} is {} but {} is {}: row counts must agree", who, name(k),
-                                              shape(k), name(0), shape(0)));
-  if (e.labels.size() == 0 && e.labels.rows() != rows) e.labels.resize(rows, 0);
-  if (e.labels.rows() != rows)
-    throw std::invalid_argument(fmt::format("{}: labels are {} but {} is {}: row counts must agree", who,
-                                            detail::shape_of(e.labels), name(0), shape(0)));
-}
-
-}  // namespace
 
 dataset from_tensors(element e) {
-  check_rows(e, "from_tensors");
+  detail::check_rows(e, "from_tensors");
   auto label = fmt::format("tensors({} rows)", e.rows());
   std::vector<element> one;
   one.push_back(std::move(e));
@@ -186,7 +187,7 @@ dataset from_tensors(element e) {
 }
 
 dataset from_tensor_slices(element all) {
-  check_rows(all, "from_tensor_slices");
+  detail::check_rows(all, "from_tensor_slices");
   std::string shapes;
   for (size_t k = 0; k < all.features.size(); ++k)
     shapes += fmt::format("{}{}{}", shapes.empty() ? "" : ", ", all.is_ids(k) ? all.ids[k].cols() : all.features[k].cols(),

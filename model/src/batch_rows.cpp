@@ -84,10 +84,9 @@ void ids_as_floats(batch& b, const std::vector<bool>& keep) {
     for (Eigen::Index i = 0; i < x.size(); ++i)
       if (x.data()[i] <= -layers::max_float_id || x.data()[i] >= layers::max_float_id)
         throw std::invalid_argument(fmt::format(
-          "input {} row {} column {}: id {} is past 2^24, where floats are no longer exact: "
-          "only a table computed on its batch's rows takes it (a dynamic_embedding, or a "
-          "cluster that pulls rows)",
-          k, i / x.cols(), i % x.cols(), x.data()[i]));
+          "input {} row {} column {}: id {} is {} 2^24, where floats are no longer exact{}", k, i / x.cols(),
+          i % x.cols(), x.data()[i], x.data()[i] < 0 ? "at most minus" : "at least",
+          x.data()[i] < 0 ? "" : ": only a table keyed by id (dynamic_embedding) takes such ids"));
     if (k < b.features.size()) b.features[k] = x.cast<float>();
     b.ids[k].resize(x.rows(), 0);
   }

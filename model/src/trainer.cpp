@@ -92,6 +92,10 @@ const batch& trainer::with_tables(const batch& b, bool training) {
     if (!tables_[v]) continue;
     auto& ids = table_ids_[v];
     ids = batch_row_ids(b, feeds[v], std::numeric_limits<int64_t>::max());
+    if (static_cast<int64_t>(ids.size()) > layers::max_float_id)
+      throw std::invalid_argument(fmt::format("{} distinct ids of table '{}' in one batch: a step holds at most 2^24 "
+                                              "(its rows are numbered by floats)",
+                                              ids.size(), model_.variables()[v].name));
     auto rows = std::make_shared<matrix>(static_cast<Eigen::Index>(ids.size()), tables_[v]->dim());
     tables_[v]->read(ids.data(), ids.size(), rows->data(), training);
     params_.adopt(static_cast<variable_id>(v), std::move(rows));

@@ -865,6 +865,17 @@ BOOST_AUTO_TEST_CASE(an_init_the_model_does_not_agree_with_is_refused_and_change
   p.last_update = {0, 0};
   p.value = tensor{matrix::Zero(2, 2)};
   bad(p, "sent twice");
+  // Steps past the partition's count (an id or a row that would never go idle).
+  p = table_part(1, 2);
+  p.iterations = 5;
+  p.waiting = {{two[0], 1, 6}};
+  bad(p, "waiting since step 6 of 5");
+  p = table_part(1, 2);
+  p.iterations = 5;
+  p.ids = {two[0]};
+  p.last_update = {9};
+  p.value = tensor{matrix::Zero(1, 2)};
+  bad(p, "row updated at step 9 of 5");
   auto fixed = testing::start_state(partition_key{1, 1}, "emb/table", true, matrix::Zero(3, 2));
   bad(fixed, "a dynamic table, sent as fixed rows");
   init_request req;

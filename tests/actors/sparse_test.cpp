@@ -85,6 +85,24 @@ struct fixture : testing::cluster_fixture {
     s.consistency = consistency_mode::parse(mode);
     return s;
   }
+  // Two workers in synchronous rounds on `shards` ps shards.
+  cluster_spec sync_spec(int shards) {
+    auto s = spec(2, "sync");
+    s.num_ps = shards;
+    return s;
+  }
+  // Each round's global batch of `global` examples split over the pipelines.
+  static ds::dataset_fn global_batches(ds::dataset data, int64_t global) {
+    return [data, global](const ds::input_context& ctx) {
+      return data.batch(ctx.get_per_replica_batch_size(global)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
+    };
+  }
+  // The rows of `ids` of a table keyed by id, read from the shards.
+  model::matrix rows_of(cluster& c, const std::string& name, const std::vector<int64_t>& ids) {
+    auto f = c.lookup_async(name, ids);
+    sched.run();
+    return f.get();
+  }
 };
 
 }  // namespace
@@ -207,12 +225,9 @@ BOOST_AUTO_TEST_CASE(a_dynamic_table_on_the_shards_trains_as_the_trainer_on_any_
   std::vector<int64_t> ids;
   for (int64_t id = 0; id < vocab; ++id) ids.push_back(id * stride);
   ids.push_back(int64_t{1} << 50);  // never in the data: its initial values everywhere
-  auto fn = [data, global](const ds::input_context& ctx) {
-    return data.batch(ctx.get_per_replica_batch_size(global)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
-  };
+  auto fn = global_batches(data, global);
   auto train = [&](int shards) {
-    auto s = spec(2, "sync");
-    s.num_ps = shards;
+    auto s = sync_spec(shards);
     auto c = std::make_unique<cluster>(sys, s, tower(vocab, false, model::layers::dynamic_rows{}),
                                        *model::make_adam({0.02}), model::mean_squared_error());
     auto r = run(*c, fn, 1);
@@ -220,11 +235,7 @@ BOOST_AUTO_TEST_CASE(a_dynamic_table_on_the_shards_trains_as_the_trainer_on_any_
     return c;
   };
   auto one = train(1), three = train(3);
-  auto lookup = [&](cluster& c) {
-    auto f = c.lookup_async(name, ids);
-    sched.run();
-    return f.get();
-  };
+  auto lookup = [&](cluster& c) { return rows_of(c, name, ids); };
   auto rows1 = lookup(*one), rows3 = lookup(*three);
   BOOST_TEST((rows1.array() == rows3.array()).all());
   auto v1 = variables(*one), v3 = variables(*three);
@@ -259,18 +270,47 @@ BOOST_AUTO_TEST_CASE(a_dynamic_table_on_the_shards_trains_as_the_trainer_on_any_
   }
 }
 
+// A batch whose id input disagrees with its other inputs on the rows (a map that broke
+// it) fails its step with an application error naming the input, at the worker, before
+// any row is pulled or any layer reads it; batched, the pipeline refuses to stack it.
+BOOST_AUTO_TEST_CASE(a_batch_whose_ids_disagree_on_the_rows_fails_its_step_naming_the_input) {
+  auto data = planted(64, (int64_t{1} << 34) + 65537, true).map([](ds::element e) {
+    e.ids[0].conservativeResize(e.ids[0].rows() + 1, e.ids[0].cols());
+    e.ids[0].row(e.ids[0].rows() - 1).setZero();
+    return e;
+  });
+  cluster c{sys, spec(1, "async"), tower(vocab, false, model::layers::dynamic_rows{}), *model::make_adam({0.02}),
+            model::mean_squared_error()};
+  model::fit_options o;
+  o.verbose = 0;
+  auto failure = [&](int64_t batch) -> std::string {
+    auto h = c.schedule([data, batch](const ds::input_context&) { return batch > 1 ? data.batch(batch) : data; }, o);
+    for (int i = 0; i < 100000 && !c.done(h); ++i) sched.run();
+    try {
+      c.join(h);
+    } catch (const run_failed& e) {
+      BOOST_TEST(!e.retryable());
+      return e.what();
+    }
+    return "the run succeeded";
+  };
+  auto msg = failure(1);
+  BOOST_TEST(msg.find("the batch's input 0 has 2 rows of ids beside [1 x 0] floats, its other inputs 1 rows") !=
+               std::string::npos,
+             msg);
+  msg = failure(16);
+  BOOST_TEST(msg.find("cannot batch an element with 1 rows whose id input 0 has 2") != std::string::npos, msg);
+}
+
 // Admission and eviction on the shards: ids read fewer than 3 times get no row and their
 // gradients are dropped; rows not updated for 4 rounds are dropped. The counts are the
 // same on 1 shard and on 3, and every id is held or waiting.
 BOOST_AUTO_TEST_CASE(admission_and_eviction_on_the_shards_count_the_same_on_any_number_of_shards) {
   const int64_t global = 16, rounds = 20, stride = 65537;
   auto data = planted(global * rounds, stride);
-  auto fn = [data, global](const ds::input_context& ctx) {
-    return data.batch(ctx.get_per_replica_batch_size(global)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
-  };
+  auto fn = global_batches(data, global);
   auto counts = [&](int shards, model::layers::dynamic_rows rows) {
-    auto s = spec(2, "sync");
-    s.num_ps = shards;
+    auto s = sync_spec(shards);
     cluster c{sys, s, tower(vocab, false, rows), *model::make_adam({0.02}), model::mean_squared_error()};
     auto r = run(c, fn, 1);
     BOOST_TEST(r.steps == 2 * rounds);
@@ -318,13 +358,10 @@ BOOST_AUTO_TEST_CASE(dynamic_tables_are_checkpointed_and_restored_into_other_sha
   const std::string name = "embedding/embeddings";
   std::vector<int64_t> ids;
   for (int64_t id = 0; id < vocab; ++id) ids.push_back(id * stride);
-  auto fn = [data, global](const ds::input_context& ctx) {
-    return data.batch(ctx.get_per_replica_batch_size(global)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
-  };
+  auto fn = global_batches(data, global);
   auto fs = std::make_shared<model::memory_file_system>();
   auto make = [&](int shards, std::string dir) {
-    auto s = spec(2, "sync");
-    s.num_ps = shards;
+    auto s = sync_spec(shards);
     s.checkpoint_fs = fs;
     s.checkpoint_dir = std::move(dir);
     s.checkpoint_every = 2 * rounds;  // also at the end of the first epoch
@@ -332,11 +369,7 @@ BOOST_AUTO_TEST_CASE(dynamic_tables_are_checkpointed_and_restored_into_other_sha
     return std::make_unique<cluster>(sys, s, tower(vocab, false, model::layers::dynamic_rows{6, 0}),
                                      *model::make_adam({0.02}), model::mean_squared_error());
   };
-  auto lookup = [&](cluster& c) {
-    auto f = c.lookup_async(name, ids);
-    sched.run();
-    return f.get();
-  };
+  auto lookup = [&](cluster& c) { return rows_of(c, name, ids); };
   auto first = make(2, "/ck");
   BOOST_TEST(run(*first, fn, 2).steps == 4 * rounds);
   auto at_stop = lookup(*first);

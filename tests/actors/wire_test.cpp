@@ -222,6 +222,9 @@ BOOST_FIXTURE_TEST_CASE(batches_carry_their_64_bit_ids_and_a_shape_that_lies_is_
   lie.batch.ids[0].cols = 4;
   lie.batch.ids[0].values.clear();
   BOOST_CHECK(load(save(lie), refused));
+  lie.batch.ids[0].rows = 0;  // no rows of 2^63 columns
+  lie.batch.ids[0].cols = uint64_t{1} << 63;
+  BOOST_CHECK(load(save(lie), refused));
 }
 
 BOOST_FIXTURE_TEST_CASE(truncated_messages_are_refused, wire_fixture) {

@@ -127,6 +127,21 @@ BOOST_AUTO_TEST_CASE(elements_of_ids_and_of_floats_do_not_stack) {
   both.features[1] = matrix::Zero(2, 1);
   msg = error_of([&] { from_tensor_slices(both); });
   BOOST_TEST(msg.find("input 1 is given both as ids and as [2 x 1] floats") != std::string::npos, msg);
+  // A map that gives an element's ids another row count: refused when batched.
+  auto broken = from_tensor_slices(e).map([](element x) {
+    x.ids[1].conservativeResize(2, 2);
+    return x;
+  });
+  msg = error_of([&] { collect(broken.batch(2)); });
+  BOOST_TEST(msg.find("cannot batch an element with 1 rows whose id input 1 has 2") != std::string::npos, msg);
+  // An id input's float matrix may be left empty (0 x 0): it gets the ids' rows.
+  element loose = e;
+  loose.features[1] = matrix();
+  BOOST_TEST(collect(from_tensor_slices(loose)).size() == 2u);
+  std::swap(loose.features[0], loose.features[1]);  // ids first
+  std::swap(loose.ids[0], loose.ids[1]);
+  loose.ids.resize(1);
+  BOOST_TEST(collect(from_tensor_slices(loose).batch(2)).at(0).ids[0].rows() == 2);
   element short_ids = e;
   short_ids.ids[1].conservativeResize(1, 2);
   msg = error_of([&] { from_tensor_slices(short_ids); });
@@ -157,6 +172,17 @@ BOOST_AUTO_TEST_CASE(a_generated_source_makes_element_i_from_i_when_read) {
   BOOST_TEST(calls.load() == 3);
   // The same element on every read.
   BOOST_TEST(same(collect(gen.take(5).batch(5)), collect(gen.take(5).batch(5))));
+  // An element whose matrices disagree on their rows is refused where it is read, named.
+  auto ragged = generate(3, [](uint64_t i) {
+    element e;
+    e.features.push_back(matrix::Zero(1, 2));
+    e.labels = matrix::Zero(i == 1 ? 2 : 1, 1);
+    return e;
+  });
+  auto msg = error_of([&] { collect(ragged.batch(3)); });
+  BOOST_TEST(msg.find("generated(fn, 3 elements): element 1: labels are [2 x 1] but features[0] is [1 x 2]") !=
+               std::string::npos,
+             msg);
   BOOST_CHECK_THROW(generate(-1, [](uint64_t) { return element{}; }), std::invalid_argument);
   BOOST_CHECK_THROW(generate(3, nullptr), std::invalid_argument);
 }

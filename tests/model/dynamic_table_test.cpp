@@ -590,7 +590,7 @@ BOOST_AUTO_TEST_CASE(a_dynamic_table_takes_64_bit_ids_that_floats_would_alias) {
   } catch (const std::invalid_argument& e) {
     msg = e.what();
   }
-  BOOST_TEST(msg.find(fmt::format("input 0 row 0 column 0: id {} is past 2^24", big(static_cast<int64_t>(d.ids(0, 0))))) !=
+  BOOST_TEST(msg.find(fmt::format("input 0 row 0 column 0: id {} is at least 2^24", big(static_cast<int64_t>(d.ids(0, 0))))) !=
                std::string::npos,
              msg);
   // Small int64 ids read by a fixed table are its rows as floats would be.

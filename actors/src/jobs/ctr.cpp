@@ -269,8 +269,12 @@ ctr_optimum ctr_best(const ctr_options& o) {
   best.auc = auc->result();
   best.log_loss = md::binary_cross_entropy()->compute(logits, labels, nullptr);
   best.values = 3600 * o.scale;
-  // A hash into 2^id_bits: its collisions are not counted (about values^2 / 2^(bits+1)).
-  best.shared_buckets = o.dynamic && o.id_bits > 0 ? -1 : collisions(id_space(o), o.scale);
+  // A dynamic table without id_bits keeps its values apart (the map is one to one below
+  // 2^24, and ctr() refuses more values); a hash into 2^id_bits is not counted (about
+  // values^2 / 2^(bits+1) pairs collide), nor are more than 2^26 values (the count walks
+  // them all).
+  if (o.dynamic) best.shared_buckets = o.id_bits > 0 ? -1 : 0;
+  else best.shared_buckets = best.values > (int64_t{1} << 26) ? -1 : collisions(o.buckets, o.scale);
   return best;
 }
 

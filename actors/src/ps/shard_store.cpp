@@ -335,6 +335,20 @@ failure shard_store::make_table(const partition_state& p, partition& q,
     if (auto err = check_ids(waiting_ids(p.kept->waiting), "kept waiting id")) return err;
   }
   if (p.iterations < 0) return invalid(fmt::format("{} iterations", p.iterations));
+  // A row's last update and a waiting id's last gradient lie in [0, its step count]: a
+  // step past it would never let the row or the id go idle.
+  auto check_steps = [&](const std::vector<int64_t>& updates, const std::vector<model::waiting_id>& waiting,
+                         int64_t iterations, const char* what) -> failure {
+    for (auto s : updates)
+      if (s < 0 || s > iterations) return invalid(fmt::format("{}row updated at step {} of {}", what, s, iterations));
+    for (const auto& w : waiting)
+      if (w.last < 0 || w.last > iterations)
+        return invalid(fmt::format("{}id {} waiting since step {} of {}", what, w.id, w.last, iterations));
+    return {};
+  };
+  if (auto err = check_steps(p.last_update, p.waiting, p.iterations, "")) return err;
+  if (p.kept)
+    if (auto err = check_steps(p.kept->last_update, p.kept->waiting, p.kept->iterations, "kept ")) return err;
   for (auto& n : p.slot_names) {
     auto names = opts_.for_variable(p.name).slot_names();
     if (std::find(names.begin(), names.end(), n) == names.end())

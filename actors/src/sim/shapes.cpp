@@ -39,6 +39,15 @@ struct planted_data {
   }
 };
 
+// A dynamic table's data: its ids as 64-bit ids, far past what a float holds.
+dataset::dataset keyed(const planted_data& d) {
+  dataset::element e;
+  e.features = {model::matrix(d.ids.rows(), 0), d.x};
+  e.ids = {d.ids.cast<int64_t>().unaryExpr([](int64_t id) { return id * ((int64_t{1} << 33) + 1); })};
+  e.labels = d.y;
+  return dataset::from_tensor_slices(std::move(e));
+}
+
 }  // namespace
 
 job sim_job(const sim_shape& shape, uint64_t seed) {
@@ -67,13 +76,7 @@ job sim_job(const sim_shape& shape, uint64_t seed) {
     auto out = g.apply(model::layers::dense(1), g.apply(model::layers::dense(4, activation::tanh), h));
     j.structure = model::model::functional(g, {ids, dense}, out);
     auto all = dataset::from_tensor_slices({data.ids, data.x}, data.y);
-    if (shape.dynamic) {  // 64-bit ids, far past what a float holds
-      dataset::element e;
-      e.features = {model::matrix(data.ids.rows(), 0), data.x};
-      e.ids = {data.ids.cast<int64_t>().unaryExpr([](int64_t id) { return id * ((int64_t{1} << 33) + 1); })};
-      e.labels = data.y;
-      all = dataset::from_tensor_slices(std::move(e));
-    }
+    if (shape.dynamic) all = keyed(data);
     auto batch = shape.batch;
     j.train = [all, batch](const dataset::input_context& ctx) {
       return all.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(batch);
@@ -92,8 +95,9 @@ job sim_job(const sim_shape& shape, uint64_t seed) {
   j.fit.epochs = shape.epochs;
   if (shape.validation) {
     planted_data held{48, seed + 1, shape.sparse, stride};
-    j.fit.validation = shape.sparse ? dataset::from_tensor_slices({held.ids, held.x}, held.y).batch(shape.batch)
-                                    : dataset::from_tensor_slices({held.x}, held.y).batch(shape.batch);
+    j.fit.validation = shape.dynamic  ? keyed(held).batch(shape.batch)
+                       : shape.sparse ? dataset::from_tensor_slices({held.ids, held.x}, held.y).batch(shape.batch)
+                                      : dataset::from_tensor_slices({held.x}, held.y).batch(shape.batch);
   }
   j.spec.num_ps = shape.num_ps;
   j.spec.num_workers = shape.num_workers;

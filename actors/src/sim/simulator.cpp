@@ -236,6 +236,7 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
       auto it = j.train(dataset::input_context{cluster_internals::num_pipelines(spec), 0, 1}).iterate(0);
       if (auto b = it->next()) {
         for (auto& f : b->features) batch_bytes += 4.0 * static_cast<double>(f.size());
+        for (auto& x : b->ids) batch_bytes += 8.0 * static_cast<double>(x.size());
         batch_bytes += 4.0 * static_cast<double>(b->labels.size());
       }
     }

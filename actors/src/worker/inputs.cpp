@@ -131,8 +131,9 @@ namespace {
 // in its feeds (values that are no valid id are left to the embedding layer to report),
 // asked of the shards that hold them. A table that owns its feeds (model::compact_rows)
 // gets a table of those rows alone (batch_rows.hpp), which install_round makes the
-// batch's ids point into; another gets them in a buffer of the whole table.
-void send_rows(self_ptr self) {
+// batch's ids point into; another gets them in a buffer of the whole table. False, the
+// step failed and the round dropped, when a batch has more ids than such a table numbers.
+bool send_rows(self_ptr self) {
   auto& st = self->state;
   auto& rd = st.round;
   const auto& pl = *st.opts.placement;
@@ -145,6 +146,14 @@ void send_rows(self_ptr self) {
     auto& ids = st.row_ids[v];  // kept for install_round and the push
     // A dynamic table's ids are any the features hold: int64 ids, or floats below 2^24.
     ids = model::batch_row_ids(st.batch, feeds[v], vp.dynamic ? std::numeric_limits<int64_t>::max() : vp.shape.rows);
+    if (compact && static_cast<int64_t>(ids.size()) > model::layers::max_float_id) {
+      fail(self, make_error(error_code::user_error,
+                            fmt::format("step {}: {} distinct ids of table {} in one batch: a step holds at most 2^24 "
+                                        "(its rows are numbered by floats)",
+                                        to_string(st.current.step), ids.size(), vp.name)));
+      rd = worker_state::pull_round{};  // the step failed: nothing installs this round
+      return false;
+    }
     auto& table = st.tables[v];
     if (compact) {
       // The buffer of an earlier step is reused once nothing else holds it.
@@ -160,7 +169,7 @@ void send_rows(self_ptr self) {
       pull_rows_request req;
       req.f = st.task.f;
       req.variable = vid;
-      req.training = st.task.training;  // creates a dynamic table's rows
+      req.training = st.task.training;  // what a dynamic table counts as an unadmitted read
       std::vector<int64_t> rows;  // where each asked id goes in the worker's table
       for (auto p : grp.positions) {
         req.ids.push_back(ids[p]);
@@ -194,6 +203,7 @@ void send_rows(self_ptr self) {
           [self, id = rd.id, p](caf::error& e) { round_failed(self, id, p, std::move(e)); });
     }
   }
+  return true;
 }
 
 }  // namespace
@@ -215,7 +225,7 @@ void pull(self_ptr self) {
     rd.step = st.current.step;
     rd.values = st.last_pulled;
     rd.read_version = st.last_read_version;
-    send_rows(self);
+    if (!send_rows(self)) return;
     if (rd.outstanding == 0) {
       install_round(self);
       return;
@@ -227,7 +237,7 @@ void pull(self_ptr self) {
   st.reuses_left = 0;
   if (!rd.active || !same_fence(rd.f, st.task.f) || rd.step != st.current.step || rd.training != st.task.training)
     send_round(self, st.task.f, st.current.step, st.task.training);
-  send_rows(self);
+  if (!send_rows(self)) return;
   if (rd.outstanding == 0) {
     install_round(self);
     return;
@@ -271,6 +281,17 @@ void on_batch(self_ptr self, batch_reply& r) {
                                       st.opts.structure.num_inputs())));
     return;
   }
+  for (size_t k = 0; k < st.batch.ids.size(); ++k)
+    if (st.batch.is_ids(k) && (k >= st.batch.features.size() || st.batch.features[k].cols() != 0 ||
+                               st.batch.ids[k].rows() != st.batch.rows())) {
+      fail(self, make_error(error_code::user_error,
+                            fmt::format("step {}: the batch's input {} has {} rows of ids beside {} floats, its "
+                                        "other inputs {} rows",
+                                        to_string(st.current.step), k, st.batch.ids[k].rows(),
+                                        k < st.batch.features.size() ? model::shape_string(st.batch.features[k]) : "no",
+                                        st.batch.rows())));
+      return;
+    }
   // The ledgers record which batch each applied step used (ledger.hpp).
   if (st.task.training) st.current.digest = dataset::element_digest(st.batch);
   if (st.batch.has_ids()) {

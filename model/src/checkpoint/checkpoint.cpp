@@ -687,7 +687,7 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
         const auto n = static_cast<int64_t>(p.ids.size());
         p.last_update = read_ids_array(fs, dir, r, r.field(pj, "last_update", pw), pw + ".last_update", n, 1);
         // (id, count, last step); a checkpoint of the first version with tables wrote
-        // (id, count), whose ids count their idle steps from the restore.
+        // (id, count): their last step is taken as the partition's step count.
         int64_t cols = 2;
         auto waiting = read_ids_array(fs, dir, r, r.field(pj, "waiting", pw), pw + ".waiting", -1, 3, &cols);
         const auto c = static_cast<size_t>(cols);

@@ -35,9 +35,9 @@ struct csv_options {
 /// matrix, the id columns (when any) as one more input of 1 x j int64 ids, labels as
 /// 1 x m. Every selected cell must be a number (std::from_chars syntax,
 /// also "nan" and "inf"). Throws file_error naming file, line and column, e.g.
-/// "train.csv:17: column 'age': 'abc' is not a number" (or "is not an integer id"), for unreadable files, unknown or
-/// out-of-range columns, ragged rows and non-numeric cells; std::invalid_argument when no
-/// feature column remains.
+/// "train.csv:17: column 'age': 'abc' is not a number" (or "is not an integer id"), for
+/// unreadable files, unknown or out-of-range columns, ragged rows and non-numeric cells;
+/// std::invalid_argument when neither a feature column nor an id column remains.
 dataset from_csv(const std::string& path, const csv_options& options = {});
 
 }  // namespace actortrain::dataset

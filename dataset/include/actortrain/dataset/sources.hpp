@@ -32,7 +32,8 @@ dataset from_tensor_slices(element all);
 /// access, so shard, skip and shuffle cost nothing per skipped element. `fn` must depend
 /// on i alone (every epoch, shard and re-read gets the same element) and may be called
 /// from several threads at once (prefetch). Throws std::invalid_argument for count < 0
-/// or an empty `fn`; what fn throws surfaces where the element is read.
+/// or an empty `fn`; what fn throws surfaces where the element is read, and so does an
+/// element whose matrices disagree on their rows (std::invalid_argument naming it).
 dataset generate(int64_t count, std::function<element(uint64_t index)> fn, std::string name = "fn");
 
 /// Builds one dataset per file with `reader`.

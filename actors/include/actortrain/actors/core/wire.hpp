@@ -433,7 +433,8 @@ typename Inspector::result_type inspect(Inspector& f, id_block& x) {
     if (auto e = f(caf::meta::type_name("id_block"), x.rows, x.cols, values)) return e;
     // rows x cols must be the values read (and must not overflow on the way).
     const bool fits = x.cols == 0 ? x.values.empty() && x.rows <= max_wire_floats
-                                  : x.rows <= x.values.size() / x.cols && x.rows * x.cols == x.values.size();
+                                  : x.cols <= max_wire_floats && x.rows <= x.values.size() / x.cols &&
+                                      x.rows * x.cols == x.values.size();
     if (!fits) return caf::make_error(caf::sec::invalid_argument, "id_block: the shape does not match the ids sent");
     return caf::none;
   } else {

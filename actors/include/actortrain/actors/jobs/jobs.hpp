@@ -117,8 +117,8 @@ void add_flags(cli::flags& f, ctr_options& o);
 struct ctr_optimum {
   double auc = 0;
   double log_loss = 0;
-  /// The category values (3,600 x scale), and how many share a bucket (-1: ids hashed
-  /// into 2^id_bits, where collisions are not counted).
+  /// The category values (3,600 x scale), and how many share a bucket (-1: not counted,
+  /// for ids hashed into 2^id_bits or more than 2^26 values).
   int64_t values = 0;
   int64_t shared_buckets = 0;
 };

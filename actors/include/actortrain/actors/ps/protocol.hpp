@@ -73,7 +73,7 @@ struct partition_state {
   ledger_data ledger;  ///< the steps the state holds (empty at start)
   std::vector<int64_t> ids;          ///< dynamic: the id of each row of value and slots
   std::vector<int64_t> last_update;  ///< dynamic: each row's last update
-  std::vector<model::waiting_id> waiting;  ///< dynamic: ids not admitted yet, their reads
+  std::vector<model::waiting_id> waiting;  ///< dynamic: ids not admitted yet, their gradients and last step
 
   /// What an epoch gate kept of the partition (keep_atom), for a later restore_atom. Not
   /// a partition_state of its own: it is the same partition (key, rows and slot names),
