@@ -122,19 +122,35 @@ struct dynamic_table::impl {
     std::memcpy(out, scratch.data(), width() * sizeof(float));
   }
 
-  // A new row for id at the end (a new chunk when the last is full): its values and
-  // slots uninitialized unless `init`.
+  // The first row of the last chunk.
+  int64_t first_row_of_last() const { return (static_cast<int64_t>(chunks.size()) - 1) * o.chunk_rows; }
+
+  // Chunk c made to hold n rows, its rows kept.
+  void grow(chunk& c, size_t n) {
+    c.values.resize(n * width());
+    c.s.slots.resize(slot_init.size());
+    for (auto& s : c.s.slots) s.resize(n * width());
+    c.ids.resize(n);
+    c.last_update.resize(n);
+    c.dirty.resize(n);
+  }
+
+  // A new row for id at the end (the first chunk grown, or a new chunk, when the last is
+  // full): its values and slots uninitialized unless `init`.
   int64_t append(int64_t id, bool init) {
     if (rows >= int64_t{0xfffffffe}) throw std::length_error("dynamic_table: more than 2^32 - 2 rows");
-    if (rows == static_cast<int64_t>(chunks.size()) * o.chunk_rows) {
-      chunk c;
-      const auto n = static_cast<size_t>(o.chunk_rows);
-      c.values.resize(n * width());
-      c.s.slots.assign(slot_init.size(), std::vector<float>(n * width()));
-      c.ids.resize(n);
-      c.last_update.resize(n);
-      c.dirty.resize(n);
-      chunks.push_back(std::move(c));
+    // The first chunk starts at 64 rows and doubles up to chunk_rows (a small table pays
+    // for its rows, not for a whole chunk); every later chunk is whole. Row r so stays in
+    // chunk r / chunk_rows.
+    const bool full = chunks.empty() || chunks.back().ids.size() == static_cast<size_t>(rows - first_row_of_last());
+    if (full) {
+      if (chunks.size() == 1 && chunks[0].ids.size() < static_cast<size_t>(o.chunk_rows)) {
+        grow(chunks[0], std::min(static_cast<size_t>(o.chunk_rows), 2 * chunks[0].ids.size()));
+      } else {
+        chunks.emplace_back();
+        grow(chunks.back(), chunks.size() == 1 ? std::min<size_t>(64, static_cast<size_t>(o.chunk_rows))
+                                               : static_cast<size_t>(o.chunk_rows));
+      }
     }
     const int64_t r = rows++;
     auto& c = chunk_of(r);

@@ -73,7 +73,7 @@ void apply(dynamic_table& t, const optimizer& opt, const std::vector<int64_t>& i
 // on a zero gradient when its slots are fresh).
 void touch(dynamic_table& t, const std::vector<int64_t>& ids) {
   static const auto adam = make_adam({0.05});
-  std::vector<float> zero(ids.size() * dim, 0.0f);
+  std::vector<float> zero(ids.size() * static_cast<size_t>(t.dim()), 0.0f);
   t.apply(*adam, ids.data(), ids.size(), zero.data());
 }
 
@@ -433,15 +433,39 @@ BOOST_AUTO_TEST_CASE(memory_is_close_to_the_floats_held) {
   std::vector<int64_t> ids(1000);
   std::vector<float> out(ids.size() * 16);
   rng g{11};
+  const auto adam16 = make_adam({0.05});
+  const std::vector<float> zero16(ids.size() * 16, 0.0f);
   for (int b = 0; b < 200; ++b) {
     for (auto& id : ids) id = static_cast<int64_t>(g.next() >> 20);  // 44-bit ids
     std::sort(ids.begin(), ids.end());
-    touch(t, std::vector<int64_t>(ids.begin(), std::unique(ids.begin(), ids.end())));
+    const auto end = std::unique(ids.begin(), ids.end());
+    t.apply(*adam16, ids.data(), static_cast<size_t>(end - ids.begin()), zero16.data());
   }
   BOOST_TEST(t.counts().rows >= 199000u);
   const double ratio = static_cast<double>(t.bytes()) / static_cast<double>(t.payload_bytes());
   BOOST_TEST(ratio < 1.3, "bytes " << t.bytes() << " for " << t.payload_bytes() << " of floats: " << ratio);
   BOOST_TEST(ratio > 1.0);
+  // A small table pays for its rows, not for a whole chunk of 16,384 (its first chunk
+  // grows by doubling), and its rows stay where they were as it grows.
+  for (int64_t n : {1, 100, 1000, 20000}) {
+    dynamic_table small{o, adam_slots()};
+    std::vector<int64_t> some;
+    for (int64_t id = 0; id < n; ++id) some.push_back(id * 7919);
+    static const auto adam = make_adam({0.05});
+    const std::vector<float> zero(37 * 16, 0.0f);
+    for (size_t at = 0; at < some.size(); at += 37)
+      small.apply(*adam, some.data() + at, std::min<size_t>(37, some.size() - at), zero.data());
+    BOOST_TEST(small.counts().rows == static_cast<uint64_t>(n));
+    const double r = static_cast<double>(small.bytes()) / static_cast<double>(small.payload_bytes());
+    BOOST_TEST(r < (n < 100 ? 200.0 : 2.6), n << " rows: " << r << " times their floats");
+    std::vector<float> row(16);
+    for (auto id : {some.front(), some[static_cast<size_t>(n / 2)], some.back()}) {
+      BOOST_TEST(small.find(id, row.data()), "id " << id);
+      matrix want(1, 16);
+      o.init.fill(want, dynamic_table::row_seed(o.seed, id));
+      BOOST_TEST(row == std::vector<float>(want.data(), want.data() + 16), "id " << id);
+    }
+  }
 }
 
 // ---- the local trainer with a dynamic table (layers::dynamic_embedding) ----------------

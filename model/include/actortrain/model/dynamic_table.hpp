@@ -23,7 +23,8 @@
 //    snapshots of n shards restore into m shards.
 //
 // Rows live in chunks of `chunk_rows` rows (one array for the values and one per slot):
-// the table grows a chunk at a time, without copying. Besides the floats of its rows and
+// the table grows a chunk at a time, without copying, except the first chunk, which
+// starts at 64 rows and doubles up to `chunk_rows`, so a small table pays for its rows. Besides the floats of its rows and
 // slots it holds 17 bytes a row (id, last update, changed flag), 5.3 to 10.7 bytes a row
 // of index, the unused part of its last chunk, and the ids waiting for admission
 // (bytes() counts it all): 1.2x the floats at width 16 with Adam's two slots, more for
