@@ -295,16 +295,8 @@ void on_batch(self_ptr self, batch_reply& r) {
   // The ledgers record which batch each applied step used (ledger.hpp).
   if (st.task.training) st.current.digest = dataset::element_digest(st.batch);
   if (st.batch.has_ids()) {
-    // Ids stay ids where a table of the batch's rows renumbers them (install_round);
-    // the layers read the others as floats.
-    std::vector<bool> keep(st.batch.features.size(), false);
-    const auto& feeds = st.opts.structure.row_feeds();
-    for (size_t v = 0; v < st.compact.size(); ++v)
-      if (st.by_rows[v] && st.compact[v])
-        for (auto slot : feeds[v])
-          if (slot >= 0 && static_cast<size_t>(slot) < keep.size()) keep[static_cast<size_t>(slot)] = true;
     try {
-      model::ids_as_floats(st.batch, keep);
+      model::ids_as_floats(st.batch, st.ids_kept);  // the ids no compact table renumbers
     } catch (const std::invalid_argument& e) {
       fail(self, make_error(error_code::user_error, fmt::format("step {}: {}", to_string(st.current.step), e.what())));
       return;

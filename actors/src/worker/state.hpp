@@ -126,6 +126,9 @@ struct worker_state {
   // rows of the current step are current); the current step's distinct ids.
   std::vector<bool> by_rows;
   std::vector<bool> compact;
+  // Per model input: it feeds a compact table pulled by row, so ids given there stay ids
+  // until install_round renumbers them (the layers read other id inputs as floats).
+  std::vector<bool> ids_kept;
   std::vector<std::shared_ptr<model::matrix>> tables;
   std::vector<std::vector<int64_t>> row_ids;
   // The rows of the current batch were asked for compact tables: the batch's ids are

@@ -388,6 +388,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_options opts) {
   for (size_t v = 0; v < st.by_rows.size(); ++v)
     st.by_rows[v] = st.opts.pull_rows && !st.opts.structure.row_feeds()[v].empty();
   st.compact = st.opts.structure.compact_rows();
+  st.ids_kept.assign(st.opts.structure.num_inputs(), false);
+  for (size_t v = 0; v < st.compact.size(); ++v)
+    if (st.by_rows[v] && st.compact[v])
+      for (auto slot : st.opts.structure.row_feeds()[v])
+        if (slot >= 0 && static_cast<size_t>(slot) < st.ids_kept.size()) st.ids_kept[static_cast<size_t>(slot)] = true;
   st.row_ids.resize(st.opts.structure.variables().size());
   for (auto& m : st.opts.metrics) st.metrics.push_back(m->clone());
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
