@@ -17,13 +17,12 @@ namespace actortrain::model {
 
 struct dynamic_table::impl {
   // chunk_rows rows: their values, their slots (an optimizer block of its own, whose step
-  // count is set to the table's before each apply), and per row its id, the apply that
-  // last changed it, and whether it changed since the last save.
+  // count is set to the table's before each apply), and per row its id and the apply
+  // that last changed it (which also says what an incremental save takes).
   struct chunk {
     std::vector<float> values;
     slot_block s;
     std::vector<int64_t> ids, last_update;
-    std::vector<uint8_t> dirty;
   };
 
   dynamic_table_options o;
@@ -41,9 +40,10 @@ struct dynamic_table::impl {
     int64_t seen = 0;
   };
   std::unordered_map<int64_t, wait> waiting;
-  // Ids dropped since the last save, once a save (or a restore) set a base to count from.
-  std::vector<int64_t> removed;
-  bool has_base = false;
+  // Ids dropped after apply `log_after` (-1: not logged), each with the apply that
+  // dropped it: what an incremental save since then lists as removed.
+  std::vector<std::pair<int64_t, int64_t>> removed;
+  int64_t log_after = -1;
   int64_t iterations = 0;
   dynamic_table_counts counts;
   matrix scratch;  // one row, for the initializer
@@ -132,7 +132,6 @@ struct dynamic_table::impl {
     for (auto& s : c.s.slots) s.resize(n * width());
     c.ids.resize(n);
     c.last_update.resize(n);
-    c.dirty.resize(n);
   }
 
   // A new row for id at the end (the first chunk grown, or a new chunk, when the last is
@@ -157,7 +156,6 @@ struct dynamic_table::impl {
     const size_t at = local(r);
     c.ids[at] = id;
     c.last_update[at] = iterations;
-    c.dirty[at] = 1;
     if (init) {
       initial_row(id, values_of(r));
       for (size_t k = 0; k < slot_init.size(); ++k)
@@ -183,11 +181,10 @@ struct dynamic_table::impl {
         std::memcpy(c.s.slots[k].data() + at * width(), lc.s.slots[k].data() + lat * width(), width() * sizeof(float));
       c.ids[at] = lc.ids[lat];
       c.last_update[at] = lc.last_update[lat];
-      c.dirty[at] = lc.dirty[lat];
       slots[moved] = static_cast<uint32_t>(r + 1);
     }
     --rows;
-    if (has_base) removed.push_back(id);
+    if (log_after >= 0) removed.emplace_back(id, iterations);
     // A chunk left empty is given back.
     if (rows <= (static_cast<int64_t>(chunks.size()) - 1) * o.chunk_rows) chunks.pop_back();
   }
@@ -212,7 +209,7 @@ struct dynamic_table::impl {
     }
   }
 
-  snapshot copy(bool full) const;
+  snapshot copy(int64_t since) const;
 };
 
 uint64_t dynamic_table::row_seed(uint64_t seed, int64_t id) {
@@ -317,7 +314,6 @@ void dynamic_table::apply(const optimizer& opt, const int64_t* ids, size_t n, co
   for (const auto& [r, j] : touched) {
     auto& ch = t.chunk_of(r);
     ch.last_update[t.local(r)] = t.iterations;
-    ch.dirty[t.local(r)] = 1;
   }
   if (t.o.evict_after > 0) {
     const auto every = std::max<int64_t>(1, static_cast<int64_t>(t.o.evict_after / 4));
@@ -343,10 +339,10 @@ dynamic_table_counts dynamic_table::counts() const {
 
 size_t dynamic_table::bytes() const {
   const auto& t = *p_;
-  size_t b = t.slots.capacity() * sizeof(uint32_t) + t.removed.capacity() * sizeof(int64_t);
+  size_t b = t.slots.capacity() * sizeof(uint32_t) + t.removed.capacity() * sizeof(t.removed[0]);
   for (const auto& c : t.chunks) {
     b += c.values.capacity() * sizeof(float) + c.ids.capacity() * sizeof(int64_t) +
-         c.last_update.capacity() * sizeof(int64_t) + c.dirty.capacity();
+         c.last_update.capacity() * sizeof(int64_t);
     for (const auto& s : c.s.slots) b += s.capacity() * sizeof(float);
   }
   // An unordered_map node: the pair and a next pointer (and the allocator's header),
@@ -360,20 +356,31 @@ size_t dynamic_table::payload_bytes() const {
   return static_cast<size_t>(p_->rows) * p_->width() * (1 + num_slots()) * sizeof(float);
 }
 
-dynamic_table::snapshot dynamic_table::save(bool full) {
-  auto s = p_->copy(full);
-  auto& t = *p_;
-  for (auto& c : t.chunks) std::fill(c.dirty.begin(), c.dirty.end(), 0);
-  t.removed.clear();
-  t.has_base = true;
-  return s;
+dynamic_table::snapshot dynamic_table::save(int64_t since) const {
+  const auto& t = *p_;
+  if (since >= 0 && (t.log_after < 0 || since < t.log_after))
+    throw std::logic_error(fmt::format("dynamic_table::save: the ids dropped after apply {} are not known (logged {})",
+                                       since, t.log_after < 0 ? std::string("from no step") : fmt::format("after apply {}", t.log_after)));
+  return t.copy(since);
 }
 
-dynamic_table::snapshot dynamic_table::copy() const { return p_->copy(true); }
+void dynamic_table::log_removed_after(int64_t since) {
+  auto& t = *p_;
+  if (since < 0) {
+    t.removed.clear();
+    t.removed.shrink_to_fit();
+    t.log_after = -1;
+    return;
+  }
+  t.removed.erase(std::remove_if(t.removed.begin(), t.removed.end(), [&](const auto& r) { return r.second <= since; }),
+                  t.removed.end());
+  t.log_after = since;
+}
 
-dynamic_table::snapshot dynamic_table::impl::copy(bool full) const {
+dynamic_table::snapshot dynamic_table::impl::copy(int64_t since) const {
   const auto& t = *this;
   const size_t w = t.width();
+  const bool full = since < 0;
   snapshot s;
   s.full = full;
   s.dim = t.o.dim;
@@ -382,14 +389,16 @@ dynamic_table::snapshot dynamic_table::impl::copy(bool full) const {
   for (int64_t r = 0; r < t.rows; ++r) {
     const auto& c = t.chunk_of(r);
     const size_t at = t.local(r);
-    if (!full && !c.dirty[at]) continue;
+    if (!full && c.last_update[at] <= since) continue;
     s.ids.push_back(c.ids[at]);
     s.last_update.push_back(c.last_update[at]);
     s.values.insert(s.values.end(), t.values_of(r), t.values_of(r) + w);
     for (size_t k = 0; k < s.slots.size(); ++k)
       s.slots[k].insert(s.slots[k].end(), c.s.slots[k].data() + at * w, c.s.slots[k].data() + (at + 1) * w);
   }
-  if (!full) s.removed = t.removed;
+  if (!full)
+    for (const auto& [id, step] : t.removed)
+      if (step > since) s.removed.push_back(id);
   for (const auto& [id, w] : t.waiting) s.waiting.push_back(waiting_id{id, w.reads, w.seen});
   std::sort(s.waiting.begin(), s.waiting.end());
   return s;
@@ -426,7 +435,6 @@ void dynamic_table::merge(const snapshot& s, const std::function<bool(int64_t)>&
     for (size_t k = 0; k < s.slots.size(); ++k)
       std::memcpy(c.s.slots[k].data() + at * w, s.slots[k].data() + j * w, w * sizeof(float));
     c.last_update[at] = s.last_update[j];
-    c.dirty[at] = 0;
     t.waiting.erase(id);
   }
   t.iterations = s.iterations;
@@ -434,8 +442,10 @@ void dynamic_table::merge(const snapshot& s, const std::function<bool(int64_t)>&
   for (auto w = t.waiting.begin(); w != t.waiting.end();) w = accepts(w->first) ? t.waiting.erase(w) : std::next(w);
   for (const auto& w : s.waiting)
     if (accepts(w.id) && t.find(w.id) < 0) t.waiting[w.id] = impl::wait{w.count, w.last};
-  t.removed.clear();  // what the merge removed is in the snapshot already
-  t.has_base = true;
+  // A restored table has no past to be incremental to: the next save that may be
+  // is one after log_removed_after again.
+  t.removed.clear();
+  t.log_after = -1;
 }
 
 void dynamic_table::clear() {
@@ -445,7 +455,7 @@ void dynamic_table::clear() {
   t.reset_index(16);
   t.waiting.clear();
   t.removed.clear();
-  t.has_base = false;
+  t.log_after = -1;
 }
 
 }  // namespace actortrain::model

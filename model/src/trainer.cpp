@@ -167,7 +167,7 @@ checkpoint_data trainer::checkpoint() const {
     d.shape = vars[v].shape;
     if (tables_[v]) {  // every row, in one partition ("rows" [0, 1))
       d.dynamic = true;
-      auto p = table_partition(tables_[v]->copy(), names);
+      auto p = table_partition(tables_[v]->save(), names);
       p.row_begin = 0;
       p.row_end = 1;
       d.partitions.push_back(std::move(p));
@@ -211,7 +211,7 @@ void trainer::keep_state() {
   for (size_t v = 0; v < params_.size(); ++v) {
     auto id = static_cast<variable_id>(v);
     k.params.adopt(id, std::make_shared<const matrix>(params_[id]));
-    k.tables.push_back(tables_[v] ? std::optional{tables_[v]->copy()} : std::nullopt);
+    k.tables.push_back(tables_[v] ? std::optional{tables_[v]->save()} : std::nullopt);
   }
   kept_ = std::move(k);
 }

@@ -450,14 +450,14 @@ BOOST_AUTO_TEST_CASE(a_shared_snapshot_is_rewritten_only_while_the_state_is_unch
   req.f = epochs(1);
   req.id = 7;
   ps_files out;
-  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, fs, out));
+  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1}, fs, out));
   BOOST_REQUIRE(out.partitions.size() == 2u);
   BOOST_TEST(out.partitions[0].header.name == "dense/kernel");
   ps_files again;
-  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, fs, again));  // a retry: same state
+  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1}, fs, again));  // a retry: same state
   BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
   ps_files late;
-  auto f = store.snapshot_files(req, checkpoint_target{dir}, fs, late);
+  auto f = store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1}, fs, late);
   BOOST_TEST(to_string(f.code) == "invalid_request");
   BOOST_TEST(f.what.find("snapshot 7 repeated after the state changed") != std::string::npos, f.what);
 }
@@ -467,7 +467,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_shares_the_values_and_carries_slots_and_ledger) 
   fence_request req;
   req.f = epochs(1);
   ps_snapshot snap;
-  BOOST_TEST(!store.snapshot(req, snap));
+  BOOST_TEST(!store.snapshot(req, snapshot_basis{}, snap));
   BOOST_REQUIRE(snap.partitions.size() == 2u);
   auto& k = snap.partitions[0];
   BOOST_TEST(k.version == 1u);
@@ -484,7 +484,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_is_a_state_another_store_takes_whole) {
   fence_request req;
   req.f = epochs(1);
   ps_snapshot snap;
-  BOOST_REQUIRE(!store.snapshot(req, snap));
+  BOOST_REQUIRE(!store.snapshot(req, snapshot_basis{}, snap));
   BOOST_REQUIRE(snap.partitions.size() == 2u);
   BOOST_TEST((snap.partitions[0].row_end == 2 && snap.partitions[1].row_end == 5));
   BOOST_TEST((!snap.partitions[0].sparse && snap.partitions[1].sparse));
@@ -495,7 +495,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_is_a_state_another_store_takes_whole) {
   init.partitions = snap.partitions;
   BOOST_REQUIRE(!other.init(init));
   ps_snapshot back;
-  BOOST_REQUIRE(!other.snapshot(req, back));
+  BOOST_REQUIRE(!other.snapshot(req, snapshot_basis{}, back));
   BOOST_REQUIRE(back.partitions.size() == 2u);
   auto& k = back.partitions[0];
   BOOST_TEST(k.value.value->isApproxToConstant(-2.0f));
@@ -545,7 +545,7 @@ BOOST_AUTO_TEST_CASE(an_init_carries_the_kept_state_a_restore_puts_back) {
   r.id = 1;
   BOOST_REQUIRE(!s.restore(r));
   ps_snapshot snap;
-  BOOST_REQUIRE(!s.snapshot(r, snap));
+  BOOST_REQUIRE(!s.snapshot(r, snapshot_basis{}, snap));
   auto& k = snap.partitions.at(0);
   BOOST_TEST(k.value.value->isApproxToConstant(5.0f));
   BOOST_REQUIRE(k.slots.size() == 1u);
@@ -803,7 +803,7 @@ BOOST_AUTO_TEST_CASE(keep_and_restore_put_the_rows_back_and_a_snapshot_is_an_ini
   BOOST_TEST(counts().rows == 3u);
   // A snapshot holds every row, the rows' ids, and the waiting ids; another store takes it.
   ps_snapshot snap;
-  BOOST_REQUIRE(!(last = tables.snapshot(k, snap)));
+  BOOST_REQUIRE(!(last = tables.snapshot(k, snapshot_basis{}, snap)));
   BOOST_REQUIRE(snap.partitions.size() == 1u);
   auto& p = snap.partitions[0];
   BOOST_TEST(p.dynamic);
@@ -885,6 +885,62 @@ BOOST_AUTO_TEST_CASE(an_init_the_model_does_not_agree_with_is_refused_and_change
   BOOST_TEST(!init_tables(req));
   BOOST_TEST(text().find("two partitions of the dynamic table") != std::string::npos, text());
   BOOST_TEST(counts().rows == 1u);
+}
+
+// A snapshot over a base this shard took holds only the rows changed since and the ids
+// dropped since; over a base it did not take, or after a restore, every row.
+BOOST_AUTO_TEST_CASE(a_snapshot_over_a_base_it_took_holds_what_changed_and_after_a_restore_every_row) {
+  auto mine = ids_of(1, 6);
+  BOOST_REQUIRE(push_rows(1, mine, 0.25f));
+  fence_request k;
+  k.f = epochs(1);
+  k.id = 1;
+  auto snap = [&](int64_t step, int64_t base) {
+    ps_snapshot s;
+    BOOST_REQUIRE(!(last = tables.snapshot(k, snapshot_basis{step, base}, s)));
+    BOOST_REQUIRE(s.partitions.size() == 1u);
+    return s.partitions[0];
+  };
+  auto sorted = [](std::vector<int64_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto s10 = snap(10, -1);
+  BOOST_TEST(s10.base == -1);
+  BOOST_TEST(s10.ids.size() == 6u);
+  BOOST_REQUIRE(push_rows(2, {mine[0], mine[1]}, 1));
+  auto s20 = snap(20, 10);
+  BOOST_TEST(s20.base == 10);
+  BOOST_TEST(sorted(s20.ids) == sorted({mine[0], mine[1]}));
+  BOOST_TEST(s20.value.rows() == 2);
+  BOOST_TEST(s20.removed.empty());
+  BOOST_TEST(snap(30, 15).base == -1);  // no snapshot of step 15 here: whole
+  BOOST_TEST(snap(30, 15).ids.size() == 6u);
+  auto s40 = snap(40, 20);
+  BOOST_TEST(s40.base == 20);
+  BOOST_TEST(s40.ids.empty());
+  // The shared form writes the increment's rows and its removed ids.
+  model::memory_file_system fs;
+  auto dir = model::begin_checkpoint(fs, "/ckpt", 45);
+  ps_files files;
+  BOOST_REQUIRE(!(last = tables.snapshot_files(k, checkpoint_target{dir}, snapshot_basis{45, 40}, fs, files)));
+  BOOST_REQUIRE(files.partitions.size() == 1u);
+  BOOST_TEST(files.partitions[0].header.base == 40);
+  bool removed_file = false;
+  for (auto& [what, e] : files.partitions[0].tables) removed_file = removed_file || what == "removed";
+  BOOST_TEST(removed_file);
+  // A restore puts another state in: the next snapshot is whole whatever it is over.
+  k.id = 2;
+  BOOST_REQUIRE(!(last = tables.keep(k)));
+  k.id = 3;
+  BOOST_REQUIRE(!(last = tables.restore(k)));
+  BOOST_TEST(snap(50, 45).base == -1);
+  // An init takes whole partitions only.
+  init_request req;
+  req.f = epochs(2);
+  req.partitions.push_back(s20);
+  auto refused = tables.init(req);
+  BOOST_TEST(refused.what.find("an increment over step 10") != std::string::npos, refused.what);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -376,6 +376,11 @@ BOOST_AUTO_TEST_CASE(dynamic_tables_are_checkpointed_and_restored_into_other_sha
   auto latest = model::latest_checkpoint(*fs, "/ck");
   BOOST_REQUIRE(latest);
   BOOST_TEST(latest->step == 4 * rounds);
+  // Incremental checkpoints (checkpoint_full_every): the step-0 one whole, each after
+  // an increment over the one before; read_checkpoint gives the rows whole.
+  std::vector<std::vector<int64_t>> bases;
+  for (auto& ck : model::list_checkpoints(*fs, "/ck")) bases.push_back(ck.bases);
+  BOOST_TEST((bases == std::vector<std::vector<int64_t>>{{}, {0}, {2 * rounds}}));
   auto saved = model::read_checkpoint(*fs, latest->path);
   const auto& table = *std::find_if(saved.variables.begin(), saved.variables.end(),
                                     [&](auto& v) { return v.name == name; });
@@ -436,6 +441,7 @@ BOOST_AUTO_TEST_CASE(dynamic_tables_are_checkpointed_and_restored_into_other_sha
   BOOST_TEST(run(shared, fn, 2).steps == 4 * rounds);
   model::trainer ts{tower(vocab, false, model::layers::dynamic_rows{6, 0}), model::make_adam({0.02}),
                     model::mean_squared_error(), 1};
+  BOOST_TEST(model::latest_checkpoint(*fs, "/cks")->bases == std::vector<int64_t>{0});  // an increment over the first
   ts.restore(model::read_checkpoint(*fs, model::latest_checkpoint(*fs, "/cks")->path));
   BOOST_TEST(ts.table(name).counts().rows == rows);
   BOOST_TEST(ts.table(name).counts().waiting == waiting);

@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(round_trip_keeps_values_slots_and_metadata) {
   BOOST_TEST(read_npy(fs, dir + "/dense.kernel.part1.npy").rows() == 3);
   check_same(read_checkpoint(fs, dir), data);
   const auto manifest = read_manifest(fs, dir);
-  BOOST_TEST(manifest["format_version"] == checkpoint_format_version);
+  BOOST_TEST(manifest["format_version"] == 1);  // whole: the first version's readers take it
   BOOST_TEST(manifest["variables"][0]["partitions"][1]["row_begin"] == 4);
   BOOST_TEST(manifest["extra"]["run"] == 3);
   const auto latest = latest_checkpoint(fs, root.path());

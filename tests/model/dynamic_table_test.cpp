@@ -244,18 +244,24 @@ BOOST_AUTO_TEST_CASE(incremental_checkpoints_restore_into_another_number_of_tabl
   with.push_back(5);
   with.push_back(6);
   apply(t, *adam, with, 1);  // all admitted; 5 and 6 wait
-  auto full = t.save(true);
+  BOOST_CHECK_THROW(t.save(t.iterations()), std::logic_error);  // no log of dropped ids yet
+  auto full = t.save();
+  const auto base = t.iterations();
+  t.log_removed_after(base);
   BOOST_TEST(full.ids.size() == 30u);
   BOOST_TEST(full.waiting.size() == 2u);
   // Some rows change, the rest are evicted.
   std::vector<int64_t> some(all.begin(), all.begin() + 10);
   for (int step = 2; step <= 4; ++step) apply(t, *adam, some, step);
   BOOST_TEST(t.counts().rows == 10u);
-  auto inc = t.save(false);
+  auto inc = t.save(base);
   BOOST_TEST(!inc.full);
   BOOST_TEST(inc.ids.size() == 10u);
   BOOST_TEST(inc.removed.size() == 20u);
-  BOOST_TEST(t.save(false).ids.empty());  // nothing changed since
+  BOOST_TEST(t.save(t.iterations()).ids.empty());  // nothing changed after the last apply
+  BOOST_TEST(t.save(t.iterations()).removed.empty());
+  BOOST_TEST(t.save(base).ids.size() == 10u);  // saving changes nothing
+  BOOST_CHECK_THROW(t.save(base - 1), std::logic_error);  // dropped ids before base forgotten
 
   // One table, and two that split the ids by parity.
   dynamic_table one{o, adam_slots()}, even{o, adam_slots()}, odd{o, adam_slots()};
@@ -293,7 +299,7 @@ BOOST_AUTO_TEST_CASE(incremental_checkpoints_restore_into_another_number_of_tabl
   // A waiting id restored is admitted at its next gradient, as in the table saved.
   dynamic_table w{o, adam_slots()}, w_back{o, adam_slots()};
   touch(w, {9});
-  w_back.merge(w.save(true));
+  w_back.merge(w.save());
   touch(w_back, {9});
   BOOST_TEST(w_back.find(9));
 
@@ -318,7 +324,9 @@ BOOST_AUTO_TEST_CASE(admission_survives_a_restore_between_eviction_and_save) {
   auto adam = make_adam({0.05});
   dynamic_table t{o, adam_slots()};
   touch(t, {7});  // waiting, one gradient
-  auto full = t.save(true);
+  auto full = t.save();
+  const auto base = t.iterations();
+  t.log_removed_after(base);
   BOOST_TEST(full.waiting == (std::vector<waiting_id>{{7, 1, 0}}));  // one gradient, at the first apply
   touch(t, {7});  // admitted
   BOOST_TEST(t.find(7));
@@ -326,7 +334,7 @@ BOOST_AUTO_TEST_CASE(admission_survives_a_restore_between_eviction_and_save) {
   BOOST_TEST(t.find(7));
   apply(t, *adam, {}, 1);  // not updated for 2 applies: evicted
   BOOST_TEST(!t.find(7));
-  auto inc = t.save(false);
+  auto inc = t.save(base);
   BOOST_TEST(inc.removed == (std::vector<int64_t>{7}));
   dynamic_table back{o, adam_slots()};
   back.merge(full);
@@ -336,13 +344,28 @@ BOOST_AUTO_TEST_CASE(admission_survives_a_restore_between_eviction_and_save) {
   BOOST_TEST(back.find(7) == t.find(7));
   BOOST_TEST(!back.find(7));
 
-  dynamic_table u{opts(), adam_slots()};
+  // A save changes nothing: one that is never committed costs the next nothing; the log
+  // forgets what lies at or before its step; a merge ends it.
+  auto e = opts();
+  e.evict_after = 2;  // looked for every apply
+  dynamic_table u{e, adam_slots()};
   touch(u, {1, 2});
-  u.save(true);
+  u.save();
+  const auto at = u.iterations();
+  u.log_removed_after(at);
   apply(u, *adam, {1}, 0);
-  auto kept = u.copy();
-  BOOST_TEST(kept.ids.size() == 2u);
-  BOOST_TEST(u.save(false).ids == (std::vector<int64_t>{1}));  // the copy did not reset it
+  BOOST_TEST(u.save().ids.size() == 2u);
+  BOOST_TEST(u.save(at).ids == (std::vector<int64_t>{1}));
+  BOOST_TEST(u.save(at).ids == (std::vector<int64_t>{1}));
+  apply(u, *adam, {}, 1);  // 2 not updated for 2 applies: evicted
+  BOOST_TEST(u.save(at).removed == (std::vector<int64_t>{2}));
+  u.log_removed_after(u.iterations());
+  BOOST_TEST(u.save(u.iterations()).removed.empty());
+  BOOST_CHECK_THROW(u.save(at), std::logic_error);
+  dynamic_table r{e, adam_slots()};
+  r.log_removed_after(0);
+  r.merge(u.save());
+  BOOST_CHECK_THROW(r.save(r.iterations()), std::logic_error);  // restored: no past to be incremental to
 }
 
 // An id waiting for admission keeps its last step through a snapshot: restored, it is
@@ -357,7 +380,7 @@ BOOST_AUTO_TEST_CASE(a_restored_waiting_id_is_forgotten_when_it_would_have_been_
   touch(t, {9});  // a first gradient (apply 0): waiting
   apply(t, *adam, {}, 0);
   apply(t, *adam, {}, 1);
-  auto snap = t.save(true);
+  auto snap = t.save();
   BOOST_TEST(snap.waiting == (std::vector<waiting_id>{{9, 1, 0}}));
   dynamic_table back{o, adam_slots()};
   back.merge(snap);
@@ -372,7 +395,7 @@ BOOST_AUTO_TEST_CASE(a_restored_waiting_id_is_forgotten_when_it_would_have_been_
   dynamic_table u{o, adam_slots()};
   touch(u, {9});
   dynamic_table v{o, adam_slots()};
-  v.merge(u.save(true));
+  v.merge(u.save());
   for (auto* x : {&u, &v}) {
     touch(*x, {9});
     BOOST_TEST(!x->find(9));
@@ -694,7 +717,7 @@ BOOST_AUTO_TEST_CASE(a_trainer_checkpoints_its_dynamic_table_and_trains_on_after
   BOOST_TEST(v->partitions.at(0).ids.size() == a.table(name).counts().rows);
   BOOST_TEST(v->partitions.at(0).waiting.size() == a.table(name).counts().waiting);
   // Each waiting id with its count and last step, as the table holds it.
-  BOOST_TEST((v->partitions.at(0).waiting == a.table(name).copy().waiting));
+  BOOST_TEST((v->partitions.at(0).waiting == a.table(name).save().waiting));
   BOOST_TEST(std::any_of(v->partitions.at(0).waiting.begin(), v->partitions.at(0).waiting.end(),
                          [](const waiting_id& w) { return w.last > 0; }));
   auto b = make();
@@ -749,6 +772,174 @@ BOOST_AUTO_TEST_CASE(a_trainer_checkpoints_its_dynamic_table_and_trains_on_after
   } catch (const checkpoint_error& e) {
     BOOST_TEST(std::string(e.what()).find("part0.ids.npy") != std::string::npos, e.what());
   }
+}
+
+// Checkpoints of a table that keeps changing (rows created, trained and evicted, ids
+// waiting for admission), written as a ps shard writes them: whole every fifth, the
+// others increments over the one before. Each reads back as the table's every row at its
+// step (compared by id with save(), not with what was written); pruning keeps the chain
+// a kept checkpoint needs; an increment whose base is missing, replaced or of another
+// partition count is refused, naming it.
+BOOST_AUTO_TEST_CASE(increments_read_back_as_the_whole_table_at_their_step) {
+  auto o = opts(5);
+  o.admit_after = 2;
+  o.evict_after = 8;
+  auto adam = make_adam({0.05});
+  const auto names = adam->slot_names();
+  dynamic_table t{o, adam_slots()};
+  memory_file_system fs;
+  const std::string root = "/ckpt";
+  auto dir = [&](int64_t step) { return join_path(root, checkpoint_dir_name(step)); };
+  auto one_partition = [&](int64_t step, partition_data p) {
+    checkpoint_data d;
+    d.step = step;
+    p.row_begin = 0;
+    p.row_end = 1;
+    d.variables.push_back(variable_data{"emb", shape2{0, dim}, true, {std::move(p)}});
+    return d;
+  };
+  // A partition as a map: id -> values, slots and last update; and its waiting ids.
+  using row = std::tuple<std::vector<float>, std::vector<float>, std::vector<float>, int64_t>;
+  auto rows_of = [&](const partition_data& p) {
+    std::map<int64_t, row> out;
+    for (size_t j = 0; j < p.ids.size(); ++j) {
+      auto r = static_cast<Eigen::Index>(j);
+      auto vec = [&](const matrix& m) { return std::vector<float>(m.row(r).data(), m.row(r).data() + dim); };
+      out[p.ids[j]] = row{vec(p.values), vec(p.slots.at(names[0])), vec(p.slots.at(names[1])), p.last_update[j]};
+    }
+    return out;
+  };
+  rng g{5};
+  int step = 0;
+  int64_t prev = -1, prev_iterations = -1;
+  size_t increments = 0, removed = 0, smaller = 0;
+  for (int64_t ck = 1; ck <= 10; ++ck) {
+    for (int s = 0; s < 5; ++s) {
+      std::set<int64_t> ids;
+      for (int j = 0; j < 9; ++j) ids.insert(static_cast<int64_t>(g.below(70)) * 1000003 + (int64_t{1} << 40));
+      apply(t, *adam, {ids.begin(), ids.end()}, step++);
+    }
+    const int64_t at = ck * 5;
+    const bool whole = (ck - 1) % 5 == 0;  // 5 and 30
+    auto snap = whole ? t.save() : t.save(prev_iterations);
+    auto p = table_partition(snap, names);
+    p.base = whole ? -1 : prev;
+    if (!whole) {
+      ++increments;
+      removed += p.removed.size();
+      smaller += snap.ids.size() < t.counts().rows;
+    }
+    write_checkpoint(fs, root, one_partition(at, std::move(p)));
+    prev = at;
+    prev_iterations = t.iterations();
+    t.log_removed_after(prev_iterations);
+    // Read back whole, as the table holds it now.
+    auto back = read_checkpoint(fs, dir(at));
+    const auto& bp = back.variables.at(0).partitions.at(0);
+    const auto want = table_partition(t.save(), names);
+    BOOST_TEST(bp.base == -1);
+    BOOST_TEST(bp.iterations == t.iterations());
+    BOOST_TEST((rows_of(bp) == rows_of(want)), "checkpoint " << at);
+    BOOST_TEST((bp.waiting == want.waiting), "checkpoint " << at);
+    BOOST_TEST(read_manifest(fs, dir(at)).at("format_version").get<int>() == (whole ? 1 : 2));
+  }
+  BOOST_TEST(increments == 8u);
+  BOOST_TEST(removed > 0u);       // evictions travelled as removed ids
+  BOOST_TEST(smaller == increments);  // and each increment held fewer rows than the table
+  BOOST_TEST(t.counts().evicted > 0u);
+  BOOST_TEST(t.counts().waiting > 0u);
+
+  // The newest (50) is an increment over 45, an increment over 40, ... back to 30, whole.
+  auto listed = list_checkpoints(fs, root);
+  BOOST_TEST(listed.back().bases == (std::vector<int64_t>{45}));
+  BOOST_TEST(listed.front().bases.empty());
+  prune_checkpoints(fs, root, 1);
+  std::vector<int64_t> kept;
+  for (const auto& c : list_checkpoints(fs, root)) kept.push_back(c.step);
+  BOOST_TEST(kept == (std::vector<int64_t>{30, 35, 40, 45, 50}));
+  BOOST_TEST((rows_of(read_checkpoint(fs, dir(50)).variables[0].partitions[0]) ==
+              rows_of(table_partition(t.save(), names))));
+
+  // A base replaced by another state of its step (a run rolled back past it that
+  // checkpoints the step again): the increments over it are refused.
+  remove_checkpoint(fs, root, dir(40));
+  auto other = table_partition(t.save(), names);
+  other.values(0, 0) += 1.0f;
+  other.iterations = 30;
+  for (auto& u : other.last_update) u = std::min<int64_t>(u, 30);
+  for (auto& w : other.waiting) w.last = std::min<int64_t>(w.last, 30);
+  write_checkpoint(fs, root, one_partition(40, other));
+  try {
+    read_checkpoint(fs, dir(50));
+    BOOST_ERROR("an increment over a replaced base was read");
+  } catch (const checkpoint_error& e) {
+    BOOST_TEST(std::string(e.what()).find("replaced since") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("step 40") != std::string::npos, e.what());
+  }
+  // No base, or a base of another partition count: refused when written.
+  auto inc = table_partition(t.save(t.iterations()), names);
+  inc.base = 17;
+  try {
+    write_checkpoint(fs, root, one_partition(55, inc));
+    BOOST_ERROR("an increment over a missing checkpoint was written");
+  } catch (const checkpoint_error& e) {
+    BOOST_TEST(std::string(e.what()).find("step 17, which cannot be read") != std::string::npos, e.what());
+  }
+  BOOST_TEST(!fs.exists(dir(55)));
+  {
+    checkpoint_data two;
+    two.step = 60;
+    variable_data v{"emb", shape2{0, dim}, true, {}};
+    for (int k = 0; k < 2; ++k) {
+      partition_data p;
+      p.row_begin = k;
+      p.row_end = k + 1;
+      p.values = matrix(0, dim);
+      for (auto& n : names) p.slots[n] = matrix(0, dim);
+      p.base = 50;
+      v.partitions.push_back(p);
+    }
+    two.variables.push_back(v);
+    try {
+      write_checkpoint(fs, root, two);
+      BOOST_ERROR("an increment over another partition count was written");
+    } catch (const checkpoint_error& e) {
+      BOOST_TEST(std::string(e.what()).find("in 1 partitions, not 2") != std::string::npos, e.what());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_increment_puts_its_rows_over_the_base) {
+  partition_data base, inc;
+  auto rows = [](std::vector<int64_t> ids, float v) {
+    partition_data p;
+    p.ids = ids;
+    p.last_update.assign(ids.size(), 1);
+    p.values = matrix::Constant(static_cast<Eigen::Index>(ids.size()), 2, v);
+    p.slots["m"] = p.values * 2.0f;
+    return p;
+  };
+  base = rows({1, 2, 3, 4}, 1.0f);
+  inc = rows({3, 5}, 7.0f);
+  inc.base = 0;
+  inc.removed = {2, 3, 9};  // 3 dropped, then created again: the increment's row
+  inc.iterations = 4;
+  inc.waiting = {{6, 1, 3}};
+  apply_increment(base, inc);
+  BOOST_TEST(base.ids == (std::vector<int64_t>{1, 3, 4, 5}));
+  BOOST_TEST(base.values(0, 0) == 1.0f);
+  BOOST_TEST(base.values(1, 0) == 7.0f);
+  BOOST_TEST(base.slots.at("m")(3, 1) == 14.0f);
+  BOOST_TEST(base.iterations == 4);
+  BOOST_TEST(base.base == -1);
+  BOOST_TEST((base.waiting == std::vector<waiting_id>{{6, 1, 3}}));
+  auto bad = rows({8}, 0.0f);
+  bad.base = 0;
+  bad.waiting = {{1, 1, 0}};  // waiting, yet it has a row
+  BOOST_CHECK_THROW(apply_increment(base, bad), std::invalid_argument);
+  bad.waiting.clear();
+  bad.slots.clear();
+  BOOST_CHECK_THROW(apply_increment(base, bad), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -96,7 +96,7 @@ inspect_targets resolve(md::file_system& fs, const inspect_options& o) {
   inspect_targets t;
   // A manifest makes DIR one checkpoint; its step comes from read_checkpoint later.
   if (fs.exists(md::join_path(o.dir, "manifest.json"))) {
-    t.shown.push_back(md::checkpoint_info{0, o.dir});
+    t.shown.push_back(md::checkpoint_info{0, o.dir, {}});
     return t;
   }
   // ckpt-<step> without a manifest is a write that never committed, not a root.
@@ -342,7 +342,7 @@ disk_usage disk_usage_of(md::file_system& fs, const std::string& dir) {
       add_file_entry(p.value("file", json()), u);
       const json slots = p.value("slots", json::object());
       for (auto& [_, s] : slots.items()) add_file_entry(s, u);
-      for (auto what : {"ids", "last_update", "waiting"}) add_file_entry(p.value(what, json()), u);
+      for (auto what : {"ids", "last_update", "waiting", "removed"}) add_file_entry(p.value(what, json()), u);
     }
   std::string text;
   if (fs.read_file(md::join_path(dir, "manifest.json"), text).ok()) {
@@ -364,6 +364,15 @@ void print_totals(md::file_system& fs, const md::checkpoint_data& d, const std::
   const disk_usage u = disk_usage_of(fs, dir);
   fmt::print("total: {} variable{}, {} parameters, {} bytes on disk ({}) in {} files\n", d.variables.size(),
              d.variables.size() == 1 ? "" : "s", params, u.bytes, human_bytes(u.bytes), u.files);
+  // An incremental checkpoint: its files hold what changed since its bases; the
+  // variables above are the chain read back whole.
+  std::set<int64_t> bases;
+  for (auto& v : md::read_manifest(fs, dir).value("variables", json::array()))
+    for (auto& p : v.value("partitions", json::array()))
+      if (p.contains("base") && p["base"].is_number_integer()) bases.insert(p["base"].get<int64_t>());
+  if (!bases.empty())
+    fmt::print("incremental: dynamic tables hold the rows changed since step{} {} (read back whole above)\n",
+               bases.size() == 1 ? "" : "s", fmt::join(bases, ", "));
 }
 
 // --- one checkpoint -----------------------------------------------------------------

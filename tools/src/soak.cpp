@@ -259,6 +259,7 @@ int soak(int argc, char** argv, int first) {
       cov.feature("coordinator take-over", r.taken_over);
       cov.feature("corrupt checkpoint skipped", r.skipped_checkpoints > 0);
       cov.feature("ps roll-back", r.ps_restores > 0);
+      cov.feature("roll-back to an incremental checkpoint", r.incremental_restores > 0);
       cov.fault_kinds(r);
     }
     injected += r.injected.size();

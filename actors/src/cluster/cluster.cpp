@@ -90,6 +90,9 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   if (d.spec.checkpoint_every < 0 || d.spec.checkpoint_keep < 1)
     throw std::invalid_argument(fmt::format("cluster: checkpoint_every = {} (>= 0) and checkpoint_keep = {} (>= 1)",
                                             d.spec.checkpoint_every, d.spec.checkpoint_keep));
+  if (d.spec.checkpoint_full_every < 1)
+    throw std::invalid_argument(
+      fmt::format("cluster: checkpoint_full_every = {} (>= 1; 1: every checkpoint whole)", d.spec.checkpoint_full_every));
   if (d.spec.checkpoint_interval.count() < 0)
     throw std::invalid_argument(fmt::format("cluster: checkpoint_interval = {} ms < 0", d.spec.checkpoint_interval.count()));
   if (d.spec.poison_limit < 1)
@@ -189,6 +192,7 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   c.checkpoint_every = d.spec.checkpoint_every;
   c.checkpoint_interval = std::chrono::duration_cast<caf::timespan>(d.spec.checkpoint_interval);
   c.checkpoint_keep = static_cast<size_t>(d.spec.checkpoint_keep);
+  c.checkpoint_full_every = d.spec.checkpoint_full_every;
   c.checkpoint_fs = d.spec.checkpoint_fs;
   c.checkpoint_shared = d.spec.checkpoint_shared;
   c.optimizer = std::make_shared<const model::optimizer_set>(*d.optimizer);  // when every worker is lost, wait this long for one to join

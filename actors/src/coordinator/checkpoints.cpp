@@ -130,11 +130,24 @@ void schedule_tick(self_ptr self) {
 
 namespace {
 
+// What the shards may leave out of a checkpoint at steps_total into `target`: a dynamic
+// table's rows unchanged since the run directory's newest committed checkpoint, unless
+// checkpoint_full_every says this one is whole. Checkpoints elsewhere are whole.
+snapshot_basis basis_for(const coord_state& st, const ckpt_target& target) {
+  snapshot_basis b;
+  b.step = static_cast<int64_t>(st.steps_total);
+  if (target.run_dir && st.increment_base >= 0 && st.increment_base < b.step &&
+      st.increments + 1 < st.opts.checkpoint_full_every)
+    b.base = st.increment_base;
+  return b;
+}
+
 // Commits a checkpoint with `write` (which returns its path), keeps the newest
-// checkpoint_keep, says so (with the tensor bytes the shards sent here for it), then runs
-// `then`. A failure to write ends the run.
+// checkpoint_keep (and what they build on), says so (with the tensor bytes the shards
+// sent here for it and whether it holds increments), then runs `then`. A failure to
+// write ends the run.
 void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, double received_bytes,
-                       const std::function<std::string(model::file_system&)>& write,
+                       bool incremental, const std::function<std::string(model::file_system&)>& write,
                        const std::function<void(const std::string&)>& then) {
   auto& st = self->state;
   std::string path;
@@ -146,6 +159,8 @@ void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, d
       st.restore_dir = target.dir;
       st.clean_since_commit = true;
       if (st.ph != phase::idle) st.run_start_committed = true;  // the run can roll back to it
+      st.increment_base = step;
+      st.increments = incremental ? st.increments + 1 : 0;
     }
     model::prune_checkpoints(fs, target.dir, std::max<size_t>(1, target.keep));
     event e;
@@ -154,6 +169,7 @@ void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, d
     e.text = path;
     e.values["pause_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.quiesce_began).count();
     e.values["bytes_to_coordinator"] = received_bytes;
+    if (incremental) e.values["incremental"] = 1;
     if (target.kept)
       e.values["kept"] = 1;  // the state kept at an epoch gate
     else if (!target.run_dir)
@@ -265,6 +281,7 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
   auto files = std::make_shared<std::vector<ps_files>>(st.opts.ps.size());
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
   auto live = [self, attempt] { return attempt == self->state.ckpt_attempt; };
+  const auto basis = basis_for(st, target);
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
     ask_shard<ps_files>(
         self, i, fmt::format("the snapshot for the checkpoint at step {}", step), live,
@@ -277,6 +294,7 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
           auto record = [](const file_entry& e) { return model::file_record{e.name, e.bytes, e.crc32}; };
           model::checkpoint_record r;
           r.step = step;
+          bool incremental = false;
           for (auto& vp : st.opts.placement->variables()) {
             model::variable_record v{vp.name, vp.shape, {}, vp.dynamic};
             for (auto* p : by_var[vp.variable]) {
@@ -285,6 +303,8 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
               pr.row_begin = h.row_begin;
               pr.row_end = h.row_end;
               pr.iterations = h.iterations;
+              pr.base = h.base;
+              incremental = incremental || h.base >= 0;
               pr.values = record(p->values);
               for (size_t k = 0; k < p->slots.size() && k < h.slot_names.size(); ++k)
                 pr.slots[h.slot_names[k]] = record(p->slots[k]);
@@ -300,11 +320,11 @@ void write_shared_checkpoint(self_ptr self, ckpt_target target, std::function<vo
             r.hyperparams = st.optimizer->hyperparams();
           }
           finish_checkpoint(
-            self, target, step, 0.0, [&](model::file_system& fs) { return model::commit_checkpoint(fs, target.dir, r); },
-            then);
+            self, target, step, 0.0, incremental,
+            [&](model::file_system& fs) { return model::commit_checkpoint(fs, target.dir, r); }, then);
         },
         checkpoint_refused(self, i, attempt), 1, snapshot_atom::value, fence_request{current_fence(st), attempt},
-        checkpoint_target{dir});
+        checkpoint_target{dir}, basis);
 }
 
 }  // namespace
@@ -329,6 +349,7 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
   auto snaps = std::make_shared<std::vector<ps_snapshot>>(st.opts.ps.size());
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
   auto live = [self, attempt] { return attempt == self->state.ckpt_attempt; };
+  const auto basis = basis_for(st, target);
   for (size_t i = 0; i < st.opts.ps.size(); ++i)
     ask_shard<ps_snapshot>(
         self, i, fmt::format("the snapshot for the checkpoint at step {}", st.steps_total), live,
@@ -340,6 +361,7 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
           const auto& pl = *st.opts.placement;
           model::checkpoint_data data;
           data.step = static_cast<int64_t>(st.steps_total);
+          bool incremental = false;
           auto by_var = partitions_by_variable(*snaps);
           double received = 0;
           for (auto& sn : *snaps)
@@ -361,6 +383,9 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
               d.ids = std::move(p->ids);  // a dynamic table's rows
               d.last_update = std::move(p->last_update);
               d.waiting = std::move(p->waiting);
+              d.base = p->base;  // an increment: the rows above changed since, these ids dropped
+              d.removed = std::move(p->removed);
+              incremental = incremental || d.base >= 0;
               v.partitions.push_back(std::move(d));
             }
             data.variables.push_back(std::move(v));
@@ -372,14 +397,15 @@ void write_checkpoint_to(self_ptr self, ckpt_target target, std::function<void(c
             data.hyperparams = st.optimizer->hyperparams();
           }
           finish_checkpoint(
-            self, target, data.step, received,
+            self, target, data.step, received, incremental,
             [&](model::file_system& fs) {
               replace_same_step(fs, target.dir, data.step);
               return model::write_checkpoint(fs, target.dir, data);
             },
             then);
         },
-        checkpoint_refused(self, i, attempt), 1, snapshot_atom::value, fence_request{current_fence(st), attempt});
+        checkpoint_refused(self, i, attempt), 1, snapshot_atom::value, fence_request{current_fence(st), attempt},
+        basis);
 }
 
 // A checkpoint the application asked for, into a directory of its own.

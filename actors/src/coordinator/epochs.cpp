@@ -134,6 +134,7 @@ void release_gate(self_ptr self, gate_decision d, std::optional<caf::typed_respo
         };
         if (st.restore_at_end && st.kept_epoch >= 0 && st.kept_epoch != st.gate_epoch) {
           auto kept = st.kept_epoch;
+          st.increment_base = -1;  // the shards take another state: the next checkpoint is whole
           ask_every_shard<caf::ok_atom>(
             self, "the restore of the kept state", open,
             [self, end, live, kept]() mutable {

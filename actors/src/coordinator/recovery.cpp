@@ -111,6 +111,7 @@ void send_state(self_ptr self, model::checkpoint_data data, uint64_t run, const 
   }
   auto remaining = std::make_shared<size_t>(st.opts.ps.size());
   auto live = [self, attempt] { return attempt == self->state.restore_attempt; };
+  st.increment_base = -1;  // the shards take another state: the next checkpoint is whole
   for (size_t i = 0; i < reqs.size(); ++i)
     ask_shard<caf::ok_atom>(
       self, i, "its state (init)", live,

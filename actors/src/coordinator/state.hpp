@@ -152,6 +152,11 @@ struct coord_state {
   uint64_t tick = 0;         // the pending interval tick's id
   uint64_t ckpt_attempt = 0; // snapshot answers of an abandoned checkpoint are ignored
   int64_t last_committed = -1;  // step of the newest committed checkpoint (-1: none)
+  // Incremental checkpoints: the run directory's newest committed checkpoint, taken since
+  // the shards' last init or restore (a dynamic table's next one may be an increment over
+  // it), and how many increments it ends (checkpoint_full_every).
+  int64_t increment_base = -1;
+  int64_t increments = 0;
   std::string restore_dir;      // where it is (checkpoint_dir, or the resumed directory)
   std::chrono::steady_clock::time_point quiesce_began;
   std::deque<extra_checkpoint> extra_ckpts;  // written, in order, once nothing is in flight

@@ -368,7 +368,7 @@ int64_t non_negative(const reader& r, const json& v, const std::string& field, c
 void read_checkpoint(const reader& r, const json& section, cluster_def& def) {
   const std::string field = "checkpoint";
   r.expect(section, section.is_object(), field, "an object");
-  r.only_keys(section, field, {"dir", "shared", "every_steps", "interval_ms"});
+  r.only_keys(section, field, {"dir", "shared", "every_steps", "interval_ms", "full_every"});
   if (auto it = section.find("dir"); it != section.end()) def.checkpoint_dir = r.string(*it, member(field, "dir"));
   if (auto it = section.find("shared"); it != section.end())
     def.checkpoint_shared = r.boolean(*it, member(field, "shared"));
@@ -377,6 +377,14 @@ void read_checkpoint(const reader& r, const json& section, cluster_def& def) {
   if (auto it = section.find("interval_ms"); it != section.end())
     def.checkpoint_interval =
       std::chrono::milliseconds{non_negative(r, *it, member(field, "interval_ms"), "no timed checkpoints")};
+  if (auto it = section.find("full_every"); it != section.end()) {
+    def.checkpoint_full_every = r.integer(*it, member(field, "full_every"));
+    if (def.checkpoint_full_every < 1)
+      r.fail(member(field, "full_every"),
+             fmt::format("{} is below 1 (1: every checkpoint whole; n: every n-th, increments of the dynamic tables "
+                         "between)",
+                         def.checkpoint_full_every));
+  }
 }
 
 // Reads section[key] as a positive number of milliseconds into `out`; true if given.

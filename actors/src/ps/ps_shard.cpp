@@ -73,15 +73,16 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, std::shared_ptr<const
       auto f = store.raise_fence(req, r);
       return answer(std::move(f), std::move(r));
     },
-    [&store](snapshot_atom, const fence_request& req) -> caf::result<ps_snapshot> {
+    [&store](snapshot_atom, const fence_request& req, const snapshot_basis& b) -> caf::result<ps_snapshot> {
       ps_snapshot r;
-      auto f = store.snapshot(req, r);
+      auto f = store.snapshot(req, b, r);
       return answer(std::move(f), std::move(r));
     },
-    [self](snapshot_atom, const fence_request& req, const checkpoint_target& t) -> caf::result<ps_files> {
+    [self](snapshot_atom, const fence_request& req, const checkpoint_target& t,
+           const snapshot_basis& b) -> caf::result<ps_files> {
       auto& fs = self->state.checkpoint_fs ? *self->state.checkpoint_fs : model::posix_file_system();
       ps_files r;
-      auto f = self->state.store->snapshot_files(req, t, fs, r);
+      auto f = self->state.store->snapshot_files(req, t, b, fs, r);
       return answer(std::move(f), std::move(r));
     },
     [&store](keep_atom, const fence_request& req) -> caf::result<caf::ok_atom> {

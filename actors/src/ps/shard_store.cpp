@@ -303,6 +303,8 @@ failure shard_store::make_table(const partition_state& p, partition& q,
   auto invalid = [&](std::string what) {
     return failure{error_code::invalid_request, fmt::format("init: dynamic table {}: {}", p.name, what)};
   };
+  if (p.base >= 0 || !p.removed.empty())
+    return invalid(fmt::format("an increment over step {} where every row is needed", p.base));
   auto spec = std::find_if(variables_.begin(), variables_.end(), [&](auto& v) { return v.name == p.name; });
   if (spec == variables_.end()) return invalid("the shard's model has no such variable");
   if (!spec->dynamic) return invalid("the shard's model declares it with fixed rows");
@@ -504,6 +506,7 @@ failure shard_store::init(init_request& req) {
   initialized_ = true;
   last_init_ = req.f;
   ++changes_;
+  table_steps_.clear();  // another state: no increment over a snapshot taken before
   return {};
 }
 
@@ -543,7 +546,7 @@ failure shard_store::keep(const fence_request& req) {
   kept_tables_.clear();
   for (auto& [k, p] : parts_) {
     kept_.emplace(k, std::make_pair(*p.value, p.slots));
-    if (p.table) kept_tables_.emplace(k, p.table->copy());
+    if (p.table) kept_tables_.emplace(k, p.table->save());
   }
   return {};
 }
@@ -574,10 +577,44 @@ failure shard_store::restore(const fence_request& req) {
   }
   last_restore_ = last;
   ++changes_;
+  table_steps_.clear();  // another state: no increment over a snapshot taken before
   return {};
 }
 
-failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
+model::dynamic_table::snapshot shard_store::save_table(const partition_key& k, partition& p, const snapshot_basis& b,
+                                                      int64_t& base) const {
+  base = -1;
+  if (b.base >= 0 && b.base < b.step)
+    if (auto at = table_steps_.find(b.base); at != table_steps_.end())
+      if (auto since = at->second.find(k); since != at->second.end()) {
+        try {
+          auto inc = p.table->save(since->second);
+          base = b.base;
+          return inc;
+        } catch (const std::logic_error&) {
+          // The table does not know what it dropped since (restored in between): whole.
+        }
+      }
+  return p.table->save();
+}
+
+void shard_store::snapshot_taken(int64_t step) {
+  auto& now = table_steps_[step];
+  now.clear();
+  for (auto& [k, p] : parts_)
+    if (p.table) now[k] = p.table->iterations();
+  while (table_steps_.size() > 4) table_steps_.erase(table_steps_.begin());
+  // Each table logs what it drops after the oldest step an increment may start from.
+  for (auto& [k, p] : parts_) {
+    if (!p.table) continue;
+    int64_t oldest = p.table->iterations();
+    for (auto& [step, at] : table_steps_)
+      if (auto i = at.find(k); i != at.end()) oldest = std::min(oldest, i->second);
+    p.table->log_removed_after(oldest);
+  }
+}
+
+failure shard_store::snapshot(const fence_request& req, const snapshot_basis& b, ps_snapshot& out) {
   if (!initialized_) return not_ready();
   if (auto err = check_fence(req.f)) return err;
   out.shard = index_;
@@ -590,14 +627,16 @@ failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
     s.row_end = p.row_begin + p.value->rows();
     s.sparse = p.sparse;
     s.version = p.version;
-    if (p.table) {  // every row (no incremental checkpoints yet)
+    if (p.table) {  // every row, or an increment
       s.dynamic = true;
       s.partitions = p.partitions;
       s.row_begin = k.index;  // its "rows" in checkpoints and ledgers
       s.row_end = k.index + 1;
       s.ledger = p.ledger.data();
       s.slot_names = names;
-      put_rows(p.table->copy(), s);
+      auto rows = save_table(k, p, b, s.base);
+      put_rows(rows, s);
+      s.removed = std::move(rows.removed);
       out.partitions.push_back(std::move(s));
       continue;
     }
@@ -612,11 +651,12 @@ failure shard_store::snapshot(const fence_request& req, ps_snapshot& out) {
     }
     out.partitions.push_back(std::move(s));
   }
+  snapshot_taken(b.step);
   return {};
 }
 
-failure shard_store::snapshot_files(const fence_request& req, const checkpoint_target& t, model::file_system& fs,
-                                    ps_files& out) {
+failure shard_store::snapshot_files(const fence_request& req, const checkpoint_target& t, const snapshot_basis& b,
+                                    model::file_system& fs, ps_files& out) {
   if (!initialized_) return not_ready();
   if (auto err = check_fence(req.f)) return err;
   // A retry of the last snapshot (or its late original) rewrites the same files only
@@ -634,8 +674,10 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
     for (auto& [k, p] : parts_) {
       auto names = opts_.at(p.optimizer).slot_names();
       model::partition_data d;
-      if (p.table) {  // every row; its "rows" [k, k + 1)
-        d = model::table_partition(p.table->copy(), names);
+      if (p.table) {  // every row or an increment; its "rows" [k, k + 1)
+        int64_t base = -1;
+        d = model::table_partition(save_table(k, p, b, base), names);
+        d.base = base;
         d.row_begin = k.index;
         d.row_end = k.index + 1;
       } else {
@@ -661,6 +703,7 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
       h.partitions = p.partitions;
       h.version = p.version;
       h.iterations = rec.iterations;
+      h.base = rec.base;
       h.ledger = p.ledger.data();
       w.values = entry(rec.values);
       for (auto& [slot, file] : rec.slots) {
@@ -673,6 +716,7 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
   } catch (const std::exception& e) {
     return failure{error_code::checkpoint_failed, fmt::format("ps shard {}: {}", index_, e.what())};
   }
+  snapshot_taken(b.step);
   return {};
 }
 

@@ -69,10 +69,13 @@ class shard_store {
   failure set_hyperparams(const hyperparams_request& req);
   failure keep(const fence_request& req);
   failure restore(const fence_request& req);
-  /// Every partition's state, shared (the next push writes into a copy).
-  failure snapshot(const fence_request& req, ps_snapshot& out);
+  /// Every partition's state, shared (the next push writes into a copy); a dynamic
+  /// table's as an increment over `b.base` when this shard took the snapshot of that
+  /// step since its last init or restore (snapshot_basis).
+  failure snapshot(const fence_request& req, const snapshot_basis& b, ps_snapshot& out);
   /// The same state written into a shared checkpoint directory through `fs`.
-  failure snapshot_files(const fence_request& req, const checkpoint_target& t, model::file_system& fs, ps_files& out);
+  failure snapshot_files(const fence_request& req, const checkpoint_target& t, const snapshot_basis& b,
+                         model::file_system& fs, ps_files& out);
 
   // -- workers --------------------------------------------------------------------------
 
@@ -112,6 +115,13 @@ class shard_store {
   bool seen_before(const push_request& req);
   failure validate(const push_request& req) const;
   failure make_table(const partition_state& p, partition& q, std::optional<model::dynamic_table::snapshot>& kept) const;
+  // Partition k's table saved for a checkpoint of basis b: an increment over b.base
+  // (`base` takes it) when this shard snapshotted that step since its last init or
+  // restore, else whole.
+  model::dynamic_table::snapshot save_table(const partition_key& k, partition& p, const snapshot_basis& b,
+                                            int64_t& base) const;
+  // The snapshot of step `step` taken: where each table was then, for increments over it.
+  void snapshot_taken(int64_t step);
   /// The partition of `variable` on this shard that holds row (or id) `id`, or null.
   const partition* holder(int32_t variable, int64_t id) const;
   static model::matrix& writable(partition& p);
@@ -146,6 +156,9 @@ class shard_store {
   std::pair<fence, uint64_t> last_keep_{}, last_restore_{}, last_hyper_{};
   std::pair<fence, uint64_t> last_snapshot_{};
   uint64_t snapshot_changes_ = 0;
+  // The newest snapshots' steps (at most 4) since the last init or restore, with each
+  // dynamic table's apply count then: what an increment over one of them starts after.
+  std::map<int64_t, std::map<partition_key, int64_t>> table_steps_;
   uint64_t changes_ = 0;  // applies, inits and restores so far
 };
 

@@ -348,7 +348,17 @@ outcome run_once(const job& j, const sim_options& o, std::shared_ptr<fault_plan>
         rounds.clear();  // the rounds after the checkpoint run again
         trace.add(e.kind == event_kind::resumed ? uint8_t{6} : uint8_t{5});
         trace.add(e.count);
-        if (e.kind == event_kind::ps_restored) ++res.ps_restores;
+        if (e.kind == event_kind::ps_restored) {
+          ++res.ps_restores;
+          // Restored from an incremental checkpoint: its dynamic tables read back through a chain.
+          try {
+            if (!e.text.empty() && fs->exists(model::join_path(e.text, "manifest.json")))
+              for (const auto& ck : model::list_checkpoints(*fs, spec.checkpoint_dir))
+                if (ck.path == e.text && !ck.bases.empty()) ++res.incremental_restores;
+          } catch (const std::exception&) {
+            // A checkpoint the restore read, unreadable now: counted nowhere.
+          }
+        }
         break;
       case event_kind::warning:
         if (e.text.rfind("the run failed: ", 0) == 0) failed_runs.insert(e.run);

@@ -119,6 +119,9 @@ void validate_for_write(const checkpoint_data& data) {
       if (p.iterations < 0)
         bad(fmt::format("variable '{}' partition {}: negative iterations {}", v.name, k,
                         p.iterations));
+      if (p.base >= 0 && (!v.dynamic || p.base >= data.step))
+        bad(fmt::format("variable '{}' partition {}: an increment over step {} in a checkpoint of step {}{}", v.name,
+                        k, p.base, data.step, v.dynamic ? "" : " (only dynamic tables have increments)"));
       if (!files.insert(partition_file_name(v.name, k)).second)
         bad(fmt::format("variable '{}': file name {} clashes with another variable's", v.name,
                         partition_file_name(v.name, k)));
@@ -174,9 +177,13 @@ void validate_records(const checkpoint_record& r) {
         if (f.name != slot_file_name(v.name, k, slot))
           bad(fmt::format("variable '{}' partition {}: slot file {} where the layout has {}", v.name, k, f.name,
                           slot_file_name(v.name, k, slot)));
-      if (p.tables.size() != (v.dynamic ? std::size(table_files) : 0))
+      if (p.base >= 0 && (!v.dynamic || p.base >= r.step))
+        bad(fmt::format("variable '{}' partition {}: an increment over step {} in a checkpoint of step {}{}", v.name,
+                        k, p.base, r.step, v.dynamic ? "" : " (only dynamic tables have increments)"));
+      const size_t files = v.dynamic ? std::size(table_files) + (p.base >= 0 ? 1 : 0) : 0;
+      if (p.tables.size() != files || (p.base >= 0 && !p.tables.count("removed")))
         bad(fmt::format("variable '{}' partition {}: {} table files for a {} variable", v.name, k, p.tables.size(),
-                        v.dynamic ? "dynamic" : "fixed"));
+                        v.dynamic ? (p.base >= 0 ? "dynamic table's increment of a" : "dynamic") : "fixed"));
       for (const auto& [what, f] : p.tables)
         if (f.name != table_file_name(v.name, k, what))
           bad(fmt::format("variable '{}' partition {}: file {} where the layout has {}", v.name, k, f.name,
@@ -186,8 +193,10 @@ void validate_records(const checkpoint_record& r) {
 }
 
 // Writes the manifest of the records into `dir` (arrays written) and commits it.
-void write_manifest(file_system& fs, const std::string& root, const std::string& dir, const checkpoint_record& r) {
+void write_manifest(file_system& fs, const std::string& root, const std::string& dir, const checkpoint_record& r,
+                    const std::map<int64_t, uint32_t>& base_ids) {
   json variables = json::array();
+  bool incremental = false;  // version 2; a whole checkpoint stays readable by version 1
   for (const auto& v : r.variables) {
     json parts = json::array();
     for (size_t k = 0; k < v.partitions.size(); ++k) {
@@ -201,6 +210,11 @@ void write_manifest(file_system& fs, const std::string& root, const std::string&
                 {"file", to_json(p.values)},
                 {"slots", std::move(slots)}};
       for (const auto& [what, f] : p.tables) part[what] = to_json(f);
+      if (p.base >= 0) {
+        part["base"] = p.base;
+        part["base_crc32"] = base_ids.at(p.base);
+        incremental = true;
+      }
       parts.push_back(std::move(part));
     }
     json var{{"name", v.name}, {"shape", json::array({v.shape.rows, v.shape.cols})}, {"partitions", std::move(parts)}};
@@ -210,7 +224,7 @@ void write_manifest(file_system& fs, const std::string& root, const std::string&
   json hyper = json::object();
   for (const auto& [name, value] : r.hyperparams) hyper[name] = value;
   const json manifest{{"format", format_name},
-                      {"format_version", checkpoint_format_version},
+                      {"format_version", incremental ? checkpoint_format_version : 1},
                       {"step", r.step},
                       {"optimizer", json{{"describe", r.optimizer}, {"hyperparameters", hyper}}},
                       {"variables", std::move(variables)},
@@ -322,9 +336,35 @@ std::optional<int64_t> step_of_dir_name(const std::string& name) {
   return v;
 }
 
-bool is_committed(file_system& fs, const std::string& dir, int64_t step) {
+// What an increment records of its base, and checks when it is read: the CRC-32 of the
+// base manifest's "variables" (which hold every array's CRC), so a base replaced by
+// another state of the same step (a run rolled back past it that checkpoints that step
+// again) is told apart.
+uint32_t manifest_identity(const json& manifest) {
+  auto v = manifest.find("variables");
+  return detail::crc32_update(0, v == manifest.end() ? std::string("null") : v->dump());
+}
+
+// The steps a manifest's increments build on (its partitions' "base"), sorted, unique.
+std::vector<int64_t> bases_of(const json& manifest) {
+  std::set<int64_t> out;
+  auto vars = manifest.find("variables");
+  if (vars == manifest.end() || !vars->is_array()) return {};
+  for (const auto& v : *vars) {
+    if (!v.is_object() || !v.contains("partitions") || !v["partitions"].is_array()) continue;
+    for (const auto& p : v["partitions"])
+      if (p.is_object() && p.contains("base") && p["base"].is_number_integer()) out.insert(p["base"].get<int64_t>());
+  }
+  return {out.begin(), out.end()};
+}
+
+// Whether dir holds a committed checkpoint of `step`; `bases` takes what it builds on.
+bool is_committed(file_system& fs, const std::string& dir, int64_t step, std::vector<int64_t>* bases = nullptr) {
   try {
-    return parse_manifest(fs, dir).at("step").get<int64_t>() == step;
+    auto j = parse_manifest(fs, dir);
+    if (j.at("step").get<int64_t>() != step) return false;
+    if (bases) *bases = bases_of(j);
+    return true;
   } catch (const checkpoint_error&) {
     return false;
   }
@@ -335,6 +375,7 @@ struct dir_entry {
   int64_t step;
   std::string path;
   bool committed;
+  std::vector<int64_t> bases;
 };
 
 std::vector<dir_entry> scan(file_system& fs, const std::string& root) {
@@ -348,7 +389,9 @@ std::vector<dir_entry> scan(file_system& fs, const std::string& root) {
     const auto step = step_of_dir_name(name);
     if (!step) continue;
     const std::string path = join_path(root, name);
-    out.push_back({*step, path, is_committed(fs, path, *step)});
+    std::vector<int64_t> bases;
+    const bool committed = is_committed(fs, path, *step, &bases);
+    out.push_back({*step, path, committed, std::move(bases)});
   }
   std::sort(out.begin(), out.end(), [](const dir_entry& a, const dir_entry& b) {
     return a.step != b.step ? a.step < b.step : a.path < b.path;
@@ -471,6 +514,8 @@ partition_record write_partition_arrays(file_system& fs, const std::string& dir,
     throw std::invalid_argument(fmt::format("write_partition_arrays: variable '{}' partition {}: {}", variable, k, what));
   };
   if (p.iterations < 0) bad(fmt::format("negative iterations {}", p.iterations));
+  if (p.base >= 0 && !dynamic) bad(fmt::format("an increment over step {} of a fixed variable", p.base));
+  if (!p.removed.empty() && p.base < 0) bad("removed ids in a whole partition");
   if (dynamic) {
     if (static_cast<int64_t>(p.ids.size()) != p.values.rows() || p.last_update.size() != p.ids.size())
       bad(fmt::format("values are {} for {} ids and {} last updates", shape_string(p.values), p.ids.size(),
@@ -487,6 +532,7 @@ partition_record write_partition_arrays(file_system& fs, const std::string& dir,
   r.row_begin = p.row_begin;
   r.row_end = p.row_end;
   r.iterations = p.iterations;
+  r.base = p.base;
   r.values = write_array(fs, dir, partition_file_name(variable, k), p.values);
   for (const auto& [slot, m] : p.slots) r.slots[slot] = write_array(fs, dir, slot_file_name(variable, k, slot), m);
   if (dynamic) {
@@ -502,14 +548,72 @@ partition_record write_partition_arrays(file_system& fs, const std::string& dir,
     }
     r.tables["waiting"] = write_ids_array(fs, dir, table_file_name(variable, k, "waiting"), waiting.data(),
                                           static_cast<int64_t>(p.waiting.size()), 3);
+    if (p.base >= 0)
+      r.tables["removed"] = write_ids_array(fs, dir, table_file_name(variable, k, "removed"), p.removed.data(),
+                                            static_cast<int64_t>(p.removed.size()), 1);
   }
   return r;
 }
+
+namespace {
+
+// A variable as the check of its bases needs it.
+struct based_variable {
+  std::string name;
+  size_t partitions = 0;
+  std::vector<int64_t> bases;  // per partition, -1: whole
+};
+
+// Every base an increment names is a committed checkpoint in root whose variable is a
+// dynamic table of as many partitions. Throws checkpoint_error naming both.
+std::map<int64_t, uint32_t> check_bases(file_system& fs, const std::string& root, int64_t step,
+                                        const std::vector<based_variable>& vars) {
+  std::map<int64_t, json> manifests;
+  for (const auto& v : vars)
+    for (size_t k = 0; k < v.bases.size(); ++k) {
+      const auto b = v.bases[k];
+      if (b < 0) continue;
+      auto fail = [&](const std::string& why) {
+        throw checkpoint_error(fmt::format("step {}: variable '{}' partition {} is an increment over the checkpoint of "
+                                           "step {}, which {}",
+                                           step, v.name, k, b, why));
+      };
+      auto it = manifests.find(b);
+      if (it == manifests.end()) {
+        const auto dir = join_path(root, checkpoint_dir_name(b));
+        try {
+          it = manifests.emplace(b, parse_manifest(fs, dir)).first;
+        } catch (const checkpoint_error& e) {
+          fail(fmt::format("cannot be read ({})", e.what()));
+        }
+      }
+      const json* found = nullptr;
+      if (it->second.contains("variables") && it->second["variables"].is_array())
+        for (const auto& bv : it->second["variables"])
+          if (bv.is_object() && bv.value("name", "") == v.name) found = &bv;
+      if (!found) fail("has no such variable");
+      if (!found->value("dynamic", false)) fail("holds it as a fixed variable");
+      const auto& parts = (*found)["partitions"];
+      if (!parts.is_array() || parts.size() != v.partitions)
+        fail(fmt::format("holds it in {} partitions, not {}", parts.is_array() ? parts.size() : 0, v.partitions));
+    }
+  std::map<int64_t, uint32_t> ids;
+  for (const auto& [b, m] : manifests) ids[b] = manifest_identity(m);
+  return ids;
+}
+
+}  // namespace
 
 std::string commit_checkpoint(file_system& fs, const std::string& root, const checkpoint_record& r) {
   const std::string dir = join_path(root, checkpoint_dir_name(std::max<int64_t>(0, r.step)));
   try {
     validate_records(r);
+    std::vector<based_variable> based;
+    for (const auto& v : r.variables) {
+      based.push_back({v.name, v.partitions.size(), {}});
+      for (const auto& p : v.partitions) based.back().bases.push_back(p.base);
+    }
+    const auto base_ids = check_bases(fs, root, r.step, based);
     for (const auto& v : r.variables)
       for (const auto& p : v.partitions) {
         if (!fs.exists(join_path(dir, p.values.name)))
@@ -521,7 +625,7 @@ std::string commit_checkpoint(file_system& fs, const std::string& root, const ch
           if (!fs.exists(join_path(dir, f.name)))
             throw checkpoint_error(fmt::format("{} is missing (variable '{}', its {})", f.name, v.name, what));
       }
-    write_manifest(fs, root, dir, r);
+    write_manifest(fs, root, dir, r, base_ids);
   } catch (const std::exception& e) {
     abandon(fs, dir, "commit_checkpoint", e);
   }
@@ -530,6 +634,19 @@ std::string commit_checkpoint(file_system& fs, const std::string& root, const ch
 
 std::string write_checkpoint(file_system& fs, const std::string& root, const checkpoint_data& data) {
   validate_for_write(data);
+  std::map<int64_t, uint32_t> base_ids;
+  {
+    std::vector<based_variable> based;
+    for (const auto& v : data.variables) {
+      based.push_back({v.name, v.partitions.size(), {}});
+      for (const auto& p : v.partitions) based.back().bases.push_back(p.base);
+    }
+    try {
+      base_ids = check_bases(fs, root, data.step, based);
+    } catch (const checkpoint_error& e) {
+      throw checkpoint_error(fmt::format("write_checkpoint {}: {}", join_path(root, checkpoint_dir_name(data.step)), e.what()));
+    }
+  }
   std::string dir;
   try {
     dir = begin_checkpoint(fs, root, data.step);
@@ -548,7 +665,7 @@ std::string write_checkpoint(file_system& fs, const std::string& root, const che
         vr.partitions.push_back(write_partition_arrays(fs, dir, v.name, k, v.partitions[k], v.dynamic));
       r.variables.push_back(std::move(vr));
     }
-    write_manifest(fs, root, dir, r);
+    write_manifest(fs, root, dir, r, base_ids);
   } catch (const checkpoint_error& e) {
     abandon(fs, dir, "write_checkpoint", e);
   }
@@ -560,7 +677,7 @@ std::string write_checkpoint(file_system& fs, const std::string& root, const che
 std::vector<checkpoint_info> list_checkpoints(file_system& fs, const std::string& root) {
   std::vector<checkpoint_info> out;
   for (const auto& e : scan(fs, root))
-    if (e.committed) out.push_back({e.step, e.path});
+    if (e.committed) out.push_back({e.step, e.path, e.bases});
   return out;
 }
 
@@ -582,12 +699,21 @@ std::vector<std::string> prune_checkpoints(file_system& fs, const std::string& r
       ++committed;
       newest = std::max(newest, e.step);
     }
+  // The newest `keep`, and every checkpoint they build on (newest first: a base is older).
+  std::set<int64_t> kept;
+  size_t left = keep;
+  for (auto e = entries.rbegin(); e != entries.rend(); ++e) {
+    if (!e->committed) continue;
+    if (left > 0) {
+      --left;
+      kept.insert(e->step);
+    }
+    if (kept.count(e->step)) kept.insert(e->bases.begin(), e->bases.end());
+  }
   std::vector<std::string> removed;
-  size_t to_drop = committed > keep ? committed - keep : 0;
   for (const auto& e : entries) {  // by step: oldest first
     if (e.committed) {
-      if (to_drop == 0) continue;
-      --to_drop;
+      if (kept.count(e.step)) continue;
       remove_committed(fs, e.path);
     } else {
       if (e.step >= newest) continue;  // may be a write in progress
@@ -625,7 +751,11 @@ void remove_checkpoint(file_system& fs, const std::string& root, const std::stri
   if (auto st = fs.sync_dir(root); !st.ok()) throw checkpoint_error(st.message());
 }
 
-checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
+namespace {
+
+// A checkpoint directory as its manifest lists it: increments not resolved; only the
+// variables in `only` (all without it) have their arrays read.
+checkpoint_data read_one(file_system& fs, const std::string& dir, const std::set<std::string>* only) {
   const json j = parse_manifest(fs, dir);
   const manifest_reader r(join_path(dir, manifest_name));
   checkpoint_data out;
@@ -662,6 +792,7 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
                                           v.dynamic ? "[0, cols] (a dynamic table)" : "[rows, cols] of positive integers",
                                           shape.dump()));
     v.shape = {shape[0].get<int64_t>(), shape[1].get<int64_t>()};
+    if (only && !only->count(v.name)) continue;
 
     const json& parts = r.array(vj, "partitions", where);
     std::vector<row_range> ranges;
@@ -682,6 +813,13 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
       p.row_begin = ranges[k].begin;
       p.row_end = ranges[k].end;
       p.iterations = r.integer(pj, "iterations", pw, 0);
+      if (pj.contains("base")) {
+        if (!v.dynamic) r.bad(pw + ".base", "only a dynamic table's partition is an increment");
+        p.base = r.integer(pj, "base", pw, 0);
+        if (p.base >= out.step)
+          r.bad(pw + ".base", fmt::format("an increment over step {} in the checkpoint of step {}", p.base, out.step));
+        p.removed = read_ids_array(fs, dir, r, r.field(pj, "removed", pw), pw + ".removed", -1, 1);
+      }
       if (v.dynamic) {
         p.ids = read_ids_array(fs, dir, r, r.field(pj, "ids", pw), pw + ".ids", -1, 1);
         const auto n = static_cast<int64_t>(p.ids.size());
@@ -702,7 +840,11 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
           p.waiting.push_back(id);
           all.push_back(id.id);
         }
-        // Every id of partition k of n is one that dynamic_owner gives k, once.
+        // Every id of partition k of n is one that dynamic_owner gives k, once (an
+        // increment's removed ids are the partition's too).
+        for (auto id : p.removed)
+          if (id < 0 || dynamic_owner(id, static_cast<int>(parts.size())) != static_cast<int>(k))
+            r.bad(pw + ".removed", fmt::format("id {} is not one partition {} of {} holds", id, k, parts.size()));
         for (auto id : all)
           if (id < 0 || dynamic_owner(id, static_cast<int>(parts.size())) != static_cast<int>(k))
             r.bad(pw, fmt::format("id {} is not one partition {} of {} holds", id, k, parts.size()));
@@ -729,6 +871,162 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
     out.variables.push_back(std::move(v));
   }
   return out;
+}
+
+// The directory that holds checkpoint directory `dir`.
+std::string parent_of(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const auto slash = dir.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : dir.substr(0, slash);
+}
+
+// read_one with every increment put over its base's partition, read (and resolved) from
+// the base's directory beside dir.
+checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std::set<std::string>* only) {
+  auto data = read_one(fs, dir, only);
+  std::map<int64_t, std::set<std::string>> needed;  // base step -> its variables
+  for (const auto& v : data.variables)
+    for (const auto& p : v.partitions)
+      if (p.base >= 0) needed[p.base].insert(v.name);
+  if (needed.empty()) return data;
+  // The identity each increment recorded of its base (read_one checked the rest).
+  std::map<int64_t, uint32_t> recorded;
+  {
+    const json m = parse_manifest(fs, dir);
+    const manifest_reader r(join_path(dir, manifest_name));
+    for (const auto& vj : m.at("variables"))
+      for (const auto& pj : vj.at("partitions"))
+        if (pj.contains("base")) {
+          const auto b = pj.at("base").get<int64_t>();
+          const auto id = static_cast<uint32_t>(r.integer(pj, "base_crc32", vj.value("name", std::string()), 0));
+          if (auto [it, fresh] = recorded.emplace(b, id); !fresh && it->second != id)
+            r.bad("variables", fmt::format("two identities recorded for the checkpoint of step {}", b));
+        }
+  }
+  for (auto& [b, names] : needed) {
+    const auto base_dir = join_path(parent_of(dir), checkpoint_dir_name(b));
+    auto fail = [&](const std::string& why) {
+      throw checkpoint_error(fmt::format("{}: an increment over the checkpoint of step {} ({}): {}", dir, b, base_dir, why));
+    };
+    checkpoint_data base;
+    uint32_t have = 0;
+    try {
+      have = manifest_identity(parse_manifest(fs, base_dir));
+    } catch (const checkpoint_error& e) {
+      fail(e.what());
+    }
+    if (have != recorded.at(b))
+      fail(fmt::format("it is not the one the increment was taken over (its manifest's variables have CRC-32 "
+                       "{:08x}, the increment recorded {:08x}): replaced since",
+                       have, recorded.at(b)));
+    try {
+      base = read_resolved(fs, base_dir, &names);
+    } catch (const checkpoint_error& e) {
+      fail(e.what());
+    }
+    if (base.step != b) fail(fmt::format("it is of step {}", base.step));
+    for (auto& v : data.variables) {
+      if (!names.count(v.name)) continue;
+      auto bv = std::find_if(base.variables.begin(), base.variables.end(), [&](auto& x) { return x.name == v.name; });
+      if (bv == base.variables.end()) fail(fmt::format("it has no variable '{}'", v.name));
+      if (!bv->dynamic || bv->partitions.size() != v.partitions.size())
+        fail(fmt::format("it holds '{}' {}", v.name,
+                         bv->dynamic ? fmt::format("in {} partitions, not {}", bv->partitions.size(), v.partitions.size())
+                                     : std::string("as a fixed variable")));
+      for (size_t k = 0; k < v.partitions.size(); ++k) {
+        auto& p = v.partitions[k];
+        if (p.base != b) continue;
+        auto whole = std::move(bv->partitions[k]);
+        try {
+          apply_increment(whole, p);
+        } catch (const std::invalid_argument& e) {
+          fail(fmt::format("variable '{}' partition {}: {}", v.name, k, e.what()));
+        }
+        whole.row_begin = p.row_begin;
+        whole.row_end = p.row_end;
+        p = std::move(whole);
+      }
+    }
+  }
+  return data;
+}
+
+}  // namespace
+
+checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) { return read_resolved(fs, dir, nullptr); }
+
+void apply_increment(partition_data& base, const partition_data& inc) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("apply_increment: " + what); };
+  if (inc.base < 0) bad("a whole partition is not an increment");
+  if (base.base >= 0) bad("the base is an increment itself");
+  const auto cols = base.values.cols();
+  const auto nb = static_cast<int64_t>(base.ids.size()), ni = static_cast<int64_t>(inc.ids.size());
+  if (base.values.rows() != nb || base.last_update.size() != base.ids.size() || inc.values.rows() != ni ||
+      inc.last_update.size() != inc.ids.size())
+    bad(fmt::format("{} ids for values {} over {} ids for values {}", ni, shape_string(inc.values), nb,
+                    shape_string(base.values)));
+  if (inc.values.cols() != cols) bad(fmt::format("rows of width {} over rows of width {}", inc.values.cols(), cols));
+  if (inc.slots.size() != base.slots.size()) bad(fmt::format("{} slots over {}", inc.slots.size(), base.slots.size()));
+  for (const auto& [name, m] : inc.slots) {
+    auto it = base.slots.find(name);
+    if (it == base.slots.end()) bad(fmt::format("slot '{}' is not the base's", name));
+    if (m.rows() != ni || m.cols() != cols || it->second.rows() != nb || it->second.cols() != cols)
+      bad(fmt::format("slot '{}' is {} over {}", name, shape_string(m), shape_string(it->second)));
+  }
+  // The base's rows by id (sorted, searched): which stay, which the increment replaces.
+  std::vector<std::pair<int64_t, int64_t>> by_id(static_cast<size_t>(nb));
+  for (int64_t j = 0; j < nb; ++j) by_id[static_cast<size_t>(j)] = {base.ids[static_cast<size_t>(j)], j};
+  std::sort(by_id.begin(), by_id.end());
+  auto row_of = [&](int64_t id) -> int64_t {
+    auto it = std::lower_bound(by_id.begin(), by_id.end(), std::pair<int64_t, int64_t>{id, INT64_MIN});
+    return it != by_id.end() && it->first == id ? it->second : -1;
+  };
+  std::vector<char> keep(static_cast<size_t>(nb), 1);
+  for (auto id : inc.removed)
+    if (auto j = row_of(id); j >= 0) keep[static_cast<size_t>(j)] = 0;
+  std::vector<int64_t> from_inc(static_cast<size_t>(nb), -1);  // base row j -> the increment's row over it
+  std::vector<int64_t> added;
+  for (int64_t i = 0; i < ni; ++i) {
+    if (auto j = row_of(inc.ids[static_cast<size_t>(i)]); j >= 0) {
+      keep[static_cast<size_t>(j)] = 1;
+      from_inc[static_cast<size_t>(j)] = i;
+    } else {
+      added.push_back(i);
+    }
+  }
+  for (const auto& w : inc.waiting)
+    if (auto j = row_of(w.id); j >= 0 && keep[static_cast<size_t>(j)])
+      bad(fmt::format("id {} is waiting for admission and has a row", w.id));
+  // (source: 0 base / 1 increment, row) of each row of the result.
+  std::vector<std::pair<int, int64_t>> src;
+  src.reserve(static_cast<size_t>(nb) + added.size());
+  for (int64_t j = 0; j < nb; ++j)
+    if (keep[static_cast<size_t>(j)])
+      src.emplace_back(from_inc[static_cast<size_t>(j)] >= 0 ? 1 : 0,
+                       from_inc[static_cast<size_t>(j)] >= 0 ? from_inc[static_cast<size_t>(j)] : j);
+  for (auto i : added) src.emplace_back(1, i);
+  const auto n = static_cast<Eigen::Index>(src.size());
+  auto gather = [&](const matrix& b, const matrix& i) {
+    matrix out(n, cols);
+    for (Eigen::Index r = 0; r < n; ++r) out.row(r) = (src[static_cast<size_t>(r)].first ? i : b).row(src[static_cast<size_t>(r)].second);
+    return out;
+  };
+  partition_data out;
+  out.row_begin = base.row_begin;
+  out.row_end = base.row_end;
+  out.iterations = inc.iterations;
+  out.values = gather(base.values, inc.values);
+  for (const auto& [name, m] : inc.slots) out.slots[name] = gather(base.slots.at(name), m);
+  out.ids.reserve(src.size());
+  out.last_update.reserve(src.size());
+  for (const auto& [from, r] : src) {
+    const auto& p = from ? inc : base;
+    out.ids.push_back(p.ids[static_cast<size_t>(r)]);
+    out.last_update.push_back(p.last_update[static_cast<size_t>(r)]);
+  }
+  out.waiting = inc.waiting;
+  base = std::move(out);
 }
 
 // -- assemble and repartition ------------------------------------------------------------
@@ -887,7 +1185,6 @@ checkpoint_data repartition(const checkpoint_data& data, const placement& target
 }
 
 partition_data table_partition(const dynamic_table::snapshot& s, const std::vector<std::string>& slot_names) {
-  if (!s.full) throw std::invalid_argument("table_partition: an incremental snapshot is not a table's rows");
   if (s.slots.size() != slot_names.size())
     throw std::invalid_argument(
       fmt::format("table_partition: {} slots for {} slot names", s.slots.size(), slot_names.size()));
@@ -897,12 +1194,14 @@ partition_data table_partition(const dynamic_table::snapshot& s, const std::vect
   p.ids = s.ids;
   p.last_update = s.last_update;
   p.waiting = s.waiting;
+  if (!s.full) p.removed = s.removed;  // the caller names its base
   p.values = Eigen::Map<const matrix>(s.values.data(), n, s.dim);
   for (size_t k = 0; k < slot_names.size(); ++k) p.slots[slot_names[k]] = Eigen::Map<const matrix>(s.slots[k].data(), n, s.dim);
   return p;
 }
 
 dynamic_table::snapshot table_snapshot(const partition_data& p, const std::vector<std::string>& slot_names) {
+  if (p.base >= 0) throw std::invalid_argument(fmt::format("table_snapshot: an increment over step {}, not every row", p.base));
   const auto n = static_cast<int64_t>(p.ids.size());
   if (p.values.rows() != n || p.last_update.size() != p.ids.size())
     throw std::invalid_argument(fmt::format("table_snapshot: {} ids, {} last updates for values {}", p.ids.size(),

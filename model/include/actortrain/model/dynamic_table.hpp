@@ -18,14 +18,17 @@
 //    waiting for admission without a gradient for as long are forgotten too (a snapshot
 //    keeps their counts and last steps, so a restore forgets them when the run without
 //    it would).
-//  - Checkpoints: save() gives every row (full) or the rows changed and the ids dropped
-//    since the last save (incremental); merge() takes the rows a filter accepts, so the
-//    snapshots of n shards restore into m shards.
+//  - Checkpoints: save() gives every row (full), or the rows changed after a given apply
+//    and the ids dropped after it (incremental: a row's last update says whether it
+//    changed, and ids dropped are logged with their apply once log_removed_after() asked
+//    for it); merge() takes the rows a filter accepts, so the snapshots of n shards
+//    restore into m shards. Saving changes nothing: a checkpoint that never commits
+//    costs the next one nothing.
 //
 // Rows live in chunks of `chunk_rows` rows (one array for the values and one per slot):
 // the table grows a chunk at a time, without copying, except the first chunk, which
 // starts at 64 rows and doubles up to `chunk_rows`, so a small table pays for its rows. Besides the floats of its rows and
-// slots it holds 17 bytes a row (id, last update, changed flag), 5.3 to 10.7 bytes a row
+// slots it holds 16 bytes a row (id, last update), 5.3 to 10.7 bytes a row
 // of index, the unused part of its last chunk, and the ids waiting for admission
 // (bytes() counts it all): 1.2x the floats at width 16 with Adam's two slots, more for
 // narrow rows without slots. The optimizer's step count (Adam's
@@ -118,16 +121,20 @@ class dynamic_table {
     std::vector<float> values;               ///< ids.size() x dim
     std::vector<std::vector<float>> slots;   ///< per slot, ids.size() x dim
     std::vector<int64_t> last_update;        ///< per row: the apply that last changed it
-    std::vector<int64_t> removed;            ///< incremental: ids dropped since the last save
+    std::vector<int64_t> removed;            ///< incremental: ids dropped after `since`
     std::vector<waiting_id> waiting;  ///< every id not yet admitted (by id)
   };
-  /// full: every row; otherwise the rows created or changed since the last save and the
-  /// ids dropped since then. Either way the next incremental save starts from here (ids
-  /// dropped are recorded only from the first save or merge on).
-  snapshot save(bool full);
-  /// Every row, as save(true) gives them, without changing where the next incremental
-  /// save starts (a copy kept in memory, e.g. the trainer's keep_state()).
-  snapshot copy() const;
+  /// since < 0: every row (full). Otherwise the rows created or changed after apply
+  /// `since` (iterations() then; last_update > since) and the ids dropped after it, to be
+  /// merged over a full snapshot taken at that apply. Every waiting id either way.
+  /// Throws std::logic_error when the ids dropped after `since` are not known:
+  /// log_removed_after(s) was not called with an s <= since since the last merge.
+  snapshot save(int64_t since = -1) const;
+  /// Logs the ids dropped from now on, with their apply, and forgets those dropped at or
+  /// before apply `since`: save(x) works for x >= since from here on. A negative since
+  /// stops logging (and forgets the log). A table logs nothing until asked, so one never
+  /// checkpointed incrementally keeps no log.
+  void log_removed_after(int64_t since);
   /// Takes the rows and waiting ids of `s` that `mine` accepts (all without a filter),
   /// replacing rows of the same ids and the waiting ids `mine` accepts, drops its
   /// removed ids that `mine` accepts, and makes

@@ -171,6 +171,12 @@ struct cluster_spec : exchange_options {
   /// clock; 0: off.
   std::chrono::milliseconds checkpoint_interval{0};
   int checkpoint_keep = 3;
+  /// Every checkpoint_full_every-th checkpoint holds every row of a dynamic table; those
+  /// between hold only the rows changed since the checkpoint before (an increment over
+  /// it: restoring reads the chain back to a whole one, and pruning keeps it). The first
+  /// after a restore is whole too. Tables of fixed rows and dense variables are always
+  /// whole. 1: every checkpoint whole.
+  int checkpoint_full_every = 8;
   /// Where checkpoints are written (tests: model::fault_file_system); null: the real one.
   /// A checkpoint that cannot be written ends the run with checkpoint_failed; the ones
   /// committed before stay.

@@ -182,6 +182,11 @@ struct coordinator_options {
   /// simulated clock in the simulator), at the next applied step; 0: off.
   caf::timespan checkpoint_interval{0};
   size_t checkpoint_keep = 3;
+  /// Every checkpoint_full_every-th checkpoint of checkpoint_dir is whole; the ones
+  /// between hold, for a dynamic table, only the rows changed since the one before (an
+  /// increment over it, model/checkpoint/checkpoint.hpp). Also whole: the first after
+  /// any restore, and every checkpoint into another directory. <= 1: all whole.
+  int64_t checkpoint_full_every = 8;
   std::shared_ptr<model::file_system> checkpoint_fs;  ///< null: model::posix_file_system()
   /// Every shard writes its own partitions into checkpoint_dir, which it reaches too
   /// (a cluster's checkpoint.shared); only the files' records come here. Else the

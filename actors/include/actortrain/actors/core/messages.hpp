@@ -70,6 +70,7 @@ CAF_ADD_TYPE_ID(actortrain, (actortrain::status_report))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::gate_decision))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::ps_ledgers))
 CAF_ADD_TYPE_ID(actortrain, (actortrain::step_grants))
+CAF_ADD_TYPE_ID(actortrain, (actortrain::snapshot_basis))
 CAF_END_TYPE_ID_BLOCK(actortrain)
 
 namespace actortrain {

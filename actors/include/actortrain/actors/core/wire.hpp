@@ -294,10 +294,10 @@ typename Inspector::result_type inspect(Inspector& f, partition_state::kept_stat
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_state& x) {
   optional_field<partition_state::kept_state> kept{&x.kept};
-  raw_ids ids{&x.ids}, last_update{&x.last_update};
+  raw_ids ids{&x.ids}, last_update{&x.last_update}, removed{&x.removed};
   return f(caf::meta::type_name("partition_state"), x.key, x.name, x.row_begin, x.row_end, x.sparse, x.dynamic,
            x.partitions, x.seed, x.version, x.iterations, x.value, x.slot_names, x.slots, x.ledger, ids, last_update,
-           x.waiting, kept);
+           x.waiting, x.base, removed, kept);
 }
 
 template <class Inspector>
@@ -402,6 +402,11 @@ typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_target& x) {
   return f(caf::meta::type_name("checkpoint_target"), x.dir);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, snapshot_basis& x) {
+  return f(caf::meta::type_name("snapshot_basis"), x.step, x.base);
 }
 
 template <class Inspector>

@@ -107,6 +107,8 @@ struct cluster_def {
   bool checkpoint_shared = false;
   int64_t checkpoint_every = 0;
   std::chrono::milliseconds checkpoint_interval{0};
+  /// checkpoint.full_every: cluster_spec::checkpoint_full_every (0: its default).
+  int64_t checkpoint_full_every = 0;
   /// Heartbeats between connected processes (on both ends); a peer silent for
   /// connection_timeout is dropped.
   std::chrono::milliseconds heartbeat_interval{500};

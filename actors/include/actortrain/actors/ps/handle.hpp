@@ -26,10 +26,10 @@ using ps_shard_actor = caf::typed_actor<
   caf::replies_to<ledger_atom>::with<ps_ledgers>,
   // Every partition's values, slots and counters, for a coordinated checkpoint (shared,
   // not copied, in-process: the next push writes into a copy).
-  caf::replies_to<snapshot_atom, fence_request>::with<ps_snapshot>,
+  caf::replies_to<snapshot_atom, fence_request, snapshot_basis>::with<ps_snapshot>,
   // The same state written by the shard itself into a shared checkpoint directory (the
   // cluster's checkpoint.shared); only the files' records travel.
-  caf::replies_to<snapshot_atom, fence_request, checkpoint_target>::with<ps_files>,
+  caf::replies_to<snapshot_atom, fence_request, checkpoint_target, snapshot_basis>::with<ps_files>,
   // Keeps a copy of every partition's values and slots in the shard's memory (one kept
   // state: the next keep replaces it), and puts it back (versions still rise).
   caf::replies_to<keep_atom, fence_request>::with<caf::ok_atom>,

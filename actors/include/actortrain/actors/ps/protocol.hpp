@@ -74,6 +74,11 @@ struct partition_state {
   std::vector<int64_t> ids;          ///< dynamic: the id of each row of value and slots
   std::vector<int64_t> last_update;  ///< dynamic: each row's last update
   std::vector<model::waiting_id> waiting;  ///< dynamic: ids not admitted yet, their gradients and last step
+  /// dynamic, in a snapshot's answer: an increment (rows above changed since, `removed`
+  /// the ids dropped since) over this partition of the checkpoint of step `base`, as
+  /// snapshot_basis allowed; -1: every row. An init takes whole partitions only.
+  int64_t base = -1;
+  std::vector<int64_t> removed;
 
   /// What an epoch gate kept of the partition (keep_atom), for a later restore_atom. Not
   /// a partition_state of its own: it is the same partition (key, rows and slot names),
@@ -276,6 +281,17 @@ struct ps_stats {
 };
 
 /// Every partition's state of one shard, for a checkpoint (kept left empty).
+/// What a checkpoint's snapshot may leave out. `step`: the checkpoint's step (the shard
+/// remembers where each of its dynamic tables was at it). `base` >= 0: a committed
+/// checkpoint of the same run directory at which the shard took a snapshot since its last
+/// init or restore: a dynamic table may then answer with an increment over it. The shard
+/// answers whole when it holds no such snapshot, so a base it cannot build on costs a
+/// whole checkpoint, never a wrong one.
+struct snapshot_basis {
+  int64_t step = 0;
+  int64_t base = -1;
+};
+
 struct ps_snapshot {
   uint32_t shard = 0;
   std::vector<partition_state> partitions;

@@ -177,6 +177,7 @@ struct sim_result {
   bool taken_over = false;
   int speculated = 0;           ///< stragglers re-run elsewhere
   int skipped_checkpoints = 0;  ///< corrupt checkpoints a restore skipped
+  int incremental_restores = 0;  ///< roll-backs that read an incremental checkpoint's chain
   /// Steps whose shards applied slices of different computations (an async re-run after
   /// a partial push), from the shards' apply logs.
   int64_t torn = 0;

@@ -36,8 +36,17 @@
 // [0, cols]: its partition k of n holds the rows of the ids model::dynamic_owner(id, n)
 // gives k, and names "rows" [k, k + 1) of [0, n), so its partitions tile [0, n). Its
 // values and slots have a row per id, in the order of its "ids" file; "last_update" and
-// "waiting" (files too) are model::dynamic_table::snapshot's. Every checkpoint holds
-// every row (no incremental checkpoints yet).
+// "waiting" (files too) are model::dynamic_table::snapshot's.
+//
+// Incremental checkpoints (format_version 2): a dynamic table's partition k may be an
+// increment, "base": B, over partition k of the committed checkpoint of step B in the
+// same root (which may be an increment itself): its files then hold only the rows
+// created or changed since B, with a fourth, "removed" (int64, n x 1), the ids dropped
+// since B, and "waiting" lists every waiting id as in a full one. read_checkpoint
+// resolves the chain (the base's rows, minus the removed ids, with the increment's rows
+// over them), so every reader sees whole partitions; prune_checkpoints keeps the bases of
+// the checkpoints it keeps. Fixed variables are always whole. A manifest without an
+// increment is written as format_version 1, which older readers take.
 //
 // All I/O goes through a file_system (fault injection in tests). Functions here are
 // blocking and not synchronized: one writer per root at a time (the coordinator).
@@ -60,7 +69,7 @@
 namespace actortrain::model {
 
 /// The manifest format this code writes and the newest it reads.
-constexpr int checkpoint_format_version = 1;
+constexpr int checkpoint_format_version = 2;
 
 /// One partition: rows [row_begin, row_end) of a variable with its optimizer state.
 struct partition_data {
@@ -79,6 +88,11 @@ struct partition_data {
   std::vector<int64_t> ids;
   std::vector<int64_t> last_update;
   std::vector<waiting_id> waiting;
+  /// A dynamic table's increment (to write; read_checkpoint gives whole partitions):
+  /// the rows above and `removed` are what changed since partition k of the checkpoint
+  /// of step `base` (-1: whole).
+  int64_t base = -1;
+  std::vector<int64_t> removed;
 };
 
 /// A variable as saved: its full shape and its partitions in row order, which together
@@ -110,6 +124,8 @@ struct checkpoint_data {
 struct checkpoint_info {
   int64_t step = 0;
   std::string path;  ///< <root>/ckpt-<step>
+  /// The steps of the checkpoints its increments build on (empty: it is whole).
+  std::vector<int64_t> bases;
 };
 
 /// "ckpt-000000000042" (at least 12 digits).
@@ -120,7 +136,8 @@ std::string partition_file_name(const std::string& variable, size_t k);
 std::string slot_file_name(const std::string& variable, size_t k, const std::string& slot);
 
 /// Writes and commits `data` as <root>/ckpt-<data.step>/ (creating root if needed) and
-/// returns that path. Every file is fsynced; the manifest is written last (see the commit
+/// returns that path. A partition with a base needs that checkpoint committed in root,
+/// its variable a dynamic table of as many partitions (checkpoint_error otherwise). Every file is fsynced; the manifest is written last (see the commit
 /// protocol above). A leftover *uncommitted* directory of the same step is replaced.
 /// Throws:
 ///  - std::invalid_argument, before touching the disk, for inconsistent data (partitions
@@ -153,8 +170,10 @@ struct partition_record {
   int64_t iterations = 0;
   file_record values;
   std::map<std::string, file_record> slots;
-  /// A dynamic table's partition: its "ids", "last_update" and "waiting" files.
+  /// A dynamic table's partition: its "ids", "last_update" and "waiting" files, and
+  /// "removed" for an increment.
   std::map<std::string, file_record> tables;
+  int64_t base = -1;  ///< an increment over partition k of this step's checkpoint (-1: whole)
 };
 
 struct variable_record {
@@ -188,7 +207,8 @@ partition_record write_partition_arrays(file_system& fs, const std::string& dir,
                                         const partition_data& p, bool dynamic = false);
 
 /// Commits the begun <root>/ckpt-<r.step>/: checks the records (partitions that cover
-/// each variable's rows exactly, the file names the layout gives, every file present),
+/// each variable's rows exactly, the file names the layout gives, every file present,
+/// every base committed with as many partitions of the variable),
 /// fsyncs the directory and writes the manifest as write_checkpoint does. Returns the
 /// path. Throws checkpoint_error for inconsistent records, a missing file or an I/O
 /// failure, after removing the directory.
@@ -220,11 +240,14 @@ void remove_checkpoint(file_system& fs, const std::string& root, const std::stri
 /// Reads a checkpoint directory completely, validating everything: the manifest's
 /// structure, partitions that cover each variable's rows exactly (no overlap, no gap),
 /// every file present with its recorded size and CRC, each array's shape against the
-/// manifest, the same slot names in every partition of a variable. Throws
-/// checkpoint_error naming the file and the problem.
+/// manifest, the same slot names in every partition of a variable. An increment is
+/// resolved against its base (in dir's parent), read and checked likewise: the partitions
+/// returned are whole (base -1). Throws checkpoint_error naming the file and the problem
+/// (a missing base names the increment and the base).
 checkpoint_data read_checkpoint(file_system& fs, const std::string& dir);
 
-/// Deletes committed checkpoints beyond the newest `keep` (oldest first) and uncommitted
+/// Deletes committed checkpoints beyond the newest `keep` (oldest first) that none of the
+/// kept ones builds on (directly or through another increment), and uncommitted
 /// directories older than the newest committed one (failed or interrupted writes; newer
 /// uncommitted ones may be in progress and stay). A committed checkpoint is uncommitted
 /// first (its manifest removed and the directory synced) and then deleted, so a crash
@@ -256,10 +279,18 @@ variable_data repartition(const variable_data& v, const std::vector<row_range>& 
 /// waiting ids likewise, each partition's iterations the largest of the old ones.
 checkpoint_data repartition(const checkpoint_data& data, const placement& target);
 
-/// A dynamic table's rows (a full dynamic_table::snapshot) as a checkpoint partition, its
-/// slots named by `slot_names` (the snapshot's slot order), and back: a snapshot of every
-/// row of `p` (std::invalid_argument when one of `slot_names` is missing or sizes disagree).
+/// A dynamic table's rows (a dynamic_table::snapshot; an incremental one gives its rows
+/// and removed ids, the caller sets `base`) as a checkpoint partition, its slots named by
+/// `slot_names` (the snapshot's slot order), and back: a snapshot of every row of a
+/// whole `p` (std::invalid_argument when one of `slot_names` is missing, sizes disagree,
+/// or `p` is an increment).
 partition_data table_partition(const dynamic_table::snapshot& s, const std::vector<std::string>& slot_names);
 dynamic_table::snapshot table_snapshot(const partition_data& p, const std::vector<std::string>& slot_names);
+
+/// Puts the increment `inc` (inc.base >= 0, same slots) over the whole partition `base`:
+/// its removed ids dropped, its rows replacing or joining the base's, its waiting ids and
+/// iterations taken. Rows keep the base's order, new ones after. Throws
+/// std::invalid_argument for an increment of another width or other slots.
+void apply_increment(partition_data& base, const partition_data& inc);
 
 }  // namespace actortrain::model
