@@ -29,10 +29,11 @@ struct dynamic_table::impl {
   std::vector<float> slot_init;
   std::vector<chunk> chunks;
   int64_t rows = 0;
-  // The index from id to row: open addressing with linear probing, one uint32 a slot
-  // (row + 1; 0 is empty) whose id is the row's own, at most 3/4 full (and rebuilt
-  // smaller when an eviction leaves it under 1/8 full).
-  std::vector<uint32_t> slots;
+  // The index from id to row: open addressing with linear probing, at most 3/4 full (and
+  // rebuilt smaller when an eviction leaves it under 1/8 full). A slot is 64 bits: row + 1
+  // (0: empty) below, and above it the high half of the id's hash, so a probe passes over
+  // another id's slot without reading that row's id (a cache miss each in a large table).
+  std::vector<uint64_t> slots;
   size_t mask = 0, used = 0;
   // Ids not admitted yet: their reads, and the step of the last one.
   struct wait {
@@ -52,19 +53,24 @@ struct dynamic_table::impl {
 
   size_t width() const { return static_cast<size_t>(o.dim); }
   int64_t id_of(int64_t r) const { return chunk_of(r).ids[local(r)]; }
-  size_t home(int64_t id) const { return static_cast<size_t>(mix64(static_cast<uint64_t>(id))) & mask; }
+  static uint64_t hash(int64_t id) { return mix64(static_cast<uint64_t>(id)); }
+  size_t home(int64_t id) const { return static_cast<size_t>(hash(id)) & mask; }
+  static uint64_t tag_of(uint64_t h) { return h & ~uint64_t{0xffffffff}; }
+  static int64_t row_in(uint64_t slot) { return static_cast<int64_t>(slot & 0xffffffff) - 1; }
 
   int64_t find(int64_t id) const {
-    for (size_t i = home(id);; i = (i + 1) & mask) {
-      if (slots[i] == 0) return -1;
-      const int64_t r = static_cast<int64_t>(slots[i]) - 1;
-      if (id_of(r) == id) return r;
+    const uint64_t h = hash(id), tag = tag_of(h);
+    for (size_t i = static_cast<size_t>(h) & mask;; i = (i + 1) & mask) {
+      const uint64_t s = slots[i];
+      if (s == 0) return -1;
+      if (tag_of(s) == tag && id_of(row_in(s)) == id) return row_in(s);
     }
   }
   void place(int64_t id, int64_t r) {
-    size_t i = home(id);
+    const uint64_t h = hash(id);
+    size_t i = static_cast<size_t>(h) & mask;
     while (slots[i] != 0) i = (i + 1) & mask;
-    slots[i] = static_cast<uint32_t>(r + 1);
+    slots[i] = tag_of(h) | static_cast<uint64_t>(r + 1);
   }
   void rebuild_index(size_t n) {
     reset_index(n);
@@ -91,14 +97,14 @@ struct dynamic_table::impl {
   // The slot that holds row r.
   size_t slot_of(int64_t r) const {
     size_t i = home(id_of(r));
-    while (slots[i] != static_cast<uint32_t>(r + 1)) i = (i + 1) & mask;
+    while (row_in(slots[i]) != r) i = (i + 1) & mask;
     return i;
   }
   // Row r leaves the index; the entries after it shift back, so no probe chain breaks.
   void index_erase(int64_t r) {
     size_t gap = slot_of(r);
     for (size_t j = (gap + 1) & mask; slots[j] != 0; j = (j + 1) & mask) {
-      const size_t h = home(id_of(static_cast<int64_t>(slots[j]) - 1));
+      const size_t h = home(id_of(row_in(slots[j])));
       // Entry j may fill the gap unless its home lies within (gap, j] (cyclically).
       const bool between = gap <= j ? (gap < h && h <= j) : (gap < h || h <= j);
       if (!between) {
@@ -110,9 +116,15 @@ struct dynamic_table::impl {
     --used;
   }
 
-  chunk& chunk_of(int64_t r) { return chunks[static_cast<size_t>(r / o.chunk_rows)]; }
-  const chunk& chunk_of(int64_t r) const { return chunks[static_cast<size_t>(r / o.chunk_rows)]; }
-  size_t local(int64_t r) const { return static_cast<size_t>(r % o.chunk_rows); }
+  // Row r's chunk and its place there: a shift and a mask for a power-of-two chunk_rows
+  // (the default; a lookup takes several, and a division costs tens of cycles).
+  int shift = -1;
+  int64_t chunk_index(int64_t r) const { return shift >= 0 ? r >> shift : r / o.chunk_rows; }
+  chunk& chunk_of(int64_t r) { return chunks[static_cast<size_t>(chunk_index(r))]; }
+  const chunk& chunk_of(int64_t r) const { return chunks[static_cast<size_t>(chunk_index(r))]; }
+  size_t local(int64_t r) const {
+    return static_cast<size_t>(shift >= 0 ? r & (o.chunk_rows - 1) : r % o.chunk_rows);
+  }
   float* values_of(int64_t r) { return chunk_of(r).values.data() + local(r) * width(); }
   const float* values_of(int64_t r) const { return chunk_of(r).values.data() + local(r) * width(); }
 
@@ -181,7 +193,7 @@ struct dynamic_table::impl {
         std::memcpy(c.s.slots[k].data() + at * width(), lc.s.slots[k].data() + lat * width(), width() * sizeof(float));
       c.ids[at] = lc.ids[lat];
       c.last_update[at] = lc.last_update[lat];
-      slots[moved] = static_cast<uint32_t>(r + 1);
+      slots[moved] = tag_of(slots[moved]) | static_cast<uint64_t>(r + 1);
     }
     --rows;
     if (log_after >= 0) removed.emplace_back(id, iterations);
@@ -223,6 +235,8 @@ dynamic_table::dynamic_table(dynamic_table_options o, std::vector<float> slot_in
   if (!o.init.fill) throw std::invalid_argument("dynamic_table: the initializer is empty");
   p_->o = std::move(o);
   p_->slot_init = std::move(slot_init);
+  if ((p_->o.chunk_rows & (p_->o.chunk_rows - 1)) == 0)
+    while ((int64_t{1} << (p_->shift + 1)) <= p_->o.chunk_rows) ++p_->shift;
 }
 
 namespace {
@@ -248,13 +262,36 @@ size_t dynamic_table::num_slots() const { return p_->slot_init.size(); }
 void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training) {
   auto& t = *p_;
   const size_t w = t.width();
-  for (size_t j = 0; j < n; ++j) {
-    const int64_t r = t.find(ids[j]);
-    if (r >= 0) {
-      std::memcpy(out + j * w, t.values_of(r), w * sizeof(float));
-    } else {
-      t.initial_row(ids[j], out + j * w);
-      if (training) ++t.counts.unadmitted_reads;
+  // A lookup in a large table is three dependent cache misses (the index slot, the row's
+  // id, its values). Ids go in groups: every slot of the group is fetched, then every
+  // row the slots name, then the group is looked up, so the misses of a group overlap
+  // instead of following one another.
+  constexpr size_t group = 64;
+  uint64_t slot_at[group];
+  for (size_t g0 = 0; g0 < n; g0 += group) {
+    const size_t m = std::min(group, n - g0);
+    for (size_t k = 0; k < m; ++k) {
+      slot_at[k] = t.home(ids[g0 + k]);
+      __builtin_prefetch(&t.slots[slot_at[k]]);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      const uint64_t s = t.slots[slot_at[k]];
+      if (s == 0) continue;
+      const int64_t r = impl::row_in(s);
+      __builtin_prefetch(&t.chunk_of(r).ids[t.local(r)]);
+      // Both ends: a row need not start on a cache line.
+      __builtin_prefetch(t.values_of(r));
+      __builtin_prefetch(t.values_of(r) + w - 1);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      const size_t j = g0 + k;
+      const int64_t r = t.find(ids[j]);
+      if (r >= 0) {
+        std::memcpy(out + j * w, t.values_of(r), w * sizeof(float));
+      } else {
+        t.initial_row(ids[j], out + j * w);
+        if (training) ++t.counts.unadmitted_reads;
+      }
     }
   }
 }
@@ -296,11 +333,11 @@ void dynamic_table::apply(const optimizer& opt, const int64_t* ids, size_t n, co
   std::vector<int64_t> local;
   std::vector<float> g;
   for (size_t a = 0; a < touched.size();) {
-    const int64_t c = touched[a].first / t.o.chunk_rows;
+    const int64_t c = t.chunk_index(touched[a].first);
     local.clear();
     g.clear();
     size_t b = a;
-    for (; b < touched.size() && touched[b].first / t.o.chunk_rows == c; ++b) {
+    for (; b < touched.size() && t.chunk_index(touched[b].first) == c; ++b) {
       local.push_back(static_cast<int64_t>(t.local(touched[b].first)));
       const float* row = grads + touched[b].second * w;
       g.insert(g.end(), row, row + w);
@@ -339,7 +376,7 @@ dynamic_table_counts dynamic_table::counts() const {
 
 size_t dynamic_table::bytes() const {
   const auto& t = *p_;
-  size_t b = t.slots.capacity() * sizeof(uint32_t) + t.removed.capacity() * sizeof(t.removed[0]);
+  size_t b = t.slots.capacity() * sizeof(uint64_t) + t.removed.capacity() * sizeof(t.removed[0]);
   for (const auto& c : t.chunks) {
     b += c.values.capacity() * sizeof(float) + c.ids.capacity() * sizeof(int64_t) +
          c.last_update.capacity() * sizeof(int64_t);

@@ -58,7 +58,7 @@ struct store_fixture {
   std::optional<pull_reply> pull(const pull_request& r) {
     return call<pull_reply>([&](pull_reply& o) { return store.pull(r, o); });
   }
-  std::optional<rows_reply> pull_rows(const pull_rows_request& r) {
+  std::optional<rows_reply> pull_rows(pull_rows_request r) {
     return call<rows_reply>([&](rows_reply& o) { return store.pull_rows(r, o); });
   }
   std::optional<round_reply> round(const round_request& r) {

@@ -75,6 +75,24 @@ int bench_consistency(int argc, char** argv, int first);
 int bench_sparse(int argc, char** argv, int first);
 /// `actortrain bench transport [flags]`: raw TCP against BASP between two processes.
 int bench_transport(int argc, char** argv, int first);
+
+/// Id v of a bench's table keyed by id, scattered over [0, 2^40) by an odd multiplier mod
+/// 2^40 (one to one).
+inline int64_t scattered_id(int64_t v) {
+  return static_cast<int64_t>((static_cast<uint64_t>(v) * 0x9e3779b97f4a7c15ull) & ((uint64_t{1} << 40) - 1));
+}
+
+/// A table keyed by id on a real ps shard in a process of its own, pulled and pushed
+/// from the bench's process (`bench sparse --processes`).
+struct table_bench_options {
+  std::vector<int64_t> ids;       ///< distinct ids the table holds, one measurement each
+  int dim = 16;
+  int64_t batch = 100000;         ///< ids per pull and per push
+  std::string optimizer = "adam"; ///< adam (two slots a row) or sgd (none)
+  int rounds = 10;
+};
+/// Runs them; returns the process exit code.
+int bench_table_across_processes(const char* argv0, const table_bench_options& o);
 /// `actortrain bench cluster [flags]`: the main job embedded against 5 processes on loopback.
 int bench_cluster(int argc, char** argv, int first);
 /// `actortrain bench faults [flags]`: the main job's goodput under a schedule of kill -9.

@@ -40,6 +40,10 @@
 #include <actortrain/actors/core/messages.hpp>
 #include <actortrain/actors/net/sockets.hpp>
 #include <actortrain/actors/net/transport.hpp>
+#include <actortrain/actors/ps/ps_shard.hpp>
+#include <actortrain/model/optim/adam.hpp>
+#include <actortrain/model/optim/sgd.hpp>
+#include <actortrain/model/random.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -113,6 +117,11 @@ struct transport_options {
   std::string serve_tls;  // internal, the ps side: serve over TLS with the certificates here
   std::string serve_netns;  // internal, the ps side: enter this namespace first
   std::string serve_host;   // internal, the ps side: listen here
+  // internal, the ps side: a real ps shard whose table keyed by id holds this many ids
+  // (bench sparse --processes), instead of the stand-in.
+  int64_t serve_table = 0;
+  int table_dim = 16;
+  std::string table_optimizer = "adam";
 };
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
@@ -400,6 +409,85 @@ void configure_system(caf::actor_system_config& cfg) {
   cfg.set("scheduler.max-threads", 2);  // this machine's cores (the default is at least 4)
 }
 
+// -- the ps side of bench sparse --processes: a real shard ---------------------------
+
+constexpr uint64_t table_seed = 5;
+constexpr int64_t fill_chunk = 1 << 20;  // ids per push while the table fills
+
+// The one variable of the table bench: a table keyed by id, `dim` wide.
+model::variable_spec table_variable(int dim) {
+  return model::variable_spec{"emb/table", {0, dim}, model::uniform(-0.05f, 0.05f), /*sparse=*/true, /*dynamic=*/true};
+}
+
+std::unique_ptr<model::optimizer> table_optimizer(const std::string& name) {
+  if (name == "adam") return model::make_adam({0.001});
+  if (name == "sgd") return model::make_sgd({0.01});
+  throw usage_error(fmt::format("--table-optimizer: '{}' is not adam or sgd", name));
+}
+
+// The epochs the bench's requests carry (the shard's init takes them), as worker 0.
+fence table_fence() {
+  fence f;
+  f.coordinator_epoch = 1;
+  f.worker = 0;
+  return f;
+}
+
+// Pushes `ids` (sorted, unique) with a constant gradient as step `position`.
+push_request table_push(std::vector<int64_t> ids, int dim, uint64_t position, float g) {
+  push_request r;
+  r.f = table_fence();
+  r.step = step_id{1, 0, position};
+  r.example_count = 1;
+  r.digests = {position};
+  sparse_slice s;
+  s.variable = 0;
+  s.rows = tensor{model::matrix::Constant(static_cast<Eigen::Index>(ids.size()), dim, g)};
+  s.ids = std::move(ids);
+  r.sparse.push_back(std::move(s));
+  return r;
+}
+
+// Spawns the shard, gives it its one partition (the whole table), and fills the table
+// with scattered_id(0..n) by pushes of zero gradients (rows at their initial values).
+caf::actor make_table_shard(caf::actor_system& sys, const transport_options& o) {
+  auto opt = table_optimizer(o.table_optimizer);
+  ps_shard_options so;
+  so.detached = true;  // as a ps task runs it
+  so.variables = {table_variable(o.table_dim)};
+  auto shard = caf::actor_cast<caf::actor>(spawn_ps_shard(sys, *opt, so));
+  caf::scoped_actor self{sys};
+  std::string error;
+  auto check = [&](const char* what) {
+    if (!error.empty()) throw std::runtime_error(fmt::format("the table shard refused {}: {}", what, error));
+  };
+  init_request init;
+  init.f = table_fence();
+  init.f.worker = fence::no_worker;
+  partition_state p;
+  p.key = partition_key{0, 0};
+  p.name = "emb/table";
+  p.sparse = true;
+  p.dynamic = true;
+  p.partitions = 1;
+  p.seed = table_seed;
+  p.value = tensor{model::matrix(0, o.table_dim)};
+  init.partitions.push_back(std::move(p));
+  self->request(shard, request_timeout, init_atom::value, std::move(init))
+    .receive([](caf::ok_atom) {}, [&](caf::error& e) { error = describe(e); });
+  check("its init");
+  uint64_t position = 0;
+  for (int64_t begin = 0; begin < o.serve_table; begin += fill_chunk) {
+    std::vector<int64_t> ids;
+    for (int64_t v = begin; v < std::min(o.serve_table, begin + fill_chunk); ++v) ids.push_back(scattered_id(v));
+    std::sort(ids.begin(), ids.end());
+    self->request(shard, request_timeout, push_atom::value, table_push(std::move(ids), o.table_dim, position++, 0.0f))
+      .receive([](const push_reply&) {}, [&](caf::error& e) { error = describe(e); });
+    check("a push");
+  }
+  return shard;
+}
+
 int serve_or_throw(const transport_options& o, int report_fd) {
   auto served = make_served_tensors(o);
   bool tls = !o.serve_tls.empty();
@@ -415,7 +503,7 @@ int serve_or_throw(const transport_options& o, int report_fd) {
     configure_system(cfg);
   }
   caf::actor_system sys{cfg};
-  exit_at_scope_end ps{sys.spawn(transport_ps, served)};
+  exit_at_scope_end ps{o.serve_table > 0 ? make_table_shard(sys, o) : sys.spawn(transport_ps, served)};
   // TLS: behind the guard, as a task listens. Plain: CAF's own publish (BASP alone).
   std::optional<guarded_listener> guarded;
   caf::expected<uint16_t> basp{uint16_t{0}};
@@ -492,6 +580,11 @@ class ps_process {
     if (!o.serve_netns.empty()) {
       args.insert(args.end(), {"--serve-netns", o.serve_netns, "--serve-host", o.serve_host});
     }
+    if (o.serve_table > 0)
+      args.insert(args.end(), {"--serve-table", std::to_string(o.serve_table), "--table-dim",
+                               std::to_string(o.table_dim), "--table-optimizer", o.table_optimizer});
+    // A table is filled before the ports are reported: about 1 s a million ids here.
+    report_bound_ = request_timeout + std::chrono::seconds(2 * (o.serve_table >> 20));
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -539,13 +632,14 @@ class ps_process {
  private:
   void read_ports(int fd) {
     std::string line;
-    auto deadline = steady_clock::now() + request_timeout;
+    auto deadline = steady_clock::now() + report_bound_;
     while (line.find('\n') == std::string::npos) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
       pollfd p{fd, POLLIN, 0};
       int r = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) throw std::runtime_error("the ps side did not report its ports within 30 s");
+      if (r <= 0)
+        throw std::runtime_error(fmt::format("the ps side did not report its ports within {} s", report_bound_.count()));
       char tmp[64];
       auto n = ::read(fd, tmp, sizeof tmp);
       if (n <= 0) throw std::runtime_error("the ps side " + finish() + " before reporting its ports");
@@ -566,6 +660,7 @@ class ps_process {
   pid_t pid_ = -1;
   uint16_t raw_port_ = 0, basp_port_ = 0;
   data_plane::endpoint plane_;
+  std::chrono::seconds report_bound_ = request_timeout;
 };
 
 // -- the bench side: raw TCP --------------------------------------------------------
@@ -660,6 +755,7 @@ outcome in_actor(caf::actor_system& sys, std::function<void(caf::event_based_act
 
 using dense_round_atom = caf::atom_constant<caf::atom("dround")>;
 using sparse_round_atom = caf::atom_constant<caf::atom("sround")>;
+using push_round_atom = caf::atom_constant<caf::atom("pround")>;
 
 // Answers a round request once: with (ms, "") or (0, what went wrong).
 struct round_reply_to {
@@ -729,17 +825,27 @@ caf::behavior round_runner(caf::event_based_actor* self, caf::actor ps, caf::act
           },
           [=](caf::error& e) { r->fail("pull", e); });
     },
-    [=](sparse_round_atom, const caf::message& pull_rows, int64_t rows) {
+    // `copies` requests at once (as that many workers pull from one shard); the round
+    // ends when every reply is in.
+    [=](sparse_round_atom, const caf::message& pull_rows, int64_t rows, int32_t copies) {
       auto r = begin();
       if (!r) return;
-      self->request(to, request_timeout, pull_rows)
-        .then(
-          [=](const rows_reply& p) {
-            if (static_cast<int64_t>(p.ids.size()) != rows || p.rows.rows() != rows)
-              return r->fail("pull_rows: the reply holds the wrong rows");
-            r->done();
-          },
-          [=](caf::error& e) { r->fail("pull_rows", e); });
+      auto left = std::make_shared<int32_t>(copies);
+      for (int32_t c = 0; c < copies; ++c)
+        self->request(to, request_timeout, pull_rows)
+          .then(
+            [=](const rows_reply& p) {
+              if (static_cast<int64_t>(p.ids.size()) != rows || p.rows.rows() != rows)
+                return r->fail("pull_rows: the reply holds the wrong rows");
+              if (--*left == 0) r->done();
+            },
+            [=](caf::error& e) { r->fail("pull_rows", e); });
+    },
+    [=](push_round_atom, const caf::message& push) {
+      auto r = begin();
+      if (!r) return;
+      self->request(to, request_timeout, push)
+        .then([=](const push_reply&) { r->done(); }, [=](caf::error& e) { r->fail("push", e); });
     },
   };
 }
@@ -781,6 +887,7 @@ class basp_client {
     connect_ms_ = o.ms;
     if (plane) via_ = data_plane::open(sys, *plane, caf::actor_cast<ps_shard_actor>(*handle), nullptr, std::chrono::seconds(5), nullptr, shared_memory);
     runner_ = sys.spawn(round_runner, *handle, via_);
+    ps_ = *handle;
   }
 
   basp_client(const basp_client&) = delete;
@@ -798,8 +905,27 @@ class basp_client {
     return ask(caf::make_message(dense_round_atom::value, push, pull, floats));
   }
 
-  double sparse_round_ms(const caf::message& pull_rows, int64_t rows) {
-    return ask(caf::make_message(sparse_round_atom::value, pull_rows, rows));
+  double sparse_round_ms(const caf::message& pull_rows, int64_t rows, int32_t copies = 1) {
+    return ask(caf::make_message(sparse_round_atom::value, pull_rows, rows, copies));
+  }
+
+  double push_round_ms(const caf::message& push) { return ask(caf::make_message(push_round_atom::value, push)); }
+
+  /// The ps side's statistics (over BASP).
+  ps_stats stats() {
+    auto out = std::make_shared<ps_stats>();
+    auto ps = ps_;
+    auto o = in_actor(sys_, [=](caf::event_based_actor* self, report_fn done) {
+      self->request(ps, request_timeout, stats_atom::value)
+        .then(
+          [=](ps_stats& s) {
+            *out = std::move(s);
+            done({0, ""});
+          },
+          [=](caf::error& e) { done(failed("stats", e)); });
+    });
+    if (!o.error.empty()) throw std::runtime_error(o.error);
+    return *out;
   }
 
  private:
@@ -818,6 +944,7 @@ class basp_client {
   caf::actor_system& sys_;
   caf::actor runner_;
   caf::actor via_;
+  caf::actor ps_;
   double connect_ms_ = 0;
 };
 
@@ -1065,7 +1192,99 @@ int measure_plain(const char* argv0, const transport_options& o, std::vector<pai
   return 0;
 }
 
+// -- bench sparse --processes: the bench's side ---------------------------------------
+
+// VmHWM of process `pid` ("self" for this one), in MB; -1 when unreadable.
+double peak_mb(const std::string& pid) {
+  std::ifstream in{"/proc/" + pid + "/status"};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
+  return -1;
+}
+
+// One table of `n` ids on a real ps shard process: pulls and pushes of o.batch ids,
+// interleaved with raw TCP moving the pull's bytes; medians.
+void measure_table(const char* argv0, const table_bench_options& o, int64_t n) {
+  transport_options t;
+  t.rounds = o.rounds;
+  t.sizes_text = "4";
+  t.sizes = {4};
+  t.sparse_rows = 0;
+  t.serve_table = n;
+  t.table_dim = o.dim;
+  t.table_optimizer = o.optimizer;
+  auto started = steady_clock::now();
+  ps_process ps{argv0, t};
+  auto fill_s = ms_since(started) / 1e3;
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  caf::actor_system sys{cfg};
+  // A pull: o.batch ids drawn from the table's (repeats allowed, as a batch has them);
+  // a push: as many distinct ones, sorted, with a gradient row each.
+  model::rng g{17};
+  pull_rows_request pull;
+  pull.f = table_fence();
+  pull.variable = 0;
+  pull.training = true;
+  for (int64_t j = 0; j < o.batch; ++j) pull.ids.push_back(scattered_id(static_cast<int64_t>(g.below(static_cast<uint64_t>(n)))));
+  std::vector<int64_t> distinct;
+  for (int64_t v = 0; static_cast<int64_t>(distinct.size()) < std::min(o.batch, n); v += std::max<int64_t>(1, n / o.batch))
+    distinct.push_back(scattered_id(v % n));
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  auto up = serialized_bytes(sys, pull);
+  auto down = serialized_bytes(sys, rows_reply{0, 0, pull.ids, tensor{model::matrix::Zero(o.batch, o.dim)}});
+  auto pull_msg = caf::make_message(pull_rows_atom::value, pull);
+  raw_client raw{ps.raw_port(), up, down};
+  basp_client at{sys, ps.basp_port()};
+  basp_client plane{sys, ps.basp_port(), &ps.plane()};
+  uint64_t position = uint64_t{1} << 32;  // past the fill's pushes
+  auto push_ms = [&](basp_client& c) {
+    auto msg = caf::make_message(push_atom::value, table_push(distinct, o.dim, position++, 0.001f));
+    return c.push_round_ms(msg);
+  };
+  auto m = interleave_all(o.rounds, {[&] { return raw.round_ms(up, down); },
+                                     [&] { return at.sparse_round_ms(pull_msg, o.batch); },
+                                     [&] { return plane.sparse_round_ms(pull_msg, o.batch); },
+                                     [&] { return plane.sparse_round_ms(pull_msg, o.batch, 2); },
+                                     [&] { return push_ms(at); }, [&] { return push_ms(plane); }});
+  auto stats = at.stats();
+  if (stats.tables.size() != 1) throw std::runtime_error("the table shard reports no table");
+  const auto& tb = stats.tables[0];
+  auto per_s = [](double rows, double ms) { return rows / (ms / 1e3); };
+  fmt::print("\n{} ids x {} floats ({}): a ps shard process (pid {}) filled in {:.1f} s; {} ids a pull, {} a push;\n"
+             "medians of {} interleaved rounds after {} warm-up\n",
+             n, o.dim, o.optimizer, ps.pid(), fill_s, o.batch, distinct.size(), o.rounds, warmup_rounds);
+  fmt::print("{:>26} {:>10} {:>14}\n", "", "ms", "rows/s");
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}   ({} bytes up, {} down)\n", "raw TCP, the pull's bytes", m[0],
+             per_s(static_cast<double>(o.batch), m[0]), up, down);
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}\n", "pull over BASP", m[1], per_s(static_cast<double>(o.batch), m[1]));
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}\n", "pull on the data plane", m[2], per_s(static_cast<double>(o.batch), m[2]));
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}   (two pulls at once, as two workers)\n", "2 pulls on the data plane", m[3],
+             per_s(2.0 * static_cast<double>(o.batch), m[3]));
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}\n", "push over BASP", m[4], per_s(static_cast<double>(distinct.size()), m[4]));
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}\n", "push on the data plane", m[5], per_s(static_cast<double>(distinct.size()), m[5]));
+  fmt::print("shard: {} rows, {:.1f} bytes a row ({:.2f}x the floats of its rows and slots); peak resident memory:\n"
+             "shard process {:.0f} MB, this process (the worker's side) {:.0f} MB\n",
+             tb.rows, tb.rows ? static_cast<double>(tb.bytes) / static_cast<double>(tb.rows) : 0.0,
+             tb.payload_bytes ? static_cast<double>(tb.bytes) / static_cast<double>(tb.payload_bytes) : 0.0,
+             peak_mb(std::to_string(ps.pid())), peak_mb("self"));
+  std::fflush(stdout);
+  raw.close();
+  if (auto how = ps.finish(); !how.empty()) throw std::runtime_error("the table shard process " + how);
+}
+
 }  // namespace
+
+int bench_table_across_processes(const char* argv0, const table_bench_options& o) {
+  table_optimizer(o.optimizer);  // a bad name fails before any process starts
+  fmt::print("bench sparse --processes: a table keyed by id on a real ps shard in a process of its own (its\n"
+             "ids scattered over [0, 2^40), rows at their initial values), pulled and pushed by row from\n"
+             "this process over BASP and on the tensor data plane, as a worker does; raw TCP moves the\n"
+             "pull's serialized bytes.\n");
+  for (auto n : o.ids) measure_table(argv0, o, n);
+  return 0;
+}
 
 int bench_transport(int argc, char** argv, int first) {
   transport_options o;
@@ -1096,7 +1315,10 @@ int bench_transport(int argc, char** argv, int first) {
     .add("serve-tls", o.serve_tls, "internal: the ps side serves over TLS with the certificates in this directory")
     .add("serve-netns", o.serve_netns, "internal: the ps side enters this network namespace first")
     .add("serve-host", o.serve_host, "internal: the ps side listens at this address")
-    .add("serve-fd", serve_fd, "internal: run as the ps side, reporting its ports on this file descriptor");
+    .add("serve-fd", serve_fd, "internal: run as the ps side, reporting its ports on this file descriptor")
+    .add("serve-table", o.serve_table, "internal: the ps side is a real shard whose table keyed by id holds this many ids")
+    .add("table-dim", o.table_dim, "internal: its width")
+    .add("table-optimizer", o.table_optimizer, "internal: its optimizer (adam or sgd)");
   if (!f.parse(argc, argv, first)) return 0;
   if (!f.positional().empty()) throw usage_error("unexpected argument '" + f.positional()[0] + "'");
   if (o.rounds < 1 || o.rounds > 100000) throw usage_error("--rounds must be in [1, 100000]");

@@ -50,7 +50,7 @@ ps_shard_actor::behavior_type ps_shard_impl(self_ptr self, std::shared_ptr<const
       auto f = store.pull(req, r);
       return answer(std::move(f), std::move(r));
     },
-    [&store](pull_rows_atom, const pull_rows_request& req) -> caf::result<rows_reply> {
+    [&store](pull_rows_atom, pull_rows_request& req) -> caf::result<rows_reply> {
       rows_reply r;
       auto f = store.pull_rows(req, r);
       return answer(std::move(f), std::move(r));

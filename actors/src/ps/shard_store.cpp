@@ -744,7 +744,7 @@ failure shard_store::pull(const pull_request& req, pull_reply& out) {
   return {};
 }
 
-failure shard_store::pull_rows(const pull_rows_request& req, rows_reply& out) {
+failure shard_store::pull_rows(pull_rows_request& req, rows_reply& out) {
   if (!initialized_) return not_ready();
   // Coordinator epoch 0: an observer (cluster::lookup), as in pull; it never trains.
   const bool observer = req.f.coordinator_epoch == 0;
@@ -763,8 +763,9 @@ failure shard_store::pull_rows(const pull_rows_request& req, rows_reply& out) {
   if (auto& table = first->second.table) {
     // One partition per shard: every id it holds is this partition's. A read creates
     // nothing (rows come with their first gradient).
+    const auto& p = first->second;
     for (auto id : req.ids)
-      if (!holder(req.variable, id)) return not_here(id);
+      if (id < 0 || model::dynamic_owner(id, p.partitions) != first->first.index) return not_here(id);
     table->read(req.ids.data(), req.ids.size(), rows.data(), req.training && !observer);
     out.version = first->second.version;
   } else {
@@ -776,9 +777,9 @@ failure shard_store::pull_rows(const pull_rows_request& req, rows_reply& out) {
       out.version = std::max(out.version, hit->version);
     }
   }
-  out.ids = req.ids;
-  out.rows = tensor{std::move(rows)};
   stats_.rows_pulled += req.ids.size();
+  out.ids = std::move(req.ids);
+  out.rows = tensor{std::move(rows)};
   return {};
 }
 

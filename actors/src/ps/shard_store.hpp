@@ -81,7 +81,8 @@ class shard_store {
 
   /// Shares the current partitions (an observer's read, epoch 0, passes any fence).
   failure pull(const pull_request& req, pull_reply& out);
-  failure pull_rows(const pull_rows_request& req, rows_reply& out);
+  /// The rows of req.ids (moved into the reply).
+  failure pull_rows(pull_rows_request& req, rows_reply& out);
   /// Fence, de-duplication, validation, then the apply policy.
   failure push(push_request& req, push_reply& out);
   /// Closes a synchronous round: the policy's held pushes of its steps, applied as one.

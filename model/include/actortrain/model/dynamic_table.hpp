@@ -28,10 +28,11 @@
 // Rows live in chunks of `chunk_rows` rows (one array for the values and one per slot):
 // the table grows a chunk at a time, without copying, except the first chunk, which
 // starts at 64 rows and doubles up to `chunk_rows`, so a small table pays for its rows. Besides the floats of its rows and
-// slots it holds 16 bytes a row (id, last update), 5.3 to 10.7 bytes a row
-// of index, the unused part of its last chunk, and the ids waiting for admission
-// (bytes() counts it all): 1.2x the floats at width 16 with Adam's two slots, more for
-// narrow rows without slots. The optimizer's step count (Adam's
+// slots it holds 16 bytes a row (id, last update), 10.7 to 21.3 bytes a row
+// of index (a slot holds a row and half its id's hash, so a lookup reads one row's id,
+// not one per probe), the unused part of its last chunk, and the ids waiting for
+// admission (bytes() counts it all): 1.2x the floats at width 16 with Adam's two slots,
+// more for narrow rows without slots. The optimizer's step count (Adam's
 // t) is the table's: every apply() counts once, touched rows or not, as a fixed table's
 // partition counts every step.
 //
