@@ -53,7 +53,9 @@ struct dynamic_table::impl {
 
   size_t width() const { return static_cast<size_t>(o.dim); }
   int64_t id_of(int64_t r) const { return chunk_of(r).ids[local(r)]; }
-  static uint64_t hash(int64_t id) { return mix64(static_cast<uint64_t>(id)); }
+  // Not mix64(id) alone: dynamic_owner hashes ids that way to pick their shard, so on a
+  // shard of n every id's hash would share its low bits and use 1/n of the slots.
+  static uint64_t hash(int64_t id) { return mix64(static_cast<uint64_t>(id) ^ 0x2545f4914f6cdd1dull); }
   size_t home(int64_t id) const { return static_cast<size_t>(hash(id)) & mask; }
   static uint64_t tag_of(uint64_t h) { return h & ~uint64_t{0xffffffff}; }
   static int64_t row_in(uint64_t slot) { return static_cast<int64_t>(slot & 0xffffffff) - 1; }
@@ -236,7 +238,7 @@ dynamic_table::dynamic_table(dynamic_table_options o, std::vector<float> slot_in
   p_->o = std::move(o);
   p_->slot_init = std::move(slot_init);
   if ((p_->o.chunk_rows & (p_->o.chunk_rows - 1)) == 0)
-    while ((int64_t{1} << (p_->shift + 1)) <= p_->o.chunk_rows) ++p_->shift;
+    while ((uint64_t{1} << (p_->shift + 1)) <= static_cast<uint64_t>(p_->o.chunk_rows)) ++p_->shift;
 }
 
 namespace {
@@ -411,6 +413,7 @@ void dynamic_table::log_removed_after(int64_t since) {
   }
   t.removed.erase(std::remove_if(t.removed.begin(), t.removed.end(), [&](const auto& r) { return r.second <= since; }),
                   t.removed.end());
+  if (t.removed.capacity() > 1024 && t.removed.size() * 4 < t.removed.capacity()) t.removed.shrink_to_fit();
   t.log_after = since;
 }
 

@@ -371,7 +371,9 @@ BOOST_AUTO_TEST_CASE(checkpoint_counts_may_not_be_negative) {
   const auto def = parse_cluster_def(with_cluster(R"("checkpoint": {"every_steps": 0, "interval_ms": 0})"), "c");
   BOOST_TEST(def.checkpoint_every == 0);
   BOOST_TEST(def.checkpoint_full_every == 0);  // not given: the cluster's default
-  CHECK_REFUSED(with_cluster(R"("checkpoint": {"full_every": 0})"), "cluster.json: checkpoint.full_every: 0 is below 1");
+  CHECK_REFUSED(with_cluster(R"("checkpoint": {"full_every": 0})"), "cluster.json: checkpoint.full_every: 0 is not in [1, 1000]");
+  CHECK_REFUSED(with_cluster(R"("checkpoint": {"full_every": 3000000000})"),
+                "cluster.json: checkpoint.full_every: 3000000000 is not in [1, 1000]");
   CHECK_REFUSED(with_cluster(R"("checkpoint": {"full_every": "x"})"), "cluster.json: checkpoint.full_every");
   BOOST_TEST(parse_cluster_def(with_cluster(R"("checkpoint": {"full_every": 3})"), "c").checkpoint_full_every == 3);
 }

@@ -450,14 +450,14 @@ BOOST_AUTO_TEST_CASE(a_shared_snapshot_is_rewritten_only_while_the_state_is_unch
   req.f = epochs(1);
   req.id = 7;
   ps_files out;
-  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1}, fs, out));
+  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1, false}, fs, out));
   BOOST_REQUIRE(out.partitions.size() == 2u);
   BOOST_TEST(out.partitions[0].header.name == "dense/kernel");
   ps_files again;
-  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1}, fs, again));  // a retry: same state
+  BOOST_TEST(!store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1, false}, fs, again));  // a retry: same state
   BOOST_REQUIRE(push(push_of(1, matrix::Ones(2, 3))));
   ps_files late;
-  auto f = store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1}, fs, late);
+  auto f = store.snapshot_files(req, checkpoint_target{dir}, snapshot_basis{1, -1, false}, fs, late);
   BOOST_TEST(to_string(f.code) == "invalid_request");
   BOOST_TEST(f.what.find("snapshot 7 repeated after the state changed") != std::string::npos, f.what);
 }
@@ -897,7 +897,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_over_a_base_it_took_holds_what_changed_and_after
   k.id = 1;
   auto snap = [&](int64_t step, int64_t base) {
     ps_snapshot s;
-    BOOST_REQUIRE(!(last = tables.snapshot(k, snapshot_basis{step, base}, s)));
+    BOOST_REQUIRE(!(last = tables.snapshot(k, snapshot_basis{step, base, true}, s)));
     BOOST_REQUIRE(s.partitions.size() == 1u);
     return s.partitions[0];
   };
@@ -923,12 +923,20 @@ BOOST_AUTO_TEST_CASE(a_snapshot_over_a_base_it_took_holds_what_changed_and_after
   model::memory_file_system fs;
   auto dir = model::begin_checkpoint(fs, "/ckpt", 45);
   ps_files files;
-  BOOST_REQUIRE(!(last = tables.snapshot_files(k, checkpoint_target{dir}, snapshot_basis{45, 40}, fs, files)));
+  BOOST_REQUIRE(!(last = tables.snapshot_files(k, checkpoint_target{dir}, snapshot_basis{45, 40, true}, fs, files)));
   BOOST_REQUIRE(files.partitions.size() == 1u);
   BOOST_TEST(files.partitions[0].header.base == 40);
   bool removed_file = false;
   for (auto& [what, e] : files.partitions[0].tables) removed_file = removed_file || what == "removed";
   BOOST_TEST(removed_file);
+  // A run that does not checkpoint incrementally: nothing kept, nothing logged, so an
+  // increment over a snapshot before it cannot be asked for.
+  {
+    ps_snapshot s;
+    BOOST_REQUIRE(!(last = tables.snapshot(k, snapshot_basis{46, -1, false}, s)));
+  }
+  BOOST_TEST(snap(47, 45).base == -1);
+  BOOST_TEST(snap(48, 47).base == 47);
   // A restore puts another state in: the next snapshot is whole whatever it is over.
   k.id = 2;
   BOOST_REQUIRE(!(last = tables.keep(k)));

@@ -77,10 +77,12 @@ CONF
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca rtc ^hwloc)
 
 # The pids of the actortrain processes whose environment has $1=$2 (a rank under srun
-# or mpirun), one per line.
+# or mpirun), one per line; with $3, only those whose command line holds it (one
+# launch's --port-base: the tasks of an earlier run or another test are not taken).
 rank_pid() {
   local q
-  for q in $(pgrep -x actortrain); do
+  for q in $(if [ -n "${3:-}" ]; then pgrep -f -- "$3"; else pgrep -x actortrain; fi); do
+    [ "$(cat /proc/$q/comm 2>/dev/null)" = actortrain ] || continue
     tr '\0' '\n' <"/proc/$q/environ" 2>/dev/null | grep -qx "$1=$2" && echo "$q"
   done
 }

@@ -104,7 +104,7 @@ timeout 150 srun -l -n 5 "$AT" node "${JOB[@]}" --jobs chief=1,ps=2,worker=2 --p
   --cluster "$WORK/async.json" -- "${LONG[@]}" --metrics "$WORK/w.jsonl" >"$WORK/kw" 2>&1 &
 S=$!
 wait_steps "$WORK/w.jsonl" 40 90
-victim=$(rank_pid SLURM_PROCID 4)
+victim=$(rank_pid SLURM_PROCID 4 "--port-base $PB")
 [ -n "$victim" ] || fail "no process of rank 4"
 kill -9 $victim
 wait $S
@@ -131,7 +131,7 @@ run_ck() {
 run_ck >"$WORK/kp" 2>&1 &
 S=$!
 wait_steps "$WORK/p.jsonl" 60 90
-victim=$(rank_pid SLURM_PROCID 1)
+victim=$(rank_pid SLURM_PROCID 1 "--port-base $PB")
 [ -n "$victim" ] || fail "no process of rank 1"
 start=$(date +%s)
 kill -9 $victim

@@ -909,6 +909,50 @@ BOOST_AUTO_TEST_CASE(increments_read_back_as_the_whole_table_at_their_step) {
   }
 }
 
+// A base whose manifest was tampered with: the increment over it is refused with a
+// checkpoint_error (read and write), never read past.
+BOOST_AUTO_TEST_CASE(an_increment_over_a_malformed_base_is_refused) {
+  auto adam = make_adam({0.05});
+  const auto names = adam->slot_names();
+  dynamic_table t{opts(), adam_slots()};
+  memory_file_system fs;
+  // Checkpoint `step`, an increment over checkpoint `base` (taken at apply `since`).
+  auto write = [&](int64_t step, int64_t base, int64_t since) {
+    auto snap = base < 0 ? t.save() : t.save(since);
+    auto p = table_partition(snap, names);
+    p.base = base;
+    p.row_begin = 0;
+    p.row_end = 1;
+    checkpoint_data d;
+    d.step = step;
+    d.variables.push_back(variable_data{"emb", shape2{0, dim}, true, {std::move(p)}});
+    write_checkpoint(fs, "/ck", d);
+  };
+  touch(t, {1, 2});
+  write(10, -1, -1);
+  t.log_removed_after(t.iterations());
+  const auto at = t.iterations();
+  touch(t, {2, 3});
+  write(20, 10, at);
+  // ckpt-10's variable loses its partitions.
+  const auto manifest = join_path(join_path("/ck", checkpoint_dir_name(10)), "manifest.json");
+  std::string text;
+  BOOST_REQUIRE(fs.read_file(manifest, text).ok());
+  auto j = nlohmann::json::parse(text);
+  j["variables"][0].erase("partitions");
+  BOOST_REQUIRE(fs.write_file(manifest, j.dump()).ok());
+  BOOST_CHECK_THROW(read_checkpoint(fs, join_path("/ck", checkpoint_dir_name(20))), checkpoint_error);
+  try {
+    write(30, 10, at);
+    BOOST_ERROR("an increment over a base without partitions was written");
+  } catch (const checkpoint_error& e) {
+    BOOST_TEST(std::string(e.what()).find("holds it in 0 partitions, not 1") != std::string::npos, e.what());
+  }
+  j["variables"][0]["dynamic"] = "yes";
+  BOOST_REQUIRE(fs.write_file(manifest, j.dump()).ok());
+  BOOST_CHECK_THROW(write(30, 10, at), checkpoint_error);
+}
+
 BOOST_AUTO_TEST_CASE(an_increment_puts_its_rows_over_the_base) {
   partition_data base, inc;
   auto rows = [](std::vector<int64_t> ids, float v) {

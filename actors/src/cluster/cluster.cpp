@@ -90,9 +90,11 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
   if (d.spec.checkpoint_every < 0 || d.spec.checkpoint_keep < 1)
     throw std::invalid_argument(fmt::format("cluster: checkpoint_every = {} (>= 0) and checkpoint_keep = {} (>= 1)",
                                             d.spec.checkpoint_every, d.spec.checkpoint_keep));
-  if (d.spec.checkpoint_full_every < 1)
-    throw std::invalid_argument(
-      fmt::format("cluster: checkpoint_full_every = {} (>= 1; 1: every checkpoint whole)", d.spec.checkpoint_full_every));
+  if (d.spec.checkpoint_full_every < 1 || d.spec.checkpoint_full_every > 1000)
+    throw std::invalid_argument(fmt::format(
+      "cluster: checkpoint_full_every = {} (in [1, 1000]; 1: every checkpoint whole; a restore reads the chain of "
+      "increments back to a whole one)",
+      d.spec.checkpoint_full_every));
   if (d.spec.checkpoint_interval.count() < 0)
     throw std::invalid_argument(fmt::format("cluster: checkpoint_interval = {} ms < 0", d.spec.checkpoint_interval.count()));
   if (d.spec.poison_limit < 1)

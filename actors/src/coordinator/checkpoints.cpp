@@ -133,12 +133,21 @@ namespace {
 // What the shards may leave out of a checkpoint at steps_total into `target`: a dynamic
 // table's rows unchanged since the run directory's newest committed checkpoint, unless
 // checkpoint_full_every says this one is whole. Checkpoints elsewhere are whole.
-snapshot_basis basis_for(const coord_state& st, const ckpt_target& target) {
+snapshot_basis basis_for(coord_state& st, const ckpt_target& target) {
   snapshot_basis b;
   b.step = static_cast<int64_t>(st.steps_total);
-  if (target.run_dir && st.increment_base >= 0 && st.increment_base < b.step &&
-      st.increments + 1 < st.opts.checkpoint_full_every)
-    b.base = st.increment_base;
+  b.increments = st.opts.checkpoint_full_every > 1 && !st.opts.checkpoint_dir.empty();
+  if (target.run_dir && b.increments && st.increment_base >= 0 && st.increment_base < b.step &&
+      st.increments + 1 < st.opts.checkpoint_full_every) {
+    // Gone since (removed by hand, pruned by a checkpoint asked into the same directory
+    // under another name): this one is whole.
+    auto base = model::join_path(model::join_path(target.dir, model::checkpoint_dir_name(st.increment_base)),
+                                 "manifest.json");
+    if (checkpoint_fs(st).exists(base))
+      b.base = st.increment_base;
+    else
+      st.increment_base = -1;
+  }
   return b;
 }
 
@@ -177,6 +186,7 @@ void finish_checkpoint(self_ptr self, const ckpt_target& target, int64_t step, d
     emit(st, std::move(e));
   } catch (const std::exception& ex) {
     st.checkpointing = false;
+    if (target.run_dir) st.increment_base = -1;  // the next one is whole, whatever failed here
     fail_run(self, make_error(error_code::checkpoint_failed, fmt::format("checkpoint at step {}: {}", step, ex.what())));
     return;
   }

@@ -379,10 +379,10 @@ void read_checkpoint(const reader& r, const json& section, cluster_def& def) {
       std::chrono::milliseconds{non_negative(r, *it, member(field, "interval_ms"), "no timed checkpoints")};
   if (auto it = section.find("full_every"); it != section.end()) {
     def.checkpoint_full_every = r.integer(*it, member(field, "full_every"));
-    if (def.checkpoint_full_every < 1)
+    if (def.checkpoint_full_every < 1 || def.checkpoint_full_every > 1000)
       r.fail(member(field, "full_every"),
-             fmt::format("{} is below 1 (1: every checkpoint whole; n: every n-th, increments of the dynamic tables "
-                         "between)",
+             fmt::format("{} is not in [1, 1000] (1: every checkpoint whole; n: every n-th, increments of the dynamic "
+                         "tables between)",
                          def.checkpoint_full_every));
   }
 }

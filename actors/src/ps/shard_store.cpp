@@ -598,8 +598,14 @@ model::dynamic_table::snapshot shard_store::save_table(const partition_key& k, p
   return p.table->save();
 }
 
-void shard_store::snapshot_taken(int64_t step) {
-  auto& now = table_steps_[step];
+void shard_store::snapshot_taken(const snapshot_basis& b) {
+  if (!b.increments) {
+    table_steps_.clear();
+    for (auto& [k, p] : parts_)
+      if (p.table) p.table->log_removed_after(-1);
+    return;
+  }
+  auto& now = table_steps_[b.step];
   now.clear();
   for (auto& [k, p] : parts_)
     if (p.table) now[k] = p.table->iterations();
@@ -651,7 +657,7 @@ failure shard_store::snapshot(const fence_request& req, const snapshot_basis& b,
     }
     out.partitions.push_back(std::move(s));
   }
-  snapshot_taken(b.step);
+  snapshot_taken(b);
   return {};
 }
 
@@ -716,7 +722,7 @@ failure shard_store::snapshot_files(const fence_request& req, const checkpoint_t
   } catch (const std::exception& e) {
     return failure{error_code::checkpoint_failed, fmt::format("ps shard {}: {}", index_, e.what())};
   }
-  snapshot_taken(b.step);
+  snapshot_taken(b);
   return {};
 }
 

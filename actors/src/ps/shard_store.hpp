@@ -121,8 +121,9 @@ class shard_store {
   // restore, else whole.
   model::dynamic_table::snapshot save_table(const partition_key& k, partition& p, const snapshot_basis& b,
                                             int64_t& base) const;
-  // The snapshot of step `step` taken: where each table was then, for increments over it.
-  void snapshot_taken(int64_t step);
+  // The snapshot of basis b taken: where each table was then, for increments over it
+  // (without b.increments: nothing kept, nothing logged).
+  void snapshot_taken(const snapshot_basis& b);
   /// The partition of `variable` on this shard that holds row (or id) `id`, or null.
   const partition* holder(int32_t variable, int64_t id) const;
   static model::matrix& writable(partition& p);

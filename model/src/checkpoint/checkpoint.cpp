@@ -587,15 +587,22 @@ std::map<int64_t, uint32_t> check_bases(file_system& fs, const std::string& root
           fail(fmt::format("cannot be read ({})", e.what()));
         }
       }
+      // The base's manifest parsed, but its fields are checked here one by one: a
+      // malformed one is refused, never read past.
       const json* found = nullptr;
-      if (it->second.contains("variables") && it->second["variables"].is_array())
-        for (const auto& bv : it->second["variables"])
-          if (bv.is_object() && bv.value("name", "") == v.name) found = &bv;
+      auto vars = it->second.find("variables");
+      if (vars != it->second.end() && vars->is_array())
+        for (const auto& bv : *vars) {
+          if (!bv.is_object()) continue;
+          auto name = bv.find("name");
+          if (name != bv.end() && name->is_string() && name->get<std::string>() == v.name) found = &bv;
+        }
       if (!found) fail("has no such variable");
-      if (!found->value("dynamic", false)) fail("holds it as a fixed variable");
-      const auto& parts = (*found)["partitions"];
-      if (!parts.is_array() || parts.size() != v.partitions)
-        fail(fmt::format("holds it in {} partitions, not {}", parts.is_array() ? parts.size() : 0, v.partitions));
+      auto dyn = found->find("dynamic");
+      if (dyn == found->end() || !dyn->is_boolean() || !dyn->get<bool>()) fail("holds it as a fixed variable");
+      auto parts = found->find("partitions");
+      const size_t have = parts != found->end() && parts->is_array() ? parts->size() : 0;
+      if (have != v.partitions) fail(fmt::format("holds it in {} partitions, not {}", have, v.partitions));
     }
   std::map<int64_t, uint32_t> ids;
   for (const auto& [b, m] : manifests) ids[b] = manifest_identity(m);
@@ -883,7 +890,10 @@ std::string parent_of(std::string dir) {
 
 // read_one with every increment put over its base's partition, read (and resolved) from
 // the base's directory beside dir.
-checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std::set<std::string>* only) {
+checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std::set<std::string>* only,
+                              int& reads_left) {
+  if (--reads_left < 0)
+    throw checkpoint_error(fmt::format("{}: its increments name more bases than a chain of checkpoints can", dir));
   auto data = read_one(fs, dir, only);
   std::map<int64_t, std::set<std::string>> needed;  // base step -> its variables
   for (const auto& v : data.variables)
@@ -893,18 +903,26 @@ checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std
   // The identity each increment recorded of its base (read_one checked the rest).
   std::map<int64_t, uint32_t> recorded;
   {
+    // read_one checked the variables it read; those `only` left out are checked here.
     const json m = parse_manifest(fs, dir);
     const manifest_reader r(join_path(dir, manifest_name));
-    for (const auto& vj : m.at("variables"))
-      for (const auto& pj : vj.at("partitions"))
-        if (pj.contains("base")) {
-          const auto b = pj.at("base").get<int64_t>();
-          const auto id = static_cast<uint32_t>(r.integer(pj, "base_crc32", vj.value("name", std::string()), 0));
-          if (auto [it, fresh] = recorded.emplace(b, id); !fresh && it->second != id)
-            r.bad("variables", fmt::format("two identities recorded for the checkpoint of step {}", b));
-        }
+    const json& vars = r.array(m, "variables", "");
+    for (size_t i = 0; i < vars.size(); ++i) {
+      const std::string where = fmt::format("variables[{}]", i);
+      const json& parts = r.array(vars[i], "partitions", where);
+      for (size_t k = 0; k < parts.size(); ++k) {
+        const std::string pw = fmt::format("{}.partitions[{}]", where, k);
+        if (!parts[k].is_object() || !parts[k].contains("base")) continue;
+        const auto b = r.integer(parts[k], "base", pw, 0);
+        const auto id = static_cast<uint32_t>(r.integer(parts[k], "base_crc32", pw, 0));
+        if (auto [it, fresh] = recorded.emplace(b, id); !fresh && it->second != id)
+          r.bad(pw, fmt::format("another identity recorded for the checkpoint of step {}", b));
+      }
+    }
   }
-  for (auto& [b, names] : needed) {
+  for (auto& entry : needed) {
+    const int64_t b = entry.first;
+    const auto& names = entry.second;
     const auto base_dir = join_path(parent_of(dir), checkpoint_dir_name(b));
     auto fail = [&](const std::string& why) {
       throw checkpoint_error(fmt::format("{}: an increment over the checkpoint of step {} ({}): {}", dir, b, base_dir, why));
@@ -921,7 +939,7 @@ checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std
                        "{:08x}, the increment recorded {:08x}): replaced since",
                        have, recorded.at(b)));
     try {
-      base = read_resolved(fs, base_dir, &names);
+      base = read_resolved(fs, base_dir, &names, reads_left);
     } catch (const checkpoint_error& e) {
       fail(e.what());
     }
@@ -954,7 +972,12 @@ checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std
 
 }  // namespace
 
-checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) { return read_resolved(fs, dir, nullptr); }
+checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
+  // A chain is as long as the increments between whole checkpoints; a directory whose
+  // increments name bases that name more bases, over and over, is refused.
+  int reads_left = 10000;
+  return read_resolved(fs, dir, nullptr, reads_left);
+}
 
 void apply_increment(partition_data& base, const partition_data& inc) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("apply_increment: " + what); };

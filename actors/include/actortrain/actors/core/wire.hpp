@@ -406,7 +406,7 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_target& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, snapshot_basis& x) {
-  return f(caf::meta::type_name("snapshot_basis"), x.step, x.base);
+  return f(caf::meta::type_name("snapshot_basis"), x.step, x.base, x.increments);
 }
 
 template <class Inspector>

@@ -290,6 +290,10 @@ struct ps_stats {
 struct snapshot_basis {
   int64_t step = 0;
   int64_t base = -1;
+  /// The run checkpoints incrementally (checkpoint_full_every > 1): the shard logs the
+  /// ids its tables drop from here on, for an increment over this snapshot. Without it,
+  /// it logs nothing.
+  bool increments = false;
 };
 
 struct ps_snapshot {
