@@ -45,15 +45,12 @@ namespace {
 
 struct sparse_job {
   ds::dataset data;
-  ds::dataset keyed;  // the same examples, each id v as the 64-bit id hashed(v)
+  ds::dataset keyed;  // the same examples, each id v as the 64-bit id scattered_id(v)
   int64_t rows_per_pass = 0;  // distinct ids per batch, summed over the pass's batches
   int64_t steps = 0;
 };
 
 constexpr int workers = 2;
-
-// Row v's id in the dynamic variant.
-int64_t hashed(int64_t v) { return scattered_id(v); }
 
 enum class variant { rows, whole, dynamic };
 
@@ -70,7 +67,7 @@ sparse_job make_job(int64_t n, int fields, int64_t buckets, int64_t batch) {
   job.data = ds::from_tensor_slices({ids, dense}, y);
   ds::element keyed;
   keyed.features = {md::matrix(n, 0), dense};
-  keyed.ids = {ids.cast<int64_t>().unaryExpr([](int64_t v) { return hashed(v); })};
+  keyed.ids = {ids.cast<int64_t>().unaryExpr([](int64_t v) { return scattered_id(v); })};
   keyed.labels = y;
   job.keyed = ds::from_tensor_slices(std::move(keyed));
   // The batches the pipelines will serve (no shuffle): pipeline p = shard(2, p).batch(batch).

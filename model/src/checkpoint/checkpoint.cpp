@@ -557,21 +557,16 @@ partition_record write_partition_arrays(file_system& fs, const std::string& dir,
 
 namespace {
 
-// A variable as the check of its bases needs it.
-struct based_variable {
-  std::string name;
-  size_t partitions = 0;
-  std::vector<int64_t> bases;  // per partition, -1: whole
-};
-
 // Every base an increment names is a committed checkpoint in root whose variable is a
-// dynamic table of as many partitions. Throws checkpoint_error naming both.
-std::map<int64_t, uint32_t> check_bases(file_system& fs, const std::string& root, int64_t step,
-                                        const std::vector<based_variable>& vars) {
+// dynamic table of as many partitions; returns each base's identity (manifest_identity).
+// `vars`: variable_records or variable_datas (a name, partitions with a base each).
+// Throws checkpoint_error naming both.
+template <class Variables>
+std::map<int64_t, uint32_t> check_bases(file_system& fs, const std::string& root, int64_t step, const Variables& vars) {
   std::map<int64_t, json> manifests;
   for (const auto& v : vars)
-    for (size_t k = 0; k < v.bases.size(); ++k) {
-      const auto b = v.bases[k];
+    for (size_t k = 0; k < v.partitions.size(); ++k) {
+      const auto b = v.partitions[k].base;
       if (b < 0) continue;
       auto fail = [&](const std::string& why) {
         throw checkpoint_error(fmt::format("step {}: variable '{}' partition {} is an increment over the checkpoint of "
@@ -595,14 +590,15 @@ std::map<int64_t, uint32_t> check_bases(file_system& fs, const std::string& root
         for (const auto& bv : *vars) {
           if (!bv.is_object()) continue;
           auto name = bv.find("name");
-          if (name != bv.end() && name->is_string() && name->get<std::string>() == v.name) found = &bv;
+          if (name != bv.end() && name->is_string() && *name == json(v.name)) found = &bv;
         }
       if (!found) fail("has no such variable");
       auto dyn = found->find("dynamic");
-      if (dyn == found->end() || !dyn->is_boolean() || !dyn->get<bool>()) fail("holds it as a fixed variable");
+      if (dyn == found->end() || !dyn->is_boolean() || *dyn != json(true)) fail("holds it as a fixed variable");
       auto parts = found->find("partitions");
       const size_t have = parts != found->end() && parts->is_array() ? parts->size() : 0;
-      if (have != v.partitions) fail(fmt::format("holds it in {} partitions, not {}", have, v.partitions));
+      if (have != v.partitions.size())
+        fail(fmt::format("holds it in {} partitions, not {}", have, v.partitions.size()));
     }
   std::map<int64_t, uint32_t> ids;
   for (const auto& [b, m] : manifests) ids[b] = manifest_identity(m);
@@ -615,12 +611,7 @@ std::string commit_checkpoint(file_system& fs, const std::string& root, const ch
   const std::string dir = join_path(root, checkpoint_dir_name(std::max<int64_t>(0, r.step)));
   try {
     validate_records(r);
-    std::vector<based_variable> based;
-    for (const auto& v : r.variables) {
-      based.push_back({v.name, v.partitions.size(), {}});
-      for (const auto& p : v.partitions) based.back().bases.push_back(p.base);
-    }
-    const auto base_ids = check_bases(fs, root, r.step, based);
+    const auto base_ids = check_bases(fs, root, r.step, r.variables);
     for (const auto& v : r.variables)
       for (const auto& p : v.partitions) {
         if (!fs.exists(join_path(dir, p.values.name)))
@@ -642,17 +633,10 @@ std::string commit_checkpoint(file_system& fs, const std::string& root, const ch
 std::string write_checkpoint(file_system& fs, const std::string& root, const checkpoint_data& data) {
   validate_for_write(data);
   std::map<int64_t, uint32_t> base_ids;
-  {
-    std::vector<based_variable> based;
-    for (const auto& v : data.variables) {
-      based.push_back({v.name, v.partitions.size(), {}});
-      for (const auto& p : v.partitions) based.back().bases.push_back(p.base);
-    }
-    try {
-      base_ids = check_bases(fs, root, data.step, based);
-    } catch (const checkpoint_error& e) {
-      throw checkpoint_error(fmt::format("write_checkpoint {}: {}", join_path(root, checkpoint_dir_name(data.step)), e.what()));
-    }
+  try {
+    base_ids = check_bases(fs, root, data.step, data.variables);
+  } catch (const checkpoint_error& e) {
+    throw checkpoint_error(fmt::format("write_checkpoint {}: {}", join_path(root, checkpoint_dir_name(data.step)), e.what()));
   }
   std::string dir;
   try {
