@@ -87,6 +87,32 @@ BOOST_AUTO_TEST_CASE(element_buffer_path_gives_the_index_path_order) {
   }
 }
 
+// The node keeps the last epoch's order for every accessor of that epoch (a dataset
+// shard seeks whenever requests arrive out of order): seeks into epochs taken in turn,
+// and iterators of two epochs open at once, each give their epoch's order, as the element
+// path (which keeps nothing) gives it.
+BOOST_AUTO_TEST_CASE(seeks_across_epochs_give_each_epochs_order) {
+  auto d = numbers(60).shuffle(20, 9);
+  auto slow = sequential(numbers(60)).shuffle(20, 9);
+  std::vector<std::vector<float>> want;
+  for (uint64_t e = 0; e < 3; ++e) want.push_back(ids(slow, e));
+  BOOST_TEST(want[0] != want[1]);
+  const std::pair<uint64_t, uint64_t> seeks[] = {{0, 10}, {1, 5}, {0, 30}, {1, 0}, {2, 59}, {0, 0}, {2, 7}};
+  for (auto [e, start] : seeks) {
+    auto got = ids(d, e, start);
+    BOOST_TEST(got == std::vector<float>(want[e].begin() + static_cast<long>(start), want[e].end()));
+  }
+  auto a = d.iterate(0, 0);
+  auto b = d.iterate(1, 3);
+  for (size_t k = 0; k < 50; ++k) {
+    auto x = a->next();
+    auto y = b->next();
+    BOOST_REQUIRE(x && y);
+    BOOST_TEST(x->features[0](0, 0) == want[0][k]);
+    BOOST_TEST(y->features[0](0, 0) == want[1][k + 3]);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(shuffles_an_infinite_dataset_by_streaming) {
   auto d = numbers(10).repeat().shuffle(8, 5);
   BOOST_TEST(d.cardinality().is_infinite());
