@@ -1,12 +1,11 @@
 #include <actortrain/actors/data/dataset_shard.hpp>
 #include <actortrain/actors/core/errors.hpp>
 
-#include <deque>
-
 #include <fmt/format.h>
 
 #include "../core/planted.hpp"
 #include "../core/thread_name.hpp"
+#include "ready_window.hpp"
 
 namespace actortrain {
 
@@ -51,14 +50,18 @@ struct ready_batch {
   batch_data batch;
 };
 
+// How far behind the newest request a prepared batch waits for its own (late) request:
+// requests arrive a few positions out of order (workers pull ahead; several read one
+// pipeline), and a batch dropped too early costs the pipeline a seek.
+constexpr size_t late_keep = 8;
+
 struct shard_state {
   dataset::dataset data;
   std::string build_error;  // dataset_fn threw: every request reports it
   int64_t pipeline = 0;
   std::unique_ptr<dataset::iterator> it;
   uint64_t it_epoch = 0;
-  size_t prefetch = 0;
-  std::deque<ready_batch> ready;  // consecutive positions after the last served
+  ready_window<ready_batch> ready{0, late_keep};  // batches prepared ahead (ready_window.hpp)
   bool fill_pending = false;
   std::shared_ptr<detail::defect_switch> plant;  // test-only
   static inline const char* name = "dataset_shard";
@@ -87,7 +90,7 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
   if (opts.detached) detail::name_this_thread(fmt::format("at.data{}", opts.context.input_pipeline_id));
   auto& st = self->state;
   st.pipeline = opts.context.input_pipeline_id;
-  st.prefetch = opts.prefetch;
+  st.ready = ready_window<ready_batch>{opts.prefetch, late_keep};
   st.plant = opts.plant;
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
     return make_error(error_code::user_error,
@@ -109,17 +112,9 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
                           fmt::format("dataset shard {}: position {} before its epoch's start {}", st.pipeline,
                                       req.step.position, req.epoch_begin));
       uint64_t index = req.step.position - req.epoch_begin;
-      // Serve from the prepared batches when they are the ones asked for.
-      while (!st.ready.empty() && (st.ready.front().epoch != req.epoch || st.ready.front().index < index))
-        st.ready.pop_front();
-      ready_batch r;
-      if (!st.ready.empty() && st.ready.front().index == index) {
-        r = std::move(st.ready.front());
-        st.ready.pop_front();
-      } else {
-        st.ready.clear();
-        r = produce(st, req.epoch, index);
-      }
+      // Served from the prepared batches when this one was prepared.
+      auto prepared = st.ready.take(req.epoch, index);
+      ready_batch r = prepared ? std::move(*prepared) : produce(st, req.epoch, index);
       // Test-only defects, at batch 2 of pipeline 0's first epoch of every run: a batch
       // with other values (a loader bug), or batch 1 again (its data visited twice).
       if (st.plant && st.pipeline == 0 && req.epoch == 0 && index == 2 && !r.end && req.step.run != 0) {
@@ -143,7 +138,7 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
         }
       }
       batch_reply reply{req.step, r.end, std::move(r.batch)};
-      if (!r.end && st.prefetch > 0 && !st.fill_pending) {
+      if (st.ready.next() && !st.fill_pending) {
         st.fill_pending = true;
         self->send(self, fill_atom::value);
       }
@@ -152,14 +147,14 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
     [self](fill_atom) {
       auto& st = self->state;
       st.fill_pending = false;
-      if (!st.it) return;
       // One batch per message, so requests that arrive meanwhile are not kept waiting
       // behind the whole prefetch.
-      if (st.ready.size() >= st.prefetch) return;
-      if (!st.ready.empty() && st.ready.back().end) return;
-      auto next_index = st.ready.empty() ? st.it->position() : st.ready.back().index + 1;
-      st.ready.push_back(produce(st, st.it_epoch, next_index));
-      if (st.ready.size() < st.prefetch && !st.ready.back().end) {
+      auto next_index = st.ready.next();
+      if (!next_index) return;
+      auto r = produce(st, st.ready.epoch(), *next_index);
+      const bool end = r.end;
+      st.ready.put(r.epoch, r.index, std::move(r), end);
+      if (st.ready.next()) {
         st.fill_pending = true;
         self->send(self, fill_atom::value);
       }

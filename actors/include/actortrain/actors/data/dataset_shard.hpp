@@ -4,8 +4,10 @@
 // dataset shards). Serves batches by position: a request for the position after the
 // last one served continues the open iterator; any other position seeks (datasets are
 // deterministic functions of (seed, epoch, position), so this replays exactly). After
-// answering it prepares the next `prefetch` batches, so a worker that asks in order
-// finds its batch ready.
+// answering it prepares up to `prefetch` batches after the newest position asked for, so
+// a worker that asks in order finds its batch ready; a prepared batch waits for a request
+// that arrives a few positions late (workers pull ahead, several read one pipeline)
+// instead of being dropped and replayed.
 //
 //      spawn ── build pipeline (dataset_fn(ctx)) ──> serving ──batch(p)──> serving
 //                        │ throws                        │
