@@ -91,6 +91,18 @@ struct flow_fixture : testing::fixture {
   }
 };
 
+// Stands in front of a dataset shard and notes the position of every batch asked for.
+dataset_shard_actor::behavior_type noting_source(dataset_shard_actor::pointer self, dataset_shard_actor real,
+                                                 std::shared_ptr<std::vector<uint64_t>> asked) {
+  return {
+    [self, real, asked](batch_atom a, const batch_request& r) -> caf::delegated<batch_reply> {
+      asked->push_back(r.step.position);
+      return self->delegate(real, a, r);
+    },
+    [](fill_atom) {},
+  };
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(step_flow, flow_fixture)
@@ -153,6 +165,27 @@ BOOST_AUTO_TEST_CASE(a_worker_that_pulls_ahead_reads_one_update_behind_and_the_s
   sched.run();
   s.receive([](ps_stats& st) { BOOST_TEST(st.applied == 2u); }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
   caf::anon_send_exit(ahead, caf::exit_reason::user_shutdown);
+}
+
+// A task that arrives while the worker runs the last step of the one before has its
+// first batch asked for then, and once (it was asked for again when that last step's
+// batch came, so every task boundary fetched a batch twice).
+BOOST_AUTO_TEST_CASE(a_task_that_arrives_during_the_last_step_has_its_batch_fetched_once) {
+  auto asked = std::make_shared<std::vector<uint64_t>>();
+  auto source = sys.spawn(noting_source, shard, asked);
+  auto first = task_at(0), second = task_at(1);
+  first.source = second.source = source;
+  auto r1 = self->request(worker, std::chrono::seconds(10), step_atom::value, first);
+  expect((step_atom, step_task), from(self).to(worker));
+  auto r2 = self->request(worker, std::chrono::seconds(10), step_atom::value, second);
+  expect((step_atom, step_task), from(self).to(worker));  // step 0's batch not there yet
+  sched.run();
+  size_t steps = 0;
+  for (auto* rh : {&r1, &r2})
+    rh->receive([&](task_result& r) { steps += r.steps.size(); }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_TEST(steps == 2u);
+  BOOST_TEST(*asked == (std::vector<uint64_t>{0, 1}));
+  caf::anon_send_exit(source, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_CASE(a_task_for_another_worker_is_refused) {
