@@ -376,6 +376,11 @@ BOOST_AUTO_TEST_CASE(checkpoint_counts_may_not_be_negative) {
                 "cluster.json: checkpoint.full_every: 3000000000 is not in [1, 1000]");
   CHECK_REFUSED(with_cluster(R"("checkpoint": {"full_every": "x"})"), "cluster.json: checkpoint.full_every");
   BOOST_TEST(parse_cluster_def(with_cluster(R"("checkpoint": {"full_every": 3})"), "c").checkpoint_full_every == 3);
+  BOOST_TEST(def.checkpoint_keep == 0);  // not given: the cluster's default
+  CHECK_REFUSED(with_cluster(R"("checkpoint": {"keep": 0})"), "cluster.json: checkpoint.keep: 0 is not in [1, 100000]");
+  CHECK_REFUSED(with_cluster(R"("checkpoint": {"keep": -2})"), "cluster.json: checkpoint.keep: -2 is not in [1, 100000]");
+  CHECK_REFUSED(with_cluster(R"("checkpoint": {"keep": 1.5})"), "cluster.json: checkpoint.keep");
+  BOOST_TEST(parse_cluster_def(with_cluster(R"("checkpoint": {"keep": 20})"), "c").checkpoint_keep == 20);
 }
 
 BOOST_AUTO_TEST_CASE(timeouts_are_positive_and_a_heartbeat_fits_in_the_connection_timeout) {

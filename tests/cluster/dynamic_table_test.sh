@@ -8,8 +8,8 @@
 # gradients are dropped, counted by each ps task. With a checkpoint directory the final
 # checkpoint holds every row the ps tasks hold (`actortrain inspect`). kill -9 of a ps
 # task rolls every shard back to the newest checkpoint, an increment over the one before
-# (checkpoint_full_every), read back through its chain: still exactly once, and the final
-# checkpoint again holds what the shards hold.
+# (checkpoint_full_every), read back through its chain (its manifest on disk says it is
+# one): still exactly once, and the final checkpoint again holds what the shards hold.
 . "$(dirname "$0")/lib.sh"
 
 ARGS="--epochs 2 --rows 4000 --test-rows 1000 --batch 100 --dim 4 --dynamic"
@@ -59,22 +59,35 @@ PY
 # kill -9 of ps:1 mid-run: the restarted task and the other roll back to the newest
 # checkpoint, an increment (its manifest names a base); still exactly once.
 KARGS="--epochs 2 --rows 40000 --test-rows 1000 --batch 100 --dim 4 --dynamic --id-bits 40"
+# Every checkpoint is kept (--checkpoint-keep), so the one the roll-back read is still on
+# disk at the end to be looked at.
 timeout 170 "$AT" launch --example ctr --ps 2 --workers 2 --restart-failed --dir "$WORK/run4" --checkpoint-dir "$WORK/ck4" \
-  --checkpoint-every 100 --timeout $((150 * SCALE)) -- $KARGS --metrics "$WORK/m4.jsonl" --verbose 2 >"$WORK/run4.out" 2>&1 &
+  --checkpoint-every 100 --checkpoint-keep 1000 --timeout $((150 * SCALE)) -- $KARGS --metrics "$WORK/m4.jsonl" --verbose 2 >"$WORK/run4.out" 2>&1 &
 L=$!
 wait_steps "$WORK/m4.jsonl" 350 60
 kill -9 "$(pid_of "$WORK/run4.out" ps:1)"
 wait $L || { cat "$WORK/run4.out"; fail "launch with a ps killed failed"; }
 grep -qF "[chief:0] chief:0 done: 800 steps" "$WORK/run4.out" || { cat "$WORK/run4.out"; fail "not 800 steps"; }
-python3 - "$WORK/m4.jsonl" <<'PY' || { cat "$WORK/run4.out"; fail "the roll-back did not read an incremental checkpoint"; }
-import json, sys
+python3 - "$WORK/m4.jsonl" "$WORK/ck4" <<'PY' || { cat "$WORK/run4.out"; ls "$WORK/ck4"; fail "the roll-back did not read an incremental checkpoint"; }
+import json, os, sys
 events = [json.loads(line) for line in open(sys.argv[1])]
-# The checkpoint each roll-back restored, as its checkpoint event described it when it
-# was committed (it may be pruned since).
+# The step of the checkpoint each roll-back restored (the chief's event), and what that
+# checkpoint is, read from its manifest on disk, not from what the chief says it wrote.
 restored = [e["step"] for e in events if e.get("event") == "ps_restored"]
-incremental = {e["step"]: e.get("values", {}).get("incremental", 0) for e in events if e.get("event") == "checkpoint"}
-print("restored", restored, "incremental checkpoints", sorted(s for s, i in incremental.items() if i))
-sys.exit(0 if restored and all(incremental.get(s) == 1 for s in restored) else 1)
+manifests = {}
+for d in os.listdir(sys.argv[2]):
+    path = os.path.join(sys.argv[2], d, "manifest.json")
+    if os.path.exists(path):
+        m = json.load(open(path))
+        manifests[m["step"]] = m
+def bases(m):
+    return {p["base"] for v in m["variables"] for p in v["partitions"] if "base" in p}
+print("restored", restored, "increments on disk", sorted(s for s, m in manifests.items() if bases(m)))
+# Each restored checkpoint is an increment (format 2, its table's partitions name a base
+# that is on disk too).
+ok = bool(restored) and all(s in manifests and manifests[s]["format_version"] == 2 and bases(manifests[s])
+                            and all(b in manifests for b in bases(manifests[s])) for s in restored)
+sys.exit(0 if ok else 1)
 PY
 "$AT" ledger check --example ctr --cluster "$WORK/run4/cluster.json" "$WORK/run4/ledgers" -- $KARGS \
   >"$WORK/check4" 2>&1 || { cat "$WORK/check4"; fail "ledger check after the roll-back failed"; }

@@ -259,7 +259,7 @@ int launch_command(int argc, char** argv, int first) {
        checkpoint_shared = false;
   std::string example, consistency, dir, checkpoint_dir, tls_cert, tls_key, tls_ca, kill_spec;
   uint64_t kill_seed = 1;
-  int64_t timeout_s = 0, checkpoint_every = 0, heartbeat_ms = 0, connection_ms = 0, connect_ms = 0;
+  int64_t timeout_s = 0, checkpoint_every = 0, checkpoint_keep = 0, heartbeat_ms = 0, connection_ms = 0, connect_ms = 0;
   flags f{"actortrain launch",
           "Starts a whole cluster of processes on 127.0.0.1 running example --example: a chief\n"
           "(coordinator and input pipelines), --ps ps tasks and --workers worker tasks, each an\n"
@@ -282,6 +282,8 @@ int launch_command(int argc, char** argv, int first) {
          "directory every task reaches); the chief commits the manifest")
     .add("checkpoint-every", checkpoint_every, "applied steps between checkpoints (0: only the first and the last)",
          range<int64_t>{0, int64_t{1} << 40})
+    .add("checkpoint-keep", checkpoint_keep, "the newest checkpoints kept, with the ones they build on (0: the "
+         "default, 3)", range<int64_t>{0, 100000})
     .add("evaluator", evaluator, "also an evaluator task: evaluates each new checkpoint (needs --checkpoint-dir and an "
          "example with validation data); the job never waits for it")
     .add("heartbeat-ms", heartbeat_ms, "heartbeat interval between tasks (0: the cluster file's default, 500)",
@@ -385,7 +387,8 @@ int launch_command(int argc, char** argv, int first) {
     if (!timeouts.empty()) out << ", \"timeouts\": {" << fmt::format("{}", fmt::join(timeouts, ", ")) << "}";
     if (!checkpoint_dir.empty())
       out << ", \"checkpoint\": {\"dir\": \"" << checkpoint_dir << "\", \"every_steps\": " << checkpoint_every
-          << (checkpoint_shared ? ", \"shared\": true" : "") << "}";
+          << (checkpoint_shared ? ", \"shared\": true" : "")
+          << (checkpoint_keep > 0 ? fmt::format(", \"keep\": {}", checkpoint_keep) : "") << "}";
     out << "}\n";
     if (!out) throw std::runtime_error("cannot write " + file);
   }

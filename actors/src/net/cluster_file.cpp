@@ -368,7 +368,7 @@ int64_t non_negative(const reader& r, const json& v, const std::string& field, c
 void read_checkpoint(const reader& r, const json& section, cluster_def& def) {
   const std::string field = "checkpoint";
   r.expect(section, section.is_object(), field, "an object");
-  r.only_keys(section, field, {"dir", "shared", "every_steps", "interval_ms", "full_every"});
+  r.only_keys(section, field, {"dir", "shared", "every_steps", "interval_ms", "full_every", "keep"});
   if (auto it = section.find("dir"); it != section.end()) def.checkpoint_dir = r.string(*it, member(field, "dir"));
   if (auto it = section.find("shared"); it != section.end())
     def.checkpoint_shared = r.boolean(*it, member(field, "shared"));
@@ -384,6 +384,13 @@ void read_checkpoint(const reader& r, const json& section, cluster_def& def) {
              fmt::format("{} is not in [1, 1000] (1: every checkpoint whole; n: every n-th, increments of the dynamic "
                          "tables between)",
                          def.checkpoint_full_every));
+  }
+  if (auto it = section.find("keep"); it != section.end()) {
+    def.checkpoint_keep = r.integer(*it, member(field, "keep"));
+    if (def.checkpoint_keep < 1 || def.checkpoint_keep > 100000)
+      r.fail(member(field, "keep"),
+             fmt::format("{} is not in [1, 100000] (the newest checkpoints kept, with what they build on)",
+                         def.checkpoint_keep));
   }
 }
 

@@ -80,6 +80,7 @@ cluster_spec node_spec(const job& j, const cluster_def& def) {
     spec.checkpoint_interval = def.checkpoint_interval;
     spec.checkpoint_shared = def.checkpoint_shared;
     if (def.checkpoint_full_every > 0) spec.checkpoint_full_every = static_cast<int>(def.checkpoint_full_every);
+    if (def.checkpoint_keep > 0) spec.checkpoint_keep = static_cast<int>(def.checkpoint_keep);
   }
   return spec;
 }

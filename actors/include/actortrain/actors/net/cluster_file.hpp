@@ -11,7 +11,8 @@
 //                 "evaluator": ["127.0.0.1:7005"]},
 //     "task": {"type": "worker", "index": 0},
 //     "tls": {"certificate": "node.pem", "key": "node.key", "ca": "ca.pem"},
-//     "checkpoint": {"dir": "/tmp/ckpt", "shared": false, "every_steps": 500, "interval_ms": 0},
+//     "checkpoint": {"dir": "/tmp/ckpt", "shared": false, "every_steps": 500, "interval_ms": 0,
+//                    "full_every": 8, "keep": 3},
 //     "timeouts": {"heartbeat_ms": 500, "connection_ms": 5000, "request_ms": 60000,
 //                  "connect_ms": 10000},
 //     "consistency": "async"
@@ -109,6 +110,9 @@ struct cluster_def {
   std::chrono::milliseconds checkpoint_interval{0};
   /// checkpoint.full_every: cluster_spec::checkpoint_full_every (0: its default).
   int64_t checkpoint_full_every = 0;
+  /// checkpoint.keep: cluster_spec::checkpoint_keep, the newest checkpoints kept (0: its
+  /// default, 3).
+  int64_t checkpoint_keep = 0;
   /// Heartbeats between connected processes (on both ends); a peer silent for
   /// connection_timeout is dropped.
   std::chrono::milliseconds heartbeat_interval{500};
