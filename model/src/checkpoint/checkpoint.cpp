@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <unordered_map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -872,18 +873,130 @@ std::string parent_of(std::string dir) {
   return slash == 0 ? "/" : dir.substr(0, slash);
 }
 
-// read_one with every increment put over its base's partition, read (and resolved) from
-// the base's directory beside dir.
-checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std::set<std::string>* only,
-                              int& reads_left) {
+// Puts the increments `incs` (oldest first, each over the one before) over the whole
+// partition `base` in one pass: apply_increment of each in turn, by id.
+void apply_increments(partition_data& base, const std::vector<const partition_data*>& incs) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("apply_increment: " + what); };
+  if (base.base >= 0) bad("the base is an increment itself");
+  const auto cols = base.values.cols();
+  const auto nb = static_cast<int64_t>(base.ids.size());
+  if (base.values.rows() != nb || base.last_update.size() != base.ids.size())
+    bad(fmt::format("a base of {} ids for values {}", nb, shape_string(base.values)));
+  for (const auto& [name, m] : base.slots)
+    if (m.rows() != nb || m.cols() != cols) bad(fmt::format("the base's slot '{}' is {} for values {}", name,
+                                                            shape_string(m), shape_string(base.values)));
+  for (const auto* inc : incs) {
+    const auto ni = static_cast<int64_t>(inc->ids.size());
+    if (inc->base < 0) bad("a whole partition is not an increment");
+    if (inc->values.rows() != ni || inc->last_update.size() != inc->ids.size())
+      bad(fmt::format("{} ids for values {} over {} ids for values {}", ni, shape_string(inc->values), nb,
+                      shape_string(base.values)));
+    if (inc->values.cols() != cols) bad(fmt::format("rows of width {} over rows of width {}", inc->values.cols(), cols));
+    if (inc->slots.size() != base.slots.size()) bad(fmt::format("{} slots over {}", inc->slots.size(), base.slots.size()));
+    for (const auto& [name, m] : inc->slots) {
+      auto it = base.slots.find(name);
+      if (it == base.slots.end()) bad(fmt::format("slot '{}' is not the base's", name));
+      if (m.rows() != ni || m.cols() != cols) bad(fmt::format("slot '{}' is {} over {}", name, shape_string(m), shape_string(it->second)));
+    }
+  }
+  if (incs.empty()) return;
+  // The base's rows by id (sorted, searched once per id of an increment).
+  std::vector<std::pair<int64_t, int64_t>> by_id(static_cast<size_t>(nb));
+  for (int64_t j = 0; j < nb; ++j) by_id[static_cast<size_t>(j)] = {base.ids[static_cast<size_t>(j)], j};
+  std::sort(by_id.begin(), by_id.end());
+  auto base_row = [&](int64_t id) -> int64_t {
+    auto it = std::lower_bound(by_id.begin(), by_id.end(), std::pair<int64_t, int64_t>{id, INT64_MIN});
+    return it != by_id.end() && it->first == id ? it->second : -1;
+  };
+  // What the increments, in order, made of each id they name: dropped, or row r of
+  // increment i (the newest wins). Ids they do not name keep the base's row.
+  struct source {
+    int level = -1;  // -1: dropped (in named), the base (in src)
+    int64_t row = 0;
+    bool listed = false;  // in `order`
+  };
+  std::unordered_map<int64_t, source> named;
+  std::vector<int64_t> order;  // ids not in the base, in the order they first got a row
+  for (size_t i = 0; i < incs.size(); ++i) {
+    const auto& inc = *incs[i];
+    for (auto id : inc.removed) named[id].level = -1;
+    for (size_t r = 0; r < inc.ids.size(); ++r) {
+      auto& s = named[inc.ids[r]];
+      if (!s.listed && base_row(inc.ids[r]) < 0) {
+        order.push_back(inc.ids[r]);
+        s.listed = true;
+      }
+      s.level = static_cast<int>(i);
+      s.row = static_cast<int64_t>(r);
+    }
+    for (const auto& w : inc.waiting) {
+      auto it = named.find(w.id);
+      if (it != named.end() ? it->second.level >= 0 : base_row(w.id) >= 0)
+        bad(fmt::format("id {} is waiting for admission and has a row", w.id));
+    }
+  }
+  // (level: -1 the base, else the increment; row) of each row of the result: the base's
+  // order, then the ids that joined (one dropped and back again keeps its first place).
+  std::vector<source> src;
+  src.reserve(static_cast<size_t>(nb) + order.size());
+  for (int64_t j = 0; j < nb; ++j) {
+    auto it = named.find(base.ids[static_cast<size_t>(j)]);
+    if (it == named.end())
+      src.push_back(source{-1, j, false});
+    else if (it->second.level >= 0)
+      src.push_back(it->second);
+  }
+  for (auto id : order)
+    if (const auto& s = named.at(id); s.level >= 0) src.push_back(s);
+  const auto n = static_cast<Eigen::Index>(src.size());
+  auto gather = [&](const matrix& b, auto pick) {
+    matrix out(n, cols);
+    for (Eigen::Index r = 0; r < n; ++r) {
+      const auto& s = src[static_cast<size_t>(r)];
+      out.row(r) = (s.level < 0 ? b : pick(*incs[static_cast<size_t>(s.level)])).row(s.row);
+    }
+    return out;
+  };
+  partition_data out;
+  out.row_begin = base.row_begin;
+  out.row_end = base.row_end;
+  out.iterations = incs.back()->iterations;
+  out.values = gather(base.values, [](const partition_data& p) -> const matrix& { return p.values; });
+  for (const auto& [name, m] : base.slots)
+    out.slots[name] = gather(m, [&name = name](const partition_data& p) -> const matrix& { return p.slots.at(name); });
+  out.ids.reserve(src.size());
+  out.last_update.reserve(src.size());
+  for (const auto& s : src) {
+    const auto& p = s.level < 0 ? base : *incs[static_cast<size_t>(s.level)];
+    out.ids.push_back(p.ids[static_cast<size_t>(s.row)]);
+    out.last_update.push_back(p.last_update[static_cast<size_t>(s.row)]);
+  }
+  out.waiting = incs.back()->waiting;
+  base = std::move(out);
+}
+
+// A checkpoint as read, each increment of a dynamic table's partition with the chain it
+// builds on: chains[(variable, k)] is partition k's whole base, then every increment up
+// to this checkpoint's (oldest first; the last is data's own partition, moved there).
+struct read_chains {
+  checkpoint_data data;
+  std::map<std::pair<std::string, size_t>, std::vector<partition_data>> chains;
+};
+
+// read_one, with every increment's chain back to a whole checkpoint read from the bases'
+// directories beside dir (each base checked to be the one the increment was taken over).
+read_chains read_with_chains(file_system& fs, const std::string& dir, const std::set<std::string>* only,
+                             int& reads_left) {
   if (--reads_left < 0)
     throw checkpoint_error(fmt::format("{}: its increments name more bases than a chain of checkpoints can", dir));
-  auto data = read_one(fs, dir, only);
+  read_chains out;
+  out.data = read_one(fs, dir, only);
+  auto& data = out.data;
   std::map<int64_t, std::set<std::string>> needed;  // base step -> its variables
   for (const auto& v : data.variables)
     for (const auto& p : v.partitions)
       if (p.base >= 0) needed[p.base].insert(v.name);
-  if (needed.empty()) return data;
+  if (needed.empty()) return out;
   // The identity each increment recorded of its base (read_one checked the rest).
   std::map<int64_t, uint32_t> recorded;
   {
@@ -911,7 +1024,7 @@ checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std
     auto fail = [&](const std::string& why) {
       throw checkpoint_error(fmt::format("{}: an increment over the checkpoint of step {} ({}): {}", dir, b, base_dir, why));
     };
-    checkpoint_data base;
+    read_chains base;
     uint32_t have = 0;
     try {
       have = manifest_identity(parse_manifest(fs, base_dir));
@@ -923,15 +1036,16 @@ checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std
                        "{:08x}, the increment recorded {:08x}): replaced since",
                        have, recorded.at(b)));
     try {
-      base = read_resolved(fs, base_dir, &names, reads_left);
+      base = read_with_chains(fs, base_dir, &names, reads_left);
     } catch (const checkpoint_error& e) {
       fail(e.what());
     }
-    if (base.step != b) fail(fmt::format("it is of step {}", base.step));
+    if (base.data.step != b) fail(fmt::format("it is of step {}", base.data.step));
     for (auto& v : data.variables) {
       if (!names.count(v.name)) continue;
-      auto bv = std::find_if(base.variables.begin(), base.variables.end(), [&](auto& x) { return x.name == v.name; });
-      if (bv == base.variables.end()) fail(fmt::format("it has no variable '{}'", v.name));
+      auto bv = std::find_if(base.data.variables.begin(), base.data.variables.end(),
+                             [&](auto& x) { return x.name == v.name; });
+      if (bv == base.data.variables.end()) fail(fmt::format("it has no variable '{}'", v.name));
       if (!bv->dynamic || bv->partitions.size() != v.partitions.size())
         fail(fmt::format("it holds '{}' {}", v.name,
                          bv->dynamic ? fmt::format("in {} partitions, not {}", bv->partitions.size(), v.partitions.size())
@@ -939,19 +1053,43 @@ checkpoint_data read_resolved(file_system& fs, const std::string& dir, const std
       for (size_t k = 0; k < v.partitions.size(); ++k) {
         auto& p = v.partitions[k];
         if (p.base != b) continue;
-        auto whole = std::move(bv->partitions[k]);
-        try {
-          apply_increment(whole, p);
-        } catch (const std::invalid_argument& e) {
-          fail(fmt::format("variable '{}' partition {}: {}", v.name, k, e.what()));
-        }
-        whole.row_begin = p.row_begin;
-        whole.row_end = p.row_end;
-        p = std::move(whole);
+        // The base's chain (or its whole partition), then this increment.
+        std::vector<partition_data> chain;
+        if (auto c = base.chains.find({v.name, k}); c != base.chains.end())
+          chain = std::move(c->second);
+        else
+          chain.push_back(std::move(bv->partitions[k]));
+        chain.push_back(std::move(p));
+        out.chains[{v.name, k}] = std::move(chain);
       }
     }
   }
-  return data;
+  return out;
+}
+
+// read_one with every increment put over its base's partition: each chain merged once
+// (merging level by level cost the whole table once a level).
+checkpoint_data read_resolved(file_system& fs, const std::string& dir, int& reads_left) {
+  auto read = read_with_chains(fs, dir, nullptr, reads_left);
+  for (auto& v : read.data.variables)
+    for (size_t k = 0; k < v.partitions.size(); ++k) {
+      auto c = read.chains.find({v.name, k});
+      if (c == read.chains.end()) continue;
+      auto& chain = c->second;
+      auto whole = std::move(chain.front());
+      const auto row_begin = chain.back().row_begin, row_end = chain.back().row_end;
+      std::vector<const partition_data*> incs;
+      for (size_t i = 1; i < chain.size(); ++i) incs.push_back(&chain[i]);
+      try {
+        apply_increments(whole, incs);
+      } catch (const std::invalid_argument& e) {
+        throw checkpoint_error(fmt::format("{}: variable '{}' partition {}: {}", dir, v.name, k, e.what()));
+      }
+      whole.row_begin = row_begin;
+      whole.row_end = row_end;
+      v.partitions[k] = std::move(whole);
+    }
+  return std::move(read.data);
 }
 
 }  // namespace
@@ -960,80 +1098,12 @@ checkpoint_data read_checkpoint(file_system& fs, const std::string& dir) {
   // A chain is as long as the increments between whole checkpoints; a directory whose
   // increments name bases that name more bases, over and over, is refused.
   int reads_left = 10000;
-  return read_resolved(fs, dir, nullptr, reads_left);
+  return read_resolved(fs, dir, reads_left);
 }
 
 void apply_increment(partition_data& base, const partition_data& inc) {
-  auto bad = [](const std::string& what) { throw std::invalid_argument("apply_increment: " + what); };
-  if (inc.base < 0) bad("a whole partition is not an increment");
-  if (base.base >= 0) bad("the base is an increment itself");
-  const auto cols = base.values.cols();
-  const auto nb = static_cast<int64_t>(base.ids.size()), ni = static_cast<int64_t>(inc.ids.size());
-  if (base.values.rows() != nb || base.last_update.size() != base.ids.size() || inc.values.rows() != ni ||
-      inc.last_update.size() != inc.ids.size())
-    bad(fmt::format("{} ids for values {} over {} ids for values {}", ni, shape_string(inc.values), nb,
-                    shape_string(base.values)));
-  if (inc.values.cols() != cols) bad(fmt::format("rows of width {} over rows of width {}", inc.values.cols(), cols));
-  if (inc.slots.size() != base.slots.size()) bad(fmt::format("{} slots over {}", inc.slots.size(), base.slots.size()));
-  for (const auto& [name, m] : inc.slots) {
-    auto it = base.slots.find(name);
-    if (it == base.slots.end()) bad(fmt::format("slot '{}' is not the base's", name));
-    if (m.rows() != ni || m.cols() != cols || it->second.rows() != nb || it->second.cols() != cols)
-      bad(fmt::format("slot '{}' is {} over {}", name, shape_string(m), shape_string(it->second)));
-  }
-  // The base's rows by id (sorted, searched): which stay, which the increment replaces.
-  std::vector<std::pair<int64_t, int64_t>> by_id(static_cast<size_t>(nb));
-  for (int64_t j = 0; j < nb; ++j) by_id[static_cast<size_t>(j)] = {base.ids[static_cast<size_t>(j)], j};
-  std::sort(by_id.begin(), by_id.end());
-  auto row_of = [&](int64_t id) -> int64_t {
-    auto it = std::lower_bound(by_id.begin(), by_id.end(), std::pair<int64_t, int64_t>{id, INT64_MIN});
-    return it != by_id.end() && it->first == id ? it->second : -1;
-  };
-  std::vector<char> keep(static_cast<size_t>(nb), 1);
-  for (auto id : inc.removed)
-    if (auto j = row_of(id); j >= 0) keep[static_cast<size_t>(j)] = 0;
-  std::vector<int64_t> from_inc(static_cast<size_t>(nb), -1);  // base row j -> the increment's row over it
-  std::vector<int64_t> added;
-  for (int64_t i = 0; i < ni; ++i) {
-    if (auto j = row_of(inc.ids[static_cast<size_t>(i)]); j >= 0) {
-      keep[static_cast<size_t>(j)] = 1;
-      from_inc[static_cast<size_t>(j)] = i;
-    } else {
-      added.push_back(i);
-    }
-  }
-  for (const auto& w : inc.waiting)
-    if (auto j = row_of(w.id); j >= 0 && keep[static_cast<size_t>(j)])
-      bad(fmt::format("id {} is waiting for admission and has a row", w.id));
-  // (source: 0 base / 1 increment, row) of each row of the result.
-  std::vector<std::pair<int, int64_t>> src;
-  src.reserve(static_cast<size_t>(nb) + added.size());
-  for (int64_t j = 0; j < nb; ++j)
-    if (keep[static_cast<size_t>(j)])
-      src.emplace_back(from_inc[static_cast<size_t>(j)] >= 0 ? 1 : 0,
-                       from_inc[static_cast<size_t>(j)] >= 0 ? from_inc[static_cast<size_t>(j)] : j);
-  for (auto i : added) src.emplace_back(1, i);
-  const auto n = static_cast<Eigen::Index>(src.size());
-  auto gather = [&](const matrix& b, const matrix& i) {
-    matrix out(n, cols);
-    for (Eigen::Index r = 0; r < n; ++r) out.row(r) = (src[static_cast<size_t>(r)].first ? i : b).row(src[static_cast<size_t>(r)].second);
-    return out;
-  };
-  partition_data out;
-  out.row_begin = base.row_begin;
-  out.row_end = base.row_end;
-  out.iterations = inc.iterations;
-  out.values = gather(base.values, inc.values);
-  for (const auto& [name, m] : inc.slots) out.slots[name] = gather(base.slots.at(name), m);
-  out.ids.reserve(src.size());
-  out.last_update.reserve(src.size());
-  for (const auto& [from, r] : src) {
-    const auto& p = from ? inc : base;
-    out.ids.push_back(p.ids[static_cast<size_t>(r)]);
-    out.last_update.push_back(p.last_update[static_cast<size_t>(r)]);
-  }
-  out.waiting = inc.waiting;
-  base = std::move(out);
+  if (inc.base < 0) throw std::invalid_argument("apply_increment: a whole partition is not an increment");
+  apply_increments(base, {&inc});
 }
 
 // -- assemble and repartition ------------------------------------------------------------
