@@ -84,6 +84,19 @@ BOOST_AUTO_TEST_CASE(stops_at_the_end_of_the_epoch) {
   BOOST_TEST(w.next().value_or(none) == 3u);
 }
 
+// A request served directly (not prepared) that found the end: nothing after it is
+// prepared, so the pipeline is not sent to seek past its end.
+BOOST_AUTO_TEST_CASE(stops_at_an_end_found_by_a_request) {
+  ready_window<std::string> w{4, 8};
+  BOOST_TEST(!w.take(0, 9));
+  w.ends_at(0, 9);
+  BOOST_TEST(!w.next());
+  w.ends_at(1, 3);  // another epoch's: not this one's end
+  BOOST_TEST(!w.next());
+  BOOST_TEST(!w.take(1, 0));  // epoch 1 starts without an end
+  BOOST_TEST(w.next().value_or(none) == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(prepares_nothing_without_ahead) {
   ready_window<std::string> w{0, 8};
   w.take(0, 0);

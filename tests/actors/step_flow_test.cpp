@@ -199,3 +199,66 @@ BOOST_AUTO_TEST_CASE(a_task_for_another_worker_is_refused) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// The dataset shard alone, asked by hand in the orders workers ask in, over a pipeline
+// without random access (a filter), so a seek replays the epoch from its start. The
+// filter counts the examples read (a replay runs it again): each once, however the
+// requests come.
+struct streamed_source {
+  std::shared_ptr<int64_t> made = std::make_shared<int64_t>(0);
+  dataset_shard_actor shard;
+  streamed_source(caf::actor_system& sys, size_t prefetch) {
+    matrix x(16, 1);
+    for (int r = 0; r < 16; ++r) x(r, 0) = static_cast<float>(r);
+    auto d = dataset::from_tensor_slices({x}, x)
+               .filter([made = made](const dataset::element&) {
+                 ++*made;
+                 return true;
+               })
+               .batch(2);  // 8 batches: positions 0..7, the end at 8
+    dataset_shard_options so;
+    so.detached = false;
+    so.prefetch = prefetch;
+    shard = spawn_dataset_shard(sys, [d](const dataset::input_context&) { return d; }, so);
+  }
+};
+
+// Asks `shard` for `position` of epoch 0; the batch's first example (-1: the end).
+float ask(testing::fixture& fx, const dataset_shard_actor& shard, uint64_t position) {
+  auto rh = fx.self->request(shard, std::chrono::seconds(10), batch_atom::value,
+                             batch_request{fence{}, step_id{1, 0, position}, 0, 0});
+  fx.sched.run();
+  float first = -2;
+  rh.receive([&](batch_reply& r) { first = r.end_of_data ? -1.0f : (*r.batch.features.at(0).value)(0, 0); },
+             [](caf::error& e) { BOOST_FAIL(describe(e)); });
+  return first;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(step_flow_sources, testing::fixture)
+
+// Position 2 asked for before 1 (two workers, or a worker pulling ahead): 1 is still
+// prepared when its request comes, and the epoch is read once.
+BOOST_AUTO_TEST_CASE(a_late_request_is_served_without_reading_the_epoch_again) {
+  streamed_source src{sys, 2};
+  for (uint64_t p : {0, 2, 1, 3, 5, 4, 6, 7}) BOOST_TEST(ask(*this, src.shard, p) == 2.0f * static_cast<float>(p));
+  BOOST_TEST(ask(*this, src.shard, 8) == -1.0f);
+  BOOST_TEST(*src.made == 16);
+  caf::anon_send_exit(src.shard, caf::exit_reason::user_shutdown);
+}
+
+// The end found by a request that was not prepared: nothing past it is prepared (which
+// would seek, replaying the epoch).
+BOOST_AUTO_TEST_CASE(an_end_found_by_a_request_stops_the_read_ahead) {
+  streamed_source src{sys, 1};
+  for (uint64_t p = 0; p < 7; ++p) BOOST_TEST(ask(*this, src.shard, p) == 2.0f * static_cast<float>(p));
+  BOOST_TEST(ask(*this, src.shard, 8) == -1.0f);  // 7 prepared, 8 not: the end, read directly
+  BOOST_TEST(ask(*this, src.shard, 7) == 14.0f);  // late, still prepared
+  BOOST_TEST(*src.made == 16);
+  caf::anon_send_exit(src.shard, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

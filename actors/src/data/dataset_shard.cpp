@@ -115,6 +115,7 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
       // Served from the prepared batches when this one was prepared.
       auto prepared = st.ready.take(req.epoch, index);
       ready_batch r = prepared ? std::move(*prepared) : produce(st, req.epoch, index);
+      if (r.end) st.ready.ends_at(req.epoch, index);
       // Test-only defects, at batch 2 of pipeline 0's first epoch of every run: a batch
       // with other values (a loader bug), or batch 1 again (its data visited twice).
       if (st.plant && st.pipeline == 0 && req.epoch == 0 && index == 2 && !r.end && req.step.run != 0) {

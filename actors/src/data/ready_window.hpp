@@ -58,6 +58,12 @@ class ready_window {
     if (index >= next_) next_ = index + 1;
   }
 
+  /// The epoch has no batch at `index` (nor after): found by a request served directly.
+  /// Nothing is prepared from there (a seek past the end replays a whole streamed epoch).
+  void ends_at(uint64_t epoch, uint64_t index) {
+    if (started_ && epoch == epoch_ && (!end_ || index < *end_)) end_ = index;
+  }
+
   /// Forgets every prepared batch (the next request starts afresh).
   void clear() {
     ready_.clear();
