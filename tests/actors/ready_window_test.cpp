@@ -59,7 +59,7 @@ BOOST_AUTO_TEST_CASE(drops_what_is_keep_behind_and_other_epochs) {
   w.take(0, 0);
   fill(w, 0);  // 1..4
   BOOST_TEST(got(w.take(0, 4)) == "4");  // 1 is now more than 2 behind; 2 and 3 are not
-  BOOST_TEST(!w.take(0, 1));
+  BOOST_TEST(w.size() == 2u);
   BOOST_TEST(got(w.take(0, 2)) == "2");
   fill(w, 0);
   BOOST_TEST(w.size() == 5u);  // 3, 5..8
@@ -74,6 +74,9 @@ BOOST_AUTO_TEST_CASE(stops_at_the_end_of_the_epoch) {
   ready_window<std::string> w{4, 8};
   w.take(0, 5);
   fill(w, 0, 7);  // 6, 7 (7 is the end)
+  BOOST_TEST(!w.past_end(0, 7));
+  BOOST_TEST(w.past_end(0, 8));
+  BOOST_TEST(!w.past_end(1, 8));
   BOOST_TEST(w.size() == 2u);
   BOOST_TEST(!w.next());
   BOOST_TEST(got(w.take(0, 7)) == "7");
@@ -95,6 +98,24 @@ BOOST_AUTO_TEST_CASE(stops_at_an_end_found_by_a_request) {
   BOOST_TEST(!w.next());
   BOOST_TEST(!w.take(1, 0));  // epoch 1 starts without an end
   BOOST_TEST(w.next().value_or(none) == 1u);
+}
+
+// A request further back than a late one comes (a roll-back replays from there): the
+// window starts again at it, and prepares after it.
+BOOST_AUTO_TEST_CASE(a_roll_back_starts_the_window_again) {
+  ready_window<std::string> w{2, 3};
+  for (uint64_t p = 0; p < 10; ++p) {
+    w.take(0, p);
+    fill(w, 0);
+  }
+  BOOST_TEST(w.size() == 2u);  // 10 and 11
+  BOOST_TEST(got(w.take(0, 7)) == "none");  // 3 behind the newest (9): late, not prepared
+  BOOST_TEST(!w.next());  // 10 and 11 still wait after the newest (9)
+  BOOST_TEST(got(w.take(0, 2)) == "none");  // 7 behind: a roll-back
+  BOOST_TEST(w.size() == 0u);
+  BOOST_TEST(w.next().value_or(none) == 3u);
+  fill(w, 0);
+  BOOST_TEST(got(w.take(0, 3)) == "3");
 }
 
 BOOST_AUTO_TEST_CASE(prepares_nothing_without_ahead) {

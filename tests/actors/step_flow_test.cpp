@@ -257,6 +257,7 @@ BOOST_AUTO_TEST_CASE(an_end_found_by_a_request_stops_the_read_ahead) {
   for (uint64_t p = 0; p < 7; ++p) BOOST_TEST(ask(*this, src.shard, p) == 2.0f * static_cast<float>(p));
   BOOST_TEST(ask(*this, src.shard, 8) == -1.0f);  // 7 prepared, 8 not: the end, read directly
   BOOST_TEST(ask(*this, src.shard, 7) == 14.0f);  // late, still prepared
+  BOOST_TEST(ask(*this, src.shard, 9) == -1.0f);  // past the known end: answered without a seek
   BOOST_TEST(*src.made == 16);
   caf::anon_send_exit(src.shard, caf::exit_reason::user_shutdown);
 }

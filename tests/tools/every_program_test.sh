@@ -36,6 +36,7 @@ range_case() {  # range_case TEXT COMMAND...
   echo "$out" | grep -qF -- "$want" || fail "$*: '$out' does not say '$want'"
 }
 range_case "--workers: '0' is out of range (1 to 256)" "$AT" launch --example linear --workers 0
+range_case "--checkpoint-keep needs --checkpoint-dir" "$AT" launch --example linear --checkpoint-keep 5
 range_case "--threads: '0' is out of range (1 to 256)" "$EX/fashion_mnist_node" --threads 0
 range_case "--plans: '0' is out of range (1 to 100000)" "$EX/simulated_faults" --plans 0
 [ $bad -eq 0 ] && echo PASS

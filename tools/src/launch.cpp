@@ -352,6 +352,7 @@ int launch_command(int argc, char** argv, int first) {
   add("ps", ps);
   add("worker", workers);
   if (checkpoint_shared && checkpoint_dir.empty()) throw usage_error("--checkpoint-shared needs --checkpoint-dir");
+  if (checkpoint_keep > 0 && checkpoint_dir.empty()) throw usage_error("--checkpoint-keep needs --checkpoint-dir");
   if (evaluator) {
     if (checkpoint_dir.empty()) throw usage_error("--evaluator needs --checkpoint-dir (it evaluates the checkpoints)");
     add("evaluator", 1);

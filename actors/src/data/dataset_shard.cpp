@@ -114,7 +114,16 @@ dataset_shard_actor::behavior_type shard_impl(self_ptr self, dataset::dataset_fn
       uint64_t index = req.step.position - req.epoch_begin;
       // Served from the prepared batches when this one was prepared.
       auto prepared = st.ready.take(req.epoch, index);
-      ready_batch r = prepared ? std::move(*prepared) : produce(st, req.epoch, index);
+      ready_batch r;
+      if (prepared) {
+        r = std::move(*prepared);
+      } else if (st.ready.past_end(req.epoch, index)) {
+        r.epoch = req.epoch;
+        r.index = index;
+        r.end = true;
+      } else {
+        r = produce(st, req.epoch, index);
+      }
       if (r.end) st.ready.ends_at(req.epoch, index);
       // Test-only defects, at batch 2 of pipeline 0's first epoch of every run: a batch
       // with other values (a loader bug), or batch 1 again (its data visited twice).

@@ -11,7 +11,9 @@
 // pipeline, which seeks (replays) to serve it.
 //
 // The window prepares positions in order after the newest request, at most `ahead` of
-// them waiting, and none past the epoch's end once a batch reports it.
+// them waiting, and none past the epoch's end once a batch reports it. A request further
+// back than `keep` (a roll-back) starts the window again there. It holds at most
+// ahead + keep + 1 batches.
 
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +60,10 @@ class ready_window {
     if (index >= next_) next_ = index + 1;
   }
 
+  /// Whether `index` of `epoch` is known to be past the epoch's end (its answer: the end,
+  /// without asking the pipeline, which would seek).
+  bool past_end(uint64_t epoch, uint64_t index) const { return started_ && epoch == epoch_ && end_ && index > *end_; }
+
   /// The epoch has no batch at `index` (nor after): found by a request served directly.
   /// Nothing is prepared from there (a seek past the end replays a whole streamed epoch).
   void ends_at(uint64_t epoch, uint64_t index) {
@@ -77,7 +83,9 @@ class ready_window {
 
  private:
   void note_request(uint64_t epoch, uint64_t index) {
-    if (!started_ || epoch != epoch_) {
+    // Another epoch, or a position further back than a late request comes (a roll-back
+    // replays from there): the window starts again at it.
+    if (!started_ || epoch != epoch_ || index + keep_ < newest_) {
       ready_.clear();
       end_.reset();
       started_ = true;
