@@ -11,9 +11,12 @@
 // pipeline, which seeks (replays) to serve it.
 //
 // The window prepares positions in order after the newest request, at most `ahead` of
-// them waiting, and none past the epoch's end once a batch reports it. A request further
-// back than `keep` (a roll-back) starts the window again there. It holds at most
-// ahead + keep + 1 batches.
+// them waiting, and none past the epoch's end once a batch reports it. It holds at most
+// ahead + keep + 1 batches. A request further back than `keep` is served without the
+// window, which stays where it is: that is a roll-back replaying from there (read on
+// demand until it passes the newest position again: a sequential read, no seek) or a
+// worker far behind another (restarting the window there would clear it at each of
+// their turns).
 
 #include <cstddef>
 #include <cstdint>
@@ -83,9 +86,7 @@ class ready_window {
 
  private:
   void note_request(uint64_t epoch, uint64_t index) {
-    // Another epoch, or a position further back than a late request comes (a roll-back
-    // replays from there): the window starts again at it.
-    if (!started_ || epoch != epoch_ || index + keep_ < newest_) {
+    if (!started_ || epoch != epoch_) {
       ready_.clear();
       end_.reset();
       started_ = true;
