@@ -78,6 +78,11 @@ int bench_transport(int argc, char** argv, int first);
 
 /// Id v of a bench's table keyed by id, scattered over [0, 2^40) by an odd multiplier mod
 /// 2^40 (one to one).
+/// A comma-separated list of integers, each in [lo, hi] and a multiple of `multiple`, for
+/// flag `flag`; throws usage_error "FLAG: 'ITEM' is not WHAT" or "FLAG: NONE" when empty.
+std::vector<int64_t> parse_counts(const std::string& text, const std::string& flag, int64_t lo, int64_t hi,
+                                  int64_t multiple, const std::string& what, const std::string& none);
+
 inline int64_t scattered_id(int64_t v) {
   return static_cast<int64_t>((static_cast<uint64_t>(v) * 0x9e3779b97f4a7c15ull) & ((uint64_t{1} << 40) - 1));
 }

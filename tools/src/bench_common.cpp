@@ -3,12 +3,15 @@
 // No CAF here.
 
 #include "bench.hpp"
+#include "flags.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -173,6 +176,22 @@ run_figures run_torch(const std::string& script, int epochs, uint64_t seed, cons
   if (!ok) throw std::runtime_error(fmt::format("the PyTorch baseline failed ({}):\n{}", cmd, tail_of(log, 2000)));
   std::remove(log.c_str());
   return r;
+}
+
+std::vector<int64_t> parse_counts(const std::string& text, const std::string& flag, int64_t lo, int64_t hi,
+                                  int64_t multiple, const std::string& what, const std::string& none) {
+  std::vector<int64_t> out;
+  std::stringstream in{text};
+  for (std::string item; std::getline(in, item, ',');) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi || v % multiple != 0)
+      throw cli::usage_error(fmt::format("{}: '{}' is not {}", flag, item, what));
+    out.push_back(v);
+  }
+  if (out.empty()) throw cli::usage_error(fmt::format("{}: {}", flag, none));
+  return out;
 }
 
 }  // namespace actortrain::tools

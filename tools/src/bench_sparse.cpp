@@ -25,10 +25,8 @@
 #include <caf/actor_system_config.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <sstream>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -159,16 +157,7 @@ int bench_sparse(int argc, char** argv, int first) {
     if (dim < 1 || dim > 4096) throw usage_error("--dim must be in [1, 4096]");
     if (table.batch < 1 || table.batch > (int64_t{1} << 22)) throw usage_error("--pull-batch must be in [1, 2^22]");
     if (rounds < 1) throw usage_error("--rounds must be >= 1");
-    std::stringstream in{ids_text};
-    for (std::string item; std::getline(in, item, ',');) {
-      char* end = nullptr;
-      errno = 0;
-      long long v = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || errno == ERANGE || v < 1 || v > (int64_t{1} << 31))
-        throw usage_error(fmt::format("--ids: '{}' is not a count of ids in [1, 2^31]", item));
-      table.ids.push_back(v);
-    }
-    if (table.ids.empty()) throw usage_error("--ids: no counts given");
+    table.ids = parse_counts(ids_text, "--ids", 1, int64_t{1} << 31, 1, "a count of ids in [1, 2^31]", "no counts given");
     if (table.optimizer != "adam" && table.optimizer != "sgd")
       throw usage_error(fmt::format("--table-optimizer: '{}' is not adam or sgd", table.optimizer));
     table.dim = static_cast<int>(dim);

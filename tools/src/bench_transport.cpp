@@ -75,7 +75,6 @@
 #include <future>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -123,22 +122,6 @@ struct transport_options {
   int table_dim = 16;
   std::string table_optimizer = "adam";
 };
-
-std::vector<int64_t> parse_sizes(const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream in{text};
-  for (std::string item; std::getline(in, item, ',');) {
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno == ERANGE || v < 4 || v > max_dense_bytes || v % 4 != 0)
-      throw usage_error(fmt::format("--sizes: '{}' is not a byte count in [4, {}] divisible by 4", item,
-                                    max_dense_bytes));
-    out.push_back(v);
-  }
-  if (out.empty()) throw usage_error("--sizes: no sizes given");
-  return out;
-}
 
 double ms_since(steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(steady_clock::now() - start).count();
@@ -1324,7 +1307,8 @@ int bench_transport(int argc, char** argv, int first) {
   if (o.rounds < 1 || o.rounds > 100000) throw usage_error("--rounds must be in [1, 100000]");
   if (o.sparse_rows < 0 || o.sparse_rows > max_sparse_rows)
     throw usage_error(fmt::format("--sparse-rows must be in [0, {}]", max_sparse_rows));
-  o.sizes = parse_sizes(o.sizes_text);
+  o.sizes = parse_counts(o.sizes_text, "--sizes", 4, max_dense_bytes, 4,
+                         fmt::format("a byte count in [4, {}] divisible by 4", max_dense_bytes), "no sizes given");
   if (serve_fd >= 0) {
     if (!o.serve_netns.empty()) enter_netns(o.serve_netns);
     if (!o.serve_host.empty()) host = o.serve_host;

@@ -322,9 +322,7 @@ void prefetch_next(self_ptr self) {
   auto& pf = st.prefetch;
   // Asked for already: a task that arrived during the last step of the one before asked
   // for its first batch then (worker.cpp); asking again fetched every such batch twice.
-  if (pf.active && pf.step == t->steps[index] && pf.epoch == t->epoch && pf.epoch_begin == t->epoch_begin &&
-      pf.source == t->source)
-    return;
+  if (pf.is_for(*t, t->steps[index])) return;
   pf = worker_state::prefetch_slot{};
   pf.active = true;
   pf.step = t->steps[index];

@@ -81,6 +81,10 @@ struct worker_state {
     uint64_t epoch = 0, epoch_begin = 0;
     dataset_shard_actor source;
     batch_reply reply;
+    /// Asked for step `s` of `t` (the batch it serves, or is asked for already).
+    bool is_for(const step_task& t, const step_id& s) const {
+      return active && step == s && epoch == t.epoch && epoch_begin == t.epoch_begin && source == t.source;
+    }
   };
   prefetch_slot prefetch;
   uint64_t prefetch_id = 0;

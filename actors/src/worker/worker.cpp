@@ -347,8 +347,7 @@ void run_next(self_ptr self) {
   st.current.generation = st.task.f.worker_generation;
   st.phase_start = clock_type::now();
   auto& pf = st.prefetch;
-  if (pf.active && pf.step == st.current.step && pf.epoch == st.task.epoch && pf.epoch_begin == st.task.epoch_begin &&
-      pf.source == st.task.source) {
+  if (pf.is_for(st.task, st.current.step)) {
     if (pf.arrived) {
       pf.active = false;
       auto r = std::move(pf.reply);
