@@ -242,7 +242,8 @@ BOOST_AUTO_TEST_CASE(a_key_given_twice_is_refused_with_its_path) {
 
 BOOST_AUTO_TEST_CASE(unknown_keys_are_refused_at_every_level) {
   CHECK_REFUSED(with_cluster(R"("clusters": {})"),
-                "cluster.json: clusters: unknown key 'clusters' (cluster, task, tls, secret, checkpoint, timeouts, consistency)");
+                "cluster.json: clusters: unknown key 'clusters' (cluster, task, tls, secret, checkpoint, timeouts, consistency, "
+                "wire_floats)");
   CHECK_REFUSED(cluster_only(R"("worker": ["127.0.0.1:7000"], "workers": ["127.0.0.1:7001"])"),
                 "cluster.json: cluster.workers: unknown task type 'workers' (chief, master, worker, ps, evaluator)");
   CHECK_REFUSED(with_cluster(R"("task": {"type": "ps", "index": 0, "task_index": 0})"),
@@ -351,6 +352,16 @@ BOOST_AUTO_TEST_CASE(wrong_json_types_name_the_field_and_the_expected_type) {
   CHECK_REFUSED(with_cluster(R"("timeouts": {"request_ms": 18446744073709551615})"),
                 "cluster.json: timeouts.request_ms: 18446744073709551615 is too large");
   CHECK_REFUSED(with_cluster(R"("consistency": 3)"), "cluster.json: consistency: expected a string, got a number 3");
+}
+
+BOOST_AUTO_TEST_CASE(wire_floats_is_f32_unless_bf16_is_asked_and_nothing_else_is_taken) {
+  BOOST_TEST(!parse_cluster_def(with_cluster(""), "c").wire_bf16);
+  BOOST_TEST(!parse_cluster_def(with_cluster(R"("wire_floats": "f32")"), "c").wire_bf16);
+  BOOST_TEST(parse_cluster_def(with_cluster(R"("wire_floats": "bf16")"), "c").wire_bf16);
+  CHECK_REFUSED(with_cluster(R"("wire_floats": "fp16")"),
+                "cluster.json: wire_floats: unknown 'fp16' (f32: every bit as computed, the default; bf16: gradients "
+                "and training pulls rounded to bfloat16 on the data plane's stream)");
+  CHECK_REFUSED(with_cluster(R"("wire_floats": true)"), "cluster.json: wire_floats: expected a string, got a boolean true");
 }
 
 BOOST_AUTO_TEST_CASE(tls_takes_all_three_files_or_none) {

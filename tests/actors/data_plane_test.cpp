@@ -16,6 +16,8 @@
 #include <actortrain/actors/core/messages.hpp>
 #include <actortrain/actors/worker/shard_routes.hpp>
 
+#include "../../actors/src/net/bf16.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <fcntl.h>
@@ -58,6 +60,7 @@ caf::behavior fake_shard(caf::stateful_actor<fake_state>* self, at::model::matri
       }
       at::pull_reply r;
       r.values.push_back(at::partition_value{req.partitions.at(0), 7, self->state.value});
+      r.values.back().value.reducible = req.training;  // as shard_store::pull marks it
       return r;
     },
     [self](at::push_atom, const at::push_request& req) {
@@ -70,7 +73,9 @@ caf::behavior fake_shard(caf::stateful_actor<fake_state>* self, at::model::matri
       at::model::matrix rows(static_cast<Eigen::Index>(req.ids.size()), self->state.value.cols());
       for (size_t i = 0; i < req.ids.size(); ++i)
         rows.row(static_cast<Eigen::Index>(i)) = self->state.value.value->row(req.ids[i]);
-      return at::rows_reply{req.variable, 9, req.ids, at::tensor{std::move(rows)}};
+      at::rows_reply r{req.variable, 9, req.ids, at::tensor{std::move(rows)}};
+      r.rows.reducible = req.training;
+      return r;
     },
     [self](at::stats_atom) { return std::string("answered by the shard itself"); },
     [self](hold_atom) { return self->state.pushed; },
@@ -698,4 +703,94 @@ BOOST_FIXTURE_TEST_CASE(inside_tls_every_bit_crosses_and_strangers_are_refused, 
   BOOST_REQUIRE_MESSAGE(got2, why(got2));
   caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
   wait_down(again);
+}
+
+// "wire_floats": "bf16" inside TLS, as between hosts: a training pull's values, its rows
+// and a push's gradients arrive rounded to bfloat16 (each float the nearest bf16, not the
+// float sent); an evaluation pull and its rows arrive bit for bit; so does everything
+// when the link does not reduce. The two ends decide for what each sends.
+BOOST_FIXTURE_TEST_CASE(bf16_rounds_gradients_and_training_pulls_only, plane_fixture) {
+  certs ours{"c"};
+  auto rounded = [](const at::model::matrix& m) {
+    at::model::matrix out(m.rows(), m.cols());
+    std::vector<uint16_t> h(static_cast<size_t>(m.size()));
+    dp::bf16::narrow(m.data(), h.size(), h.data());
+    dp::bf16::widen(h.data(), h.size(), out.data());
+    return out;
+  };
+  BOOST_REQUIRE(!same_bits(rounded(value), value));  // (the pattern does lose bits)
+  for (bool reduce : {true, false}) {
+    dp::server::limits l;
+    l.tls = ours.context();
+    l.bf16 = reduce;
+    dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), l};
+    auto at = srv.where();
+    at.tls = ours.context();
+    at.bf16 = reduce;
+    auto plane = dp::open(*sys, at, as_ps(shard), nullptr, std::chrono::seconds(5), nullptr, /*shared_memory=*/false);
+    for (bool training : {true, false}) {
+      at::pull_request pull;
+      pull.partitions.push_back(at::partition_key{0, 0});
+      pull.training = training;
+      auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+      BOOST_REQUIRE_MESSAGE(got, why(got));
+      BOOST_CHECK_MESSAGE(same_bits(*got->values[0].value.value, reduce && training ? rounded(value) : value),
+                          "pull, reduce " << reduce << ", training " << training);
+      BOOST_CHECK(!got->values[0].value.reducible);  // (received: not to be sent on rounded)
+      at::pull_rows_request rows;
+      rows.variable = 4;
+      rows.ids = {299, 0, 17};
+      rows.training = training;
+      auto r = ask<at::rows_reply>(plane, at::pull_rows_atom::value, rows);
+      BOOST_REQUIRE_MESSAGE(r, why(r));
+      BOOST_CHECK(r->ids == rows.ids);  // ids are never rounded
+      at::model::matrix want(3, value.cols());
+      want.row(0) = value.row(299);
+      want.row(1) = value.row(0);
+      want.row(2) = value.row(17);
+      BOOST_CHECK_MESSAGE(same_bits(*r->rows.value, reduce && training ? rounded(want) : want),
+                          "rows, reduce " << reduce << ", training " << training);
+    }
+    at::push_request push;
+    push.example_count = 1;
+    auto grad = pattern(1024, 300, -0.3f);
+    push.dense.push_back(at::dense_slice{at::partition_key{0, 0}, 0, at::tensor{grad}});
+    auto ack = ask<at::push_reply>(plane, at::push_atom::value, push);
+    BOOST_REQUIRE_MESSAGE(ack, why(ack));
+    auto kept = ask<std::vector<at::tensor>>(shard, hold_atom::value);
+    BOOST_REQUIRE(kept && !kept->empty());
+    BOOST_CHECK_MESSAGE(same_bits(*kept->back().value, reduce ? rounded(grad) : grad), "push, reduce " << reduce);
+    caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+    wait_down(plane);
+  }
+}
+
+// With shared memory (one host), a frame's floats in the ring are copied as they are: a
+// large gradient arrives exact although the link reduces; a small training pull, which
+// goes on the stream, arrives rounded.
+BOOST_FIXTURE_TEST_CASE(bf16_leaves_floats_in_shared_memory_exact, plane_fixture) {
+  dp::server::limits l;
+  l.bf16 = true;
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), l};
+  auto at = srv.where();
+  at.bf16 = true;
+  auto plane = dp::open(*sys, at, as_ps(shard), nullptr, std::chrono::seconds(5));
+  at::push_request push;
+  push.example_count = 1;
+  auto grad = pattern(1024, 300, -0.3f);  // 1.2 MB: in the ring
+  push.dense.push_back(at::dense_slice{at::partition_key{0, 0}, 0, at::tensor{grad}});
+  auto ack = ask<at::push_reply>(plane, at::push_atom::value, push);
+  BOOST_REQUIRE_MESSAGE(ack, why(ack));
+  BOOST_CHECK_EQUAL(srv.shared_memory_connections(), 1u);
+  auto kept = ask<std::vector<at::tensor>>(shard, hold_atom::value);
+  BOOST_REQUIRE(kept && kept->size() == 1u);
+  BOOST_CHECK(same_bits(*kept->back().value, grad));
+  at::pull_request pull;
+  pull.partitions.push_back(at::partition_key{0, 0});
+  pull.training = true;
+  auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+  BOOST_REQUIRE_MESSAGE(got, why(got));
+  BOOST_CHECK(!same_bits(*got->values[0].value.value, value));
+  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+  wait_down(plane);
 }

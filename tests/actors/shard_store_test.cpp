@@ -151,6 +151,29 @@ BOOST_AUTO_TEST_CASE(a_gradient_that_is_not_finite_is_rejected_whole) {
   BOOST_TEST(stats().applied == 0u);
 }
 
+// What may travel rounded (tensor::reducible, "wire_floats": "bf16"): the values and rows
+// a training step pulls, never what an observer or an evaluation reads.
+BOOST_AUTO_TEST_CASE(only_training_pulls_may_travel_rounded) {
+  for (bool training : {true, false}) {
+    pull_request p;
+    p.f = epochs(1);
+    p.training = training;
+    p.partitions.push_back(partition_key{0, 0});
+    auto r = pull(p);
+    BOOST_REQUIRE(r);
+    BOOST_TEST(r->values.at(0).value.reducible == training);
+    pull_rows_request pr;
+    pr.f = epochs(1);
+    pr.variable = 1;
+    pr.ids = {0, 4};
+    pr.training = training;
+    auto rows = pull_rows(pr);
+    BOOST_REQUIRE(rows);
+    BOOST_TEST(rows->rows.reducible == training);
+  }
+  BOOST_TEST(!pull(pull_request{epochs(0), {partition_key{0, 0}}, false})->values.at(0).value.reducible);
+}
+
 BOOST_AUTO_TEST_CASE(sparse_rows_update_only_the_touched_rows) {
   push_request req;
   req.f = epochs(1);

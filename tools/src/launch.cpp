@@ -257,7 +257,7 @@ int launch_command(int argc, char** argv, int first) {
   int ps = 1, workers = 2, max_restarts = 3;
   bool restart_failed = false, restart_chief = false, evaluator = false, no_data_plane = false,
        checkpoint_shared = false;
-  std::string example, consistency, dir, checkpoint_dir, tls_cert, tls_key, tls_ca, kill_spec;
+  std::string example, consistency, dir, checkpoint_dir, tls_cert, tls_key, tls_ca, kill_spec, wire_floats;
   uint64_t kill_seed = 1;
   int64_t timeout_s = 0, checkpoint_every = 0, checkpoint_keep = 0, heartbeat_ms = 0, connection_ms = 0, connect_ms = 0;
   flags f{"actortrain launch",
@@ -300,6 +300,10 @@ int launch_command(int argc, char** argv, int first) {
     .add("tls-ca", tls_ca, "the cluster's CA")
     .add("no-data-plane", no_data_plane, "move tensors over BASP, not the tensor data plane (worker-ps connections "
          "of their own)")
+    .add_choice("wire-floats", wire_floats,
+                "bf16: gradients and training pulls that go on the data plane's stream (not its shared memory) "
+                "travel rounded to bfloat16 (see `actortrain node --help`; for clusters across hosts) (unset: f32)",
+                {"f32", "bf16"})
     .add("restart-chief", restart_chief, "restart a chief that is killed or exits 138, with --resume: it continues "
          "the run from the newest committed checkpoint (from the start when there is none yet; needs --checkpoint-dir "
          "and a chief)")
@@ -416,6 +420,7 @@ int launch_command(int argc, char** argv, int first) {
   auto start = [&](child& c, bool resume) {
     std::vector<std::string> cmd{"actortrain", "node", "--cluster", file, "--task", c.task, "--example", example};
     if (no_data_plane) cmd.push_back("--no-data-plane");
+    if (!wire_floats.empty()) cmd.insert(cmd.end(), {"--wire-floats", wire_floats});
     if (resume) cmd.push_back("--resume");
     if (c.task.rfind("ps:", 0) == 0 || (ps == 0 && c.task == "worker:0")) {
       // The tasks holding ps shards write what those applied (for `actortrain ledger check`).

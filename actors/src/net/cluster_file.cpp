@@ -426,6 +426,16 @@ void read_timeouts(const reader& r, const json& section, cluster_def& def) {
   }
 }
 
+// "wire_floats": true for bf16.
+bool read_wire_floats(const reader& r, const json& v) {
+  auto floats = r.string(v, "wire_floats");
+  if (floats == "f32") return false;
+  if (floats == "bf16") return true;
+  r.fail("wire_floats", fmt::format("unknown '{}' (f32: every bit as computed, the default; bf16: gradients and "
+                                    "training pulls rounded to bfloat16 on the data plane's stream)",
+                                    floats));
+}
+
 // One of the modes the coordinator's dispatch gates implement.
 consistency_mode read_consistency(const reader& r, const json& v) {
   auto mode = r.string(v, "consistency");
@@ -561,7 +571,8 @@ cluster_def parse_cluster_def(const std::string& text, const std::string& source
            "tasks, a ps task itself, the chief none); ActorTrain's coordinator needs every task's address and the "
            "number of workers, which it does not give: set enableDynamicWorker to false in the TFJob, and Kubeflow "
            "writes the whole \"cluster\"");
-  r.known_keys(doc, "", {"cluster", "task", "tls", "secret", "checkpoint", "timeouts", "consistency"}, dialect,
+  r.known_keys(doc, "", {"cluster", "task", "tls", "secret", "checkpoint", "timeouts", "consistency", "wire_floats"},
+               dialect,
                def.notes);
 
   auto cluster = doc.find("cluster");
@@ -577,6 +588,7 @@ cluster_def parse_cluster_def(const std::string& text, const std::string& source
   if (auto it = doc.find("checkpoint"); it != doc.end()) read_checkpoint(r, *it, def);
   if (auto it = doc.find("timeouts"); it != doc.end()) read_timeouts(r, *it, def);
   if (auto it = doc.find("consistency"); it != doc.end()) def.consistency = read_consistency(r, *it);
+  if (auto it = doc.find("wire_floats"); it != doc.end()) def.wire_bf16 = read_wire_floats(r, *it);
 
   // The command line wins over the file, as flags do elsewhere.
   if (auto problem = partial_tls(tls_from_flags, tls_flags); !problem.empty())
@@ -601,7 +613,7 @@ cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from
     for (auto key : {"cluster", "task"})
       if (doc.contains(key))
         r.fail(key, fmt::format("the cluster and the task come from {}: beside it, a cluster file holds only the "
-                                "settings (tls, secret, checkpoint, timeouts, consistency)",
+                                "settings (tls, secret, checkpoint, timeouts, consistency, wire_floats)",
                                 resolved_source));
     const json found = json::parse(resolved);
     for (auto& [key, value] : found.items()) doc[key] = value;

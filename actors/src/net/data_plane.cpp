@@ -144,6 +144,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   // The token, then frames until the end (serve() marks the connection done).
   void serve_frames(connection& c, bool& greeted) {
     c.link->max_frame_bytes = lim.max_frame_bytes;
+    c.link->bf16 = lim.bf16;
     c.link->budget = budget;
     c.link->budget_wait = timeout;
     hello h;

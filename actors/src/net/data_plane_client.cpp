@@ -168,6 +168,7 @@ caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, endpoint at, p
   core->link = std::move(link);
   core->link->out_ring = 0;
   if (at.max_frame_bytes != 0) core->link->max_frame_bytes = at.max_frame_bytes;
+  core->link->bf16 = at.bf16;
   core->routes = routes;
   core->shard = shard.address();
   core->self = caf::actor_cast<caf::strong_actor_ptr>(self);

@@ -44,6 +44,7 @@ std::string socket_link::tune(std::chrono::milliseconds read_timeout, std::chron
   read_idle = read_timeout;
   write_idle = write_timeout;
   if (tls) {
+    tls->buffer_writes(tls_batch_bytes);  // flushed at the end of each write() below
     try {
       net::set_no_delay(fd.get());
       return {};
@@ -75,9 +76,26 @@ namespace {
 // went wrong in words, "" when all moved. `late()` names a wait that ran out (made only
 // then: this runs for every frame); `closed_early` and `closed_after` a close before and
 // after the first byte.
+// The most ciphertext a TLS session may hold without being able to decrypt any of it:
+// less than one record (16 KiB of plaintext and at most 2 KiB of expansion, TLS 1.2's
+// bound; 256 bytes in TLS 1.3) and its 5-byte header.
+constexpr size_t held_record_bytes = 16384 + 2048 + 5;
+
+// Before a reader waits for the socket with `left` bytes still to read: the socket wakes
+// it once min(left - what the session may hold, tls_wake_bytes) bytes have come, not at
+// each arriving segment. Safe: the peer sends at least `left` bytes of ciphertext for
+// them, and the session holds less than held_record_bytes of those already.
+void wake_reader_after(socket_link& link, size_t left) {
+  int want = left > held_record_bytes + 1
+               ? static_cast<int>(std::min<size_t>(left - held_record_bytes, static_cast<size_t>(tls_wake_bytes)))
+               : 1;
+  if (want == link.wake_bytes) return;
+  if (::setsockopt(link.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) link.wake_bytes = want;
+}
+
 template <class Step, class Until, class Late>
 std::string move_bytes(socket_link& link, size_t n, Step step, std::mutex& mtx, Until until, Late late,
-                       const char* closed_early, const char* closed_after) {
+                       const char* closed_early, const char* closed_after, bool reading) {
   size_t done = 0;
   while (done < n) {
     detail::tls::status s;
@@ -92,6 +110,7 @@ std::string move_bytes(socket_link& link, size_t n, Step step, std::mutex& mtx, 
     }
     if (s == detail::tls::status::closed) return done == 0 ? closed_early : closed_after;
     if (s == detail::tls::status::failed) return link.tls->why();
+    if (reading && s == detail::tls::status::want_read) wake_reader_after(link, n - done);
     if (!detail::tls::wait_ready(link.fd.get(), s, until())) return late();
   }
   return {};
@@ -111,14 +130,14 @@ std::string socket_link::tls_read(void* p, size_t n, std::optional<std::chrono::
     *this, n, [&](size_t done, size_t& k) { return tls->read(out + done, n - done, k); }, tls_mtx,
     [&] { return until ? *until : idle_limit(read_idle); },
     [&] { return until ? std::string("timeout") : fmt::format("no data within {} ms", read_idle.count()); }, "eof",
-    "the peer closed the connection inside a read");
+    "the peer closed the connection inside a read", /*reading=*/true);
 }
 
 std::string socket_link::tls_write(const char* data, size_t n) {
   return move_bytes(
     *this, n, [&](size_t done, size_t& k) { return tls->write(data + done, n - done, k); }, tls_mtx,
     [&] { return idle_limit(write_idle); }, [&] { return fmt::format("cannot write within {} ms", write_idle.count()); },
-    "the peer closed the connection", "the peer closed the connection");
+    "the peer closed the connection", "the peer closed the connection", /*reading=*/false);
 }
 
 std::string socket_link::write(std::vector<iovec>& iov) {
@@ -139,8 +158,21 @@ std::string socket_link::write(std::vector<iovec>& iov) {
     }
     if (auto e = tls_write(p, piece.iov_len); !e.empty()) return e;
   }
-  if (!gathered.empty()) return tls_write(gathered.data(), gathered.size());
-  return {};
+  if (!gathered.empty())
+    if (auto e = tls_write(gathered.data(), gathered.size()); !e.empty()) return e;
+  // The session gathered the records (tune: buffer_writes): send what is left of them.
+  for (;;) {
+    detail::tls::status s;
+    {
+      std::lock_guard<std::mutex> g{tls_mtx};
+      s = tls->flush();
+    }
+    if (s == detail::tls::status::ok) return {};
+    if (s == detail::tls::status::closed) return "the peer closed the connection";
+    if (s == detail::tls::status::failed) return tls->why();
+    if (!detail::tls::wait_ready(fd.get(), s, idle_limit(write_idle)))
+      return fmt::format("cannot write within {} ms", write_idle.count());
+  }
 }
 
 // Maps `bytes` of the shared-memory object `fd` as a region (closing `fd`), every page
@@ -260,6 +292,13 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   if (h.tensors > 0)
     if (auto e = link.read(shapes.data(), shapes.size() * sizeof(shape_entry)); !e.empty())
       return e == "eof" ? "the peer closed the connection inside a frame" : e;
+  std::vector<bool> narrowed(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    narrowed[i] = (shapes[i].rows & bf16_flag) != 0;
+    shapes[i].rows &= ~bf16_flag;
+  }
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (narrowed[i] && in_shm) return "a frame in shared memory announced bfloat16 floats";
   for (auto& s : shapes)
     if (s.rows > max_wire_floats || s.cols > max_wire_floats || (s.cols != 0 && s.rows > max_wire_floats / s.cols) ||
         (s.rows == 0 && s.cols == 0))
@@ -324,12 +363,19 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   side_scope side;
   side.channel.in.reserve(shapes.size());
   if (in_shm) std::atomic_thread_fence(std::memory_order_acquire);
-  for (auto& s : shapes) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    auto& s = shapes[i];
     auto m = std::make_shared<model::matrix>(static_cast<Eigen::Index>(s.rows), static_cast<Eigen::Index>(s.cols));
     auto n = static_cast<size_t>(m->size()) * sizeof(float);
     if (in_shm) {
       if (n > 0) std::memcpy(m->data(), src, n);
       src += n;
+    } else if (n > 0 && narrowed[i]) {
+      auto k = static_cast<size_t>(m->size());
+      link.narrow_in.resize(k);
+      if (auto e = body(link.narrow_in.data(), k * sizeof(uint16_t)); !e.empty())
+        return e == "eof" ? "the peer closed the connection inside a frame" : e;
+      bf16::widen(link.narrow_in.data(), k, m->data());
     } else if (n > 0) {
       if (auto e = body(m->data(), n); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
     }

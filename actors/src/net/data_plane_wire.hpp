@@ -37,6 +37,7 @@
 #include <fmt/format.h>
 
 #include "../core/thread_name.hpp"
+#include "bf16.hpp"
 #include "tls.hpp"
 
 
@@ -64,6 +65,16 @@ struct shape_entry {
   uint64_t cols = 0;
 };
 static_assert(sizeof(shape_entry) == 16, "shape entry layout");
+
+// A shape entry whose rows have this bit set: the tensor's floats travel as bfloat16
+// (bf16.hpp), 2 bytes each, on the stream (never in shared memory).
+constexpr uint64_t bf16_flag = uint64_t{1} << 63;
+
+// Records of a TLS link gather in a buffer of this size before they are written to the
+// socket (tls::session::buffer_writes), and a reader waiting for more than this much of
+// a read has the socket wake it only once this much has come (SO_RCVLOWAT).
+constexpr size_t tls_batch_bytes = 256 * 1024;
+constexpr int tls_wake_bytes = 128 * 1024;
 
 struct hello {
   uint32_t magic = hello_magic;
@@ -202,6 +213,13 @@ struct socket_link {
   int out_ring = 0;
   uint64_t out_next = 0, in_next = 0;
   std::atomic<uint64_t> frames_in_shm{0};
+  // Tensors marked reducible (tensor::reducible) go as bfloat16 when they go on the
+  // stream ("wire_floats": "bf16"); the scratch of the writer (under write_mtx) and of
+  // the reader thread.
+  bool bf16 = false;
+  std::vector<uint16_t> narrow_out, narrow_in;
+  // With TLS, the reader thread's SO_RCVLOWAT now (1: the kernel's default).
+  int wake_bytes = 1;
   // The most bytes a frame read here may announce, message and tensors each (the job's
   // largest legitimate message; the protocol's own bound when nobody said).
   uint64_t max_frame_bytes = max_meta_bytes;
@@ -226,21 +244,24 @@ struct socket_link {
   std::string send(caf::actor_system& sys, uint64_t id, const caf::message& msg) {
     std::vector<char> meta;
     std::vector<std::shared_ptr<const model::matrix>> tensors;
+    std::vector<bool> side_reducible;
     {
       side_scope side;
       caf::binary_serializer sink{sys, meta};
       if (auto err = sink(const_cast<caf::message&>(msg))) return "cannot serialize a message: " + sys.render(err);
       tensors = std::move(side.channel.out);
+      side_reducible = std::move(side.channel.out_reducible);
     }
     frame_header h;
     h.tensors = static_cast<uint32_t>(tensors.size());
     h.id = id;
     h.meta_bytes = meta.size();
     std::vector<shape_entry> shapes(tensors.size());
-    uint64_t payload = 0;
+    uint64_t payload = 0, reduced = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       shapes[i] = {static_cast<uint64_t>(tensors[i]->rows()), static_cast<uint64_t>(tensors[i]->cols())};
       payload += static_cast<uint64_t>(tensors[i]->size()) * sizeof(float);
+      if (bf16 && side_reducible[i]) reduced += static_cast<uint64_t>(tensors[i]->size());
     }
     std::vector<iovec> iov;
     iov.reserve(4 + tensors.size());
@@ -263,8 +284,23 @@ struct socket_link {
       return write(iov);
     }
     if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
-    for (auto& t : tensors)
-      if (t->size() > 0) iov.push_back({const_cast<float*>(t->data()), static_cast<size_t>(t->size()) * sizeof(float)});
+    // On the stream: each tensor's floats as they are, or narrowed to bfloat16 when the
+    // link reduces and the sender allowed it.
+    if (reduced > 0) narrow_out.resize(static_cast<size_t>(reduced));
+    uint16_t* half = narrow_out.data();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      auto& t = tensors[i];
+      auto n = static_cast<size_t>(t->size());
+      if (n == 0) continue;
+      if (bf16 && side_reducible[i]) {
+        bf16::narrow(t->data(), n, half);
+        shapes[i].rows |= bf16_flag;
+        iov.push_back({half, n * sizeof(uint16_t)});
+        half += n;
+      } else {
+        iov.push_back({const_cast<float*>(t->data()), n * sizeof(float)});
+      }
+    }
     return write(iov);
   }
 

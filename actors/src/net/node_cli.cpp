@@ -46,7 +46,13 @@ cli::flags node_flags_parser(const std::string& program, node_flags& f) {
          "(chief) continue the run checkpointed in the cluster's checkpoint directory, e.g. after the chief "
          "crashed; the other tasks may live on")
     .add("no-data-plane", f.no_data_plane,
-         "(ps, worker) move tensors over BASP instead of the tensor data plane (never with TLS)")
+         "(ps, worker) move tensors over BASP instead of the tensor data plane (which runs inside TLS when the "
+         "cluster has TLS)")
+    .add_choice("wire-floats", f.wire_floats,
+                "(ps, worker) bf16: on the data plane's stream, gradients and training pulls travel rounded to "
+                "bfloat16, half the bytes (between hosts); overrides the cluster's \"wire_floats\" (unset: f32, "
+                "every bit)",
+                {"f32", "bf16"})
     .add("ledger", f.ledger_out,
          "(a task holding ps shards) write what the shards applied, step by step, to this file as it stops, for "
          "`actortrain ledger check`")
@@ -170,6 +176,7 @@ node_options resolve_node(const node_flags& flags) {
   }
   o.resume = flags.resume;
   o.data_plane = !flags.no_data_plane;
+  if (!flags.wire_floats.empty()) o.cluster.wire_bf16 = flags.wire_floats == "bf16";
   o.ledger_out = flags.ledger_out;
   if (const char* plant = std::getenv("ACTORTRAIN_PLANT_DEFECT"); plant && *plant) {
     try {

@@ -85,6 +85,7 @@ shard_contact serve_shard(node_context& cx, ps_shard_actor shard,
     l.listen_host = net::listen_host(own.host);
   }
   l.max_frame_bytes = max_message_bytes(cx.j);
+  l.bf16 = def.wire_bf16;
   // Who dials a ps's data plane: the worker tasks, and the chief and evaluator with replicas.
   auto caps = caps_for(cx.opts.cluster.worker.size() + cx.opts.cluster.evaluator.size() + cx.opts.cluster.chief.size());
   l.max_greeting = caps.pending;
@@ -110,6 +111,7 @@ caf::actor open_plane(caf::actor_system& sys, const cluster_def& def, const shar
   at.max_frame_bytes = max_frame;
   if (!c.data_host.empty()) at.host = c.data_host;
   if (def.tls.enabled()) at.tls = data_plane::tls_context(def.tls.certificate, def.tls.key, def.tls.ca);
+  at.bf16 = def.wire_bf16;
   auto say = [log, index](const std::string& line) {
     if (log) log(fmt::format("ps shard {}: {}", index, line));
   };

@@ -194,6 +194,34 @@ status session::peek() {
   return r == 1 ? status::ok : outcome(r, "TLS read");
 }
 
+void session::buffer_writes(size_t bytes) {
+  if (buffer_) return;
+  auto* sock = ::BIO_new_socket(::SSL_get_fd(ssl_), BIO_NOCLOSE);
+  auto* buf = ::BIO_new(::BIO_f_buffer());
+  if (!sock || !buf || BIO_set_write_buffer_size(buf, static_cast<long>(bytes)) != 1) {
+    ::BIO_free(sock);
+    ::BIO_free(buf);
+    return;  // unbuffered, as before: correct, only slower
+  }
+  ::BIO_push(buf, sock);
+  // Reads stay on the socket's BIO; the session takes the reference of the new writer
+  // (SSL_set_bio with an unchanged rbio) and frees the pair with itself.
+  ::SSL_set_bio(ssl_, ::SSL_get_rbio(ssl_), buf);
+  buffer_ = buf;
+}
+
+status session::flush() {
+  if (!buffer_) return status::ok;
+  no_sigpipe quiet;
+  ::ERR_clear_error();
+  if (BIO_flush(buffer_) == 1) return status::ok;
+  if (BIO_should_retry(buffer_)) return status::want_write;
+  auto saved = errno;
+  if (saved == EPIPE || saved == ECONNRESET) return status::closed;
+  why_ = fmt::format("TLS write: {}", saved ? std::strerror(saved) : "the socket refused the buffered records");
+  return status::failed;
+}
+
 bool session::buffered() const { return ::SSL_has_pending(ssl_) == 1; }
 
 std::string session::peer_subject() const {

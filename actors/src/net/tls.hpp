@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 
+struct bio_st;
 struct ssl_st;
 struct ssl_ctx_st;
 
@@ -74,6 +75,14 @@ class session {
   /// Waits for nothing: ok once at least one plaintext byte can be read (it stays to be
   /// read), else what read() would say.
   status peek();
+  /// From now on, gathers the records write() makes in a buffer of `bytes`, written to
+  /// the socket when it fills and at flush(): a large write leaves in a few large socket
+  /// writes instead of one per 16 KiB record (each of which crosses the network stack
+  /// and wakes the reader). After the handshake; whoever writes must then flush().
+  void buffer_writes(size_t bytes);
+  /// Writes what the buffer holds: ok when all of it went (or nothing is buffered), else
+  /// want_write (call again once writable) or failed (why()).
+  status flush();
   /// Bytes read from the socket and not yet read from the session, decrypted or not (the
   /// socket may not be readable for them).
   bool buffered() const;
@@ -85,6 +94,7 @@ class session {
  private:
   status outcome(int ret, const char* what);
   ssl_st* ssl_ = nullptr;
+  bio_st* buffer_ = nullptr;  // the write buffer (owned by ssl_), or null
   std::string why_;
 };
 

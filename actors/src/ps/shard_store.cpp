@@ -746,6 +746,7 @@ failure shard_store::pull(const pull_request& req, pull_reply& out) {
     auto values = req.training && !p.sparse ? p.comp.view(p.value, p.version)
                                             : std::shared_ptr<const model::matrix>(p.value);
     out.values.push_back(partition_value{k, p.version, tensor{std::move(values)}});
+    out.values.back().value.reducible = req.training;  // computed with once, never kept
   }
   return {};
 }
@@ -786,6 +787,7 @@ failure shard_store::pull_rows(pull_rows_request& req, rows_reply& out) {
   stats_.rows_pulled += req.ids.size();
   out.ids = std::move(req.ids);
   out.rows = tensor{std::move(rows)};
+  out.rows.reducible = req.training;
   return {};
 }
 

@@ -15,6 +15,11 @@ namespace actortrain {
 /// A shared, immutable row-major float matrix in a message (null = absent).
 struct tensor {
   std::shared_ptr<const model::matrix> value;
+  /// The sender allows it to travel rounded (bfloat16) on a data-plane link whose job
+  /// asked for it ("wire_floats": "bf16", data_plane.hpp): set on gradients and on the
+  /// values a training step pulls, never on anything kept or evaluated. Not sent: a
+  /// received tensor has it false.
+  bool reducible = false;
 
   tensor() = default;
   // The object itself is never const (only the handle is), so take() may move out of it.
@@ -37,6 +42,7 @@ namespace detail {
 /// 0x0 tensor travels as 0x0 and takes no entry. Elsewhere (BASP) nothing changes.
 struct tensor_side_channel {
   std::vector<std::shared_ptr<const model::matrix>> out;
+  std::vector<bool> out_reducible;  ///< tensor::reducible of each of `out`
   std::vector<std::shared_ptr<model::matrix>> in;
   size_t next = 0;
 };

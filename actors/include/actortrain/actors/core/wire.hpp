@@ -47,6 +47,7 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
     if (auto* side = detail::side_channel()) {
       if (rows == 0 && cols == 0) return f(rows, cols);
       side->out.push_back(x.value);
+      side->out_reducible.push_back(x.reducible);
       return f(rows, cols);
     }
     size_t n = static_cast<size_t>(rows * cols);
@@ -332,13 +333,16 @@ typename Inspector::result_type inspect(Inspector& f, rows_reply& x) {
   return f(caf::meta::type_name("rows_reply"), x.variable, x.version, ids, x.rows);
 }
 
+// A gradient is applied once and kept nowhere: it may travel rounded (tensor::reducible).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, dense_slice& x) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value) x.grad.reducible = true;
   return f(caf::meta::type_name("dense_slice"), x.key, x.read_version, x.grad);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sparse_slice& x) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value) x.rows.reducible = true;
   raw_ids ids{&x.ids};
   return f(caf::meta::type_name("sparse_slice"), x.variable, x.read_version, ids, x.rows);
 }

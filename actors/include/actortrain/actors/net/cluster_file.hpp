@@ -124,6 +124,11 @@ struct cluster_def {
   std::chrono::milliseconds connect_timeout{10000};
   /// Unset = the default: sync for a worker-only cluster, else async.
   std::optional<consistency_mode> consistency;
+  /// "wire_floats": "bf16": on the data plane's stream (not its shared memory), the
+  /// gradients a worker pushes and the values a training step pulls travel rounded to
+  /// bfloat16, half the bytes (data_plane.hpp). Evaluation, checkpoints, restores and
+  /// everything the ps tasks keep stay exact. Default "f32": every bit as computed.
+  bool wire_bf16 = false;
 
   /// What the source held that ActorTrain does not use (keys of other tools in
   /// TF_CONFIG), for a --verbose start-up.
@@ -168,7 +173,7 @@ void write_job_secret(const std::string& path);
 ///
 /// With `resolved` (a JSON object with "cluster" and "task", from a resolver such as
 /// Slurm's, resolvers.hpp), the file holds only the settings beside that cluster (tls,
-/// secret, checkpoint, timeouts, consistency): a "cluster" or "task" of its own is
+/// secret, checkpoint, timeouts, consistency, wire_floats): a "cluster" or "task" of its own is
 /// refused, and errors name `resolved_source` and the file.
 cluster_def read_cluster_file(const std::string& path, const tls_files& tls_from_flags = {},
                               const std::string& resolved = "", const std::string& resolved_source = "");

@@ -69,7 +69,13 @@
 // before the greeting; the frames are the same, read and written through the session
 // (decrypted straight into the receiving matrix). The reader thread and the writers
 // take turns on the session, each waiting for the socket outside the lock
-// (data_plane_wire.hpp: socket_link).
+// (data_plane_wire.hpp: socket_link). A frame's records leave in 256 KiB socket writes,
+// and a reader waiting for a large read is woken once 128 KiB have come (SO_RCVLOWAT).
+//
+// bfloat16. With "wire_floats": "bf16" (cluster_def::wire_bf16; endpoint::bf16,
+// limits::bf16) a sender narrows the tensors marked tensor::reducible (gradients, and the
+// values of training pulls) to bfloat16 when they go on the stream, never in shared
+// memory; the shape entry's top bit says so and the reader widens them back.
 //
 // Includes only CAF's forward declarations.
 
@@ -107,6 +113,8 @@ struct endpoint {
   std::string host = "127.0.0.1";
   /// (client side) TLS between hosts: the job's certificate and CA; null: plain.
   std::shared_ptr<const detail::tls::context> tls;
+  /// (client side) Gradients travel as bfloat16 when on the stream ("wire_floats").
+  bool bf16 = false;
 };
 
 /// The TLS settings of a data plane's server or client between hosts, from the job's
@@ -135,6 +143,8 @@ class server {
     /// TLS (between hosts): every connection is a TLS session with both certificates
     /// checked before the greeting; null: plain (loopback only).
     std::shared_ptr<const detail::tls::context> tls;
+    /// The values of training pulls travel as bfloat16 when on the stream ("wire_floats").
+    bool bf16 = false;
   };
   server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, log_fn log = nullptr);
   server(caf::actor_system& sys, ps_shard_actor shard, std::chrono::milliseconds request_timeout, limits l,

@@ -97,7 +97,7 @@ struct node_options {
   /// directory (a chief restarted after a crash; the ps tasks may have lived on).
   bool resume = false;
   /// Tensors between worker and ps tasks on the data plane (data_plane.hpp) instead of
-  /// BASP; never with TLS.
+  /// BASP; inside TLS when the cluster has TLS.
   bool data_plane = true;
   /// (ps tasks, and a coordinator's task that holds the ps shards) When the task ends,
   /// write the ps partitions' ledgers (ledger.hpp: ledgers_to_json) to this file, for
@@ -166,6 +166,7 @@ struct node_flags {
   int threads = 2;
   bool resume = false;
   bool no_data_plane = false;
+  std::string wire_floats;  ///< "" = the cluster's "wire_floats"; f32 or bf16
   std::string ledger_out;
   std::vector<std::string> caf_options;  ///< --caf.NAME=VALUE, as typed
   bool help = false;                     ///< --help was given (and printed)
@@ -174,7 +175,7 @@ struct node_flags {
 /// Parses run_node's flags from argv[first..] (cli/flags.hpp): --resolver KIND, --jobs
 /// ROLE=N,..., --port-base N, --rendezvous DIR, --advertise HOST, --verbose, --cluster FILE, --task
 /// TYPE:INDEX, --tls-cert/--tls-key/--tls-ca FILE, --secret FILE, --threads N, --resume,
-/// --no-data-plane, --ledger FILE, --caf.NAME=VALUE, --help (printed to stdout). Throws
+/// --no-data-plane, --wire-floats f32|bf16, --ledger FILE, --caf.NAME=VALUE, --help (printed to stdout). Throws
 /// cli::usage_error naming the flag for an unknown flag, a missing or bad value.
 node_flags parse_node_flags(int argc, char** argv, int first = 1);
 
