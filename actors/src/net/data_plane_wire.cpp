@@ -71,11 +71,6 @@ std::string socket_link::read_within(void* p, size_t n, std::chrono::millisecond
 
 namespace {
 
-// Moves `n` bytes through the session with `step` (a read or a write of what is left,
-// under the link's lock), waiting for the socket outside the lock until `until`; what
-// went wrong in words, "" when all moved. `late()` names a wait that ran out (made only
-// then: this runs for every frame); `closed_early` and `closed_after` a close before and
-// after the first byte.
 // The most ciphertext a TLS session may hold without being able to decrypt any of it:
 // less than one record (16 KiB of plaintext and at most 2 KiB of expansion, TLS 1.2's
 // bound; 256 bytes in TLS 1.3) and its 5-byte header.
@@ -93,6 +88,12 @@ void wake_reader_after(socket_link& link, size_t left) {
   if (::setsockopt(link.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) link.wake_bytes = want;
 }
 
+// Moves `n` bytes through the session with `step` (a read or a write of what is left,
+// under the link's lock), waiting for the socket outside the lock until `until`; what
+// went wrong in words, "" when all moved. `late()` names a wait that ran out (made only
+// then: this runs for every frame); `closed_early` and `closed_after` a close before and
+// after the first byte. A read (`reading`) that must wait sets the socket's wake-up
+// threshold first (wake_reader_after).
 template <class Step, class Until, class Late>
 std::string move_bytes(socket_link& link, size_t n, Step step, std::mutex& mtx, Until until, Late late,
                        const char* closed_early, const char* closed_after, bool reading) {
