@@ -37,10 +37,13 @@ void write_seeds(const char* dir) {
   push.step = at::step_id{1, 0, 7};
   push.dense.push_back(at::dense_slice{at::partition_key{0, 0}, 3, t});
   int k = 0;
-  for (auto& m : {caf::make_message(at::pull_atom::value, pull), caf::make_message(at::push_atom::value, push)}) {
+  // The push twice: its gradient as floats, then as bfloat16 ("wire_floats": "bf16").
+  for (auto& m : {caf::make_message(at::pull_atom::value, pull), caf::make_message(at::push_atom::value, push),
+                  caf::make_message(at::push_atom::value, push)}) {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) std::abort();
     wire::socket_link link{at::net::unique_fd{sv[0]}};
+    link.bf16 = k == 2;
     if (!link.send(*sys, 5, m).empty()) std::abort();
     ::shutdown(sv[0], SHUT_WR);
     std::string bytes(1 << 16, '\0');
