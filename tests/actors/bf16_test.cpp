@@ -1,6 +1,7 @@
 // bfloat16 on the data plane's wire (net/bf16.hpp), alone: rounding to nearest even,
 // infinities and NaNs kept as such (a NaN whose payload sits only in the dropped bits
-// included), exact round trips of values bf16 holds, and the relative error bound.
+// included), exact round trips of values bf16 holds, the relative error bound, and
+// widening in place.
 #include <boost/test/unit_test.hpp>
 
 #include "../../actors/src/net/bf16.hpp"
@@ -90,6 +91,23 @@ BOOST_AUTO_TEST_CASE(every_value_is_within_half_a_step) {
   }
   BOOST_TEST(outside == 0u);
   BOOST_TEST(changed > x.size() / 2);  // (it does round)
+}
+
+// A frame's narrowed floats are read into the upper half of the receiving matrix and
+// widened there: the same floats as widening from a buffer of their own, at every length
+// around the blocks of 16 (a block written before it is read would differ).
+BOOST_AUTO_TEST_CASE(widening_in_place_matches_widening_from_a_copy) {
+  std::mt19937 gen{11};
+  std::uniform_int_distribution<uint32_t> bits16{0, 0xffffu};
+  for (size_t n : {1u, 2u, 15u, 16u, 17u, 31u, 32u, 33u, 1000u, 4097u}) {
+    std::vector<uint16_t> h(n);
+    for (auto& v : h) v = static_cast<uint16_t>(bits16(gen));
+    std::vector<float> want(n), got(n);
+    bf16::widen(h.data(), n, want.data());
+    std::memcpy(reinterpret_cast<char*>(got.data()) + 2 * n, h.data(), 2 * n);
+    bf16::widen_in_place(got.data(), n);
+    BOOST_TEST(std::memcmp(got.data(), want.data(), 4 * n) == 0, "n = " << n);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

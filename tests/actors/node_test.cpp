@@ -60,6 +60,11 @@ BOOST_AUTO_TEST_CASE(fingerprints_name_what_differs) {
   j2.optimizer = md::make_sgd({0.2});
   BOOST_CHECK(at::fingerprint_difference(a, at::job_fingerprint(j2, def)).find("optimizer 'sgd(") !=
               std::string::npos);
+  // Tasks that round their floats differently ("wire_floats") do not make one job.
+  auto bf16 = def;
+  bf16.wire_bf16 = true;
+  BOOST_CHECK(at::fingerprint_difference(a, at::job_fingerprint(linear_job(5), bf16)).find("wire floats") !=
+              std::string::npos);
   // A field one side lacks (another version of the library) is named too.
   auto shorter = a;
   shorter.pop_back();

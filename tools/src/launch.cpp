@@ -301,8 +301,9 @@ int launch_command(int argc, char** argv, int first) {
     .add("no-data-plane", no_data_plane, "move tensors over BASP, not the tensor data plane (worker-ps connections "
          "of their own)")
     .add_choice("wire-floats", wire_floats,
-                "bf16: gradients and training pulls that go on the data plane's stream (not its shared memory) "
-                "travel rounded to bfloat16 (see `actortrain node --help`; for clusters across hosts) (unset: f32)",
+                "bf16: on data-plane links without shared memory, gradients and training pulls travel rounded to "
+                "bfloat16 (for clusters across hosts: on this host the tasks share memory and send every bit; see "
+                "`actortrain node --help`) (unset: f32)",
                 {"f32", "bf16"})
     .add("restart-chief", restart_chief, "restart a chief that is killed or exits 138, with --resume: it continues "
          "the run from the newest committed checkpoint (from the start when there is none yet; needs --checkpoint-dir "

@@ -33,4 +33,27 @@ inline void widen(const uint16_t* in, size_t n, float* out) {
   }
 }
 
+/// Widens, within the same buffer, the `n` bfloat16 values that fill the upper half of
+/// `data` (its bytes [2n, 4n)) into the `n` floats of `data`: a frame's narrowed floats
+/// are read straight into the matrix that receives them. Safe in ascending order: the
+/// floats of values 0..i end at byte 4(i + 1), never past the first value not yet read,
+/// at 2n + 2(i + 1), since i < n; blocks of 16 are read whole before they are written.
+inline void widen_in_place(float* data, size_t n) {
+  const auto* half = reinterpret_cast<const unsigned char*>(data) + 2 * n;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    uint16_t in[16];
+    std::memcpy(in, half + 2 * i, sizeof in);
+    uint32_t out[16];
+    for (int k = 0; k < 16; ++k) out[k] = static_cast<uint32_t>(in[k]) << 16;
+    std::memcpy(data + i, out, sizeof out);
+  }
+  for (; i < n; ++i) {
+    uint16_t in;
+    std::memcpy(&in, half + 2 * i, sizeof in);
+    uint32_t out = static_cast<uint32_t>(in) << 16;
+    std::memcpy(data + i, &out, sizeof out);
+  }
+}
+
 }  // namespace actortrain::data_plane::bf16

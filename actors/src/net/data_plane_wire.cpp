@@ -45,6 +45,12 @@ std::string socket_link::tune(std::chrono::milliseconds read_timeout, std::chron
   write_idle = write_timeout;
   if (tls) {
     tls->buffer_writes(tls_batch_bytes);  // flushed at the end of each write() below
+    // A wake-up threshold stays well inside the receive buffer (which the kernel also
+    // raises to fit one): the window never closes with the threshold unmet.
+    int rcvbuf = 0;
+    socklen_t len = sizeof rcvbuf;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) == 0 && rcvbuf > 0)
+      wake_cap = std::max(1, std::min(tls_wake_bytes, rcvbuf / 4));
     try {
       net::set_no_delay(fd.get());
       return {};
@@ -84,6 +90,7 @@ void wake_reader_after(socket_link& link, size_t left) {
   int want = left > held_record_bytes + 1
                ? static_cast<int>(std::min<size_t>(left - held_record_bytes, static_cast<size_t>(tls_wake_bytes)))
                : 1;
+  want = std::min(want, link.wake_cap);
   if (want == link.wake_bytes) return;
   if (::setsockopt(link.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) link.wake_bytes = want;
 }
@@ -141,7 +148,7 @@ std::string socket_link::tls_write(const char* data, size_t n) {
     "the peer closed the connection", "the peer closed the connection", /*reading=*/false);
 }
 
-std::string socket_link::write(std::vector<iovec>& iov) {
+std::string socket_link::write(std::vector<iovec>& iov, bool flush) {
   if (!tls) return write_all(fd.get(), iov);
   // Small pieces (a header, shapes, a message) go out together as one TLS record, not
   // one record each; the tensors' floats are written straight from their matrices.
@@ -161,6 +168,7 @@ std::string socket_link::write(std::vector<iovec>& iov) {
   }
   if (!gathered.empty())
     if (auto e = tls_write(gathered.data(), gathered.size()); !e.empty()) return e;
+  if (!flush) return {};
   // The session gathered the records (tune: buffer_writes): send what is left of them.
   for (;;) {
     detail::tls::status s;
@@ -372,11 +380,11 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
       if (n > 0) std::memcpy(m->data(), src, n);
       src += n;
     } else if (n > 0 && narrowed[i]) {
+      // Read into the matrix's upper half, then widened where they lie: no other buffer.
       auto k = static_cast<size_t>(m->size());
-      link.narrow_in.resize(k);
-      if (auto e = body(link.narrow_in.data(), k * sizeof(uint16_t)); !e.empty())
+      if (auto e = body(reinterpret_cast<char*>(m->data()) + 2 * k, k * sizeof(uint16_t)); !e.empty())
         return e == "eof" ? "the peer closed the connection inside a frame" : e;
-      bf16::widen(link.narrow_in.data(), k, m->data());
+      bf16::widen_in_place(m->data(), k);
     } else if (n > 0) {
       if (auto e = body(m->data(), n); !e.empty()) return e == "eof" ? "the peer closed the connection inside a frame" : e;
     }

@@ -213,13 +213,15 @@ struct socket_link {
   int out_ring = 0;
   uint64_t out_next = 0, in_next = 0;
   std::atomic<uint64_t> frames_in_shm{0};
-  // Tensors marked reducible (tensor::reducible) go as bfloat16 when they go on the
-  // stream ("wire_floats": "bf16"); the scratch of the writer (under write_mtx) and of
-  // the reader thread.
+  // On a link without shared memory (between hosts), tensors marked reducible
+  // (tensor::reducible) go as bfloat16 ("wire_floats": "bf16"), narrowed a block at a
+  // time into the writer's scratch (under write_mtx).
   bool bf16 = false;
-  std::vector<uint16_t> narrow_out, narrow_in;
-  // With TLS, the reader thread's SO_RCVLOWAT now (1: the kernel's default).
+  std::vector<uint16_t> narrow_out;
+  // With TLS, the reader thread's SO_RCVLOWAT now (1: the kernel's default), and the
+  // most it may be (a quarter of the receive buffer, at most tls_wake_bytes).
   int wake_bytes = 1;
+  int wake_cap = tls_wake_bytes;
   // The most bytes a frame read here may announce, message and tensors each (the job's
   // largest legitimate message; the protocol's own bound when nobody said).
   uint64_t max_frame_bytes = max_meta_bytes;
@@ -237,8 +239,9 @@ struct socket_link {
   std::string read(void* p, size_t n);
   // The same within `bound` in all: "timeout" when it passed.
   std::string read_within(void* p, size_t n, std::chrono::milliseconds bound);
-  // Every byte of `iov` (partial writes continue where they stopped).
-  std::string write(std::vector<iovec>& iov);
+  // Every byte of `iov` (partial writes continue where they stopped); with TLS, sent on
+  // from the session's buffer unless `flush` is false (more of the frame follows).
+  std::string write(std::vector<iovec>& iov, bool flush = true);
 
   // Sends `msg` as the frame of request `id`.
   std::string send(caf::actor_system& sys, uint64_t id, const caf::message& msg) {
@@ -257,11 +260,10 @@ struct socket_link {
     h.id = id;
     h.meta_bytes = meta.size();
     std::vector<shape_entry> shapes(tensors.size());
-    uint64_t payload = 0, reduced = 0;
+    uint64_t payload = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       shapes[i] = {static_cast<uint64_t>(tensors[i]->rows()), static_cast<uint64_t>(tensors[i]->cols())};
       payload += static_cast<uint64_t>(tensors[i]->size()) * sizeof(float);
-      if (bf16 && side_reducible[i]) reduced += static_cast<uint64_t>(tensors[i]->size());
     }
     std::vector<iovec> iov;
     iov.reserve(4 + tensors.size());
@@ -284,24 +286,35 @@ struct socket_link {
       return write(iov);
     }
     if (!meta.empty()) iov.push_back({meta.data(), meta.size()});
-    // On the stream: each tensor's floats as they are, or narrowed to bfloat16 when the
-    // link reduces and the sender allowed it.
-    if (reduced > 0) narrow_out.resize(static_cast<size_t>(reduced));
-    uint16_t* half = narrow_out.data();
+    // On the stream: each tensor's floats as they are, or, on a link that reduces and
+    // has no shared memory (hosts apart; one host sends every bit, whatever a frame's
+    // size), narrowed to bfloat16 when the sender allowed it. The shape entries say which
+    // before anything is written.
+    const bool reduce = bf16 && !region;
+    if (reduce)
+      for (size_t i = 0; i < tensors.size(); ++i)
+        if (side_reducible[i] && tensors[i]->size() > 0) shapes[i].rows |= bf16_flag;
+    constexpr size_t narrow_block = 64 * 1024;  // floats per piece: a scratch of 128 KiB
     for (size_t i = 0; i < tensors.size(); ++i) {
       auto& t = tensors[i];
       auto n = static_cast<size_t>(t->size());
       if (n == 0) continue;
-      if (bf16 && side_reducible[i]) {
-        bf16::narrow(t->data(), n, half);
-        shapes[i].rows |= bf16_flag;
-        iov.push_back({half, n * sizeof(uint16_t)});
-        half += n;
-      } else {
+      if (!(reduce && side_reducible[i])) {
         iov.push_back({const_cast<float*>(t->data()), n * sizeof(float)});
+        continue;
+      }
+      if (auto e = write(iov, /*flush=*/false); !e.empty()) return e;
+      iov.clear();
+      narrow_out.resize(narrow_block);
+      for (size_t done = 0; done < n;) {
+        auto k = std::min(n - done, narrow_block);
+        bf16::narrow(t->data() + done, k, narrow_out.data());
+        std::vector<iovec> piece{{narrow_out.data(), k * sizeof(uint16_t)}};
+        if (auto e = write(piece, /*flush=*/false); !e.empty()) return e;
+        done += k;
       }
     }
-    return write(iov);
+    return write(iov);  // the rest of the frame, and (TLS) out of the session's buffer
   }
 
  private:

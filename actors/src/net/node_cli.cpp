@@ -49,9 +49,9 @@ cli::flags node_flags_parser(const std::string& program, node_flags& f) {
          "(ps, worker) move tensors over BASP instead of the tensor data plane (which runs inside TLS when the "
          "cluster has TLS)")
     .add_choice("wire-floats", f.wire_floats,
-                "(ps, worker) bf16: on the data plane's stream, gradients and training pulls travel rounded to "
-                "bfloat16, half the bytes (between hosts); overrides the cluster's \"wire_floats\" (unset: f32, "
-                "every bit)",
+                "(every task alike) bf16: between hosts (data-plane links without shared memory), gradients and "
+                "training pulls travel rounded to bfloat16, half the bytes; overrides the cluster's \"wire_floats\" "
+                "(which is f32, every bit, unless it says otherwise)",
                 {"f32", "bf16"})
     .add("ledger", f.ledger_out,
          "(a task holding ps shards) write what the shards applied, step by step, to this file as it stops, for "

@@ -100,6 +100,8 @@ fingerprint job_fingerprint(const job& j, const cluster_def& def) {
   f.emplace_back("ps shards", std::to_string(job_num_ps(j, def)));
   f.emplace_back("consistency", job_consistency(j, def).to_string());
   f.emplace_back("compensation", j.spec.compensation.to_string());
+  // Every task rounds or none does: a ps set to f32 must not take rounded gradients.
+  f.emplace_back("wire floats", def.wire_bf16 ? "bf16" : "f32");
   f.emplace_back("version", ACTORTRAIN_VERSION);
   return f;
 }

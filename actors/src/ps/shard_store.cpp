@@ -746,7 +746,7 @@ failure shard_store::pull(const pull_request& req, pull_reply& out) {
     auto values = req.training && !p.sparse ? p.comp.view(p.value, p.version)
                                             : std::shared_ptr<const model::matrix>(p.value);
     out.values.push_back(partition_value{k, p.version, tensor{std::move(values)}});
-    out.values.back().value.reducible = req.training;  // computed with once, never kept
+    out.values.back().value.reducible = req.training;  // what a worker trains with, not what the ps keeps
   }
   return {};
 }

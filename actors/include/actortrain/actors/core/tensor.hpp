@@ -15,10 +15,12 @@ namespace actortrain {
 /// A shared, immutable row-major float matrix in a message (null = absent).
 struct tensor {
   std::shared_ptr<const model::matrix> value;
-  /// The sender allows it to travel rounded (bfloat16) on a data-plane link whose job
-  /// asked for it ("wire_floats": "bf16", data_plane.hpp): set on gradients and on the
-  /// values a training step pulls, never on anything kept or evaluated. Not sent: a
-  /// received tensor has it false.
+  /// The sender allows it to travel rounded (bfloat16) on a data-plane link between
+  /// hosts whose job asked for it ("wire_floats": "bf16", data_plane.hpp): set on
+  /// gradients and on the values a training step pulls (a worker computes with them, and
+  /// with pull_every > 1 trains its local copy from them), never on what the ps tasks
+  /// keep, checkpoint or restore, nor on what is evaluated. Not sent: a received tensor
+  /// has it false.
   bool reducible = false;
 
   tensor() = default;
