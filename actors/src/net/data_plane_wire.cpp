@@ -304,10 +304,9 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
   std::vector<bool> narrowed(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
     narrowed[i] = (shapes[i].rows & bf16_flag) != 0;
+    if (narrowed[i] && in_shm) return "a frame in shared memory announced bfloat16 floats";
     shapes[i].rows &= ~bf16_flag;
   }
-  for (size_t i = 0; i < shapes.size(); ++i)
-    if (narrowed[i] && in_shm) return "a frame in shared memory announced bfloat16 floats";
   for (auto& s : shapes)
     if (s.rows > max_wire_floats || s.cols > max_wire_floats || (s.cols != 0 && s.rows > max_wire_floats / s.cols) ||
         (s.rows == 0 && s.cols == 0))

@@ -232,7 +232,9 @@ struct socket_link {
   explicit socket_link(net::unique_fd f) : fd(std::move(f)) {}
   void shutdown() { ::shutdown(fd.get(), SHUT_RDWR); }
 
-  // TCP_NODELAY and how long a read or a write may wait for the peer (0: for ever).
+  // TCP_NODELAY and how long a read or a write may wait for the peer (0: for ever). With
+  // TLS, after the handshake: the session's writes batched (tls_batch_bytes) and the
+  // reader's wake-up threshold bounded by the receive buffer.
   std::string tune(std::chrono::milliseconds read_timeout, std::chrono::milliseconds write_timeout);
   // Exactly `n` bytes: "" when read, "eof" when the peer closed before the first one, else
   // what went wrong.
