@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <thread>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -29,12 +30,19 @@ struct dynamic_table::impl {
   std::vector<float> slot_init;
   std::vector<chunk> chunks;
   int64_t rows = 0;
-  // The index from id to row: open addressing with linear probing, at most 3/4 full (and
-  // rebuilt smaller when an eviction leaves it under 1/8 full). A slot is 64 bits: row + 1
-  // (0: empty) below, and above it the high half of the id's hash, so a probe passes over
-  // another id's slot without reading that row's id (a cache miss each in a large table).
-  std::vector<uint64_t> slots;
-  size_t mask = 0, used = 0;
+  // The index from id to row: open addressing with linear probing over any number of
+  // slots, 3/5 to 3/4 full as it grows (it grows by a quarter) and rebuilt 3/5 full when
+  // an eviction leaves it under 9/20 full: an entry is 16 bytes, so 21 to 27 bytes a
+  // row while the table grows, where doubling would cost up to 43. An entry holds the id
+  // itself beside row + 1 (0: empty), so a lookup reads its entry and then the row's
+  // values, and never the row's id: in a large table each of those is a cache miss and
+  // a page walk of its own.
+  struct entry {
+    int64_t id = 0;
+    uint64_t row1 = 0;
+  };
+  std::vector<entry> slots;
+  size_t used = 0;
   // Ids not admitted yet: their reads, and the step of the last one.
   struct wait {
     uint64_t reads = 0;
@@ -56,42 +64,42 @@ struct dynamic_table::impl {
   // Not mix64(id) alone: dynamic_owner hashes ids that way to pick their shard, so on a
   // shard of n every id's hash would share its low bits and use 1/n of the slots.
   static uint64_t hash(int64_t id) { return mix64(static_cast<uint64_t>(id) ^ 0x2545f4914f6cdd1dull); }
-  size_t home(int64_t id) const { return static_cast<size_t>(hash(id)) & mask; }
-  static uint64_t tag_of(uint64_t h) { return h & ~uint64_t{0xffffffff}; }
-  static int64_t row_in(uint64_t slot) { return static_cast<int64_t>(slot & 0xffffffff) - 1; }
+  // The hash scaled to [0, slots): its high bits, a multiply instead of a division.
+  size_t home(int64_t id) const {
+    return static_cast<size_t>((static_cast<unsigned __int128>(hash(id)) * slots.size()) >> 64);
+  }
+  size_t next(size_t i) const { return i + 1 == slots.size() ? 0 : i + 1; }
 
   int64_t find(int64_t id) const {
-    const uint64_t h = hash(id), tag = tag_of(h);
-    for (size_t i = static_cast<size_t>(h) & mask;; i = (i + 1) & mask) {
-      const uint64_t s = slots[i];
-      if (s == 0) return -1;
-      if (tag_of(s) == tag && id_of(row_in(s)) == id) return row_in(s);
+    for (size_t i = home(id);; i = next(i)) {
+      const entry& e = slots[i];
+      if (e.row1 == 0) return -1;
+      if (e.id == id) return static_cast<int64_t>(e.row1) - 1;
     }
   }
   void place(int64_t id, int64_t r) {
-    const uint64_t h = hash(id);
-    size_t i = static_cast<size_t>(h) & mask;
-    while (slots[i] != 0) i = (i + 1) & mask;
-    slots[i] = tag_of(h) | static_cast<uint64_t>(r + 1);
+    size_t i = home(id);
+    while (slots[i].row1 != 0) i = next(i);
+    slots[i] = entry{id, static_cast<uint64_t>(r + 1)};
   }
+  // An index of n slots holding every row. The old index goes first (at 100M rows it is
+  // gigabytes: both at once would set the peak), and rows are placed from their chunks'
+  // ids, read in order.
   void rebuild_index(size_t n) {
     reset_index(n);
     for (int64_t q = 0; q < rows; ++q) place(id_of(q), q);
     used = static_cast<size_t>(rows);
   }
   void reset_index(size_t n) {
-    slots.assign(n, 0);
+    slots.assign(n, entry{});
     slots.shrink_to_fit();
-    mask = n - 1;
     used = 0;
   }
-  // Row r (whose id is set) enters the index.
+  // Row r (whose id is set, and which is the last row) enters the index.
   void index_insert(int64_t r) {
     if ((used + 1) * 4 > slots.size() * 3) {
-      reset_index(slots.size() * 2);
-      for (int64_t q = 0; q < rows; ++q)
-        if (q != r) place(id_of(q), q);
-      used = static_cast<size_t>(rows) - 1;
+      rebuild_index(slots.size() + (slots.size() + 3) / 4);  // r included
+      return;
     }
     place(id_of(r), r);
     ++used;
@@ -99,14 +107,14 @@ struct dynamic_table::impl {
   // The slot that holds row r.
   size_t slot_of(int64_t r) const {
     size_t i = home(id_of(r));
-    while (row_in(slots[i]) != r) i = (i + 1) & mask;
+    while (slots[i].row1 != static_cast<uint64_t>(r + 1)) i = next(i);
     return i;
   }
   // Row r leaves the index; the entries after it shift back, so no probe chain breaks.
   void index_erase(int64_t r) {
     size_t gap = slot_of(r);
-    for (size_t j = (gap + 1) & mask; slots[j] != 0; j = (j + 1) & mask) {
-      const size_t h = home(id_of(row_in(slots[j])));
+    for (size_t j = next(gap); slots[j].row1 != 0; j = next(j)) {
+      const size_t h = home(slots[j].id);
       // Entry j may fill the gap unless its home lies within (gap, j] (cyclically).
       const bool between = gap <= j ? (gap < h && h <= j) : (gap < h || h <= j);
       if (!between) {
@@ -114,7 +122,7 @@ struct dynamic_table::impl {
         gap = j;
       }
     }
-    slots[gap] = 0;
+    slots[gap] = entry{};
     --used;
   }
 
@@ -130,10 +138,11 @@ struct dynamic_table::impl {
   float* values_of(int64_t r) { return chunk_of(r).values.data() + local(r) * width(); }
   const float* values_of(int64_t r) const { return chunk_of(r).values.data() + local(r) * width(); }
 
-  void initial_row(int64_t id, float* out) {
-    scratch.resize(1, o.dim);
-    o.init.fill(scratch, dynamic_table::row_seed(o.seed, id));
-    std::memcpy(out, scratch.data(), width() * sizeof(float));
+  void initial_row(int64_t id, float* out) { initial_row(id, out, scratch); }
+  void initial_row(int64_t id, float* out, matrix& one_row) const {
+    one_row.resize(1, o.dim);
+    o.init.fill(one_row, dynamic_table::row_seed(o.seed, id));
+    std::memcpy(out, one_row.data(), width() * sizeof(float));
   }
 
   // The first row of the last chunk.
@@ -195,7 +204,7 @@ struct dynamic_table::impl {
         std::memcpy(c.s.slots[k].data() + at * width(), lc.s.slots[k].data() + lat * width(), width() * sizeof(float));
       c.ids[at] = lc.ids[lat];
       c.last_update[at] = lc.last_update[lat];
-      slots[moved] = tag_of(slots[moved]) | static_cast<uint64_t>(r + 1);
+      slots[moved].row1 = static_cast<uint64_t>(r + 1);
     }
     --rows;
     if (log_after >= 0) removed.emplace_back(id, iterations);
@@ -216,14 +225,11 @@ struct dynamic_table::impl {
     for (auto w = waiting.begin(); w != waiting.end();)
       w = iterations - w->second.seen >= idle ? waiting.erase(w) : std::next(w);
     if (waiting.bucket_count() > 64 && waiting.size() * 4 < waiting.bucket_count()) waiting.rehash(0);
-    if (slots.size() > 16 && used * 8 < slots.size()) {
-      size_t n = 16;
-      while (n * 3 < used * 8) n *= 2;  // at most 3/8 full
-      rebuild_index(n);
-    }
+    if (slots.size() > 16 && used * 20 < slots.size() * 9) rebuild_index(std::max<size_t>(16, used * 5 / 3 + 1));
   }
 
   snapshot copy(int64_t since) const;
+  size_t read_range(const int64_t* ids, size_t n, float* out, matrix& one_row) const;
 };
 
 uint64_t dynamic_table::row_seed(uint64_t seed, int64_t id) {
@@ -261,41 +267,76 @@ dynamic_table& dynamic_table::operator=(dynamic_table&&) noexcept = default;
 int64_t dynamic_table::dim() const { return p_->o.dim; }
 size_t dynamic_table::num_slots() const { return p_->slot_init.size(); }
 
-void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training) {
-  auto& t = *p_;
+// Reads ids[0..n) into out; returns how many had no row (they read their initial
+// values, made in `one_row`). Changes nothing, so parts of one read can run at once.
+size_t dynamic_table::impl::read_range(const int64_t* ids, size_t n, float* out, matrix& one_row) const {
+  const auto& t = *this;
   const size_t w = t.width();
-  // A lookup in a large table is three dependent cache misses (the index slot, the row's
-  // id, its values). Ids go in groups: every slot of the group is fetched, then every
-  // row the slots name, then the group is looked up, so the misses of a group overlap
-  // instead of following one another.
+  size_t missing = 0;
+  // A lookup in a large table is two dependent cache misses (the index entry, which
+  // holds the id, then the row's values). Ids go in groups: every entry of the group is
+  // fetched, then every group's id is looked up (its probe mostly within the line
+  // fetched) and its row's values fetched, then the rows are copied, so the misses of a
+  // group overlap instead of following one another.
   constexpr size_t group = 64;
-  uint64_t slot_at[group];
+  int64_t row_at[group];
   for (size_t g0 = 0; g0 < n; g0 += group) {
     const size_t m = std::min(group, n - g0);
+    for (size_t k = 0; k < m; ++k) __builtin_prefetch(&t.slots[t.home(ids[g0 + k])]);
     for (size_t k = 0; k < m; ++k) {
-      slot_at[k] = t.home(ids[g0 + k]);
-      __builtin_prefetch(&t.slots[slot_at[k]]);
-    }
-    for (size_t k = 0; k < m; ++k) {
-      const uint64_t s = t.slots[slot_at[k]];
-      if (s == 0) continue;
-      const int64_t r = impl::row_in(s);
-      __builtin_prefetch(&t.chunk_of(r).ids[t.local(r)]);
+      const int64_t r = row_at[k] = t.find(ids[g0 + k]);
+      if (r < 0) continue;
       // Both ends: a row need not start on a cache line.
       __builtin_prefetch(t.values_of(r));
       __builtin_prefetch(t.values_of(r) + w - 1);
     }
     for (size_t k = 0; k < m; ++k) {
       const size_t j = g0 + k;
-      const int64_t r = t.find(ids[j]);
-      if (r >= 0) {
-        std::memcpy(out + j * w, t.values_of(r), w * sizeof(float));
+      if (row_at[k] >= 0) {
+        std::memcpy(out + j * w, t.values_of(row_at[k]), w * sizeof(float));
       } else {
-        t.initial_row(ids[j], out + j * w);
-        if (training) ++t.counts.unadmitted_reads;
+        t.initial_row(ids[j], out + j * w, one_row);
+        ++missing;
       }
     }
   }
+  return missing;
+}
+
+void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training, unsigned threads) {
+  auto& t = *p_;
+  const size_t w = t.width();
+  // Parts of at least min_part ids: a thread costs tens of microseconds to start, a part
+  // of 32,768 ids milliseconds to read in a table larger than the caches.
+  constexpr size_t min_part = 32768;
+  const size_t parts = std::max<size_t>(1, std::min<size_t>(threads, n / min_part));
+  size_t missing = 0;
+  if (parts == 1) {
+    missing = t.read_range(ids, n, out, t.scratch);
+  } else {
+    // The caller's thread reads the first part, a thread of its own each other part.
+    std::vector<size_t> missed(parts, 0);
+    std::vector<std::thread> helpers;
+    const size_t each = (n + parts - 1) / parts;
+    auto part = [&, each](size_t k, matrix& one_row) {
+      const size_t b = k * each, e = std::min(n, b + each);
+      missed[k] = t.read_range(ids + b, e - b, out + b * w, one_row);
+    };
+    try {
+      for (size_t k = 1; k < parts; ++k)
+        helpers.emplace_back([&part, k] {
+          matrix one_row;
+          part(k, one_row);
+        });
+    } catch (...) {
+      // No thread to be had: the caller reads what is left.
+      for (size_t k = helpers.size() + 1; k < parts; ++k) part(k, t.scratch);
+    }
+    part(0, t.scratch);
+    for (auto& h : helpers) h.join();
+    for (auto m : missed) missing += m;
+  }
+  if (training) t.counts.unadmitted_reads += missing;
 }
 
 void dynamic_table::apply(const optimizer& opt, const int64_t* ids, size_t n, const float* grads, double lr_scale) {
@@ -378,7 +419,7 @@ dynamic_table_counts dynamic_table::counts() const {
 
 size_t dynamic_table::bytes() const {
   const auto& t = *p_;
-  size_t b = t.slots.capacity() * sizeof(uint64_t) + t.removed.capacity() * sizeof(t.removed[0]);
+  size_t b = t.slots.capacity() * sizeof(impl::entry) + t.removed.capacity() * sizeof(t.removed[0]);
   for (const auto& c : t.chunks) {
     b += c.values.capacity() * sizeof(float) + c.ids.capacity() * sizeof(int64_t) +
          c.last_update.capacity() * sizeof(int64_t);

@@ -231,6 +231,39 @@ BOOST_AUTO_TEST_CASE(the_index_holds_through_growth_and_removals) {
   BOOST_TEST(t.counts().rows == want);
 }
 
+// A read of many ids split over threads (parts of 32,768 ids) gives what one thread
+// reads, every row where its id asked for it, ids without a row at their initial values
+// and counted once each.
+BOOST_AUTO_TEST_CASE(a_read_split_over_threads_gives_what_one_thread_reads) {
+  auto adam = make_adam({0.01});
+  dynamic_table t{opts(1024), adam_slots()};
+  std::vector<int64_t> held;
+  for (int64_t v = 0; v < 50000; ++v) held.push_back(v * 7919 + 3);
+  apply(t, *adam, held, 0);
+  std::vector<int64_t> ids;
+  rng g{5};
+  for (int j = 0; j < 150001; ++j) ids.push_back(static_cast<int64_t>(g.below(60000)) * 7919 + 3);  // 1 in 6 without a row
+  const auto one = read(t, ids);
+  const auto missing = t.counts().unadmitted_reads;
+  BOOST_TEST(missing > 0u);
+  uint64_t counted = missing;
+  for (unsigned threads : {2u, 3u, 8u}) {
+    std::vector<float> out(ids.size() * dim, -1.0f);
+    t.read(ids.data(), ids.size(), out.data(), true, threads);
+    BOOST_TEST((out == one), threads << " threads");
+    counted += missing;
+    BOOST_TEST(t.counts().unadmitted_reads == counted, threads << " threads");
+  }
+  // Spot checks against the rows themselves, at both ends of every part.
+  std::vector<float> out(ids.size() * dim);
+  t.read(ids.data(), ids.size(), out.data(), false, 4);
+  for (size_t j : {size_t{0}, size_t{32767}, size_t{32768}, size_t{37500}, size_t{75000}, size_t{150000}}) {
+    std::vector<float> want = t.find(ids[j]) ? row_of(t, ids[j]) : initial(ids[j]);
+    BOOST_TEST((std::vector<float>(out.begin() + static_cast<long>(j * dim), out.begin() + static_cast<long>((j + 1) * dim)) == want),
+               "id " << ids[j] << " at " << j);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(incremental_checkpoints_restore_into_another_number_of_tables) {
   auto o = opts(4);
   o.evict_after = 3;

@@ -1177,12 +1177,33 @@ int measure_plain(const char* argv0, const transport_options& o, std::vector<pai
 
 // -- bench sparse --processes: the bench's side ---------------------------------------
 
+// Makes this process's VmHWM restart from what is resident now.
+void reset_peak() { std::ofstream{"/proc/self/clear_refs"} << "5"; }
+
 // VmHWM of process `pid` ("self" for this one), in MB; -1 when unreadable.
 double peak_mb(const std::string& pid) {
   std::ifstream in{"/proc/" + pid + "/status"};
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
   return -1;
+}
+
+// The requests of a table bench over `n` ids. A pull: o.batch ids drawn from the table's
+// (repeats allowed, as a batch has them); a push: as many distinct ones, sorted, with a
+// gradient row each.
+std::pair<pull_rows_request, std::vector<int64_t>> table_requests(const table_bench_options& o, int64_t n) {
+  model::rng g{17};
+  pull_rows_request pull;
+  pull.f = table_fence();
+  pull.variable = 0;
+  pull.training = true;
+  for (int64_t j = 0; j < o.batch; ++j) pull.ids.push_back(scattered_id(static_cast<int64_t>(g.below(static_cast<uint64_t>(n)))));
+  std::vector<int64_t> distinct;
+  for (int64_t v = 0; static_cast<int64_t>(distinct.size()) < std::min(o.batch, n); v += std::max<int64_t>(1, n / o.batch))
+    distinct.push_back(scattered_id(v % n));
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  return {std::move(pull), std::move(distinct)};
 }
 
 // One table of `n` ids on a real ps shard process: pulls and pushes of o.batch ids,
@@ -1196,25 +1217,14 @@ void measure_table(const char* argv0, const table_bench_options& o, int64_t n) {
   t.serve_table = n;
   t.table_dim = o.dim;
   t.table_optimizer = o.optimizer;
+  reset_peak();  // this process's peak, from here (an earlier table's does not count)
   auto started = steady_clock::now();
   ps_process ps{argv0, t};
   auto fill_s = ms_since(started) / 1e3;
   caf::actor_system_config cfg;
   configure_system(cfg);
   caf::actor_system sys{cfg};
-  // A pull: o.batch ids drawn from the table's (repeats allowed, as a batch has them);
-  // a push: as many distinct ones, sorted, with a gradient row each.
-  model::rng g{17};
-  pull_rows_request pull;
-  pull.f = table_fence();
-  pull.variable = 0;
-  pull.training = true;
-  for (int64_t j = 0; j < o.batch; ++j) pull.ids.push_back(scattered_id(static_cast<int64_t>(g.below(static_cast<uint64_t>(n)))));
-  std::vector<int64_t> distinct;
-  for (int64_t v = 0; static_cast<int64_t>(distinct.size()) < std::min(o.batch, n); v += std::max<int64_t>(1, n / o.batch))
-    distinct.push_back(scattered_id(v % n));
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  auto [pull, distinct] = table_requests(o, n);
   auto up = serialized_bytes(sys, pull);
   auto down = serialized_bytes(sys, rows_reply{0, 0, pull.ids, tensor{model::matrix::Zero(o.batch, o.dim)}});
   auto pull_msg = caf::make_message(pull_rows_atom::value, pull);
@@ -1257,6 +1267,63 @@ void measure_table(const char* argv0, const table_bench_options& o, int64_t n) {
   if (auto how = ps.finish(); !how.empty()) throw std::runtime_error("the table shard process " + how);
 }
 
+// The same table on a shard in this process, as the embedded cluster holds it: the same
+// requests as messages (nothing serialized), after the shard process has gone. Its peak
+// resident memory is this process's, counted from the fill (the count is reset first).
+void measure_table_embedded(const table_bench_options& o, int64_t n) {
+  transport_options t;
+  t.serve_table = n;
+  t.table_dim = o.dim;
+  t.table_optimizer = o.optimizer;
+  reset_peak();
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  caf::actor_system sys{cfg};
+  auto started = steady_clock::now();
+  exit_at_scope_end shard{make_table_shard(sys, t)};
+  auto fill_s = ms_since(started) / 1e3;
+  auto [pull, distinct] = table_requests(o, n);
+  auto pull_msg = caf::make_message(pull_rows_atom::value, pull);
+  exit_at_scope_end runner{sys.spawn(round_runner, shard.a, caf::actor{})};
+  auto ask = [&](caf::message round) {
+    double ms = 0;
+    std::string error;
+    caf::scoped_actor self{sys};
+    self->request(runner.a, 2 * request_timeout, std::move(round))
+      .receive([&](double m, std::string& e) { ms = m, error = std::move(e); },
+               [&](caf::error& e) { error = describe(e); });
+    if (!error.empty()) throw std::runtime_error("the embedded table round failed: " + error);
+    return ms;
+  };
+  uint64_t position = uint64_t{1} << 32;  // past the fill's pushes
+  auto m = interleave_all(o.rounds, {[&] { return ask(caf::make_message(sparse_round_atom::value, pull_msg, o.batch, int32_t{1})); },
+                                     [&] { return ask(caf::make_message(sparse_round_atom::value, pull_msg, o.batch, int32_t{2})); },
+                                     [&] {
+                                       auto push = caf::make_message(push_atom::value, table_push(distinct, o.dim, position++, 0.001f));
+                                       return ask(caf::make_message(push_round_atom::value, push));
+                                     }});
+  ps_stats stats;
+  {
+    caf::scoped_actor self{sys};
+    std::string error;
+    self->request(shard.a, request_timeout, stats_atom::value)
+      .receive([&](ps_stats& s) { stats = std::move(s); }, [&](caf::error& e) { error = describe(e); });
+    if (!error.empty() || stats.tables.size() != 1) throw std::runtime_error("the embedded table shard reports no table: " + error);
+  }
+  const auto& tb = stats.tables[0];
+  auto per_s = [](double rows, double ms) { return rows / (ms / 1e3); };
+  fmt::print("\nthe same {} ids on a shard in this process (embedded), filled in {:.1f} s; medians of {} interleaved rounds\n",
+             n, fill_s, o.rounds);
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}\n", "pull, embedded", m[0], per_s(static_cast<double>(o.batch), m[0]));
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}   (two pulls at once, as two workers)\n", "2 pulls, embedded", m[1],
+             per_s(2.0 * static_cast<double>(o.batch), m[1]));
+  fmt::print("{:>26} {:>10.2f} {:>14.0f}\n", "push, embedded", m[2], per_s(static_cast<double>(distinct.size()), m[2]));
+  fmt::print("shard: {} rows, {:.1f} bytes a row ({:.2f}x the floats); peak resident memory of this process {:.0f} MB\n",
+             tb.rows, tb.rows ? static_cast<double>(tb.bytes) / static_cast<double>(tb.rows) : 0.0,
+             tb.payload_bytes ? static_cast<double>(tb.bytes) / static_cast<double>(tb.payload_bytes) : 0.0, peak_mb("self"));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int bench_table_across_processes(const char* argv0, const table_bench_options& o) {
@@ -1264,8 +1331,11 @@ int bench_table_across_processes(const char* argv0, const table_bench_options& o
   fmt::print("bench sparse --processes: a table keyed by id on a real ps shard in a process of its own (its\n"
              "ids scattered over [0, 2^40), rows at their initial values), pulled and pushed by row from\n"
              "this process over BASP and on the tensor data plane, as a worker does; raw TCP moves the\n"
-             "pull's serialized bytes.\n");
-  for (auto n : o.ids) measure_table(argv0, o, n);
+             "pull's serialized bytes. Then the same table on a shard in this process (embedded).\n");
+  for (auto n : o.ids) {
+    measure_table(argv0, o, n);
+    measure_table_embedded(o, n);
+  }
   return 0;
 }
 

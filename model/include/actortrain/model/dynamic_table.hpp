@@ -28,11 +28,12 @@
 // Rows live in chunks of `chunk_rows` rows (one array for the values and one per slot):
 // the table grows a chunk at a time, without copying, except the first chunk, which
 // starts at 64 rows and doubles up to `chunk_rows`, so a small table pays for its rows. Besides the floats of its rows and
-// slots it holds 16 bytes a row (id, last update), 10.7 to 21.3 bytes a row
-// of index (a slot holds a row and half its id's hash, so a lookup reads one row's id,
-// not one per probe), the unused part of its last chunk, and the ids waiting for
-// admission (bytes() counts it all): 1.2x the floats at width 16 with Adam's two slots,
-// more for narrow rows without slots. The optimizer's step count (Adam's
+// slots it holds 16 bytes a row (id, last update), 21 to 27 bytes a row
+// of index (an entry holds an id and its row, so a lookup reads the entry and then the
+// row's values: two cache misses in a large table; the index grows by a quarter, not
+// by doubling), the unused part of its last chunk, and the ids waiting for admission
+// (bytes() counts it all): 1.2x the floats at width 16 with Adam's two slots, more for
+// narrow rows without slots. The optimizer's step count (Adam's
 // t) is the table's: every apply() counts once, touched rows or not, as a fixed table's
 // partition counts every step.
 //
@@ -94,7 +95,10 @@ class dynamic_table {
   /// Writes the rows of ids[0..n) (any order, repeats allowed) into `out` (n x dim,
   /// row-major); an id without a row reads its initial values. Changes nothing but
   /// counts().unadmitted_reads, which counts `training` reads of ids without a row.
-  void read(const int64_t* ids, size_t n, float* out, bool training);
+  /// `threads` > 1 splits a read of many ids (parts of at least 32,768) over that many
+  /// threads: the caller's and threads started for the call, joined before it returns
+  /// (a large table's reads wait on memory, and parts wait in parallel). Same result.
+  void read(const int64_t* ids, size_t n, float* out, bool training, unsigned threads = 1);
 
   /// One optimizer step: gradient row j (of `grads`, n x dim, row-major) for ids[j]
   /// (unique). An id without a row gets one, or with admit_after, counts towards it and
