@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <iterator>
+#include <system_error>
 #include <thread>
 #include <stdexcept>
 #include <unordered_map>
@@ -85,14 +87,26 @@ struct dynamic_table::impl {
   // An index of n slots holding every row. The old index goes first (at 100M rows it is
   // gigabytes: both at once would set the peak), and rows are placed from their chunks'
   // ids, read in order.
+  // When the new index cannot be had, the old size is taken again (its memory was just
+  // given back) and the error goes on: the table stays whole, every row in its index.
   void rebuild_index(size_t n) {
-    reset_index(n);
+    const size_t before = slots.size();
+    try {
+      reset_index(n);
+    } catch (const std::bad_alloc&) {
+      reset_index(before);
+      place_all();
+      throw;
+    }
+    place_all();
+  }
+  void place_all() {
     for (int64_t q = 0; q < rows; ++q) place(id_of(q), q);
     used = static_cast<size_t>(rows);
   }
   void reset_index(size_t n) {
+    std::vector<entry>().swap(slots);  // freed first: assign() would hold both at once
     slots.assign(n, entry{});
-    slots.shrink_to_fit();
     used = 0;
   }
   // Row r (whose id is set, and which is the last row) enters the index.
@@ -322,18 +336,31 @@ void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training
       const size_t b = k * each, e = std::min(n, b + each);
       missed[k] = t.read_range(ids + b, e - b, out + b * w, one_row);
     };
+    // What a part threw (an initializer's error, no memory for a row): rethrown once
+    // every thread is joined, as the read on one thread would have thrown it.
+    std::vector<std::exception_ptr> failed(parts);
+    auto guarded = [&](size_t k, matrix& one_row) {
+      try {
+        part(k, one_row);
+      } catch (...) {
+        failed[k] = std::current_exception();
+      }
+    };
+    helpers.reserve(parts - 1);
     try {
       for (size_t k = 1; k < parts; ++k)
-        helpers.emplace_back([&part, k] {
+        helpers.emplace_back([&guarded, k] {
           matrix one_row;
-          part(k, one_row);
+          guarded(k, one_row);
         });
-    } catch (...) {
+    } catch (const std::system_error&) {
       // No thread to be had: the caller reads what is left.
-      for (size_t k = helpers.size() + 1; k < parts; ++k) part(k, t.scratch);
+      for (size_t k = helpers.size() + 1; k < parts; ++k) guarded(k, t.scratch);
     }
-    part(0, t.scratch);
+    guarded(0, t.scratch);
     for (auto& h : helpers) h.join();
+    for (auto& e : failed)
+      if (e) std::rethrow_exception(e);
     for (auto m : missed) missing += m;
   }
   if (training) t.counts.unadmitted_reads += missing;
@@ -500,6 +527,12 @@ void dynamic_table::merge(const snapshot& s, const std::function<bool(int64_t)>&
     throw std::invalid_argument(fmt::format("dynamic_table::merge: a snapshot of {} ids with {} values, {} steps",
                                             n, s.values.size(), s.last_update.size()));
   auto accepts = [&](int64_t id) { return !mine || mine(id); };
+  // A restore into an empty table sizes its index once (growing by a quarter at a time
+  // would place every row about five times over).
+  if (t.rows == 0 && n > 0) {
+    const size_t incoming = mine ? static_cast<size_t>(std::count_if(s.ids.begin(), s.ids.end(), accepts)) : n;
+    if (incoming * 4 > t.slots.size() * 3) t.rebuild_index(incoming * 5 / 3 + 1);
+  }
   for (auto id : s.removed) {
     if (!accepts(id)) continue;
     if (auto r = t.find(id); r >= 0) t.remove(r);

@@ -264,6 +264,29 @@ BOOST_AUTO_TEST_CASE(a_read_split_over_threads_gives_what_one_thread_reads) {
   }
 }
 
+// What a part of a split read throws reaches the caller once every thread is joined,
+// and the table reads on after it.
+BOOST_AUTO_TEST_CASE(an_error_in_a_part_of_a_split_read_reaches_the_caller) {
+  constexpr int64_t bad = 5;
+  auto o = opts(1024);
+  o.init.fill = [](matrix& m, uint64_t seed) {
+    if (seed == dynamic_table::row_seed(7, bad)) throw std::runtime_error("no initial row for id 5");
+    m.setConstant(0.25f);
+  };
+  auto adam = make_adam({0.01});
+  dynamic_table t{o, adam_slots()};
+  std::vector<int64_t> held;
+  for (int64_t v = 10; v < 70010; ++v) held.push_back(v);
+  apply(t, *adam, held, 0);
+  std::vector<int64_t> ids = held;
+  ids[60000] = bad;  // in the second part
+  std::vector<float> out(ids.size() * dim);
+  BOOST_CHECK_THROW(t.read(ids.data(), ids.size(), out.data(), true, 2), std::runtime_error);
+  ids[60000] = 11;
+  t.read(ids.data(), ids.size(), out.data(), true, 2);
+  BOOST_TEST((std::vector<float>(out.begin() + 60000 * dim, out.begin() + 60001 * dim) == row_of(t, 11)));
+}
+
 BOOST_AUTO_TEST_CASE(incremental_checkpoints_restore_into_another_number_of_tables) {
   auto o = opts(4);
   o.evict_after = 3;

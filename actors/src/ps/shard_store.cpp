@@ -6,10 +6,11 @@
 #include <actortrain/model/partitioner.hpp>
 
 #include <algorithm>
-#include <thread>
 #include <cmath>
 
 #include <fmt/format.h>
+
+#include <sched.h>
 
 namespace actortrain {
 
@@ -774,10 +775,14 @@ failure shard_store::pull_rows(pull_rows_request& req, rows_reply& out) {
     const auto& p = first->second;
     for (auto id : req.ids)
       if (id < 0 || model::dynamic_owner(id, p.partitions) != first->first.index) return not_here(id);
-    // A large pull's lookups wait on memory: up to 4 threads (one per core) read parts of
-    // it at once (only pulls of 64k ids and more are split; the table does not change
-    // meanwhile, as this actor waits for them).
-    static const unsigned read_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+    // A large pull's lookups wait on memory: up to 4 threads (one per core this process
+    // may run on) read parts of it at once. Only pulls of 64k ids and more are split; the
+    // table does not change meanwhile, as this actor waits for them.
+    static const unsigned read_threads = [] {
+      cpu_set_t cores;
+      const int n = ::sched_getaffinity(0, sizeof cores, &cores) == 0 ? CPU_COUNT(&cores) : 1;
+      return std::clamp(static_cast<unsigned>(n), 1u, 4u);
+    }();
     table->read(req.ids.data(), req.ids.size(), rows.data(), req.training && !observer, read_threads);
     out.version = first->second.version;
   } else {
