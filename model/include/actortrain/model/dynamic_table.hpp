@@ -28,11 +28,11 @@
 // Rows live in chunks of `chunk_rows` rows (one array for the values and one per slot):
 // the table grows a chunk at a time, without copying, except the first chunk, which
 // starts at 64 rows and doubles up to `chunk_rows`, so a small table pays for its rows. Besides the floats of its rows and
-// slots it holds 16 bytes a row (id, last update), 21 to 27 bytes a row
+// slots it holds 16 bytes a row (id, last update), 21 to 32 bytes a row
 // of index while the table grows (an entry holds an id and its row, so a lookup reads
 // the entry and then the row's values: two cache misses in a large table; the index
-// grows by a quarter, not by doubling; up to 36 bytes a row after evictions, 16
-// entries at least), the unused part of its last chunk, and the ids waiting for admission
+// grows by half, not by doubling; up to 36 bytes a row after evictions, 16 entries at
+// least), the unused part of its last chunk, and the ids waiting for admission
 // (bytes() counts it all): 1.2x the floats at width 16 with Adam's two slots, more for
 // narrow rows without slots. The optimizer's step count (Adam's
 // t) is the table's: every apply() counts once, touched rows or not, as a fixed table's
