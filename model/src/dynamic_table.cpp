@@ -33,14 +33,13 @@ struct dynamic_table::impl {
   std::vector<chunk> chunks;
   int64_t rows = 0;
   // The index from id to row: open addressing with linear probing over any number of
-  // slots, 1/2 to 3/4 full as it grows (it grows by half) and rebuilt 3/5 full when an
-  // eviction leaves it under 9/20 full: an entry is 16 bytes, so 21 to 32 bytes a row
-  // while the table grows, where doubling would cost up to 43. (Growing by a quarter
-  // held 21 to 27, but placed every row five times over while a table grew, and made
-  // creating rows 1.5x slower.) An entry holds the id
-  // itself beside row + 1 (0: empty), so a lookup reads its entry and then the row's
-  // values, and never the row's id: in a large table each of those is a cache miss and
-  // a page walk of its own.
+  // slots. An entry holds the id itself beside row + 1 (0: empty), so a lookup reads its
+  // entry and then the row's values, never the row's id: in a large table each of those
+  // is a cache miss and a page walk of its own. It is 1/2 to 3/4 full as it grows (it
+  // grows by half) and rebuilt 3/5 full when an eviction leaves it under 9/20 full: at
+  // 16 bytes an entry, 21 to 32 bytes a row while the table grows, where doubling would
+  // cost up to 43. (Growing by a quarter held 21 to 27, but placed every row five times
+  // over while a table grew, and made creating rows 1.5x slower.)
   struct entry {
     int64_t id = 0;
     uint64_t row1 = 0;

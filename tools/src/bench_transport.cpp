@@ -836,6 +836,34 @@ caf::behavior round_runner(caf::event_based_actor* self, caf::actor ps, caf::act
   };
 }
 
+// Has `runner` (a round_runner) run one round; its own requests time out within
+// request_timeout. The round's time in ms.
+double run_round(caf::actor_system& sys, const caf::actor& runner, caf::message round) {
+  auto o = in_actor(sys, [=](caf::event_based_actor* self, report_fn done) {
+    self->request(runner, 2 * request_timeout, round)
+      .then([=](double ms, std::string& error) { done({ms, std::move(error)}); },
+            [=](caf::error& e) { done(failed("round", e)); });
+  });
+  if (!o.error.empty()) throw std::runtime_error("actortrain round failed: " + o.error);
+  return o.ms;
+}
+
+// A ps shard's statistics, asked of `ps` (across BASP or in this process).
+ps_stats stats_of(caf::actor_system& sys, const caf::actor& ps) {
+  auto out = std::make_shared<ps_stats>();
+  auto o = in_actor(sys, [=](caf::event_based_actor* self, report_fn done) {
+    self->request(ps, request_timeout, stats_atom::value)
+      .then(
+        [=](ps_stats& s) {
+          *out = std::move(s);
+          done({0, ""});
+        },
+        [=](caf::error& e) { done(failed("stats", e)); });
+  });
+  if (!o.error.empty()) throw std::runtime_error(o.error);
+  return *out;
+}
+
 class basp_client {
  public:
   // Connects through the middleman actor with a timeout (remote_actor has none), or, as a
@@ -898,34 +926,10 @@ class basp_client {
   double push_round_ms(const caf::message& push) { return ask(caf::make_message(push_round_atom::value, push)); }
 
   /// The ps side's statistics (over BASP).
-  ps_stats stats() {
-    auto out = std::make_shared<ps_stats>();
-    auto ps = ps_;
-    auto o = in_actor(sys_, [=](caf::event_based_actor* self, report_fn done) {
-      self->request(ps, request_timeout, stats_atom::value)
-        .then(
-          [=](ps_stats& s) {
-            *out = std::move(s);
-            done({0, ""});
-          },
-          [=](caf::error& e) { done(failed("stats", e)); });
-    });
-    if (!o.error.empty()) throw std::runtime_error(o.error);
-    return *out;
-  }
+  ps_stats stats() { return stats_of(sys_, ps_); }
 
  private:
-  // Has the runner run one round; its own requests time out within request_timeout.
-  double ask(caf::message round) {
-    auto runner = runner_;
-    auto o = in_actor(sys_, [=](caf::event_based_actor* self, report_fn done) {
-      self->request(runner, 2 * request_timeout, round)
-        .then([=](double ms, std::string& error) { done({ms, std::move(error)}); },
-              [=](caf::error& e) { done(failed("round", e)); });
-    });
-    if (!o.error.empty()) throw std::runtime_error("actortrain round failed: " + o.error);
-    return o.ms;
-  }
+  double ask(caf::message round) { return run_round(sys_, runner_, std::move(round)); }
 
   caf::actor_system& sys_;
   caf::actor runner_;
@@ -1198,6 +1202,9 @@ double peak_mb(const std::string& pid) {
   return -1;
 }
 
+// Rows a second, from rows moved in `ms` milliseconds.
+double per_s(double rows, double ms) { return rows / (ms / 1e3); }
+
 // The requests of a table bench over `n` ids. A pull: o.batch ids drawn from the table's
 // (repeats allowed, as a batch has them); a push: as many distinct ones, sorted, with a
 // gradient row each.
@@ -1254,7 +1261,6 @@ void measure_table(const char* argv0, const table_bench_options& o, int64_t n) {
   auto stats = at.stats();
   if (stats.tables.size() != 1) throw std::runtime_error("the table shard reports no table");
   const auto& tb = stats.tables[0];
-  auto per_s = [](double rows, double ms) { return rows / (ms / 1e3); };
   fmt::print("\n{} ids x {} floats ({}): a ps shard process (pid {}) filled in {:.1f} s; {} ids a pull, {} a push;\n"
              "medians of {} interleaved rounds after {} warm-up\n",
              n, o.dim, o.optimizer, ps.pid(), fill_s, o.batch, distinct.size(), o.rounds, warmup_rounds);
@@ -1295,16 +1301,7 @@ void measure_table_embedded(const table_bench_options& o, int64_t n) {
   auto [pull, distinct] = table_requests(o, n);
   auto pull_msg = caf::make_message(pull_rows_atom::value, pull);
   exit_at_scope_end runner{sys.spawn(round_runner, shard.a, caf::actor{})};
-  auto ask = [&](caf::message round) {
-    double ms = 0;
-    std::string error;
-    caf::scoped_actor self{sys};
-    self->request(runner.a, 2 * request_timeout, std::move(round))
-      .receive([&](double m, std::string& e) { ms = m, error = std::move(e); },
-               [&](caf::error& e) { error = describe(e); });
-    if (!error.empty()) throw std::runtime_error("the embedded table round failed: " + error);
-    return ms;
-  };
+  auto ask = [&](caf::message round) { return run_round(sys, runner.a, std::move(round)); };
   uint64_t position = uint64_t{1} << 32;  // past the fill's pushes
   auto m = interleave_all(o.rounds, {[&] { return ask(caf::make_message(sparse_round_atom::value, pull_msg, o.batch, int32_t{1})); },
                                      [&] { return ask(caf::make_message(sparse_round_atom::value, pull_msg, o.batch, int32_t{2})); },
@@ -1312,16 +1309,9 @@ void measure_table_embedded(const table_bench_options& o, int64_t n) {
                                        auto push = caf::make_message(push_atom::value, table_push(distinct, o.dim, position++, 0.001f));
                                        return ask(caf::make_message(push_round_atom::value, push));
                                      }});
-  ps_stats stats;
-  {
-    caf::scoped_actor self{sys};
-    std::string error;
-    self->request(shard.a, request_timeout, stats_atom::value)
-      .receive([&](ps_stats& s) { stats = std::move(s); }, [&](caf::error& e) { error = describe(e); });
-    if (!error.empty() || stats.tables.size() != 1) throw std::runtime_error("the embedded table shard reports no table: " + error);
-  }
+  auto stats = stats_of(sys, shard.a);
+  if (stats.tables.size() != 1) throw std::runtime_error("the embedded table shard reports no table");
   const auto& tb = stats.tables[0];
-  auto per_s = [](double rows, double ms) { return rows / (ms / 1e3); };
   fmt::print("\nthe same {} ids on a shard in this process (embedded), filled in {:.1f} s; medians of {} interleaved rounds\n",
              n, fill_s, o.rounds);
   fmt::print("{:>26} {:>10.2f} {:>14.0f}\n", "pull, embedded", m[0], per_s(static_cast<double>(o.batch), m[0]));
