@@ -17,6 +17,7 @@
 #include <actortrain/actors/worker/shard_routes.hpp>
 
 #include "../../actors/src/net/bf16.hpp"
+#include "../../actors/src/net/data_plane_wire.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -620,6 +621,81 @@ BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {
   ::close(fd);
   ::close(fd2);
   ::close(mem);
+}
+
+// A member that sends pulls and stops reading: the shard hands each reply to that
+// connection's writer thread, so it never waits on that member. Another member's pull,
+// queued behind all of the stalled member's, is answered at once; when the stalled
+// member reads again, every frame arrives whole and in order.
+BOOST_FIXTURE_TEST_CASE(a_member_that_stops_reading_stalls_only_its_own_replies, plane_fixture) {
+  namespace wire = actortrain::data_plane::wire;
+  auto big = pattern(200, 256, 0.75f);  // 200 KiB a reply: inline, under the shared-memory threshold
+  auto big_shard = sys->spawn(fake_shard, big);
+  dp::server srv{*sys, as_ps(big_shard), std::chrono::seconds(30)};
+  auto where = srv.where();
+  // The stalled member greets with a sealed region, as a member on this host does, and a
+  // small receive buffer.
+  int mem = ::memfd_create("stalled", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  BOOST_REQUIRE(mem >= 0);
+  BOOST_REQUIRE(::ftruncate(mem, 4096 + 2 * (8 << 20)) == 0);
+  uint64_t head[2] = {0x4d48535444544100ull, 8 << 20};
+  BOOST_REQUIRE(::pwrite(mem, head, sizeof head, 0) == sizeof head);
+  BOOST_REQUIRE(::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(where.port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  wire::socket_link stalled{at::net::unique_fd{fd}};
+  BOOST_REQUIRE_EQUAL(stalled.tune(std::chrono::seconds(10), std::chrono::seconds(10)), "");
+  wire::hello h;
+  h.version = wire::protocol_shm;
+  std::memcpy(h.token, where.token.data(), wire::token_chars);
+  wire::shm_offer offer;
+  auto name = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(mem);
+  std::memcpy(offer.name, name.data(), name.size());
+  std::vector<iovec> greeting{{&h, sizeof h}, {&offer, sizeof offer}};
+  BOOST_REQUIRE_EQUAL(stalled.write(greeting), "");
+  char ok = 0;
+  BOOST_REQUIRE_EQUAL(stalled.read(&ok, 1), "");
+  BOOST_REQUIRE_EQUAL(int{ok}, 2);
+  ::close(mem);
+  // 64 pulls (12.5 MiB of replies), none of them read now.
+  at::pull_request pull;
+  pull.partitions.push_back(at::partition_key{0, 0});
+  constexpr uint64_t pulls = 64;
+  for (uint64_t id = 1; id <= pulls; ++id)
+    BOOST_REQUIRE_EQUAL(stalled.send(*sys, id, caf::make_message(at::pull_atom::value, pull)), "");
+  for (auto until = std::chrono::steady_clock::now() + wait_bound; srv.requests() < pulls;) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < until, srv.requests() << " of the pulls reached the shard");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Every one of them is in the shard's mailbox: this pull is answered after them.
+  auto plane = dp::open(*sys, where, as_ps(big_shard), nullptr, std::chrono::seconds(5));
+  {
+    caf::scoped_actor self{*sys};
+    bool answered = false;
+    self->request(plane, std::chrono::seconds(3), at::pull_atom::value, pull)
+      .receive([&](const at::pull_reply& r) { answered = same_bits(*r.values.at(0).value.value, big); },
+               [&](caf::error& e) { BOOST_ERROR("the other member's pull: " << at::describe(e)); });
+    BOOST_CHECK(answered);
+  }
+  // The stalled member reads again: every reply, whole, in order.
+  for (uint64_t id = 1; id <= pulls; ++id) {
+    wire::frame f;
+    auto e = wire::receive(*sys, stalled, f);
+    BOOST_REQUIRE_MESSAGE(e.empty(), "reply " << id << ": " << e);
+    BOOST_REQUIRE_EQUAL(f.id, id);
+    BOOST_REQUIRE(f.msg.match_elements<at::pull_reply>());
+    BOOST_REQUIRE_MESSAGE(same_bits(*f.msg.get_as<at::pull_reply>(0).values.at(0).value.value, big),
+                          "reply " << id << " carried other bits");
+  }
+  caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+  wait_down(plane);
+  caf::anon_send_exit(big_shard, caf::exit_reason::user_shutdown);
 }
 
 // -- between hosts: the data plane inside TLS ---------------------------------------------
