@@ -3,14 +3,42 @@
 # two epochs with 2 trainers (and a server) must train (test accuracy well above
 # chance), print their figures as JSON with a test accuracy per epoch taken at the
 # epoch's update count (the last one the final model's), and refuse bad flags and a
-# missing data directory with exit 2 naming what is wrong.
-# Skipped (77) where Debian's python3-torch is not installed: tools/setup does not
-# install it, as only the benchmark uses it.
+# missing data directory with exit 2 naming what is wrong; a PyTorch on the reference
+# BLAS is named as no fair baseline.
+# Skipped (77) where Debian's python3-torch is not installed (tools/setup does not
+# install it, as only the benchmark uses it) or runs on the reference BLAS.
 source "$(dirname "$0")/lib.sh"
 bench=$(dirname "$0")/../../tools/bench
 script=$bench/pytorch_rpc_ps.py
 if ! /usr/bin/python3 -c 'import torch.distributed.rpc' 2>/dev/null; then
   echo "SKIP: no python3-torch (apt-get install python3-torch libopenblas0-pthread)"
+  exit 77
+fi
+
+# Which BLAS counts as unfair, read from a process's memory map.
+/usr/bin/python3 - "$bench" "$tmp" <<'PY' || fail "blas_problem does not tell the reference BLAS from OpenBLAS"
+import sys
+sys.path.insert(0, sys.argv[1])
+from fashion_mnist_torch import blas_problem
+def maps(*libs):
+    path = sys.argv[2] + "/maps"
+    with open(path, "w") as f:
+        for lib in libs:
+            f.write(f"7f0000000000-7f0000001000 r-xp 00000000 08:01 42   {lib}\n")
+    return path
+ref = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0"
+why = blas_problem(maps(ref, "/usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3.11.0"))
+assert ref in why and "libopenblas0-pthread" in why, why
+assert blas_problem(maps("/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+                         "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so")) == ""
+assert blas_problem(maps("/usr/lib/x86_64-linux-gnu/libc.so.6")) == ""  # no BLAS loaded: nothing to say
+# The reference libblas beside OpenBLAS's LAPACK: the products are still the reference's.
+why = blas_problem(maps(ref, "/usr/lib/x86_64-linux-gnu/openblas-pthread/liblapack.so.3",
+                        "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so"))
+assert ref in why, why
+PY
+if ! why=$(/usr/bin/python3 "$bench/fashion_mnist_torch.py"); then
+  echo "SKIP: $why"
   exit 77
 fi
 

@@ -1,11 +1,15 @@
 """What the PyTorch baselines of `actortrain bench` share: Fashion-MNIST from Debian's
-IDX files, the MLP 784-256-128-10, the checks of common flags, and accuracy per epoch
-measured from parameter snapshots after training (so evaluation never counts as
-training time)."""
+IDX files, the MLP 784-256-128-10, the checks of common flags (and of the BLAS PyTorch
+runs on), and accuracy per epoch measured from parameter snapshots after training (so
+evaluation never counts as training time).
+
+Run as a program, it prints why this machine's PyTorch would not give a fair baseline
+and exits 1, or prints nothing and exits 0 (`actortrain bench` asks it first)."""
 
 import gzip
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
@@ -43,8 +47,27 @@ def add_common_flags(p, trainers_help):
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
 
 
+def blas_problem(maps="/proc/self/maps"):
+    """Why the BLAS this process has loaded (`maps`: its /proc/PID/maps) would make an
+    unfair baseline, or "" when it would not. Debian's python3-torch takes the system's
+    libblas.so.3, which is the reference implementation (package libblas3) unless a faster
+    one is installed; on it PyTorch Hogwild trained the main job at 7.4k samples/s here
+    (2026-12-07), against 67k with OpenBLAS."""
+    with open(maps) as f:
+        reference = sorted({line.split()[-1] for line in f if "/blas/libblas.so" in line})
+    # Its matrix products are the ones called, even beside OpenBLAS's LAPACK (measured).
+    if reference:
+        return (f"PyTorch runs on the reference BLAS ({reference[0]}), many times slower than OpenBLAS: its figures "
+                "would not be a fair baseline (apt-get install libopenblas0-pthread)")
+    return ""
+
+
 def check_common_flags(p, args):
-    """Exits 2 (argparse's usage error) naming a bad flag or a missing data file."""
+    """Exits 2 (argparse's usage error) naming a bad flag, a missing data file or a BLAS
+    that would make the baseline unfair (blas_problem)."""
+    problem = blas_problem()
+    if problem:
+        p.error(problem)
     if args.epochs < 1 or args.batch < 1 or args.trainers < 1 or args.threads < 1:
         p.error("--epochs, --batch, --trainers and --threads must be >= 1")
     if not args.lr > 0:
@@ -79,3 +102,10 @@ def accuracy_at(snapshots, test):
                 p.copy_(torch.as_tensor(v))
         out.append([seconds, test_accuracy(model, test)])
     return out
+
+
+if __name__ == "__main__":
+    why = blas_problem()
+    if why:
+        print(why)
+    sys.exit(1 if why else 0)
