@@ -306,15 +306,15 @@ struct socket_link {
         continue;
       }
       if (auto e = write(iov, /*flush=*/false); !e.empty()) return e;
-      iov.clear();
       narrow_out.resize(narrow_block);
       for (size_t done = 0; done < n;) {
         auto k = std::min(n - done, narrow_block);
         bf16::narrow(t->data() + done, k, narrow_out.data());
-        std::vector<iovec> piece{{narrow_out.data(), k * sizeof(uint16_t)}};
-        if (auto e = write(piece, /*flush=*/false); !e.empty()) return e;
+        iov.assign(1, iovec{narrow_out.data(), k * sizeof(uint16_t)});  // iov's own capacity: no allocation a block
+        if (auto e = write(iov, /*flush=*/false); !e.empty()) return e;
         done += k;
       }
+      iov.clear();
     }
     return write(iov);  // the rest of the frame, and (TLS) out of the session's buffer
   }
