@@ -584,16 +584,27 @@ BOOST_FIXTURE_TEST_CASE(connections_over_the_greeting_cap_are_closed_before_a_th
   member_pulls(srv);
 }
 
+namespace {
+
+// A region as a client makes it (a memfd holding the header and two rings of 8 MiB), not
+// sealed yet.
+int region_before_its_seals(const char* name) {
+  int mem = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  BOOST_REQUIRE(mem >= 0);
+  BOOST_REQUIRE(::ftruncate(mem, 4096 + 2 * (8 << 20)) == 0);
+  uint64_t head[2] = {0x4d48535444544100ull, 8 << 20};
+  BOOST_REQUIRE(::pwrite(mem, head, sizeof head, 0) == sizeof head);
+  return mem;
+}
+
+}  // namespace
+
 BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {
   dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10)};
   auto where = srv.where();
   // A region as a client would make it, but without the seals: it could be shrunk under
   // the server's copies.
-  int mem = ::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  BOOST_REQUIRE(mem >= 0);
-  BOOST_REQUIRE(::ftruncate(mem, 4096 + 2 * (8 << 20)) == 0);
-  uint64_t head[2] = {0x4d48535444544100ull, 8 << 20};
-  BOOST_REQUIRE(::pwrite(mem, head, sizeof head, 0) == sizeof head);
+  int mem = region_before_its_seals("unsealed");
   int fd = connect_to(where.port);
   char hello[40] = {};
   uint32_t magic = 0x48445441, version = 2;
@@ -635,11 +646,7 @@ BOOST_FIXTURE_TEST_CASE(a_member_that_stops_reading_stalls_only_its_own_replies,
   auto where = srv.where();
   // The stalled member greets with a sealed region, as a member on this host does, and a
   // small receive buffer.
-  int mem = ::memfd_create("stalled", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  BOOST_REQUIRE(mem >= 0);
-  BOOST_REQUIRE(::ftruncate(mem, 4096 + 2 * (8 << 20)) == 0);
-  uint64_t head[2] = {0x4d48535444544100ull, 8 << 20};
-  BOOST_REQUIRE(::pwrite(mem, head, sizeof head, 0) == sizeof head);
+  int mem = region_before_its_seals("stalled");
   BOOST_REQUIRE(::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   int small = 4096;
