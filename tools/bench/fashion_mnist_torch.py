@@ -52,7 +52,7 @@ def blas_problem(maps="/proc/self/maps"):
     unfair baseline, or "" when it would not. Debian's python3-torch takes the system's
     libblas.so.3, which is the reference implementation (package libblas3) unless a faster
     one is installed; on it PyTorch Hogwild trained the main job at 7.4k samples/s here
-    (2026-12-07), against 67k with OpenBLAS."""
+    (2026-12-07), against 54k and 77k with OpenBLAS the same day."""
     with open(maps) as f:
         reference = sorted({line.split()[-1] for line in f if "/blas/libblas.so" in line})
     # Its matrix products are the ones called, even beside OpenBLAS's LAPACK (measured).
