@@ -586,14 +586,16 @@ BOOST_FIXTURE_TEST_CASE(connections_over_the_greeting_cap_are_closed_before_a_th
 
 namespace {
 
-// A region as a client makes it (a memfd holding the header and two rings of 8 MiB), not
-// sealed yet.
-int region_before_its_seals(const char* name) {
-  int mem = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  BOOST_REQUIRE(mem >= 0);
-  BOOST_REQUIRE(::ftruncate(mem, 4096 + 2 * (8 << 20)) == 0);
-  uint64_t head[2] = {0x4d48535444544100ull, 8 << 20};
-  BOOST_REQUIRE(::pwrite(mem, head, sizeof head, 0) == sizeof head);
+namespace wire = actortrain::data_plane::wire;
+
+// A region as a client makes it (a memfd holding the header and two rings), not sealed
+// yet; closed when the test ends, however it ends.
+at::net::unique_fd region_before_its_seals(const char* name) {
+  at::net::unique_fd mem{::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)};
+  BOOST_REQUIRE(mem.get() >= 0);
+  BOOST_REQUIRE(::ftruncate(mem.get(), static_cast<off_t>(wire::region_header + 2 * wire::ring_bytes)) == 0);
+  uint64_t head[2] = {wire::region_magic, wire::ring_bytes};
+  BOOST_REQUIRE(::pwrite(mem.get(), head, sizeof head, 0) == sizeof head);
   return mem;
 }
 
@@ -604,7 +606,7 @@ BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {
   auto where = srv.where();
   // A region as a client would make it, but without the seals: it could be shrunk under
   // the server's copies.
-  int mem = region_before_its_seals("unsealed");
+  auto mem = region_before_its_seals("unsealed");
   int fd = connect_to(where.port);
   char hello[40] = {};
   uint32_t magic = 0x48445441, version = 2;
@@ -612,8 +614,8 @@ BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {
   std::memcpy(hello + 4, &version, 4);
   std::memcpy(hello + 8, where.token.data(), 32);
   char offer[64] = {};
-  auto name = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(mem);
-  std::memcpy(offer, name.data(), name.size());
+  auto name = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(mem.get());
+  std::memcpy(offer, name.data(), std::min(name.size(), sizeof offer - 1));
   BOOST_REQUIRE(::send(fd, hello, sizeof hello, MSG_NOSIGNAL) == 40);
   BOOST_REQUIRE(::send(fd, offer, sizeof offer, MSG_NOSIGNAL) == 64);
   char ok = 0;
@@ -621,17 +623,16 @@ BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {
   BOOST_CHECK_EQUAL(int{ok}, 1);  // greeted, floats inline
   BOOST_CHECK_EQUAL(srv.shared_memory_connections(), 0u);
   // Sealed as the client seals it, the same region is taken.
-  BOOST_REQUIRE(::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+  BOOST_REQUIRE(::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
   int fd2 = connect_to(where.port);
   BOOST_REQUIRE(::send(fd2, hello, sizeof hello, MSG_NOSIGNAL) == 40);
   BOOST_REQUIRE(::send(fd2, offer, sizeof offer, MSG_NOSIGNAL) == 64);
   BOOST_REQUIRE_EQUAL(::recv(fd2, &ok, 1, MSG_WAITALL), 1);
   BOOST_CHECK_EQUAL(int{ok}, 2);
   BOOST_CHECK_EQUAL(srv.shared_memory_connections(), 1u);
-  BOOST_CHECK(::ftruncate(mem, 4096) != 0);  // and nobody can shrink it now
+  BOOST_CHECK(::ftruncate(mem.get(), 4096) != 0);  // and nobody can shrink it now
   ::close(fd);
   ::close(fd2);
-  ::close(mem);
 }
 
 // A member that sends pulls and stops reading: the shard hands each reply to that
@@ -639,38 +640,39 @@ BOOST_FIXTURE_TEST_CASE(an_unsealed_region_is_not_mapped, plane_fixture) {
 // queued behind all of the stalled member's, is answered at once; when the stalled
 // member reads again, every frame arrives whole and in order.
 BOOST_FIXTURE_TEST_CASE(a_member_that_stops_reading_stalls_only_its_own_replies, plane_fixture) {
-  namespace wire = actortrain::data_plane::wire;
   auto big = pattern(200, 256, 0.75f);  // 200 KiB a reply: inline, under the shared-memory threshold
   auto big_shard = sys->spawn(fake_shard, big);
   dp::server srv{*sys, as_ps(big_shard), std::chrono::seconds(30)};
   auto where = srv.where();
   // The stalled member greets with a sealed region, as a member on this host does, and a
   // small receive buffer.
-  int mem = region_before_its_seals("stalled");
-  BOOST_REQUIRE(::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  auto mem = region_before_its_seals("stalled");
+  BOOST_REQUIRE(::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+  at::net::unique_fd sock{::socket(AF_INET, SOCK_STREAM, 0)};
+  BOOST_REQUIRE(sock.get() >= 0);
   int small = 4096;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(where.port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  wire::socket_link stalled{at::net::unique_fd{fd}};
+  BOOST_REQUIRE(::connect(sock.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  wire::socket_link stalled{std::move(sock)};
   BOOST_REQUIRE_EQUAL(stalled.tune(std::chrono::seconds(10), std::chrono::seconds(10)), "");
   wire::hello h;
   h.version = wire::protocol_shm;
   std::memcpy(h.token, where.token.data(), wire::token_chars);
   wire::shm_offer offer;
-  auto name = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(mem);
-  std::memcpy(offer.name, name.data(), name.size());
+  auto name = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(mem.get());
+  std::memcpy(offer.name, name.data(), std::min(name.size(), wire::shm_name_chars - 1));
   std::vector<iovec> greeting{{&h, sizeof h}, {&offer, sizeof offer}};
   BOOST_REQUIRE_EQUAL(stalled.write(greeting), "");
   char ok = 0;
   BOOST_REQUIRE_EQUAL(stalled.read(&ok, 1), "");
   BOOST_REQUIRE_EQUAL(int{ok}, 2);
-  ::close(mem);
-  // 64 pulls (12.5 MiB of replies), none of them read now.
+  mem.reset();  // as a client does once greeted: the two mappings keep the region
+  // 64 pulls (12.5 MiB of replies, more than the socket's buffers hold: the kernel's
+  // tcp_wmem and tcp_rmem allow a few MiB), none of them read now.
   at::pull_request pull;
   pull.partitions.push_back(at::partition_key{0, 0});
   constexpr uint64_t pulls = 64;
@@ -685,7 +687,9 @@ BOOST_FIXTURE_TEST_CASE(a_member_that_stops_reading_stalls_only_its_own_replies,
   {
     caf::scoped_actor self{*sys};
     bool answered = false;
-    self->request(plane, std::chrono::seconds(3), at::pull_atom::value, pull)
+    // Within wait_bound, not the server's 30 s send timeout, which a shard that waits on
+    // the stalled member would take.
+    self->request(plane, wait_bound, at::pull_atom::value, pull)
       .receive([&](const at::pull_reply& r) { answered = same_bits(*r.values.at(0).value.value, big); },
                [&](caf::error& e) { BOOST_ERROR("the other member's pull: " << at::describe(e)); });
     BOOST_CHECK(answered);

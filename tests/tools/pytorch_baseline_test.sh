@@ -37,10 +37,13 @@ why = blas_problem(maps(ref, "/usr/lib/x86_64-linux-gnu/openblas-pthread/liblapa
                         "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so"))
 assert ref in why, why
 PY
-if ! why=$(/usr/bin/python3 "$bench/fashion_mnist_torch.py"); then
+why=$(/usr/bin/python3 "$bench/fashion_mnist_torch.py" 2>"$tmp/err")
+rc=$?
+if ((rc == 3)); then
   echo "SKIP: $why"
   exit 77
 fi
+((rc == 0)) && [ -z "$why" ] || fail "fashion_mnist_torch.py as a program: exit $rc, $why $(tail -3 "$tmp/err")"
 
 out=$(timeout 300 /usr/bin/python3 "$script" --epochs 2 --seed 3 2>"$tmp/err" | tail -1)
 /usr/bin/python3 - "$out" <<'PY' || fail "rpc, two epochs: $out ($(tail -3 "$tmp/err"))"

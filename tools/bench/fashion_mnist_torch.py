@@ -4,7 +4,8 @@ runs on), and accuracy per epoch measured from parameter snapshots after trainin
 evaluation never counts as training time).
 
 Run as a program, it prints why this machine's PyTorch would not give a fair baseline
-and exits 1, or prints nothing and exits 0 (`actortrain bench` asks it first)."""
+and exits 3 (UNFAIR_BLAS), or prints nothing and exits 0 (`actortrain bench` asks it
+first)."""
 
 import gzip
 import os
@@ -47,18 +48,26 @@ def add_common_flags(p, trainers_help):
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
 
 
+# The exit status of this module run as a program when blas_problem() has something to say.
+UNFAIR_BLAS = 3
+
+
 def blas_problem(maps="/proc/self/maps"):
     """Why the BLAS this process has loaded (`maps`: its /proc/PID/maps) would make an
     unfair baseline, or "" when it would not. Debian's python3-torch takes the system's
     libblas.so.3, which is the reference implementation (package libblas3) unless a faster
-    one is installed; on it PyTorch Hogwild trained the main job at 7.4k samples/s here
-    (2026-12-07), against 54k and 77k with OpenBLAS the same day."""
+    one is installed and chosen; docs/benchmarks.md has what that cost here."""
+    reference = set()
     with open(maps) as f:
-        reference = sorted({line.split()[-1] for line in f if "/blas/libblas.so" in line})
+        for line in f:
+            fields = line.split(None, 5)  # the path is the sixth field (it may hold spaces)
+            if len(fields) == 6 and "/blas/libblas.so" in fields[5]:
+                reference.add(fields[5].strip())
     # Its matrix products are the ones called, even beside OpenBLAS's LAPACK (measured).
     if reference:
-        return (f"PyTorch runs on the reference BLAS ({reference[0]}), many times slower than OpenBLAS: its figures "
-                "would not be a fair baseline (apt-get install libopenblas0-pthread)")
+        return (f"PyTorch runs on the reference BLAS ({sorted(reference)[0]}), many times slower than OpenBLAS: its "
+                "figures would not be a fair baseline (apt-get install libopenblas0-pthread, or point libblas.so.3 "
+                "at it with update-alternatives)")
     return ""
 
 
@@ -108,4 +117,4 @@ if __name__ == "__main__":
     why = blas_problem()
     if why:
         print(why)
-    sys.exit(1 if why else 0)
+    sys.exit(UNFAIR_BLAS if why else 0)

@@ -13,8 +13,9 @@ common start to the last trainer's end), accuracy (the shared model on the 10,00
 test images), accuracy_at (after each epoch's updates, the training seconds so far
 and the test accuracy of the parameters then: the process whose update completes an
 epoch copies them, and they are evaluated after training, so no evaluation counts as
-training time), updates and the settings. Needs Debian's python3-torch (and
-libopenblas0-pthread for a fast BLAS). Every process uses --threads intra-op threads
+training time), updates and the settings. Needs Debian's python3-torch and
+libopenblas0-pthread: it refuses to run on the reference BLAS, many times slower
+(fashion_mnist_torch.blas_problem). Every process uses --threads intra-op threads
 (default 1, as the ActorTrain workers compute on one thread each).
 """
 

@@ -16,9 +16,8 @@ seconds so far and the test accuracy of the parameters then: the server copies t
 when its update count completes an epoch, and they are evaluated after training, so
 no evaluation counts as training time), staleness (the mean number of updates applied between
 the read of a step's parameters and its own update, as ActorTrain counts it), updates
-and the settings. Needs Debian's python3-torch (and
-libopenblas0-pthread, or its matrix products use the reference BLAS and it runs ~10x
-slower). Every process uses --threads intra-op threads (default 1, as the ActorTrain
+and the settings. Needs Debian's python3-torch and libopenblas0-pthread: it refuses to
+run on the reference BLAS, many times slower (fashion_mnist_torch.blas_problem). Every process uses --threads intra-op threads (default 1, as the ActorTrain
 workers compute on one thread each).
 """
 

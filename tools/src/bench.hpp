@@ -47,7 +47,8 @@ std::string tail_of(const std::string& path, size_t bytes);
 
 /// The PyTorch baseline `name` (pytorch_rpc_ps.py or pytorch_hogwild.py): its path in the
 /// source tree, else where `make install` put it; throws std::runtime_error naming why it
-/// cannot run here (no script, no python3-torch).
+/// cannot run here (no script, no python3-torch, or a PyTorch on the reference BLAS, which
+/// would be no fair baseline: fashion_mnist_torch.py's blas_problem).
 std::string torch_script(const std::string& name);
 /// Runs a PyTorch baseline `script` for `epochs` from `seed` with the flags `more` (each quoted for the
 /// shell; the rest at the scripts' defaults: 2 trainers of one thread, batch 128, Adam 0.001);

@@ -119,6 +119,20 @@ std::string tail_of(const std::string& path, size_t bytes) {
   return s.size() > bytes ? s.substr(s.size() - bytes) : s;
 }
 
+namespace {
+
+// `w` single-quoted for the shell (a ' inside as '\'').
+std::string shell_quote(const std::string& w) {
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The last `bytes` of `s`.
+std::string tail_text(const std::string& s, size_t bytes) { return s.size() > bytes ? s.substr(s.size() - bytes) : s; }
+
+}  // namespace
+
 std::string torch_script(const std::string& name) {
   std::string path;
   for (const char* dir : {ACTORTRAIN_BENCH_SOURCE_DIR, ACTORTRAIN_BENCH_INSTALL_DIR}) {
@@ -136,19 +150,20 @@ std::string torch_script(const std::string& name) {
   if (!importable)
     throw std::runtime_error("/usr/bin/python3 cannot import torch.distributed.rpc (apt-get install python3-torch "
                              "libopenblas0-pthread)");
-  // A PyTorch on the reference BLAS trains several times slower: no fair baseline. The
-  // scripts' shared module says so (and why) when run as a program.
+  // A PyTorch on the reference BLAS trains many times slower: no fair baseline. The
+  // scripts' shared module says so (and why) when run as a program: exit 3.
   static const std::string unfair = [&] {
     auto shared = path.substr(0, path.rfind('/')) + "/fashion_mnist_torch.py";
     std::string out;
-    FILE* p = ::popen(("/usr/bin/python3 '" + shared + "' 2>&1").c_str(), "r");
-    if (p == nullptr) return std::string("cannot run /usr/bin/python3");
+    FILE* p = ::popen(("/usr/bin/python3 " + shell_quote(shared) + " 2>&1").c_str(), "r");
+    if (p == nullptr) return "cannot start /usr/bin/python3 " + shared + " (no process or pipe)";
     char buf[1024];
     for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
     int status = ::pclose(p);
     while (!out.empty() && out.back() == '\n') out.pop_back();
     if (status == 0) return std::string();
-    return out.empty() ? shared + " failed" : out;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) return out;
+    return shared + " failed: " + tail_text(out, 2000);
   }();
   if (!unfair.empty()) throw std::runtime_error(unfair);
   return path;
@@ -156,15 +171,9 @@ std::string torch_script(const std::string& name) {
 
 run_figures run_torch(const std::string& script, int epochs, uint64_t seed, const std::vector<std::string>& more) {
   auto log = fmt::format("/tmp/actortrain-bench-{}-torch.log", ::getpid());
-  // Each word single-quoted for the shell (a ' inside as '\'').
-  auto quote = [](const std::string& w) {
-    std::string q = "'";
-    for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
-  std::string cmd = "/usr/bin/python3 " + quote(script) + fmt::format(" --epochs {} --seed {}", epochs, seed);
-  for (auto& w : more) cmd += " " + quote(w);
-  cmd += " 2>" + quote(log);
+  std::string cmd = "/usr/bin/python3 " + shell_quote(script) + fmt::format(" --epochs {} --seed {}", epochs, seed);
+  for (auto& w : more) cmd += " " + shell_quote(w);
+  cmd += " 2>" + shell_quote(log);
   std::fflush(stdout);
   FILE* out = ::popen(cmd.c_str(), "r");
   if (out == nullptr) throw std::runtime_error("cannot start " + cmd);
