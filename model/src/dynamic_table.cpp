@@ -339,16 +339,13 @@ void dynamic_table::read(const int64_t* ids, size_t n, float* out, bool training
     std::vector<size_t> missed(parts, 0);
     std::vector<std::thread> helpers;
     const size_t each = (n + parts - 1) / parts;
-    auto part = [&, each](size_t k, matrix& one_row) {
-      const size_t b = k * each, e = std::min(n, b + each);
-      missed[k] = t.read_range(ids + b, e - b, out + b * w, one_row);
-    };
     // What a part threw (an initializer's error, no memory for a row): rethrown once
     // every thread is joined, as the read on one thread would have thrown it.
     std::vector<std::exception_ptr> failed(parts);
-    auto guarded = [&](size_t k, matrix& one_row) {
+    auto guarded = [&, each](size_t k, matrix& one_row) {
+      const size_t b = k * each, e = std::min(n, b + each);
       try {
-        part(k, one_row);
+        missed[k] = t.read_range(ids + b, e - b, out + b * w, one_row);
       } catch (...) {
         failed[k] = std::current_exception();
       }

@@ -682,7 +682,9 @@ BOOST_FIXTURE_TEST_CASE(a_member_that_stops_reading_stalls_only_its_own_replies,
     BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < until, srv.requests() << " of the pulls reached the shard");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  // Every one of them is in the shard's mailbox: this pull is answered after them.
+  // Every one of them has been read off the socket (the server counts a request just
+  // before it enqueues it): this pull is answered after them, and after the replies that
+  // fill the stalled member's socket.
   auto plane = dp::open(*sys, where, as_ps(big_shard), nullptr, std::chrono::seconds(5));
   {
     caf::scoped_actor self{*sys};
