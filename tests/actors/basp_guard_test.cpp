@@ -133,8 +133,29 @@ BOOST_AUTO_TEST_CASE(a_payload_naming_cafs_config_value_type_is_refused_however_
     BOOST_TEST(c.why().find("config_value") != std::string::npos, c.why());
   }
   // Its name cut short, or split over two messages, is no such message.
+  {
+    basp_check c{small()};
+    auto near = message(1, 10) + header(2, 12) + "@config_valu" + header(2, 1) + "e";
+    BOOST_TEST(c.feed(near.data(), near.size()), c.why());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_payload_naming_cafs_charbuf_type_is_refused_however_it_is_cut) {
+  // A std::vector<char> element announcing 0xffffffff bytes: CAF 0.17.6 would allocate
+  // and zero 4 GiB for it (tools/fuzzers/known/caf_charbuf is these bytes).
+  std::string body("\0\0\x0c@<>+@charbuf\xff\xff\xff\xff\x0f" "a", 21);
+  BOOST_TEST(at::detail::refused_caf_type(body) == "@charbuf");
+  BOOST_TEST(at::detail::refused_caf_type(std::string(3, '\0') + "\x08@<>+@str\x01x").empty());
+  auto s = message(1, 10) + header(2, static_cast<uint32_t>(body.size())) + body;
+  for (size_t cut : {size_t{1}, size_t{5}, size_t{11}, s.size()}) {
+    basp_check c{small()};
+    bool ok = true;
+    for (size_t i = 0; i < s.size() && ok; i += cut) ok = c.feed(s.data() + i, std::min(cut, s.size() - i));
+    BOOST_TEST(!ok, "pieces of " << cut);
+    BOOST_TEST(c.why().find("@charbuf") != std::string::npos, c.why());
+  }
   basp_check c{small()};
-  auto near = message(1, 10) + header(2, 12) + "@config_valu" + header(2, 1) + "e";
+  auto near = message(1, 10) + header(2, 7) + "@charbu" + header(2, 1) + "f";
   BOOST_TEST(c.feed(near.data(), near.size()), c.why());
 }
 

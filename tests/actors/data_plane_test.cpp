@@ -432,6 +432,50 @@ BOOST_FIXTURE_TEST_CASE(a_member_announcing_more_than_the_job_sends_reserves_not
   BOOST_CHECK_LT(after - before, 64 * 1024);  // not one of those gigabytes was reserved
 }
 
+// A frame's message names its element types, and CAF builds each from its name: two of
+// CAF 0.17.6's own types are unsafe on a peer's bytes (refused_caf_type in basp_check.hpp).
+// Named anywhere in a frame's message, they close the connection before CAF reads it.
+BOOST_FIXTURE_TEST_CASE(a_message_naming_cafs_unsafe_types_is_refused_before_caf_reads_it, plane_fixture) {
+  std::mutex mtx;
+  std::vector<std::string> lines;
+  dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), {}, [&](const std::string& line) {
+                   std::lock_guard<std::mutex> g{mtx};
+                   lines.push_back(line);
+                 }};
+  auto where = srv.where();
+  struct header {
+    uint32_t magic, tensors;
+    uint64_t id, meta;
+  };
+  auto attack = [&](const std::string& meta) {
+    int fd = connect_to(where.port);
+    greet(fd, where.token);
+    char ok = 0;
+    BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
+    header h{0x46445441, 0, 1, meta.size()};
+    std::string b(reinterpret_cast<const char*>(&h), sizeof h);
+    b += meta;
+    ::send(fd, b.data(), b.size(), MSG_NOSIGNAL);
+    BOOST_CHECK(closed_by_peer(fd));
+    ::close(fd);
+  };
+  auto before = peak_kb();
+  // A std::vector<char> announcing 0xffffffff bytes (varbyte ff ff ff ff 0f): CAF would
+  // resize to that, zeroing 4 GiB, before finding 1 byte (tools/fuzzers/known/caf_charbuf).
+  attack(std::string("\0\0\x0c@<>+@charbuf\xff\xff\xff\xff\x0f" "a", 21));
+  // A config_value with variant index 200: CAF throws out of its deserializer.
+  attack(std::string("\0\0\x11@<>+@config_value\xc8", 22));
+  BOOST_CHECK_EQUAL(srv.refused(), 2u);
+  auto after = peak_kb();
+  BOOST_CHECK_LT(after - before, 64 * 1024);  // nothing near 4 GiB was touched
+  std::lock_guard<std::mutex> g{mtx};
+  for (auto name : {"@charbuf", "@config_value"}) {
+    bool named = false;
+    for (auto& x : lines) named = named || x.find(std::string("naming CAF's type ") + name) != std::string::npos;
+    BOOST_CHECK_MESSAGE(named, "no log line names " << name);
+  }
+}
+
 // The node's budget for frames being read: members that announce big frames and stall
 // hold at most the budget between them, and each gives its share back at its frame
 // deadline (the request timeout), so a member's frame is served after.

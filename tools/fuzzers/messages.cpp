@@ -9,9 +9,12 @@
 // bits (exact() in wire.hpp; wire_test checks infinities and NaNs round trip). A bare
 // float or double element of a caf::message (a type of CAF's own, which none of
 // ActorTrain's messages has) still goes through pack754, so decoded messages are not
-// written back here.
+// written back here. It also found CAF's std::vector<char> allocating whatever length the
+// bytes announce (4 GiB from 5 bytes): both guards now refuse that type's name.
 #include <actortrain/actors/core/configure.hpp>
 #include <actortrain/actors/core/messages.hpp>
+
+#include "../../actors/src/net/basp_check.hpp"
 
 #include <caf/all.hpp>
 #include <caf/binary_deserializer.hpp>
@@ -19,8 +22,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -75,16 +78,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // What BASP's guard and the data plane do first: bytes naming a type of CAF's that
+  // CAF 0.17.6 cannot read safely never reach its deserializer (refused_caf_type in
+  // basp_check.hpp; tools/fuzzers/known/ holds an input for each). Anything else that
+  // throws, crashes or allocates without bound is a finding.
+  if (!actortrain::detail::refused_caf_type(std::string_view(reinterpret_cast<const char*>(data), size)).empty())
+    return 0;
   caf::message m;
   caf::binary_deserializer source{*sys, reinterpret_cast<const char*>(data), size};
-  try {
-    if (auto err = source(m)) return 0;  // refused: fine
-  } catch (const std::runtime_error& e) {
-    // Known, in CAF 0.17.6 itself: a caf::config_value element with an unknown variant
-    // index throws "invalid type found" out of the deserializer (input in
-    // tools/fuzzers/known/caf_config_value); through BASP that exception would end the
-    // node, so the guard refuses any BASP payload that names the type (basp_check.hpp).
-    if (std::string(e.what()) != "invalid type found") throw;
-  }
+  if (auto err = source(m)) return 0;  // refused: fine
   return 0;
 }

@@ -16,27 +16,49 @@ constexpr unsigned char client_handshake = 0x01;
 constexpr unsigned char first_client_op = 0x01;  // client_handshake (CAF 0.17 sends it twice)
 constexpr unsigned char last_op = 0x06;          // heartbeat (either side)
 
-// CAF 0.17 writes every message's element types by name ("@<>+@str+@config_value"), and
-// builds each element from its name when it reads one. config_value's deserializer
-// throws out of CAF on an unknown variant index (tools/fuzzers/known/caf_config_value),
-// which would end the node; no message of ActorTrain's carries one. A payload that names
-// the type anywhere (a nested message's names are in the payload too) is refused.
-constexpr std::string_view refused_type = "@config_value";
+struct refused_type {
+  std::string_view name;
+  std::string_view why;
+};
+
+// Why each is refused: refused_caf_type in basp_check.hpp.
+constexpr refused_type refused_types[] = {
+  {"@config_value", "its deserializer in CAF 0.17.6 throws on bad input and would end the node"},
+  {"@charbuf", "its deserializer in CAF 0.17.6 allocates whatever length the bytes announce, up to 4 GiB"},
+};
+
+constexpr size_t longest_name() {
+  size_t n = 0;
+  for (auto& t : refused_types) n = std::max(n, t.name.size());
+  return n;
+}
+static_assert(longest_name() == longest_refused_caf_type);
+
+std::string_view why_refused(std::string_view name) {
+  for (auto& t : refused_types)
+    if (t.name == name) return t.why;
+  return {};
+}
 
 }  // namespace
 
-bool basp_check::names_refused_type(const char* data, size_t n) {
+std::string_view refused_caf_type(std::string_view bytes) {
+  for (auto& t : refused_types)
+    if (bytes.find(t.name) != std::string_view::npos) return t.name;
+  return {};
+}
+
+std::string_view basp_check::names_refused_type(const char* data, size_t n) {
   // Across the cut: what the last chunk ended with, then this chunk's start.
-  auto keep = refused_type.size() - 1;
+  constexpr auto keep = sizeof carry_;
   if (carry_len_ > 0) {
-    char joint[2 * 16];
-    static_assert(sizeof carry_ >= refused_type.size() - 1 && sizeof joint >= 2 * (refused_type.size() - 1));
+    char joint[2 * keep];
     std::memcpy(joint, carry_, carry_len_);
     auto more = std::min(n, keep);
     std::memcpy(joint + carry_len_, data, more);
-    if (std::string_view(joint, carry_len_ + more).find(refused_type) != std::string_view::npos) return true;
+    if (auto t = refused_caf_type(std::string_view(joint, carry_len_ + more)); !t.empty()) return t;
   }
-  if (std::string_view(data, n).find(refused_type) != std::string_view::npos) return true;
+  if (auto t = refused_caf_type(std::string_view(data, n)); !t.empty()) return t;
   // The last keep bytes seen of this payload.
   if (n >= keep) {
     std::memcpy(carry_, data + n - keep, keep);
@@ -48,7 +70,7 @@ bool basp_check::names_refused_type(const char* data, size_t n) {
     std::memcpy(carry_ + carry_len_, data, n);
     carry_len_ += n;
   }
-  return false;
+  return {};
 }
 
 bool basp_check::feed(const char* data, size_t n) {
@@ -56,10 +78,9 @@ bool basp_check::feed(const char* data, size_t n) {
   for (size_t i = 0; i < n;) {
     if (payload_left_ > 0) {
       auto take = std::min<uint64_t>(payload_left_, n - i);
-      if (names_refused_type(data + i, static_cast<size_t>(take))) {
-        why_ = fmt::format("BASP message {} names CAF's config_value type, which no ActorTrain message carries (its "
-                           "deserializer in CAF 0.17.6 throws on bad input and would end the node)",
-                           messages_);
+      if (auto t = names_refused_type(data + i, static_cast<size_t>(take)); !t.empty()) {
+        why_ = fmt::format("BASP message {} names CAF's type {}, which no ActorTrain message carries ({})", messages_,
+                           t, why_refused(t));
         return false;
       }
       payload_left_ -= take;

@@ -10,15 +10,33 @@
 //    `max_payload`, the largest message this job can legitimately send;
 //  - CAF's own BASP broker would reserve whatever a header announces (up to 4 GiB)
 //    before reading it, and aborts on 0xFFFFFFFF;
-//  - no payload may name CAF's config_value type (each message names its element
-//    types): CAF 0.17.6's deserializer throws out of the node on a bad one.
+//  - no payload may name a type of CAF's that `refused_caf_type` refuses (each message
+//    names its element types).
 // A refusal is final: the connection is closed, nothing more is read.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace actortrain::detail {
+
+/// CAF 0.17 writes a message's element types by name ("@<>+@str+@charbuf") and builds
+/// each element from its name when it reads one, so a peer's bytes choose which of CAF's
+/// deserializers run. Two of CAF 0.17.6's own are unsafe on a peer's bytes, and no
+/// ActorTrain message carries either type:
+///  - config_value ("@config_value") throws out of the deserializer on an unknown variant
+///    index, which ends the node (tools/fuzzers/known/caf_config_value);
+///  - std::vector<char> ("@charbuf") resizes to the length the bytes announce before it
+///    checks that the bytes hold it: 5 bytes make it allocate and zero 4 GiB
+///    (tools/fuzzers/known/caf_charbuf).
+/// The name of the first such type that `bytes` contain anywhere (a nested message's names
+/// are in them too), or "" when none. A message whose own strings hold one of these names
+/// is refused too: none of ActorTrain's does.
+std::string_view refused_caf_type(std::string_view bytes);
+
+/// The longest name refused_caf_type looks for.
+inline constexpr size_t longest_refused_caf_type = 13;
 
 class basp_check {
  public:
@@ -49,14 +67,14 @@ class basp_check {
 
  private:
   bool check_header();
-  bool names_refused_type(const char* data, size_t n);
+  std::string_view names_refused_type(const char* data, size_t n);
 
   limits limits_;
   unsigned char header_[header_size] = {};
   size_t have_ = 0;            // bytes of the current header collected
   uint64_t payload_left_ = 0;  // payload bytes of the current message still to pass
   uint64_t messages_ = 0;      // headers read whole
-  char carry_[16] = {};        // the current payload's last bytes (a name cut across reads)
+  char carry_[longest_refused_caf_type - 1] = {};  // the current payload's last bytes (a name cut across reads)
   size_t carry_len_ = 0;
   std::string why_;
 };
