@@ -4,11 +4,12 @@
 #include <actortrain/model/checkpoint/memory_file_system.hpp>
 #include <actortrain/model/checkpoint/npy.hpp>
 
+#include <cstdlib>
 #include <string_view>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   actortrain::model::memory_file_system fs;
-  fs.write_file("/a.npy", std::string_view(reinterpret_cast<const char*>(data), size));
+  if (!fs.write_file("/a.npy", std::string_view(reinterpret_cast<const char*>(data), size))) std::abort();
   try {
     auto m = actortrain::model::read_npy(fs, "/a.npy");
     volatile float sink = m.size() > 0 ? m.data()[m.size() - 1] : 0.f;  // every float is there
