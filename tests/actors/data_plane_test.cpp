@@ -838,7 +838,8 @@ BOOST_FIXTURE_TEST_CASE(inside_tls_every_bit_crosses_and_strangers_are_refused, 
   wait_down(again);
 }
 
-// "wire_floats": "bf16" inside TLS, as between hosts: a training pull's values, its rows
+// "wire_floats": "bf16" between hosts, inside TLS and on a plain socket (the two write
+// and read a frame's floats by different paths): a training pull's values, its rows
 // and a push's gradients arrive rounded to bfloat16 (each float the nearest bf16, not the
 // float sent); an evaluation pull and its rows arrive bit for bit; so does everything
 // when the link does not reduce. The two ends decide for what each sends.
@@ -852,49 +853,55 @@ BOOST_FIXTURE_TEST_CASE(bf16_rounds_gradients_and_training_pulls_only, plane_fix
     return out;
   };
   BOOST_REQUIRE(!same_bits(rounded(value), value));  // (the pattern does lose bits)
-  for (bool reduce : {true, false}) {
-    dp::server::limits l;
-    l.tls = ours.context();
-    l.bf16 = reduce;
-    dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), l};
-    auto at = srv.where();
-    at.tls = ours.context();
-    at.bf16 = reduce;
-    auto plane = dp::open(*sys, at, as_ps(shard), nullptr, std::chrono::seconds(5), nullptr, /*shared_memory=*/false);
-    for (bool training : {true, false}) {
-      at::pull_request pull;
-      pull.partitions.push_back(at::partition_key{0, 0});
-      pull.training = training;
-      auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
-      BOOST_REQUIRE_MESSAGE(got, why(got));
-      BOOST_CHECK_MESSAGE(same_bits(*got->values[0].value.value, reduce && training ? rounded(value) : value),
-                          "pull, reduce " << reduce << ", training " << training);
-      BOOST_CHECK(!got->values[0].value.reducible);  // (received: not to be sent on rounded)
-      at::pull_rows_request rows;
-      rows.variable = 4;
-      rows.ids = {299, 0, 17};
-      rows.training = training;
-      auto r = ask<at::rows_reply>(plane, at::pull_rows_atom::value, rows);
-      BOOST_REQUIRE_MESSAGE(r, why(r));
-      BOOST_CHECK(r->ids == rows.ids);  // ids are never rounded
-      at::model::matrix want(3, value.cols());
-      want.row(0) = value.row(299);
-      want.row(1) = value.row(0);
-      want.row(2) = value.row(17);
-      BOOST_CHECK_MESSAGE(same_bits(*r->rows.value, reduce && training ? rounded(want) : want),
-                          "rows, reduce " << reduce << ", training " << training);
+  for (bool tls : {true, false}) {
+    for (bool reduce : {true, false}) {
+      BOOST_TEST_CONTEXT("tls " << tls << ", reduce " << reduce) {
+        dp::server::limits l;
+        if (tls) l.tls = ours.context();
+        l.bf16 = reduce;
+        dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), l};
+        auto at = srv.where();
+        if (tls) at.tls = ours.context();
+        at.bf16 = reduce;
+        auto plane =
+          dp::open(*sys, at, as_ps(shard), nullptr, std::chrono::seconds(5), nullptr, /*shared_memory=*/false);
+        for (bool training : {true, false}) {
+          at::pull_request pull;
+          pull.partitions.push_back(at::partition_key{0, 0});
+          pull.training = training;
+          auto got = ask<at::pull_reply>(plane, at::pull_atom::value, pull);
+          BOOST_REQUIRE_MESSAGE(got, why(got));
+          BOOST_CHECK_MESSAGE(same_bits(*got->values[0].value.value, reduce && training ? rounded(value) : value),
+                              "pull, reduce " << reduce << ", training " << training);
+          BOOST_CHECK(!got->values[0].value.reducible);  // (received: not to be sent on rounded)
+          at::pull_rows_request rows;
+          rows.variable = 4;
+          rows.ids = {299, 0, 17};
+          rows.training = training;
+          auto r = ask<at::rows_reply>(plane, at::pull_rows_atom::value, rows);
+          BOOST_REQUIRE_MESSAGE(r, why(r));
+          BOOST_CHECK(r->ids == rows.ids);  // ids are never rounded
+          at::model::matrix want(3, value.cols());
+          want.row(0) = value.row(299);
+          want.row(1) = value.row(0);
+          want.row(2) = value.row(17);
+          BOOST_CHECK_MESSAGE(same_bits(*r->rows.value, reduce && training ? rounded(want) : want),
+                              "rows, reduce " << reduce << ", training " << training);
+        }
+        at::push_request push;
+        push.example_count = 1;
+        auto grad = pattern(1024, 300, -0.3f);
+        push.dense.push_back(at::dense_slice{at::partition_key{0, 0}, 0, at::tensor{grad}});
+        auto ack = ask<at::push_reply>(plane, at::push_atom::value, push);
+        BOOST_REQUIRE_MESSAGE(ack, why(ack));
+        auto kept = ask<std::vector<at::tensor>>(shard, hold_atom::value);
+        BOOST_REQUIRE(kept && !kept->empty());
+        BOOST_CHECK_MESSAGE(same_bits(*kept->back().value, reduce ? rounded(grad) : grad), "push, reduce " << reduce);
+        BOOST_CHECK_EQUAL(srv.shared_memory_connections(), 0u);  // the floats crossed the socket
+        caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
+        wait_down(plane);
+      }
     }
-    at::push_request push;
-    push.example_count = 1;
-    auto grad = pattern(1024, 300, -0.3f);
-    push.dense.push_back(at::dense_slice{at::partition_key{0, 0}, 0, at::tensor{grad}});
-    auto ack = ask<at::push_reply>(plane, at::push_atom::value, push);
-    BOOST_REQUIRE_MESSAGE(ack, why(ack));
-    auto kept = ask<std::vector<at::tensor>>(shard, hold_atom::value);
-    BOOST_REQUIRE(kept && !kept->empty());
-    BOOST_CHECK_MESSAGE(same_bits(*kept->back().value, reduce ? rounded(grad) : grad), "push, reduce " << reduce);
-    caf::anon_send_exit(plane, caf::exit_reason::user_shutdown);
-    wait_down(plane);
   }
 }
 
