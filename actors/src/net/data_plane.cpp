@@ -203,9 +203,27 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     });
     auto sender = caf::actor_cast<caf::strong_actor_ptr>(companion);
     std::thread writer([this, sink, link = c.link] { sink->write_all_replies(sys, *link); });
+    // However this loop ends, the writer is joined (a joinable thread destroyed by an
+    // exception would end the process).
+    struct join_writer {
+      std::thread& t;
+      reply_sink& sink;
+      socket_link& link;
+      ~join_writer() {
+        if (!t.joinable()) return;
+        link.shutdown();
+        sink.close();
+        t.join();
+      }
+    } joined{writer, *sink, *c.link};
     for (;;) {
       frame f;
-      auto err = receive(sys, *c.link, f);
+      std::string err;
+      try {
+        err = receive(sys, *c.link, f);
+      } catch (const std::exception& x) {  // CAF's deserializer on a member's bytes, or an allocation that failed
+        err = std::string("a failure reading a frame: ") + x.what();
+      }
       if (err == "eof" || stopping) break;
       if (!err.empty()) {
         refuse(err);
