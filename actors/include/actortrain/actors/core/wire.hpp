@@ -138,15 +138,31 @@ caf::error exact_io(Inspector& f, std::pair<A, B>& x) {
   return exact_io(f, x.second);
 }
 
+// The fewest bytes one value takes on the wire (a double its 8, a string or a vector at
+// least its length's byte).
+template <class T>
+struct least_wire_bytes {
+  static constexpr size_t value = 1;
+};
+template <>
+struct least_wire_bytes<double> {
+  static constexpr size_t value = sizeof(uint64_t);
+};
+template <class A, class B>
+struct least_wire_bytes<std::pair<A, B>> {
+  static constexpr size_t value = least_wire_bytes<A>::value + least_wire_bytes<B>::value;
+};
+
 template <class Inspector, class T>
 caf::error exact_io(Inspector& f, std::vector<T>& x) {
   size_t n = x.size();
   if (auto err = f.begin_sequence(n)) return err;
   if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
-    // Every element takes at least one byte: an announced count the message cannot hold
-    // is refused before anything is allocated.
+    // An announced count the message cannot hold is refused before anything is
+    // allocated: what is allocated stays within a few times the message's own bytes.
     if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&f))
-      if (bin->remaining() < n) return caf::make_error(caf::sec::end_of_stream, "a sequence longer than the message");
+      if (bin->remaining() / least_wire_bytes<T>::value < n)
+        return caf::make_error(caf::sec::end_of_stream, "a sequence longer than the message");
     x.clear();
     x.resize(n);
   }
