@@ -515,11 +515,22 @@ int serve_or_throw(const transport_options& o, int report_fd) {
   auto conn = net::accept_within(listener.get(), idle_bound);
   if (!tls) {
     serve_raw(conn.get());
-    return 0;
+  } else {
+    tune_socket(conn.get(), idle_bound);
+    tls_stream session{ctx.get(), std::move(conn), /*server=*/true};
+    serve_raw_tls(session);
   }
-  tune_socket(conn.get(), idle_bound);
-  tls_stream session{ctx.get(), std::move(conn), /*server=*/true};
-  serve_raw_tls(session);
+  // Served: the shard stops, and is forgotten in the registry, where its handle's trip to
+  // the bench put it (else ~actor_system waits for its detached thread for as long as
+  // the bench holds a proxy of it: a third of the runs hung until the bench's SIGKILL).
+  plane.reset();
+  {
+    caf::scoped_actor waiter{sys};
+    waiter->monitor(ps.a);
+    caf::anon_send_exit(ps.a, caf::exit_reason::user_shutdown);
+    waiter->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
+  }
+  forget_registry(sys);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <actortrain/actors/cli/flags.hpp>
 #include <actortrain/actors/net/resolvers.hpp>
 #include <actortrain/actors/net/sockets.hpp>
+#include <actortrain/actors/net/transport.hpp>
 
 #include "../core/ask.hpp"
 #include "dial.hpp"
@@ -16,7 +17,6 @@ namespace actortrain {
 
 using detail::apply_caf_options;
 using detail::configure_for;
-using detail::forget_registry;
 using detail::span;
 using detail::task_at;
 

@@ -199,9 +199,6 @@ void configure_for(caf::actor_system_config& cfg, const cluster_def& def, int th
 // cluster_file_error naming the option CAF refused.
 void apply_caf_options(caf::actor_system_config& cfg, const std::vector<std::string>& options);
 
-/// The registry half of shutting down: once the process's actors stopped, forgets them
-/// in the registry until it stays empty for 100 ms, at most 2 s (process.cpp).
-void forget_registry(caf::actor_system& sys);
 
 /// Whole lines to `out`, each after `prefix`, from any thread (one lock for all of them).
 data_plane::log_fn log_lines(std::ostream& out, std::string prefix);

@@ -168,9 +168,8 @@ void detail::apply_caf_options(caf::actor_system_config& cfg, const std::vector<
   }
 }
 
-// The registry half of shutting down (see run_task): once the process's actors stopped,
-// forget them in the registry until it stays empty for 100 ms (at most 2 s).
-void detail::forget_registry(caf::actor_system& sys) {
+// The registry half of shutting down (see run_task; transport.hpp).
+void forget_registry(caf::actor_system& sys) {
   auto forget_all = [&] {
     bool any = false;
     for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id)

@@ -60,4 +60,12 @@ class guarded_listener {
 caf::expected<caf::actor> dial_actor(caf::actor_system& sys, const task_address& addr,
                                      std::chrono::milliseconds budget);
 
+/// The registry half of shutting down a process whose actors went to peers: once its
+/// actors stopped, forgets them in CAF's actor registry until it stays empty for 100 ms
+/// (at most 2 s). CAF 0.17 keeps an actor whose handle went to another process
+/// registered until the peer says it dropped its proxy, and ~actor_system waits for a
+/// detached actor's thread, which waits for its actor to be released, before it empties
+/// the registry: without this, a process can hang at exit for as long as a peer lives.
+void forget_registry(caf::actor_system& sys);
+
 }  // namespace actortrain
