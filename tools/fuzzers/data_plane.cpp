@@ -11,6 +11,7 @@
 #include <actortrain/actors/core/messages.hpp>
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -61,6 +62,7 @@ void write_seeds(const char* dir) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   auto* cfg = new caf::actor_system_config;
   at::configure(*cfg);
+  cfg->load<caf::io::middleman>();  // its message types too, as every node of a cluster has them
   cfg->set("scheduler.max-threads", 1);
   sys = new caf::actor_system(*cfg);
   if (const char* dir = std::getenv("ACTORTRAIN_FUZZ_SEEDS")) {

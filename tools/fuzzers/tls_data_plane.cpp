@@ -16,6 +16,7 @@
 #include <actortrain/actors/net/sockets.hpp>
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -85,6 +86,7 @@ void member(int fd, const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   auto* cfg = new caf::actor_system_config;
   at::configure(*cfg);
+  cfg->load<caf::io::middleman>();  // its message types too, as every node of a cluster has them
   cfg->set("scheduler.max-threads", 1);
   sys = new caf::actor_system(*cfg);
   auto dir = make_certs();

@@ -16,39 +16,35 @@ constexpr unsigned char client_handshake = 0x01;
 constexpr unsigned char first_client_op = 0x01;  // client_handshake (CAF 0.17 sends it twice)
 constexpr unsigned char last_op = 0x06;          // heartbeat (either side)
 
-struct refused_type {
-  std::string_view name;
-  std::string_view why;
+constexpr std::string_view allocates = "CAF 0.17.6 allocates and zeroes whatever length its bytes announce, up to 4 GiB";
+constexpr std::string_view throws = "CAF 0.17.6 throws out of its deserializer on an unknown variant index";
+
+// refused_caf_content in basp_check.hpp says why each is here.
+constexpr refused_content refused[] = {
+  {"@charbuf", "CAF's type @charbuf (std::vector<char>)", allocates},
+  {"@new_data_msg", "CAF's type @new_data_msg (a std::vector<char>)", allocates},
+  {"@config_value", "CAF's config_value type", throws},
+  {"+settings", "CAF's type settings (of config_values)", throws},
+  {"@downstream_msg", "CAF's stream message @downstream_msg", throws},
+  {"@upstream_msg", "CAF's stream message @upstream_msg", throws},
 };
 
-// Why each is refused: refused_caf_type in basp_check.hpp.
-constexpr refused_type refused_types[] = {
-  {"@config_value", "its deserializer in CAF 0.17.6 throws on bad input and would end the node"},
-  {"@charbuf", "its deserializer in CAF 0.17.6 allocates whatever length the bytes announce, up to 4 GiB"},
-};
-
-constexpr size_t longest_name() {
+constexpr size_t longest_pattern() {
   size_t n = 0;
-  for (auto& t : refused_types) n = std::max(n, t.name.size());
+  for (auto& r : refused) n = std::max(n, r.pattern.size());
   return n;
 }
-static_assert(longest_name() == longest_refused_caf_type);
-
-std::string_view why_refused(std::string_view name) {
-  for (auto& t : refused_types)
-    if (t.name == name) return t.why;
-  return {};
-}
+static_assert(longest_pattern() == longest_refused_pattern);
 
 }  // namespace
 
-std::string_view refused_caf_type(std::string_view bytes) {
-  for (auto& t : refused_types)
-    if (bytes.find(t.name) != std::string_view::npos) return t.name;
-  return {};
+const refused_content* refused_caf_content(std::string_view bytes) {
+  for (auto& r : refused)
+    if (bytes.find(r.pattern) != std::string_view::npos) return &r;
+  return nullptr;
 }
 
-std::string_view basp_check::names_refused_type(const char* data, size_t n) {
+const refused_content* basp_check::holds_refused_content(const char* data, size_t n) {
   // Across the cut: what the last chunk ended with, then this chunk's start.
   constexpr auto keep = sizeof carry_;
   if (carry_len_ > 0) {
@@ -56,9 +52,9 @@ std::string_view basp_check::names_refused_type(const char* data, size_t n) {
     std::memcpy(joint, carry_, carry_len_);
     auto more = std::min(n, keep);
     std::memcpy(joint + carry_len_, data, more);
-    if (auto t = refused_caf_type(std::string_view(joint, carry_len_ + more)); !t.empty()) return t;
+    if (auto r = refused_caf_content(std::string_view(joint, carry_len_ + more))) return r;
   }
-  if (auto t = refused_caf_type(std::string_view(data, n)); !t.empty()) return t;
+  if (auto r = refused_caf_content(std::string_view(data, n))) return r;
   // The last keep bytes seen of this payload.
   if (n >= keep) {
     std::memcpy(carry_, data + n - keep, keep);
@@ -70,7 +66,7 @@ std::string_view basp_check::names_refused_type(const char* data, size_t n) {
     std::memcpy(carry_ + carry_len_, data, n);
     carry_len_ += n;
   }
-  return {};
+  return nullptr;
 }
 
 bool basp_check::feed(const char* data, size_t n) {
@@ -78,9 +74,9 @@ bool basp_check::feed(const char* data, size_t n) {
   for (size_t i = 0; i < n;) {
     if (payload_left_ > 0) {
       auto take = std::min<uint64_t>(payload_left_, n - i);
-      if (auto t = names_refused_type(data + i, static_cast<size_t>(take)); !t.empty()) {
-        why_ = fmt::format("BASP message {} names CAF's type {}, which no ActorTrain message carries ({})", messages_,
-                           t, why_refused(t));
+      if (auto r = holds_refused_content(data + i, static_cast<size_t>(take))) {
+        why_ = fmt::format("BASP message {} holds {}, which no ActorTrain message carries ({})", messages_, r->what,
+                           r->why);
         return false;
       }
       payload_left_ -= take;

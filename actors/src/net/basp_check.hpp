@@ -10,8 +10,8 @@
 //    `max_payload`, the largest message this job can legitimately send;
 //  - CAF's own BASP broker would reserve whatever a header announces (up to 4 GiB)
 //    before reading it, and aborts on 0xFFFFFFFF;
-//  - no payload may name a type of CAF's that `refused_caf_type` refuses (each message
-//    names its element types).
+//  - no payload may hold what `refused_caf_content` refuses (types of CAF's that are
+//    unsafe to read from a peer).
 // A refusal is final: the connection is closed, nothing more is read.
 
 #include <cstddef>
@@ -23,20 +23,32 @@ namespace actortrain::detail {
 
 /// CAF 0.17 writes a message's element types by name ("@<>+@str+@charbuf") and builds
 /// each element from its name when it reads one, so a peer's bytes choose which of CAF's
-/// deserializers run. Two of CAF 0.17.6's own are unsafe on a peer's bytes, and no
-/// ActorTrain message carries either type:
-///  - config_value ("@config_value") throws out of the deserializer on an unknown variant
-///    index, which ends the node (tools/fuzzers/known/caf_config_value);
-///  - std::vector<char> ("@charbuf") resizes to the length the bytes announce before it
-///    checks that the bytes hold it: 5 bytes make it allocate and zero 4 GiB
-///    (tools/fuzzers/known/caf_charbuf).
-/// The name of the first such type that `bytes` contain anywhere (a nested message's names
-/// are in them too), or "" when none. A message whose own strings hold one of these names
-/// is refused too: none of ActorTrain's does.
-std::string_view refused_caf_type(std::string_view bytes);
+/// deserializers run. Some of CAF 0.17.6's own are unsafe on a peer's bytes (each has an
+/// input in tools/fuzzers/known/), and no ActorTrain message carries any of them:
+///  - a std::vector<char> ("@charbuf", and the buffer of the middleman's "@new_data_msg")
+///    is resized to the length the bytes announce before CAF checks that they hold it:
+///    21 bytes make it allocate and zero 4 GiB;
+///  - a caf::variant with an unknown index throws out of the deserializer, which on BASP
+///    ends the node. Variants are in config_value (any type name holding "@config_value",
+///    and "settings") and in CAF's stream messages ("@downstream_msg", "@upstream_msg").
+/// A payload is refused when one of these names appears anywhere in it (a nested
+/// message's names are in it too); a string of a message that happens to hold one is
+/// refused as well (none of ActorTrain's messages names a CAF type in a string).
+/// Not refused, and open (docs/security.md): the host of a node id of CAF's uri kind is
+/// a variant too, and a node id is in every actor handle, with no type name to find. Its
+/// kind's 8 bytes (the atom "uri", 00 00 00 00 00 3f ad ee) are also the big-endian
+/// integer 4173294, which a step number or a count of a legitimate message may be.
+struct refused_content {
+  std::string_view pattern;  ///< the bytes looked for
+  std::string_view what;     ///< what they are, for a log line
+  std::string_view why;      ///< why CAF 0.17.6 cannot read it from a peer
+};
 
-/// The longest name refused_caf_type looks for.
-inline constexpr size_t longest_refused_caf_type = 13;
+/// The first refused content that `bytes` hold anywhere, or nullptr when none.
+const refused_content* refused_caf_content(std::string_view bytes);
+
+/// The longest pattern refused_caf_content looks for.
+inline constexpr size_t longest_refused_pattern = 15;
 
 class basp_check {
  public:
@@ -67,14 +79,14 @@ class basp_check {
 
  private:
   bool check_header();
-  std::string_view names_refused_type(const char* data, size_t n);
+  const refused_content* holds_refused_content(const char* data, size_t n);
 
   limits limits_;
   unsigned char header_[header_size] = {};
   size_t have_ = 0;            // bytes of the current header collected
   uint64_t payload_left_ = 0;  // payload bytes of the current message still to pass
   uint64_t messages_ = 0;      // headers read whole
-  char carry_[longest_refused_caf_type - 1] = {};  // the current payload's last bytes (a name cut across reads)
+  char carry_[longest_refused_pattern - 1] = {};  // the current payload's last bytes (a name cut across reads)
   size_t carry_len_ = 0;
   std::string why_;
 };

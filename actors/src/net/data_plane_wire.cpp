@@ -398,10 +398,8 @@ std::string receive(caf::actor_system& sys, socket_link& link, frame& out) {
     link.region->released(1 - link.out_ring).store(link.in_next, std::memory_order_release);
     ++link.frames_in_shm;
   }
-  if (auto t = detail::refused_caf_type(std::string_view(meta.data(), meta.size())); !t.empty())
-    return fmt::format("a message naming CAF's type {}, which no ActorTrain message carries and CAF 0.17.6 cannot "
-                       "read safely from a peer",
-                       t);
+  if (auto r = detail::refused_caf_content(std::string_view(meta.data(), meta.size())))
+    return fmt::format("a message holding {}, which no ActorTrain message carries ({})", r->what, r->why);
   caf::binary_deserializer source{sys, meta};
   if (auto err = source(out.msg)) return "a malformed message: " + sys.render(err);
   if (source.remaining() != 0) return fmt::format("{} bytes after the message", source.remaining());
