@@ -319,6 +319,25 @@ BOOST_FIXTURE_TEST_CASE(hostile_lengths_in_other_message_types_are_refused, wire
   BOOST_CHECK(gback.hyperparams.size() < 1000);
 }
 
+// A sequence of exact values is held to the fewest bytes each element takes on the wire
+// (here a string's length byte, one character, a double's 8), not one byte each: a count
+// the rest of the message could hold at one byte an element, but not at ten, is refused
+// before anything is allocated (with one byte, 30 pairs of 40 bytes were allocated and
+// the read failed later, at the fifth).
+BOOST_FIXTURE_TEST_CASE(a_count_of_exact_values_is_held_to_their_least_bytes, wire_fixture) {
+  at::gate_decision gate;
+  gate.hyperparams = {{"a", 1.0}, {"b", 2.0}, {"c", 3.0}, {"d", 4.0}};  // the last field: 4, then 4 x 10 bytes
+  auto buf = save(gate);
+  auto at = buf.size() - 40 - 1;
+  BOOST_REQUIRE_EQUAL(static_cast<int>(buf[at]), 4);
+  buf[at] = 30;  // 40 bytes left: room for 30 at one byte each, for 4 at ten
+  at::gate_decision back;
+  auto err = load(buf, back);
+  BOOST_REQUIRE(err);
+  BOOST_CHECK_MESSAGE(sys->render(err).find("a sequence longer than the message") != std::string::npos,
+                      sys->render(err));
+}
+
 namespace {
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 }  // namespace
