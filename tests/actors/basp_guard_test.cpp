@@ -150,7 +150,8 @@ BOOST_AUTO_TEST_CASE(payloads_holding_what_caf_cannot_read_safely_are_refused_ho
     const char* what;
   };
   for (const auto& u : {unsafe{unsafe_caf::charbuf, "@charbuf"}, unsafe{unsafe_caf::new_data_msg, "@new_data_msg"},
-                        unsafe{unsafe_caf::settings, "settings"}, unsafe{unsafe_caf::config_value, "config_value"}}) {
+                        unsafe{unsafe_caf::settings, "settings"}, unsafe{unsafe_caf::config_value, "config_value"},
+                        unsafe{unsafe_caf::duration, "@duration"}}) {
     auto* r = at::detail::refused_caf_content(u.bytes);
     BOOST_TEST_REQUIRE(r != nullptr, u.what);
     BOOST_TEST(std::string(r->what).find(u.what) != std::string::npos, r->what);

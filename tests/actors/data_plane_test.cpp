@@ -462,11 +462,13 @@ BOOST_FIXTURE_TEST_CASE(a_message_holding_what_caf_cannot_read_safely_is_refused
     ::close(fd);
   };
   auto before = peak_kb();
-  // Two allocate and zero 4 GiB (CAF would, before finding 1 byte), two throw.
+  // Two allocate and zero 4 GiB (CAF would, before finding 1 byte), two throw, one crashes
+  // when printed.
   const std::pair<const std::string&, const char*> unsafe[] = {{unsafe_caf::charbuf, "@charbuf"},
                                                                {unsafe_caf::new_data_msg, "@new_data_msg"},
                                                                {unsafe_caf::settings, "settings"},
-                                                               {unsafe_caf::config_value, "config_value"}};
+                                                               {unsafe_caf::config_value, "config_value"},
+                                                               {unsafe_caf::duration, "@duration"}};
   for (auto& u : unsafe) attack(u.first);
   // A node id of CAF's uri kind with a bad host is not refused by name (basp_check.hpp):
   // CAF throws, and the connection's reader closes it, the server serving on.

@@ -28,6 +28,8 @@ inline const std::string settings = names("+settings") + std::string("\x01\x00\x
 /// A node id of the uri kind whose host (a variant) has index 200: throws, and is not
 /// refused (see refused_caf_content).
 inline const std::string node_uri = names("+@node") + uri_kind + std::string("\x00\x00\xc8", 3);
+/// A duration of unit 0xffffffff: read without complaint, a crash when CAF prints it.
+inline const std::string duration = names("+@duration") + std::string("\xff\xff\xff\xff", 4) + std::string(8, '\0');
 /// A config_value of variant index 200: throws.
 inline const std::string config_value = names("+@config_value") + "\xc8";
 

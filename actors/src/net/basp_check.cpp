@@ -27,6 +27,12 @@ constexpr refused_content refused[] = {
   {"+settings", "CAF's type settings (of config_values)", throws},
   {"@downstream_msg", "CAF's stream message @downstream_msg", throws},
   {"@upstream_msg", "CAF's stream message @upstream_msg", throws},
+  {"@open_stream_msg", "CAF's stream message @open_stream_msg", "ActorTrain opens no CAF streams"},
+  {"@duration", "CAF's type @duration",
+   "CAF 0.17.6 reads its unit unchecked, and printing it (as CAF does with a message no handler takes) indexes "
+   "a table with it: a crash"},
+  {"@group", "CAF's group types",
+   "CAF 0.17.6 makes and keeps an actor for every new group name a peer sends"},
 };
 
 constexpr size_t longest_pattern() {

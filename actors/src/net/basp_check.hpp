@@ -23,14 +23,20 @@ namespace actortrain::detail {
 
 /// CAF 0.17 writes a message's element types by name ("@<>+@str+@charbuf") and builds
 /// each element from its name when it reads one, so a peer's bytes choose which of CAF's
-/// deserializers run. Some of CAF 0.17.6's own are unsafe on a peer's bytes (each has an
-/// input in tools/fuzzers/known/), and no ActorTrain message carries any of them:
+/// deserializers run. Some of CAF 0.17.6's own are unsafe on a peer's bytes (the inputs
+/// in tools/fuzzers/known/ show most), and no ActorTrain message carries any of them:
 ///  - a std::vector<char> ("@charbuf", and the buffer of the middleman's "@new_data_msg")
 ///    is resized to the length the bytes announce before CAF checks that they hold it:
 ///    21 bytes make it allocate and zero 4 GiB;
 ///  - a caf::variant with an unknown index throws out of the deserializer, which on BASP
 ///    ends the node. Variants are in config_value (any type name holding "@config_value",
-///    and "settings") and in CAF's stream messages ("@downstream_msg", "@upstream_msg").
+///    and "settings") and in CAF's stream messages ("@downstream_msg", "@upstream_msg";
+///    "@open_stream_msg" goes with them: ActorTrain opens no CAF streams);
+///  - a "@duration" is read with its unit unchecked, and printing it indexes a table with
+///    that unit: CAF prints a message that no handler takes (print_and_drop), so one such
+///    message to a published actor is a crash;
+///  - a "@group" (and "@group_down") makes the node spawn and keep an actor for every new
+///    group name.
 /// A payload is refused when one of these names appears anywhere in it (a nested
 /// message's names are in it too); a string of a message that happens to hold one is
 /// refused as well (none of ActorTrain's messages names a CAF type in a string).
@@ -48,7 +54,7 @@ struct refused_content {
 const refused_content* refused_caf_content(std::string_view bytes);
 
 /// The longest pattern refused_caf_content looks for.
-inline constexpr size_t longest_refused_pattern = 15;
+inline constexpr size_t longest_refused_pattern = 16;
 
 class basp_check {
  public:

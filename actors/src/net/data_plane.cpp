@@ -230,8 +230,10 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         break;
       }
       if (!data_plane_request(f.msg)) {
-        auto no = caf::make_message(make_error(error_code::invalid_request,
-                                               "the data plane carries pulls and pushes only, not " + to_string(f.msg)));
+        // Named by its size only: printing a peer's message runs CAF's printers on its bytes.
+        auto no = caf::make_message(make_error(
+          error_code::invalid_request,
+          fmt::format("the data plane carries pulls and pushes only, not a message of {} element(s)", f.msg.size())));
         if (!c.link->send(sys, f.id, no).empty()) break;
         continue;
       }
