@@ -159,7 +159,9 @@ caf::error exact_io(Inspector& f, std::vector<T>& x) {
   if (auto err = f.begin_sequence(n)) return err;
   if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
     // An announced count the message cannot hold is refused before anything is
-    // allocated: what is allocated stays within a few times the message's own bytes.
+    // allocated: a double or a pair of string and double stays within 5 times its wire
+    // bytes; an element that is itself a vector may be 1 byte for 24 (CAF's own
+    // containers of strings are 1 for 32), bounded by the guard's payload limit.
     if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&f))
       if (bin->remaining() / least_wire_bytes<T>::value < n)
         return caf::make_error(caf::sec::end_of_stream, "a sequence longer than the message");
