@@ -179,6 +179,32 @@ bool closed_by_peer(int fd) {
   }
 }
 
+// A forged frame for a server to refuse: the wire's fixed header (data_plane_wire.hpp),
+// then raw words (shape entries, a ring position) or a message's bytes.
+struct raw_header {
+  uint32_t magic, tensors;
+  uint64_t id, meta;
+};
+constexpr uint32_t frame_magic = 0x46445441;
+
+std::string bytes_of(const raw_header& h, const std::vector<uint64_t>& extra = {}) {
+  std::string b(reinterpret_cast<const char*>(&h), sizeof h);
+  if (!extra.empty()) b.append(reinterpret_cast<const char*>(extra.data()), extra.size() * 8);
+  return b;
+}
+
+// Greets the server at `where` as a member, sends `bytes`, and checks that the server
+// closes the connection.
+void send_expecting_close(const dp::endpoint& where, const std::string& bytes) {
+  int fd = connect_to(where.port);
+  greet(fd, where.token);
+  char ok = 0;
+  BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
+  ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  BOOST_CHECK(closed_by_peer(fd));
+  ::close(fd);
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(pulls_pushes_and_row_pulls_keep_every_bit, plane_fixture) {
@@ -342,26 +368,8 @@ BOOST_FIXTURE_TEST_CASE(malformed_frames_close_only_their_connection, plane_fixt
   at::pull_request pull;
   pull.partitions.push_back(at::partition_key{0, 0});
   BOOST_REQUIRE(ask<at::pull_reply>(plane, at::pull_atom::value, pull));
-  struct header {
-    uint32_t magic, tensors;
-    uint64_t id, meta;
-  };
-  auto attack = [&](const std::vector<char>& bytes) {
-    int fd = connect_to(where.port);
-    greet(fd, where.token);
-    char ok = 0;
-    BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
-    ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    BOOST_CHECK(closed_by_peer(fd));
-    ::close(fd);
-  };
-  auto bytes_of = [](const header& h, std::vector<uint64_t> extra = {}) {
-    std::vector<char> b(sizeof h + extra.size() * 8);
-    std::memcpy(b.data(), &h, sizeof h);
-    if (!extra.empty()) std::memcpy(b.data() + sizeof h, extra.data(), extra.size() * 8);
-    return b;
-  };
-  constexpr uint32_t magic = 0x46445441;
+  auto attack = [&](const std::string& bytes) { send_expecting_close(where, bytes); };
+  constexpr uint32_t magic = frame_magic;
   attack(bytes_of({0x12345678, 0, 1, 0}));                           // not a frame
   attack(bytes_of({magic, 1u << 20, 1, 0}));                         // a million tensors
   attack(bytes_of({magic, 0, 1, uint64_t{1} << 40}));                // a terabyte of message
@@ -406,23 +414,10 @@ BOOST_FIXTURE_TEST_CASE(a_member_announcing_more_than_the_job_sends_reserves_not
   dp::server srv{*sys, as_ps(shard), std::chrono::seconds(10), l};
   auto where = srv.where();
   auto before = peak_kb();
-  struct header {
-    uint32_t magic, tensors;
-    uint64_t id, meta;
+  auto attack = [&](const raw_header& h, std::vector<uint64_t> extra) {
+    send_expecting_close(where, bytes_of(h, extra));
   };
-  auto attack = [&](const header& h, std::vector<uint64_t> extra) {
-    int fd = connect_to(where.port);
-    greet(fd, where.token);
-    char ok = 0;
-    BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
-    std::vector<char> b(sizeof h + extra.size() * 8);
-    std::memcpy(b.data(), &h, sizeof h);
-    if (!extra.empty()) std::memcpy(b.data() + sizeof h, extra.data(), extra.size() * 8);
-    ::send(fd, b.data(), b.size(), MSG_NOSIGNAL);
-    BOOST_CHECK(closed_by_peer(fd));
-    ::close(fd);
-  };
-  constexpr uint32_t magic = 0x46445441;
+  constexpr uint32_t magic = frame_magic;
   for (int i = 0; i < 4; ++i) {
     attack({magic, 0, 1, 0x3fffffff}, {});                 // 1 GiB of message
     attack({magic, 1, 1, 0}, {uint64_t{1} << 14, 1 << 14});  // a 1 GiB tensor
@@ -445,21 +440,8 @@ BOOST_FIXTURE_TEST_CASE(a_message_holding_what_caf_cannot_read_safely_is_refused
                    lines.push_back(line);
                  }};
   auto where = srv.where();
-  struct header {
-    uint32_t magic, tensors;
-    uint64_t id, meta;
-  };
   auto attack = [&](const std::string& meta) {
-    int fd = connect_to(where.port);
-    greet(fd, where.token);
-    char ok = 0;
-    BOOST_REQUIRE_EQUAL(::recv(fd, &ok, 1, MSG_WAITALL), 1);
-    header h{0x46445441, 0, 1, meta.size()};
-    std::string b(reinterpret_cast<const char*>(&h), sizeof h);
-    b += meta;
-    ::send(fd, b.data(), b.size(), MSG_NOSIGNAL);
-    BOOST_CHECK(closed_by_peer(fd));
-    ::close(fd);
+    send_expecting_close(where, bytes_of({frame_magic, 0, 1, meta.size()}) + meta);
   };
   auto before = peak_kb();
   // Two allocate and zero 4 GiB (CAF would, before finding 1 byte), two throw, one crashes
