@@ -124,6 +124,41 @@ BOOST_AUTO_TEST_CASE(a_push_is_applied_once_and_a_repeated_step_id_is_acknowledg
   BOOST_TEST(s.duplicates == 1u);
 }
 
+// pull_with_push: the partitions a push names in then_pull are answered with its
+// acknowledgement, read after the push as a training pull then reads them: with the
+// push's update, at the version after it; a duplicate is answered too (the re-sent push
+// of a step whose first acknowledgement was lost), and a push that fails answers nothing.
+BOOST_AUTO_TEST_CASE(a_push_answers_the_partitions_it_names_as_read_after_its_update) {
+  auto req = push_of(3, matrix::Ones(2, 3));
+  req.then_pull = {partition_key{0, 0}};
+  auto r = push(req);
+  BOOST_REQUIRE(r);
+  BOOST_REQUIRE(r->pulled.size() == 1u);
+  const auto& v = r->pulled[0];
+  BOOST_TEST((v.key == partition_key{0, 0}));
+  BOOST_TEST(v.version == 1u);
+  BOOST_TEST(v.value.value->isApproxToConstant(-1.0f));  // SGD lr 1: w -= g, already applied
+  BOOST_TEST(v.value.reducible);                          // a training read
+  auto plain = pull(pull_request{epochs(1), {partition_key{0, 0}}, true});
+  BOOST_REQUIRE(plain);
+  BOOST_TEST((*plain->values.at(0).value.value == *v.value.value));  // what a pull sent after it reads
+  auto again = push(req);
+  BOOST_REQUIRE(again);
+  BOOST_TEST(to_string(again->status) == "duplicate");
+  BOOST_REQUIRE(again->pulled.size() == 1u);
+  BOOST_TEST(again->pulled[0].version == 1u);
+  BOOST_TEST(push(push_of(4, matrix::Ones(2, 3)))->pulled.empty());  // none named, none answered
+  auto bad = push_of(5, matrix::Ones(3, 3));
+  bad.then_pull = {partition_key{0, 0}};
+  BOOST_TEST(!push(bad));
+  auto missing = push_of(6, matrix::Ones(2, 3));
+  missing.then_pull = {partition_key{7, 0}};
+  BOOST_TEST(!push(missing));
+  BOOST_TEST(text().find("no partition 7:0") != std::string::npos, text());
+  BOOST_TEST(stats().applied == 2u);  // steps 3 and 4: the failed pushes changed nothing
+  BOOST_TEST(kernel().isApproxToConstant(-2.0f));
+}
+
 BOOST_AUTO_TEST_CASE(a_wrong_shape_is_rejected_naming_variable_and_shapes_and_nothing_changes) {
   auto r = push(push_of(1, matrix::Ones(3, 3)));
   BOOST_TEST(!r);

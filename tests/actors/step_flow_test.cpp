@@ -38,15 +38,35 @@ struct flow_fixture : testing::fixture {
     shard = spawn_dataset_shard(
       sys, [x, y](const dataset::input_context&) { return dataset::from_tensor_slices({x}, y).batch(4); }, so);
     worker = spawn_worker(sys, options());
+    initialize(ps);
+  }
+
+  // Gives `shard` the model's initial parameters (seed 1).
+  void initialize(ps_shard_actor shard_actor) {
     init_request init;
     init.f.coordinator_epoch = 1;
     auto values = net.initial_parameters(1);
     for (auto& vp : pl->variables())
       init.partitions.push_back(
         testing::start_state(partition_key{vp.variable, 0}, vp.name, false, matrix(values[vp.variable])));
-    auto rh = self->request(ps, std::chrono::seconds(10), init_atom::value, init);
+    auto rh = self->request(shard_actor, std::chrono::seconds(10), init_atom::value, init);
     sched.run();
     rh.receive([](caf::ok_atom) {}, [](caf::error& e) { BOOST_FAIL(describe(e)); });
+  }
+
+  // Every variable `shard_actor` holds, as an observer reads it.
+  std::vector<matrix> values_of(ps_shard_actor shard_actor) {
+    pull_request p;  // epoch 0: an observer's read
+    for (auto& vp : pl->variables()) p.partitions.push_back(partition_key{vp.variable, 0});
+    auto rh = self->request(shard_actor, std::chrono::seconds(10), pull_atom::value, p);
+    sched.run();
+    std::vector<matrix> out;
+    rh.receive(
+      [&](pull_reply& r) {
+        for (auto& v : r.values) out.push_back(*v.value.value);
+      },
+      [](caf::error& e) { BOOST_FAIL(describe(e)); });
+    return out;
   }
 
   worker_options options() {
@@ -90,6 +110,38 @@ struct flow_fixture : testing::fixture {
     return t;
   }
 };
+
+// Counts, where they are sent, the worker's pulls and the pushes that ask for values.
+struct counting_policy : fault_policy {
+  size_t pulls = 0, pushes = 0, pushes_that_pull = 0;
+  delivery decide(const message_info& m) override {
+    if (m.is_request && m.kind == pull_atom::value) ++pulls;
+    if (m.is_request && m.kind == push_atom::value) {
+      ++pushes;
+      pushes_that_pull += m.pulls ? 1 : 0;
+    }
+    return delivery::deliver();
+  }
+};
+
+// Stands in front of a ps shard and answers each push with the next step's values
+// changed to a shape the worker did not ask for.
+caf::behavior misshaping_shard(caf::event_based_actor* self, ps_shard_actor real) {
+  return {
+    [self, real](pull_atom a, const pull_request& r) { return self->delegate(real, a, r); },
+    [self, real](push_atom a, push_request& r) {
+      auto rp = self->make_response_promise<push_reply>();
+      self->request(real, std::chrono::seconds(10), a, std::move(r))
+        .then(
+          [rp](push_reply& rep) mutable {
+            for (auto& v : rep.pulled) v.value = tensor{matrix::Ones(9, 9)};
+            rp.deliver(std::move(rep));
+          },
+          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      return rp;
+    },
+  };
+}
 
 // Stands in front of a dataset shard and notes the position of every batch asked for.
 dataset_shard_actor::behavior_type noting_source(dataset_shard_actor::pointer self, dataset_shard_actor real,
@@ -153,6 +205,55 @@ BOOST_AUTO_TEST_CASE(steps_per_execution_runs_consecutive_steps_in_one_task) {
 
 BOOST_AUTO_TEST_CASE(the_next_step_reads_the_update_of_the_one_before) {
   BOOST_TEST(staleness_of_two_steps(worker) == (std::vector<uint64_t>{0, 0}));
+}
+
+// pull_with_push (on by default): the second step of a task reads its parameters from the
+// first step's push acknowledgement, so one pull serves a two-step task; it reads what a
+// pull of its own reads (with one worker, bit for bit: the shard ends with the same
+// values), with its predecessor's update (staleness 0).
+BOOST_AUTO_TEST_CASE(the_next_step_of_a_task_reads_on_the_push_what_a_pull_would_read) {
+  std::vector<std::vector<matrix>> ends;
+  for (bool with_push : {true, false}) {
+    auto counts = std::make_shared<counting_policy>();
+    auto o = options();
+    o.seam = std::make_shared<send_seam>(sys, counts);
+    o.pull_with_push = with_push;
+    auto fresh = spawn_ps_shard(sys, *model::make_sgd({0.1}), ps_shard_options{});
+    initialize(fresh);
+    o.ps = {fresh};
+    auto w = spawn_worker(sys, o);
+    BOOST_TEST(staleness_of_two_steps(w) == (std::vector<uint64_t>{0, 0}));
+    BOOST_TEST(counts->pushes == 2u);
+    BOOST_TEST(counts->pulls == (with_push ? 1u : 2u));
+    BOOST_TEST(counts->pushes_that_pull == (with_push ? 1u : 0u));
+    ends.push_back(values_of(fresh));
+    for (auto a : {caf::actor_cast<caf::actor>(w), caf::actor_cast<caf::actor>(fresh)})
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+  BOOST_REQUIRE(ends[0].size() == ends[1].size());
+  BOOST_REQUIRE(!ends[0].empty());
+  for (size_t v = 0; v < ends[0].size(); ++v) BOOST_TEST((ends[0][v] == ends[1][v]));
+  BOOST_TEST(!(ends[0][0] == net.initial_parameters(1)[0]));  // two steps moved them
+}
+
+// What a shard answers is checked before the worker computes on it: values of a shape
+// it did not ask for fail the task with an error naming the shard (they were read as the
+// partition before: out of bounds).
+BOOST_AUTO_TEST_CASE(values_on_a_push_that_were_not_asked_for_fail_the_task_naming_the_shard) {
+  auto front = caf::actor_cast<ps_shard_actor>(sys.spawn(misshaping_shard, ps));
+  auto o = options();
+  o.ps = {front};
+  auto w = spawn_worker(sys, o);
+  auto t = task_at(0);
+  t.steps.push_back(step_id{1, 0, 1});
+  auto rh = self->request(w, std::chrono::seconds(10), step_atom::value, t);
+  sched.run();
+  std::string text;
+  rh.receive([](task_result&) { BOOST_FAIL("the task succeeded"); }, [&](caf::error& e) { text = describe(e); });
+  BOOST_TEST(text.find("ps shard 0 answered") != std::string::npos, text);
+  BOOST_TEST(text.find("[9 x 9]") != std::string::npos, text);
+  for (auto a : {caf::actor_cast<caf::actor>(w), caf::actor_cast<caf::actor>(front)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_that_pulls_ahead_reads_one_update_behind_and_the_shard_applies_both) {

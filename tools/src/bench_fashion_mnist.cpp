@@ -93,12 +93,13 @@ run_figures run_local(const ds::fashion_mnist_arrays& train, const ds::fashion_m
 
 run_figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion_mnist_arrays& test, int epochs,
                     int64_t batch, double lr, uint64_t seed, int ps, int workers, bool overlap, bool ahead,
-                    const std::optional<staleness_compensation>& compensation) {
+                    bool separate, const std::optional<staleness_compensation>& compensation) {
   auto j = the_job(train, test, epochs, batch, lr, seed, compensation);
   j.spec.num_ps = ps;
   j.spec.num_workers = workers;
   j.spec.overlap_push = overlap;
   j.spec.pull_ahead = ahead;
+  j.spec.pull_with_push = !separate;
   // Training seconds per epoch (each from its first to its last applied step) and the
   // validation accuracy after it, from the coordinator's own event times.
   auto metrics = fmt::format("/tmp/actortrain-bench-fashion-mnist-{}.jsonl", ::getpid());
@@ -118,11 +119,13 @@ run_figures run_cluster(const ds::fashion_mnist_arrays& train, const ds::fashion
   return out;
 }
 
-// b or c, optionally with one suffix: w (wait for push acks) or p (pull ahead).
+// b or c, optionally with one suffix: w (wait for push acks), p (pull ahead) or s (pulls
+// of their own, not riding on the pushes).
 struct cluster_kind {
   int size = 1;  // ps shards = workers
   bool wait = false;
   bool ahead = false;
+  bool separate = false;
 };
 
 std::optional<cluster_kind> cluster_variant(const std::string& v) {
@@ -134,6 +137,8 @@ std::optional<cluster_kind> cluster_variant(const std::string& v) {
       k.wait = true;
     else if (v[1] == 'p')
       k.ahead = true;
+    else if (v[1] == 's')
+      k.separate = true;
     else
       return std::nullopt;
   }
@@ -167,7 +172,9 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
           "libopenblas0-pthread, and are left out of the default variants, with a note, without it).\n"
           "Suffixes change b and c: 'w' workers wait for the push acknowledgements before the\n"
           "next step (cluster_spec::overlap_push = false), 'p' workers pull the next step's\n"
-          "parameters while a step computes (cluster_spec::pull_ahead). The cluster variants run\n"
+          "parameters while a step computes (cluster_spec::pull_ahead), 's' workers pull with\n"
+          "requests of their own instead of on the pushes (cluster_spec::pull_with_push = false,\n"
+          "the protocol before it). The cluster variants run\n"
           "the main job (jobs::fashion_mnist) with its defaults, staleness compensation included\n"
           "(--compensation changes it for all of them).\n"
           "Every ActorTrain variant runs with Eigen's GEMM blocking tuned for this CPU\n"
@@ -236,7 +243,8 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
                         {"--batch", std::to_string(batch), "--lr", fmt::format("{}", lr), "--data-dir", data_dir});
       } else {
         auto cv = *cluster_variant(v);
-        fig = run_cluster(train, test, epochs, batch, lr, seed, cv.size, cv.size, !cv.wait, cv.ahead, compensation);
+        fig = run_cluster(train, test, epochs, batch, lr, seed, cv.size, cv.size, !cv.wait, cv.ahead, cv.separate,
+                          compensation);
       }
       sps[v].push_back(fig.samples_per_second);
       acc[v].push_back(fig.accuracy);
@@ -265,6 +273,7 @@ int bench_fashion_mnist(int argc, char** argv, int first) {
   ratio("c", "local", "c/a");
   ratio("bp", "local", "bp/a");
   ratio("cp", "local", "cp/a");
+  ratio("c", "cs", "c/cs");
   ratio("b", "bare", "b/bare");
   ratio("c", "bare", "c/bare");
   ratio("c", "hogwild", "c/hogwild");

@@ -463,6 +463,9 @@ worker_options cluster_internals::worker_options_for(const cluster_spec& spec, u
                                                       std::shared_ptr<const model::placement> placement) {
   worker_options o;
   static_cast<exchange_options&>(o) = spec;  // how it pulls and pushes, whole
+  // A sync round's next step reads after the round closes, not after its push.
+  o.pull_with_push = spec.pull_with_push && spec.consistency.mode() != consistency_mode::kind::sync && !spec.pull_ahead &&
+                     spec.pull_every <= 1;
   o.id = id;
   o.structure = structure;
   o.loss = std::move(loss);

@@ -25,7 +25,7 @@ using cli::usage_error;
 // the coordinator's task.
 struct common_flags {
   int verbose = 0, spe = 1, pull_every = 1, push_every = 1;
-  bool pull_ahead = false, loop = false;
+  bool pull_ahead = false, pull_separately = false, loop = false;
   double local_lr = 0, clip_norm = 0;
   std::string metrics;
   int64_t early_stopping = 0;
@@ -52,6 +52,9 @@ struct common_flags {
       .add("push-every", push_every,
            "workers push the mean gradient of N steps once (Downpour's n_push; async only)", range<int>{1, 1 << 20})
       .add("pull-ahead", pull_ahead, "workers fetch the next step's parameters while a step computes (staleness +1)")
+      .add("pull-separately", pull_separately,
+           "workers pull with requests of their own instead of on their pushes' acknowledgements (the same reads, "
+           "twice the messages)")
       .add("clip-norm", clip_norm,
            "a custom training step: the built-in one, then the gradients clipped to this global L2 norm, as "
            "tf.clip_by_global_norm (0: off)",
@@ -83,6 +86,7 @@ struct common_flags {
     j.spec.local_learning_rate = local_lr;
     j.spec.push_every = push_every;
     j.spec.pull_ahead = pull_ahead;
+    j.spec.pull_with_push = !pull_separately;
     if (partitioner) j.spec.partitioner = partitioner;
     if (compensation) j.spec.compensation = *compensation;
     if (clip_norm > 0) j.spec.train_step = model::clipped_step(clip_norm);

@@ -804,15 +804,28 @@ failure shard_store::pull_rows(pull_rows_request& req, rows_reply& out) {
 failure shard_store::push(push_request& req, push_reply& out) {
   if (!initialized_) return not_ready();
   if (auto err = check_fence(req.f)) return err;
+  // The next step's read, served once the push is done (the apply policy may keep req).
+  pull_request then{req.f, std::move(req.then_pull), /*training=*/true};
+  auto read_after = [&]() -> failure {
+    if (then.partitions.empty()) return {};
+    pull_reply values;
+    if (auto err = pull(then, values)) return err;
+    out.pulled = std::move(values.values);
+    return {};
+  };
   if (seen_before(req)) {
     ++stats_.duplicates;
-    out = push_reply{push_status::duplicate, 0};
-    return {};
+    out = push_reply{push_status::duplicate, 0, {}};
+    return read_after();
   }
   if (auto err = validate(req)) {
     ++stats_.rejected;
     return err;
   }
+  for (auto& k : then.partitions)  // (checked before anything is applied)
+    if (parts_.find(k) == parts_.end())
+      return failure{error_code::invalid_request,
+                     fmt::format("ps shard {}: no partition {}:{} to read after the push", index_, k.variable, k.index)};
   uint64_t max_lag = 0;
   applied_by who{req.step, req.f.worker, req.f.worker_generation, req.attempt};
   auto status = policy_->on_push(req, [this, &max_lag](push_request& r) { apply_slices(r, max_lag); });
@@ -823,8 +836,8 @@ failure shard_store::push(push_request& req, push_reply& out) {
     count_applied(who);
     for (auto& s : req.more_steps) count_applied(applied_by{s, req.f.worker, req.f.worker_generation, req.attempt});
   }
-  out = push_reply{status, max_lag};
-  return {};
+  out = push_reply{status, max_lag, {}};
+  return read_after();
 }
 
 failure shard_store::round(const round_request& req, round_reply& out) {

@@ -83,7 +83,8 @@ class shard_store {
   failure pull(const pull_request& req, pull_reply& out);
   /// The rows of req.ids (moved into the reply).
   failure pull_rows(pull_rows_request& req, rows_reply& out);
-  /// Fence, de-duplication, validation, then the apply policy.
+  /// Fence, de-duplication, validation, then the apply policy; then, when it names
+  /// partitions (then_pull), their values as a training pull would read them now.
   failure push(push_request& req, push_reply& out);
   /// Closes a synchronous round: the policy's held pushes of its steps, applied as one.
   failure round(const round_request& req, round_reply& out);

@@ -43,6 +43,7 @@ delivery timed_delivery::decide(const message_info& m) {
       c.reply_bytes = 4 * floats;
     } else if (kind == "push") {
       c.request_bytes += 4 * floats;
+      if (m.pulls) c.reply_bytes = 4 * floats;  // the next step's parameters ride on the acknowledgement
       c.work_seconds = floats * model_.params().apply_seconds_per_float;
       if (a.r == cost_model::role::worker) {
         // The first push of a step carries the step's computation: the worker computed it
@@ -59,7 +60,8 @@ delivery timed_delivery::decide(const message_info& m) {
     c.reply_bytes = batch_bytes_;
   }
   double at = model_.deliver(a, b, c, now);
-  if (kind == "pull" && c.reply_bytes > 0 && a.r == cost_model::role::worker && b.r == cost_model::role::ps) {
+  const bool reads = kind == "pull" || (kind == "push" && m.pulls);
+  if (reads && c.reply_bytes > 0 && a.r == cost_model::role::worker && b.r == cost_model::role::ps) {
     auto& g = pulls_[a.index];
     if (g.now != now) {
       if (g.now >= 0) pull_times_.push_back(g.end - g.start);

@@ -4,6 +4,7 @@
 #include <actortrain/model/layers/embedding.hpp>
 
 #include <limits>
+#include <set>
 
 #include "state.hpp"
 
@@ -67,6 +68,8 @@ void install_round(self_ptr self) {
   compute(self);
 }
 
+}  // namespace
+
 // A pull of round `id` to shard `p` failed: the round is dropped (one asked ahead is
 // asked again when its step starts), and the step waiting for it fails.
 void round_failed(self_ptr self, uint64_t id, int p, caf::error e) {
@@ -78,18 +81,14 @@ void round_failed(self_ptr self, uint64_t id, int p, caf::error e) {
   if (awaited) fail(self, shard_error(st, p, std::move(e)));
 }
 
-}  // namespace
-
-// Pulls every variable from the shards that hold it, in parallel, as one round.
-void send_round(self_ptr self, const fence& f, const step_id& step, bool training) {
+// Opens a round for `step` (dropping any other): what to ask each shard, by ps index.
+std::vector<std::vector<partition_key>> open_round(self_ptr self, const fence& f, const step_id& step, bool training) {
   auto& st = self->state;
   const auto& pl = *st.opts.placement;
-  const int nps = pl.num_ps();
-  std::vector<pull_request> reqs(static_cast<size_t>(nps));
+  std::vector<std::vector<partition_key>> asks(static_cast<size_t>(pl.num_ps()));
   for (auto& vp : pl.variables()) {
     if (st.by_rows[static_cast<size_t>(vp.variable)]) continue;  // by row, once the batch is known
-    for (auto& part : vp.partitions)
-      reqs[static_cast<size_t>(part.ps)].partitions.push_back(partition_key{vp.variable, part.index});
+    for (auto& part : vp.partitions) asks[static_cast<size_t>(part.ps)].push_back(partition_key{vp.variable, part.index});
   }
   auto& rd = st.round;
   rd = worker_state::pull_round{};
@@ -100,28 +99,75 @@ void send_round(self_ptr self, const fence& f, const step_id& step, bool trainin
   rd.training = training;
   rd.values = model::parameter_store{st.opts.structure.variables().size()};
   rd.read_version.assign(st.opts.structure.variables().size(), 0);
-  for (auto& r : reqs)
-    if (!r.partitions.empty()) ++rd.outstanding;
-  for (int p = 0; p < nps; ++p) {
-    auto& r = reqs[static_cast<size_t>(p)];
-    if (r.partitions.empty()) continue;
-    r.f = f;
-    r.training = training;
-    st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], via(st, p), st.opts.timeout, pull_atom::value, std::move(r))
-      .then(
-        [self, id = rd.id](pull_reply& rep) {
-          auto& st = self->state;
-          auto& rd = st.round;
-          if (!rd.active || rd.id != id || rd.outstanding == 0) return;
-          const auto& pl = *st.opts.placement;
-          for (auto& pv : rep.values) {
-            auto v = static_cast<size_t>(pv.key.variable);
-            rd.read_version[v] = std::max(rd.read_version[v], pv.version);
-            store_partition(rd.values, pl, pv, /*share=*/true);  // whole variables: zero copy
-          }
-          if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
-        },
-        [self, id = rd.id, p](caf::error& e) { round_failed(self, id, p, std::move(e)); });
+  for (auto& a : asks)
+    if (!a.empty()) ++rd.outstanding;
+  return asks;
+}
+
+namespace {
+
+// Why shard `p`'s answer cannot be what a round asked it (each of its dense partitions
+// once, of the partition's shape), or "".
+std::string misfit(const worker_state& st, int p, const std::vector<partition_value>& values) {
+  const auto& pl = *st.opts.placement;
+  size_t asked = 0;
+  for (auto& vp : pl.variables())
+    if (!st.by_rows[static_cast<size_t>(vp.variable)])
+      for (auto& part : vp.partitions) asked += part.ps == p ? 1 : 0;
+  if (values.size() != asked) return fmt::format("{} partitions for the {} asked", values.size(), asked);
+  std::set<partition_key> seen;
+  for (auto& pv : values) {
+    auto v = pv.key.variable;
+    if (v < 0 || static_cast<size_t>(v) >= pl.variables().size() || st.by_rows[static_cast<size_t>(v)])
+      return fmt::format("variable {}, which it was not asked for", v);
+    const auto& vp = pl.variable(v);
+    if (pv.key.index < 0 || static_cast<size_t>(pv.key.index) >= vp.partitions.size() ||
+        vp.partitions[static_cast<size_t>(pv.key.index)].ps != p || !seen.insert(pv.key).second)
+      return fmt::format("partition {}:{}, which it was not asked for (or twice)", v, pv.key.index);
+    const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
+    if (!pv.value.value || pv.value.rows() != part.rows() || pv.value.cols() != vp.shape.cols)
+      return fmt::format("{} partition {} as [{} x {}], which is [{} x {}]", vp.name, pv.key.index,
+                         pv.value.value ? pv.value.rows() : 0, pv.value.value ? pv.value.cols() : 0, part.rows(),
+                         vp.shape.cols);
+  }
+  return {};
+}
+
+}  // namespace
+
+// Shard `p`'s values for round `id` (a pull's reply, or a push's with pull_with_push);
+// the last of the round installs it when its step waits. Values that are not what was
+// asked drop the round and fail the task.
+void round_values(self_ptr self, uint64_t id, int p, std::vector<partition_value>& values) {
+  auto& st = self->state;
+  auto& rd = st.round;
+  if (!rd.active || rd.id != id || rd.outstanding == 0) return;
+  if (auto why = misfit(st, p, values); !why.empty()) {
+    rd = worker_state::pull_round{};
+    if (st.busy)
+      fail(self, make_error(error_code::invalid_request,
+                            fmt::format("worker {}: ps shard {} answered {}", st.opts.id, p, why)));
+    return;
+  }
+  const auto& pl = *st.opts.placement;
+  for (auto& pv : values) {
+    auto v = static_cast<size_t>(pv.key.variable);
+    rd.read_version[v] = std::max(rd.read_version[v], pv.version);
+    store_partition(rd.values, pl, pv, /*share=*/true);  // whole variables: zero copy
+  }
+  if (--rd.outstanding == 0 && rd.awaited && rd.seq == st.seq) install_round(self);
+}
+
+// Pulls every variable from the shards that hold it, in parallel, as one round.
+void send_round(self_ptr self, const fence& f, const step_id& step, bool training) {
+  auto& st = self->state;
+  auto asks = open_round(self, f, step, training);
+  for (size_t p = 0; p < asks.size(); ++p) {
+    if (asks[p].empty()) continue;
+    pull_request r{f, std::move(asks[p]), training};
+    st.opts.seam->request(self, st.opts.ps[p], via(st, static_cast<int>(p)), st.opts.timeout, pull_atom::value, std::move(r))
+      .then([self, id = st.round.id, p](pull_reply& rep) { round_values(self, id, static_cast<int>(p), rep.values); },
+            [self, id = st.round.id, p](caf::error& e) { round_failed(self, id, static_cast<int>(p), std::move(e)); });
   }
 }
 

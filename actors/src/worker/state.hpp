@@ -94,7 +94,8 @@ struct worker_state {
   clock_type::time_point phase_start;
   std::vector<uint64_t> read_version;  // per variable (max over its partitions)
   // One set of pulls to every shard. With pull_ahead the next step's round is sent when
-  // a step starts computing, and its answers wait in the mailbox until that step.
+  // a step starts computing, and its answers wait in the mailbox until that step; with
+  // pull_with_push it rides on the step's pushes (push_request::then_pull).
   struct pull_round {
     bool active = false;   // requests are out (or their answers are kept)
     bool awaited = false;  // a step waits for the answers
@@ -168,6 +169,9 @@ caf::error shard_error(const worker_state& st, int p, caf::error e);
 void prefetch_next(self_ptr self);
 void on_batch(self_ptr self, batch_reply& r);
 void send_round(self_ptr self, const fence& f, const step_id& step, bool training);
+std::vector<std::vector<partition_key>> open_round(self_ptr self, const fence& f, const step_id& step, bool training);
+void round_values(self_ptr self, uint64_t id, int p, std::vector<partition_value>& values);
+void round_failed(self_ptr self, uint64_t id, int p, caf::error e);
 void pull(self_ptr self);
 void local_step(worker_state& st);
 

@@ -164,28 +164,52 @@ void push(self_ptr self, std::vector<step_result> group) {
     run_next(self);
     return;
   }
+  // pull_with_push: the task's next training step reads what each shard holds right
+  // after this push, so the push asks for it; a shard it reads but does not push to
+  // (none, with dense variables) would need a pull of its own: then none rides along.
+  uint64_t round = 0;
+  if (st.opts.pull_with_push && st.task.training && st.next < st.task.steps.size() && !st.round.active) {
+    auto asks = open_round(self, st.task.f, st.task.steps[st.next], true);
+    bool all_pushed = true;
+    for (int p = 0; p < nps; ++p) {
+      auto& r = reqs[static_cast<size_t>(p)];
+      if (!asks[static_cast<size_t>(p)].empty() && r.dense.empty() && r.sparse.empty()) all_pushed = false;
+    }
+    if (all_pushed) {
+      round = st.round.id;
+      for (int p = 0; p < nps; ++p) reqs[static_cast<size_t>(p)].then_pull = std::move(asks[static_cast<size_t>(p)]);
+    } else {
+      st.round = worker_state::pull_round{};  // the step pulls as usual
+    }
+  }
   rec.pending += a->remaining;
   for (int p = 0; p < nps; ++p) {
     auto& r = reqs[static_cast<size_t>(p)];
     if (r.dense.empty() && r.sparse.empty()) continue;
+    const bool pulls = !r.then_pull.empty();
     st.opts.seam->request(self, st.opts.ps[static_cast<size_t>(p)], via(st, p), st.opts.timeout, push_atom::value, std::move(r))
       .then(
-        [self, id, a](push_reply& rep) {
+        [self, id, a, round, pulls, p](push_reply& rep) {
           auto& st = self->state;
-          auto i = st.records.find(id);
-          if (i == st.records.end()) return;  // the task failed already
-          for (auto& r : a->results) r.max_staleness = std::max(r.max_staleness, rep.max_staleness);
-          --i->second.pending;
-          if (--a->remaining == 0) {
-            for (auto& r : a->results) {
-              r.timings.push_us = micros_since(a->sent);
-              i->second.result.steps.push_back(std::move(r));
+          if (auto i = st.records.find(id); i != st.records.end()) {  // else the task failed already
+            for (auto& r : a->results) r.max_staleness = std::max(r.max_staleness, rep.max_staleness);
+            --i->second.pending;
+            if (--a->remaining == 0) {
+              for (auto& r : a->results) {
+                r.timings.push_us = micros_since(a->sent);
+                i->second.result.steps.push_back(std::move(r));
+              }
+              if (!st.opts.overlap_push && st.busy && st.current_record == id) run_next(self);
             }
-            if (!st.opts.overlap_push && st.busy && st.current_record == id) run_next(self);
+            maybe_answer(self, id);
           }
-          maybe_answer(self, id);
+          // The acknowledgement first: the next step may compute as its values come in.
+          if (pulls) round_values(self, round, p, rep.pulled);  // (ignored once the round is gone)
         },
-        [self, id, p](caf::error& e) { fail_record(self, id, shard_error(self->state, p, std::move(e))); });
+        [self, id, p, round, pulls](caf::error& e) {
+          fail_record(self, id, shard_error(self->state, p, e));
+          if (pulls) round_failed(self, round, p, std::move(e));
+        });
   }
   if (st.opts.overlap_push) run_next(self);
 }

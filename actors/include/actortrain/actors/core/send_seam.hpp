@@ -89,6 +89,8 @@ struct message_info {
   bool is_request = true;
   /// For a step task: the (pipeline, position) of each of its steps.
   std::vector<std::pair<uint32_t, uint64_t>> steps;
+  /// For a push: it asks for the next step's parameters too (push_request::then_pull).
+  bool pulls = false;
 };
 
 namespace detail {
@@ -112,6 +114,7 @@ void note_steps(message_info&, const T&) {}
 inline void note_steps(message_info& m, const step_task& t) {
   for (auto& s : t.steps) m.steps.emplace_back(s.pipeline, s.position);
 }
+inline void note_steps(message_info& m, const push_request& r) { m.pulls = !r.then_pull.empty(); }
 }  // namespace detail
 
 /// Decides the fate of messages (the fault-tolerance work implements seeded plans).

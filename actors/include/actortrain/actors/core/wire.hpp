@@ -368,7 +368,7 @@ typename Inspector::result_type inspect(Inspector& f, sparse_slice& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
   return f(caf::meta::type_name("push_request"), x.f, x.step, x.example_count, x.dense, x.sparse, x.watermark,
-           x.attempt, x.more_steps, x.digests);
+           x.attempt, x.more_steps, x.digests, x.then_pull);
 }
 
 template <class Inspector>
@@ -385,7 +385,7 @@ typename Inspector::result_type inspect(Inspector& f, push_reply& x) {
     x.status = static_cast<push_status>(s);
     return caf::none;
   };
-  return f(caf::meta::type_name("push_reply"), s, x.max_staleness, caf::meta::load_callback(restore));
+  return f(caf::meta::type_name("push_reply"), s, x.max_staleness, x.pulled, caf::meta::load_callback(restore));
 }
 
 template <class Inspector>

@@ -190,6 +190,10 @@ struct push_request {
   /// The digest of each step's batch (dataset::element_digest): `step`'s, then those of
   /// more_steps in order. Each partition records them in its ledger as it applies.
   std::vector<uint64_t> digests;
+  /// The partitions the worker's next training step reads (exchange_options::
+  /// pull_with_push): the shard answers them in push_reply::pulled, read after this push
+  /// as a training pull_request under `f` would read them then. Empty: no pull.
+  std::vector<partition_key> then_pull;
 };
 
 /// Which computation of a step a shard applied (ps_shard_options::apply_log).
@@ -211,6 +215,8 @@ std::string to_string(push_status s);
 struct push_reply {
   push_status status = push_status::applied;
   uint64_t max_staleness = 0;  ///< max over slices of (version before apply - read_version)
+  /// The values of push_request::then_pull, as a pull_reply's (empty when none asked).
+  std::vector<partition_value> pulled;
 };
 
 /// Closes a synchronous round (consistency "sync"): the steps of the round and their

@@ -15,6 +15,13 @@ struct exchange_options {
   /// wait for a pull; each step then reads parameters without its predecessor's update
   /// (staleness one higher: 1 with a single worker instead of 0).
   bool pull_ahead = false;
+  /// A worker's push of a step asks each shard for the next step's parameters as well
+  /// (push_request::then_pull), when that step is of the same task: the shard answers
+  /// them with the acknowledgement, read right after it applied the push, which is when
+  /// a pull sent after the push would be served. The same reads, half the messages: no
+  /// pull request and no separate reply (row pulls still follow the batch). Async and
+  /// bounded staleness; sync rounds, pull_ahead and pull_every > 1 pull as before.
+  bool pull_with_push = true;
   /// Downpour-style fetching (async only, not with pull_ahead): workers pull the dense
   /// variables every pull_every training steps and reuse them in between, moving about
   /// 1/pull_every of the parameter bytes; every push's staleness counts the versions it

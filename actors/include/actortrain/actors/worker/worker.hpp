@@ -27,10 +27,14 @@
 //     +--> push_every k: accumulate; fewer than k and steps left: next step -----+
 //     |      else push_group: one push of their example-weighted mean            |
 //     +--> push: each shard its slices, in parallel; next step at once ----------+
-//            (overlap_push), else once every shard acknowledged the push
+//            (overlap_push), else once every shard acknowledged the push;
+//            pull_with_push: the push asks for the task's next step's parameters
+//            (open_round), which come with the acknowledgements (round_values)
 //   every step computed and every push acknowledged: reply task_result (all k
 //   steps, maybe_answer). An error: the first one is the reply (fail_record).
 //
+// A shard's answer to a round is checked before the step computes on it: each of the
+// shard's partitions asked for, once, of its shape (else the task fails naming the shard).
 // The worker lets go of pulled parameters before it pushes, so a ps shard in the same
 // process can write the next version in place. It fetches the next step's batch while a
 // step computes, and with pull_ahead also its parameters (one step more staleness). A
