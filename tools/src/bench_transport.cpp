@@ -490,6 +490,16 @@ int serve_or_throw(const transport_options& o, int report_fd) {
   }
   caf::actor_system sys{cfg};
   exit_at_scope_end ps{o.serve_table > 0 ? make_table_shard(sys, o) : sys.spawn(transport_ps, served)};
+  // However this ends (served, or an error thrown), the shard stops and is forgotten in
+  // the registry, where its handle's trip to the bench put it (else ~actor_system waits
+  // for its detached thread for as long as the bench holds a proxy of it: a third of the
+  // runs hung until the bench's SIGKILL). Declared here, it runs after the data plane and
+  // the listeners below are gone.
+  struct stopped_at_scope_end {
+    caf::actor_system& sys;
+    caf::actor shard;
+    ~stopped_at_scope_end() { stop_and_forget(sys, shard, std::chrono::seconds(2)); }
+  } stopped{sys, ps.a};
   // TLS: behind the guard, as a task listens. Plain: CAF's own publish (BASP alone).
   std::optional<guarded_listener> guarded;
   caf::expected<uint16_t> basp{uint16_t{0}};
@@ -520,17 +530,6 @@ int serve_or_throw(const transport_options& o, int report_fd) {
     tls_stream session{ctx.get(), std::move(conn), /*server=*/true};
     serve_raw_tls(session);
   }
-  // Served: the shard stops, and is forgotten in the registry, where its handle's trip to
-  // the bench put it (else ~actor_system waits for its detached thread for as long as
-  // the bench holds a proxy of it: a third of the runs hung until the bench's SIGKILL).
-  plane.reset();
-  {
-    caf::scoped_actor waiter{sys};
-    waiter->monitor(ps.a);
-    caf::anon_send_exit(ps.a, caf::exit_reason::user_shutdown);
-    waiter->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
-  }
-  forget_registry(sys);
   return 0;
 }
 

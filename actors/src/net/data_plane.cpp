@@ -203,19 +203,25 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     });
     auto sender = caf::actor_cast<caf::strong_actor_ptr>(companion);
     std::thread writer([this, sink, link = c.link] { sink->write_all_replies(sys, *link); });
-    // However this loop ends, the writer is joined (a joinable thread destroyed by an
-    // exception would end the process).
-    struct join_writer {
+    // However the frame loop ends (its end, a refusal, or an exception thrown past it),
+    // the connection is torn down once, here: no longer counted open, the writer joined
+    // (a joinable thread destroyed by an exception would end the process), and the
+    // companion cleaned up, so that no handler is left on it.
+    struct teardown {
+      impl& server;
       std::thread& t;
       reply_sink& sink;
       socket_link& link;
-      ~join_writer() {
-        if (!t.joinable()) return;
+      caf::actor_companion& comp;
+      ~teardown() {
+        --server.open;
         link.shutdown();
         sink.close();
-        t.join();
+        if (t.joinable()) t.join();
+        caf::scoped_execution_unit here{&server.sys};
+        comp.cleanup(caf::make_error(caf::exit_reason::user_shutdown), &here);
       }
-    } joined{writer, *sink, *c.link};
+    } done{*this, writer, *sink, *c.link, *comp};
     for (;;) {
       frame f;
       std::string err;
@@ -240,12 +246,6 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       ++served;
       shard->enqueue(sender, caf::make_message_id(sink->open(f.id)), std::move(f.msg), nullptr);
     }
-    --open;
-    c.link->shutdown();
-    sink->close();
-    writer.join();
-    caf::scoped_execution_unit here{&sys};
-    comp->cleanup(caf::make_error(caf::exit_reason::user_shutdown), &here);  // no handler left
   }
 
   // Out of descriptors: takes the connection waiting in the queue with the spare

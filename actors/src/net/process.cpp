@@ -186,6 +186,24 @@ void forget_registry(caf::actor_system& sys) {
   }
 }
 
+size_t stop_and_forget(caf::actor_system& sys, const caf::actor& last, std::chrono::milliseconds bound) {
+  {
+    caf::scoped_actor waiter{sys};
+    waiter->monitor(last);
+    caf::anon_send_exit(last, caf::exit_reason::user_shutdown);
+    waiter->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
+  }
+  auto until = std::chrono::steady_clock::now() + bound;
+  while (sys.registry().running() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the application thread, at exit
+  auto left = sys.registry().running();
+  // An actor's last messages to peers may still wait in the middleman's queue, which
+  // puts the sender back into the registry when it writes them: forget_registry forgets
+  // again until the registry stays empty for 100 ms.
+  forget_registry(sys);
+  return left;
+}
+
 uint64_t detail::max_message_bytes(const job& j) {
   uint64_t floats = 0;
   for (auto& v : j.structure.variables()) floats += static_cast<uint64_t>(v.shape.size());
@@ -282,21 +300,8 @@ node_result run_task(const node_options& opts, const job& j) {
   // for their actors to be released. Erasing before every actor stopped would not do: a
   // stopping actor's last message to a peer puts it back.
   auto stop_all = [&] {
-    {
-      caf::scoped_actor waiter{sys};
-      waiter->monitor(node);
-      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
-      waiter->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
-    }
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (sys.registry().running() > 0 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the application thread, at exit
-    if (auto n = sys.registry().running(); n > 0)
+    if (auto n = stop_and_forget(sys, caf::actor_cast<caf::actor>(node), std::chrono::seconds(10)); n > 0)
       std::cerr << fmt::format("{}: warning: {} actor(s) still running 10 s after the end\n", to_string(me), n);
-    // An actor's last messages to peers may still wait in the middleman's queue, which
-    // puts the sender back into the registry when it writes them: forget again until
-    // the registry stays empty for 100 ms (at most 2 s).
-    forget_registry(sys);
   };
   // BASP sits behind a guard (basp_guard.hpp): the guard is the only listener (the TLS
   // server too), and hands each member's connection to CAF's BASP broker as one end of a

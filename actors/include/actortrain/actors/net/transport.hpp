@@ -68,4 +68,9 @@ caf::expected<caf::actor> dial_actor(caf::actor_system& sys, const task_address&
 /// the registry: without this, a process can hang at exit for as long as a peer lives.
 void forget_registry(caf::actor_system& sys);
 
+/// Shutting down such a process: tells `last` (the actor holding the others) to exit and
+/// waits up to 5 s until it is down, then up to `bound` until no actor of `sys` runs,
+/// then forget_registry. Returns how many actors still ran after `bound` (0: all stopped).
+size_t stop_and_forget(caf::actor_system& sys, const caf::actor& last, std::chrono::milliseconds bound);
+
 }  // namespace actortrain
