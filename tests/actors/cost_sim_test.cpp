@@ -18,8 +18,8 @@ namespace {
 constexpr double step = 0.010, latency = 0.001;
 constexpr int64_t batch = 20;
 
-// The linear job (200 steps) on `workers` x `ps` with the costs `p`.
-sim_result simulate_with(int workers, int ps, const cost_params& p) {
+// The linear job (200 steps) on `workers` x `ps` with the costs `p`, `steps` steps a task.
+sim_result simulate_with(int workers, int ps, const cost_params& p, int steps = 1) {
   jobs::linear_options lo;
   lo.epochs = 1;
   lo.examples = 4000;  // 200 steps
@@ -27,6 +27,7 @@ sim_result simulate_with(int workers, int ps, const cost_params& p) {
   auto j = jobs::linear(lo);
   j.spec.num_workers = workers;
   j.spec.num_ps = ps;
+  j.spec.steps_per_execution = steps;
   sim_options o;
   o.compare_values = false;
   o.checkpoint_every = 0;
@@ -40,12 +41,12 @@ sim_result simulate_with(int workers, int ps, const cost_params& p) {
 }
 
 // Nothing costs time but the steps and the latency.
-sim_timing run(int workers, int ps, int cores) {
+sim_timing run(int workers, int ps, int cores, int steps = 1) {
   cost_params p;
   p.step_seconds = step;
   p.latency_seconds = latency;
   p.cores = cores;
-  return simulate_with(workers, ps, p).timing;
+  return simulate_with(workers, ps, p, steps).timing;
 }
 
 }  // namespace
@@ -59,6 +60,17 @@ BOOST_AUTO_TEST_CASE(one_worker_steps_every_step_plus_a_round_trip) {
   // Two shards in parallel: the same.
   auto two = run(1, 2, 8);
   BOOST_TEST(two.samples_per_second() == batch / (step + 2 * latency), boost::test_tools::tolerance(0.03));
+}
+
+// Tasks of 4 steps: a step's pushes ask for the next step's values (pull_with_push) and
+// their replies bring them, one round trip as the pulls took. A step's pushes to two
+// shards leave together: the second does not wait for the first one's reply.
+BOOST_AUTO_TEST_CASE(a_push_that_brings_the_next_steps_values_costs_the_same_round_trip) {
+  for (int ps : {1, 2}) {
+    auto t = run(1, ps, 8, 4);
+    BOOST_TEST(t.samples_per_second() == batch / (step + 2 * latency), boost::test_tools::tolerance(0.03));
+    BOOST_TEST(t.mean_staleness == 0.0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(workers_on_cores_of_their_own_add_up_and_read_older_parameters) {

@@ -47,11 +47,14 @@ delivery timed_delivery::decide(const message_info& m) {
       c.work_seconds = floats * model_.params().apply_seconds_per_float;
       if (a.r == cost_model::role::worker) {
         // The first push of a step carries the step's computation: the worker computed it
-        // when its pulls arrived (inline, at no simulated time), so it leaves after it.
-        c.after_replies = true;
+        // when its pulls arrived (inline, at no simulated time), so it leaves after them
+        // and after it. The step's other pushes leave after the first (handler_end), not
+        // after its reply: a push that asks for values has one, which the next step waits
+        // for, not this one's other pushes.
         auto i = computed_at_.find(a.index);
         if (i == computed_at_.end() || i->second != now) {
           computed_at_[a.index] = now;
+          c.after_replies = true;
           c.before_seconds = model_.params().step_seconds;
         }
       }
