@@ -489,7 +489,7 @@ int serve_or_throw(const transport_options& o, int report_fd) {
     configure_system(cfg);
   }
   caf::actor_system sys{cfg};
-  exit_at_scope_end ps{o.serve_table > 0 ? make_table_shard(sys, o) : sys.spawn(transport_ps, served)};
+  caf::actor shard = o.serve_table > 0 ? make_table_shard(sys, o) : sys.spawn(transport_ps, served);
   // However this ends (served, or an error thrown), the shard stops and is forgotten in
   // the registry, where its handle's trip to the bench put it (else ~actor_system waits
   // for its detached thread for as long as the bench holds a proxy of it: a third of the
@@ -499,16 +499,16 @@ int serve_or_throw(const transport_options& o, int report_fd) {
     caf::actor_system& sys;
     caf::actor shard;
     ~stopped_at_scope_end() { stop_and_forget(sys, shard, std::chrono::seconds(2)); }
-  } stopped{sys, ps.a};
+  } stopped{sys, shard};
   // TLS: behind the guard, as a task listens. Plain: CAF's own publish (BASP alone).
   std::optional<guarded_listener> guarded;
   caf::expected<uint16_t> basp{uint16_t{0}};
   if (tls)
-    basp = guarded.emplace(sys, caf::actor_cast<caf::strong_actor_ptr>(ps.a), tls_cluster(tls_files_in(o.serve_tls)), host, 0, max_message(o),
+    basp = guarded.emplace(sys, caf::actor_cast<caf::strong_actor_ptr>(shard), tls_cluster(tls_files_in(o.serve_tls)), host, 0, max_message(o),
                            [](const std::string& line) { fmt::print(stderr, "ps side: {}\n", line); })
              .port();
   else
-    basp = sys.middleman().publish(ps.a, 0, host.c_str(), /*reuse_addr=*/true);
+    basp = sys.middleman().publish(shard, 0, host.c_str(), /*reuse_addr=*/true);
   if (!basp) throw std::runtime_error(fmt::format("publish on 127.0.0.1: {}", describe(basp.error())));
   // The tensor data plane beside BASP, as in a cluster: with TLS a TLS server too.
   std::optional<data_plane::server> plane;
@@ -518,7 +518,7 @@ int serve_or_throw(const transport_options& o, int report_fd) {
     auto f = tls_files_in(o.serve_tls);
     limits.tls = data_plane::tls_context(f.certificate, f.key, f.ca);
   }
-  plane.emplace(sys, caf::actor_cast<ps_shard_actor>(ps.a),
+  plane.emplace(sys, caf::actor_cast<ps_shard_actor>(shard),
                 std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout), limits);
   auto listener = net::listen_on(host, 0, {/*backlog=*/1});
   report_ports(report_fd, net::local_port(listener.get()), *basp, plane->where());

@@ -3,8 +3,8 @@
 // (pull_ahead), or reused and moved by the local learning rate (pull_every).
 #include <actortrain/model/layers/embedding.hpp>
 
+#include <algorithm>
 #include <limits>
-#include <set>
 
 #include "state.hpp"
 
@@ -101,29 +101,25 @@ std::vector<std::vector<partition_key>> open_round(self_ptr self, const fence& f
   rd.read_version.assign(st.opts.structure.variables().size(), 0);
   for (auto& a : asks)
     if (!a.empty()) ++rd.outstanding;
+  rd.asked = asks;
   return asks;
 }
 
 namespace {
 
-// Why shard `p`'s answer cannot be what a round asked it (each of its dense partitions
-// once, of the partition's shape), or "".
-std::string misfit(const worker_state& st, int p, const std::vector<partition_value>& values) {
-  const auto& pl = *st.opts.placement;
-  size_t asked = 0;
-  for (auto& vp : pl.variables())
-    if (!st.by_rows[static_cast<size_t>(vp.variable)])
-      for (auto& part : vp.partitions) asked += part.ps == p ? 1 : 0;
-  if (values.size() != asked) return fmt::format("{} partitions for the {} asked", values.size(), asked);
-  std::set<partition_key> seen;
+// Why shard `p`'s answer cannot be what round `rd` asked it (each partition asked, once,
+// of the partition's shape), or "".
+std::string misfit(const worker_state& st, const worker_state::pull_round& rd, int p,
+                   const std::vector<partition_value>& values) {
+  const auto& asked = rd.asked.at(static_cast<size_t>(p));
+  if (values.size() != asked.size()) return fmt::format("{} partitions for the {} asked", values.size(), asked.size());
+  std::vector<bool> seen(asked.size());
   for (auto& pv : values) {
-    auto v = pv.key.variable;
-    if (v < 0 || static_cast<size_t>(v) >= pl.variables().size() || st.by_rows[static_cast<size_t>(v)])
-      return fmt::format("variable {}, which it was not asked for", v);
-    const auto& vp = pl.variable(v);
-    if (pv.key.index < 0 || static_cast<size_t>(pv.key.index) >= vp.partitions.size() ||
-        vp.partitions[static_cast<size_t>(pv.key.index)].ps != p || !seen.insert(pv.key).second)
-      return fmt::format("partition {}:{}, which it was not asked for (or twice)", v, pv.key.index);
+    auto at = std::find(asked.begin(), asked.end(), pv.key);
+    if (at == asked.end() || seen[static_cast<size_t>(at - asked.begin())])
+      return fmt::format("partition {}:{}, which it was not asked for (or twice)", pv.key.variable, pv.key.index);
+    seen[static_cast<size_t>(at - asked.begin())] = true;
+    const auto& vp = st.opts.placement->variable(pv.key.variable);
     const auto& part = vp.partitions[static_cast<size_t>(pv.key.index)];
     if (!pv.value.value || pv.value.rows() != part.rows() || pv.value.cols() != vp.shape.cols)
       return fmt::format("{} partition {} as [{} x {}], which is [{} x {}]", vp.name, pv.key.index,
@@ -142,7 +138,7 @@ void round_values(self_ptr self, uint64_t id, int p, std::vector<partition_value
   auto& st = self->state;
   auto& rd = st.round;
   if (!rd.active || rd.id != id || rd.outstanding == 0) return;
-  if (auto why = misfit(st, p, values); !why.empty()) {
+  if (auto why = misfit(st, rd, p, values); !why.empty()) {
     rd = worker_state::pull_round{};
     if (st.busy)
       fail(self, make_error(error_code::invalid_request,

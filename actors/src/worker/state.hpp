@@ -106,6 +106,7 @@ struct worker_state {
                        // the other was dispatched, which the consistency modes forbid)
     bool training = false;  // a training step's (the shard may answer a compensated view)
     size_t outstanding = 0;
+    std::vector<std::vector<partition_key>> asked;  // by ps index: what each shard must answer
     model::parameter_store values;
     std::vector<uint64_t> read_version;
     bool reused = false;  // the values are the last pull's (pull_every)
