@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
                   "what the ps shards do about stale gradients: none, lookahead (workers compute on the parameters "
                   "extrapolated along the last update), lookahead(k), staleness_lr, dc_asgd(lambda)",
                   [&](const std::string& v) { o.compensation = actortrain::staleness_compensation::parse(v); })
+      .add("use-ema", o.use_ema,
+           "Adam keeps a moving average of the weights, which evaluation and reads of the model see "
+           "(--use-ema=off: the weights themselves)")
+      .add("ema-momentum", o.ema_momentum, "the average's momentum (Keras's ema_momentum)", range<double>{0, 0.999999})
       .add("threads", threads, "CAF scheduler threads", range<int>{1, 256})
       .add("metrics", metrics, "write JSON-lines metrics to this file (actortrain plot draws them)")
       .add("data-dir", o.data_dir, "directory with the four Fashion-MNIST .gz files")

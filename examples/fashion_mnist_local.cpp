@@ -20,6 +20,7 @@ using actortrain::cli::range;
 int main(int argc, char** argv) {
   return actortrain::cli::run_main("fashion_mnist_local", [&] {
     actortrain::jobs::fashion_mnist_options o;
+    o.use_ema = false;  // the baseline trains and evaluates the weights themselves
     int verbose = 1;
     actortrain::cli::flags f{"fashion_mnist_local",
                              "Trains an MLP 784-256-128-10 on Fashion-MNIST in one process and prints the test "
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
       .add("batch", o.batch, "batch size", range<int64_t>{1, 60000})
       .add("lr", o.learning_rate, "Adam learning rate", range<double>{1e-9, 10})
       .add("seed", o.seed, "seed of initialization and shuffling")
+      .add("use-ema", o.use_ema, "keep a moving average of the weights, validate it and end with it (Keras's use_ema)")
       .add("data-dir", o.data_dir, "directory with the four Fashion-MNIST .gz files")
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch", range<int>{0, 2});
     if (!f.parse(argc, argv)) return 0;

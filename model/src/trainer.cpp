@@ -40,6 +40,36 @@ size_t history::epochs() const {
 
 namespace {
 
+// use_ema (optimizer.hpp, "Averaging"): while it lives, the dense variables that have
+// been updated hold their averages (slot `slot` of their block); the values come back
+// when it ends, unless keep() made the averages the values.
+class averaged_values {
+ public:
+  averaged_values(parameter_store& params, const std::vector<slot_block>& slots, int slot,
+                  const std::vector<std::shared_ptr<dynamic_table>>& tables)
+    : params_(params) {
+    if (slot < 0) return;
+    for (size_t v = 0; v < params.size(); ++v) {
+      const auto& s = slots[v];
+      if (tables[v] || s.iterations == 0) continue;
+      auto& value = params[static_cast<variable_id>(v)];
+      saved_.emplace_back(v, value);
+      const auto& average = s.slots[static_cast<size_t>(slot)];
+      std::copy(average.begin(), average.end(), value.data());
+    }
+  }
+  averaged_values(const averaged_values&) = delete;
+  averaged_values& operator=(const averaged_values&) = delete;
+  ~averaged_values() {
+    for (auto& [v, value] : saved_) params_[static_cast<variable_id>(v)] = std::move(value);
+  }
+  void keep() { saved_.clear(); }
+
+ private:
+  parameter_store& params_;
+  std::vector<std::pair<size_t, matrix>> saved_;
+};
+
 // Variable v's dynamic table in a model seeded by `seed`.
 dynamic_table_options table_options(const model& m, uint64_t seed, size_t v) {
   const auto& spec = m.variables()[v];
@@ -62,12 +92,20 @@ trainer::trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed)
   if (!loss_) throw std::invalid_argument("trainer: null loss");
   params_ = model_.initial_parameters(seed_);
   grads_ = gradient_store{model_.variables()};
-  for (auto& v : model_.variables()) slots_.push_back(opt_->make_slots(static_cast<size_t>(v.shape.size())));
   const auto& vars = model_.variables();
+  for (size_t v = 0; v < vars.size(); ++v) {
+    const auto& value = params_[static_cast<variable_id>(v)];
+    const auto n = static_cast<size_t>(vars[v].shape.size());
+    slots_.push_back(opt_->make_slots(n, static_cast<size_t>(value.size()) == n ? value.data() : nullptr));
+  }
   tables_.resize(vars.size());
   table_ids_.resize(vars.size());
   for (size_t v = 0; v < vars.size(); ++v) {
     if (!vars[v].dynamic) continue;
+    if (opt_->average_slot() >= 0)
+      throw std::invalid_argument(fmt::format("trainer: the dynamic table '{}' is updated by rows, and {} averages "
+                                              "dense variables only (use_ema)",
+                                              vars[v].name, opt_->describe()));
     if (!model_.compact_rows()[v])
       throw std::invalid_argument(fmt::format(
         "trainer: the dynamic table '{}' must be applied straight to model inputs that nothing else reads",
@@ -127,7 +165,8 @@ void trainer::restore(const checkpoint_data& data) {
       slots.push_back(opt_->make_slots(0));
       continue;
     }
-    auto block = opt_->make_slots(static_cast<size_t>(part.values.size()));
+    // A slot the checkpoint lacks starts fresh; an average, as the values.
+    auto block = opt_->make_slots(static_cast<size_t>(part.values.size()), part.values.data());
     for (size_t k = 0; k < names.size(); ++k) {
       auto it = part.slots.find(names[k]);
       if (it != part.slots.end()) std::copy(it->second.data(), it->second.data() + it->second.size(), block.slots[k].begin());
@@ -526,8 +565,10 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
         }
       }
       current();
-      if (validation && validates_after(opts, epoch))
+      if (validation && validates_after(opts, epoch)) {
+        averaged_values on_average{params_, slots_, opt_->average_slot(), tables_};  // use_ema: Keras's SwapEMAWeights
         for (auto& [k, v] : run_evaluate(*validation, cbs)) values["val_" + k] = v;
+      }
       progress.end_epoch(step_in_epoch, samples, values);
       for (auto& [k, v] : values) h.add(k, v);
       each(cbs, [&](callback& c) { c.on_epoch_end(*this, epoch, values); });
@@ -556,6 +597,8 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
     slots_ = kept_->slots;
     kept_.reset();
   }
+  // use_ema: the model is its average from now on (Keras's finalize_variable_values).
+  averaged_values{params_, slots_, opt_->average_slot(), tables_}.keep();
   each(cbs, [&](callback& c) { c.on_train_end(*this, false); });
   return h;
 }

@@ -1010,3 +1010,87 @@ BOOST_AUTO_TEST_CASE(a_snapshot_over_a_base_it_took_holds_what_changed_and_after
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// use_ema (model/optim/optimizer.hpp, "Averaging"): a training step reads the values, every
+// other read (evaluation, the application's) reads their moving average. The expected
+// average is worked out here from the values the training reads returned, not from the
+// store's slot.
+BOOST_AUTO_TEST_CASE(an_averaging_optimizer_serves_the_average_to_every_read_but_training) {
+  model::sgd_options o;
+  o.learning_rate = 1.0;
+  o.use_ema = true;
+  o.ema_momentum = 0.5;
+  shard_store store(*model::make_sgd(o), shard_store::options{0, nullptr, 16, false, {}, {}});
+  init_request init;
+  init.f.coordinator_epoch = 1;
+  init.partitions.push_back(testing::start_state(partition_key{0, 0}, "dense/kernel", false, matrix::Constant(2, 3, 4)));
+  BOOST_REQUIRE(!store.init(init));
+  auto read = [&](bool training) {
+    pull_request p;
+    p.f.coordinator_epoch = training ? 1 : 0;
+    p.training = training;
+    p.partitions.push_back(partition_key{0, 0});
+    pull_reply r;
+    BOOST_REQUIRE(!store.pull(p, r));
+    return matrix(*r.values.at(0).value.value);
+  };
+  auto push = [&](uint64_t position, float g) {
+    push_request r;
+    r.f.coordinator_epoch = 1;
+    r.f.worker = fence::no_worker;
+    r.step = step_id{1, 0, position};
+    r.example_count = 4;
+    r.dense.push_back(dense_slice{partition_key{0, 0}, position - 1, tensor{matrix::Constant(2, 3, g)}});
+    r.digests = {1000 + position};
+    push_reply out;
+    BOOST_REQUIRE(!store.push(r, out));
+  };
+  BOOST_TEST((read(false) == read(true)));  // nothing applied yet: the values
+  push(1, 1.0f);
+  const matrix v1 = read(true);
+  BOOST_TEST(v1.isApproxToConstant(3.0f));
+  BOOST_TEST((read(false) == v1));  // the first update's average is its values
+  push(2, 2.0f);
+  const matrix v2 = read(true);
+  BOOST_TEST(v2.isApproxToConstant(1.0f));
+  const matrix expected = 0.5f * v1 + 0.5f * v2;
+  BOOST_TEST((read(false) == expected));  // 2, not the values' 1
+  // A snapshot carries it as a slot, and a store that takes the snapshot serves it.
+  fence_request req;
+  req.f.coordinator_epoch = 1;
+  ps_snapshot snap;
+  BOOST_REQUIRE(!store.snapshot(req, snapshot_basis{}, snap));
+  auto& p = snap.partitions.at(0);
+  BOOST_REQUIRE(p.slot_names == std::vector<std::string>{"average"});
+  BOOST_TEST((*p.slots.at(0).value == expected));
+  shard_store other(*model::make_sgd(o), shard_store::options{1, nullptr, 16, false, {}, {}});
+  init_request again;
+  again.f.coordinator_epoch = 1;
+  again.partitions = snap.partitions;
+  BOOST_REQUIRE(!other.init(again));
+  pull_request observer;
+  observer.partitions.push_back(partition_key{0, 0});
+  auto observe = [&] {
+    pull_reply r;
+    BOOST_REQUIRE(!other.pull(observer, r));
+    return matrix(*r.values.at(0).value.value);
+  };
+  BOOST_TEST((observe() == expected));
+  // A state without the slot (a checkpoint from before averaging) starts it as the
+  // values, not as zeros.
+  again.f.coordinator_epoch = 2;
+  again.partitions = snap.partitions;  // the init took the values
+  again.partitions.at(0).value = tensor{matrix(*snap.partitions.at(0).value.value)};
+  again.partitions.at(0).slot_names.clear();
+  again.partitions.at(0).slots.clear();
+  auto taken = other.init(again);
+  BOOST_REQUIRE_MESSAGE(!taken, taken.what);
+  BOOST_TEST((observe() == v2));
+  // Rows cannot keep an average: a partition pulled by rows is refused at init.
+  init_request rows;
+  rows.f.coordinator_epoch = 3;
+  rows.partitions.push_back(testing::start_state(partition_key{1, 0}, "emb/embeddings", true, matrix::Zero(5, 2)));
+  auto refused = other.init(rows);
+  BOOST_TEST(refused.what.find("emb/embeddings is updated by rows") != std::string::npos, refused.what);
+  BOOST_TEST(refused.what.find("use_ema") != std::string::npos, refused.what);
+}

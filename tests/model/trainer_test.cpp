@@ -200,6 +200,56 @@ BOOST_AUTO_TEST_CASE(any_batch_source_trains_as_the_dataset_of_its_batches) {
   BOOST_CHECK_THROW(b.evaluate(batch_source{src}), std::invalid_argument);
 }
 
+// use_ema: the values train as without it, validation during fit sees their moving
+// average (Keras's SwapEMAWeights), and fit ends with the model at the average (Keras's
+// finalize_variable_values). The average is worked out here from the weights a run
+// without averaging had after each step, and the validation loss from it.
+BOOST_AUTO_TEST_CASE(use_ema_validates_on_the_average_and_ends_with_it) {
+  planted p{400, 11};
+  const matrix vx = random_matrix(100, 5, 99);
+  const matrix vy = ((vx * p.w).array() + p.b).matrix();
+  auto run = [&](bool use_ema, std::vector<std::pair<matrix, float>>* steps) {
+    sgd_options o;
+    o.learning_rate = 0.05;
+    o.use_ema = use_ema;
+    o.ema_momentum = 0.9;
+    auto t = std::make_unique<trainer>(model::sequential(5, {layers::dense(1)}), make_sgd(o), mean_squared_error(), 3);
+    auto f = quiet(3);
+    f.batch_size = 32;
+    f.validation = ds::from_tensor_slices({vx}, vy).batch(50);
+    if (steps) {
+      lambda_hooks h;
+      h.on_train_batch_end = [&, tp = t.get()](training&, const step_info&) {
+        steps->emplace_back(tp->variable("dense/kernel"), tp->variable("dense/bias")(0, 0));
+      };
+      f.callbacks.push_back(lambda_callback(h));
+    }
+    auto h = t->fit(p.x, p.y, f);
+    return std::make_pair(std::move(t), h);
+  };
+  std::vector<std::pair<matrix, float>> steps;
+  auto [plain, plain_h] = run(false, &steps);
+  auto [avg, avg_h] = run(true, nullptr);
+  BOOST_REQUIRE(steps.size() == 39u);  // 13 steps an epoch
+  matrix w = steps[0].first;
+  double b = steps[0].second;
+  for (size_t k = 1; k < steps.size(); ++k) {
+    w = 0.9f * w + 0.1f * steps[k].first;
+    b = 0.9 * b + 0.1 * steps[k].second;
+  }
+  const matrix& ended = avg->variable("dense/kernel");
+  BOOST_TEST((ended - w).cwiseAbs().maxCoeff() < 1e-5, "ended with\n" << ended << "\naverage\n" << w);
+  BOOST_TEST(std::abs(avg->variable("dense/bias")(0, 0) - b) < 1e-5);
+  BOOST_TEST((plain->variable("dense/kernel") - w).cwiseAbs().maxCoeff() > 1e-3);  // the values are not it
+  auto mse = [&](const matrix& kernel, double bias) {
+    return (((vx * kernel).array() + static_cast<float>(bias)) - vy.array()).square().mean();
+  };
+  BOOST_TEST(avg_h["val_loss"].back() == mse(w, b), boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(plain_h["val_loss"].back() == mse(steps.back().first, steps.back().second),
+             boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(avg_h["loss"] == plain_h["loss"]);  // training moved the values the same way
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(the_bar_shows_the_time_left_while_an_epoch_runs_and_not_at_its_end) {

@@ -52,7 +52,7 @@ for var in "dense/kernel  \[784 x 256\]" "dense/bias  \[1 x 256\]" "dense_1/kern
            "dense_1/bias  \[1 x 128\]" "dense_2/kernel  \[128 x 10\]" "dense_2/bias  \[1 x 10\]"; do
   expect_out "^  $var" "inspect ROOT lists $var"
 done
-expect_out "part 0  rows \[0, 784\)  iterations [0-9]+  slots m, v" "inspect ROOT prints partitions"
+expect_out "part 0  rows \[0, 784\)  iterations [0-9]+  slots average, m, v" "inspect ROOT prints partitions"
 expect_out "values +min -?[0-9.e-]+  max -?[0-9.e-]+  mean -?[0-9.e-]+  l2 [0-9.e-]+  non-finite 0" \
   "inspect ROOT prints value statistics"
 expect_out "^  run 1, epoch " "inspect ROOT prints the run state"

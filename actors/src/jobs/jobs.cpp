@@ -67,7 +67,11 @@ job fashion_mnist(const fashion_mnist_options& o) {
   j.name = o.limit > 0 ? fmt::format("fashion_mnist(limit={})", o.limit) : "fashion_mnist";
   j.structure = md::model::sequential(784, {md::layers::dense(256, activation::relu),
                                             md::layers::dense(128, activation::relu), md::layers::dense(10)});
-  j.optimizer = md::make_adam({o.learning_rate});
+  md::adam_options adam;
+  adam.learning_rate = o.learning_rate;
+  adam.use_ema = o.use_ema;
+  adam.ema_momentum = o.ema_momentum;
+  j.optimizer = md::make_adam(adam);
   j.loss = md::softmax_cross_entropy();
   j.metrics = accuracy_only();
   // The training images: given in memory, or read from data_dir once, by the first

@@ -401,6 +401,10 @@ failure shard_store::init(init_request& req) {
   std::vector<std::optional<model::dynamic_table::snapshot>> tables_kept;
   std::set<int32_t> dynamic_variables;  // one partition of each on a shard (dynamic_owner)
   for (auto& p : req.partitions) {
+    if ((p.dynamic || p.sparse) && opts_.for_variable(p.name).average_slot() >= 0)
+      return invalid(fmt::format("init: {} is updated by rows, and its optimizer ({}) averages dense variables only "
+                                 "(use_ema): give it an optimizer of its own (variable groups)",
+                                 p.name, opts_.for_variable(p.name).describe()));
     if (p.dynamic) {
       if (!dynamic_variables.insert(p.key.variable).second)
         return invalid(fmt::format("init: two partitions of the dynamic table {} for one shard", p.name));
@@ -462,7 +466,7 @@ failure shard_store::init(init_request& req) {
     q.optimizer = opts_.index_of(p.name);
     const auto& opt = opts_.at(q.optimizer);
     auto names = opt.slot_names();
-    q.slots = opt.make_slots(static_cast<size_t>(q.value->size()));
+    q.slots = opt.make_slots(static_cast<size_t>(q.value->size()), q.value->data());  // a missing average: the values
     for (size_t k = 0; k < p.slots.size(); ++k) {
       auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
       const auto& m = *p.slots[k].value;
@@ -476,7 +480,7 @@ failure shard_store::init(init_request& req) {
     if (p.kept && p.kept->value.value && p.kept->value.rows() == q.value->rows() &&
         p.kept->value.cols() == q.value->cols()) {
       // The kept state of the restored run (a checkpoint of it): restore's target.
-      auto kept_slots = opt.make_slots(static_cast<size_t>(q.value->size()));
+      auto kept_slots = opt.make_slots(static_cast<size_t>(q.value->size()), p.kept->value.value->data());
       for (size_t k = 0; k < p.kept->slots.size() && k < p.slot_names.size(); ++k) {
         auto at = static_cast<size_t>(std::find(names.begin(), names.end(), p.slot_names[k]) - names.begin());
         const auto& m = *p.kept->slots[k].value;
@@ -744,9 +748,16 @@ failure shard_store::pull(const pull_request& req, pull_reply& out) {
                      fmt::format("ps shard {}: no partition {}:{}", index_, k.variable, k.index)};
     auto& p = i->second;
     // A training step computes on the compensated view (lookahead); everyone else, on
-    // the values.
+    // the values, or with use_ema on their average once there was an update.
     auto values = req.training && !p.sparse ? p.comp.view(p.value, p.version)
                                             : std::shared_ptr<const model::matrix>(p.value);
+    const int average = opts_.at(p.optimizer).average_slot();
+    if (!req.training && average >= 0 && p.slots.iterations > 0) {
+      const auto& a = p.slots.slots[static_cast<size_t>(average)];
+      auto copy = std::make_shared<model::matrix>(p.value->rows(), p.value->cols());
+      std::copy(a.begin(), a.end(), copy->data());
+      values = std::move(copy);
+    }
     out.values.push_back(partition_value{k, p.version, tensor{std::move(values)}});
     out.values.back().value.reducible = req.training;  // what a worker trains with, not what the ps keeps
   }

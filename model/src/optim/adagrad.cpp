@@ -26,6 +26,7 @@ adagrad::adagrad(const adagrad_options& o) : optimizer("adagrad", {"accumulator"
   initial_accumulator_value_ = declare("initial_accumulator_value", o.initial_accumulator_value,
                                        value_range::non_negative, /*fixed=*/true);
   epsilon_ = declare("epsilon", o.epsilon, value_range::positive);
+  declare_average(o.use_ema, o.ema_momentum);
 }
 
 optimizer_ptr adagrad::clone() const {
@@ -41,12 +42,12 @@ adagrad::kernel adagrad::make_kernel(double lr_scale) const {
 }
 
 void adagrad::update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const {
-  detail::run_dense(make_kernel(lr_scale), values, grads, n, s);
+  detail::run_dense(make_kernel(lr_scale), values, grads, n, s, average(s));
 }
 
 void adagrad::update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
                                  float k, float* ahead) const {
-  detail::run_dense_ahead(make_kernel(lr_scale), values, grads, n, s, k, ahead);
+  detail::run_dense_ahead(make_kernel(lr_scale), values, grads, n, s, k, ahead, average(s));
 }
 
 void adagrad::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,

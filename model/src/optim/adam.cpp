@@ -31,6 +31,7 @@ adam::adam(const adam_options& o) : optimizer("adam", {"m", "v"}) {
   beta_1_ = declare("beta_1", o.beta_1, value_range::unit_open);
   beta_2_ = declare("beta_2", o.beta_2, value_range::unit_open);
   epsilon_ = declare("epsilon", o.epsilon, value_range::positive);
+  declare_average(o.use_ema, o.ema_momentum);
 }
 
 optimizer_ptr adam::clone() const {
@@ -48,12 +49,12 @@ adam::kernel adam::make_kernel(int64_t t, double lr_scale) const {
 }
 
 void adam::update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const {
-  detail::run_dense(make_kernel(s.iterations, lr_scale), values, grads, n, s);
+  detail::run_dense(make_kernel(s.iterations, lr_scale), values, grads, n, s, average(s));
 }
 
 void adam::update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
                               float k, float* ahead) const {
-  detail::run_dense_ahead(make_kernel(s.iterations, lr_scale), values, grads, n, s, k, ahead);
+  detail::run_dense_ahead(make_kernel(s.iterations, lr_scale), values, grads, n, s, k, ahead, average(s));
 }
 
 void adam::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,

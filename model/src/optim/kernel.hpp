@@ -19,14 +19,36 @@
 
 namespace actortrain::model::detail {
 
-/// The most slots any optimizer here keeps (RMSprop centered with momentum: 3).
+/// The most slots any optimizer here keeps (RMSprop centered with momentum and use_ema: 4).
 constexpr size_t max_slots = 4;
 
+/// The average slot's update over n values (optimizer::average_step's momentum):
+/// average = m average + (1 - m) values.
+inline void keep_average(const float* values, float* average, size_t n, float m) {
+  const float rest = 1.0f - m;
+  for (size_t i = 0; i < n; ++i) average[i] = m * average[i] + rest * values[i];
+}
+
+/// Pieces of the block that fit in the first-level cache, so that what follows the
+/// kernel over a piece (the average, the extrapolation) reads values still in it.
+constexpr size_t piece = 2048;
+
 template <class Kernel>
-void run_dense(const Kernel& kernel, float* values, const float* grads, size_t n, slot_block& s) {
+void run_dense(const Kernel& kernel, float* values, const float* grads, size_t n, slot_block& s,
+               optimizer::average_step avg = {}) {
   float* slots[max_slots] = {};
   for (size_t k = 0; k < s.slots.size(); ++k) slots[k] = s.slots[k].data();
-  kernel(values, grads, slots, n);
+  if (avg.slot < 0) {
+    kernel(values, grads, slots, n);
+    return;
+  }
+  float* at[max_slots] = {};
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t len = n - off < piece ? n - off : piece;
+    for (size_t j = 0; j < s.slots.size(); ++j) at[j] = slots[j] + off;
+    kernel(values + off, grads + off, at, len);
+    keep_average(values + off, at[avg.slot], len, avg.momentum);
+  }
 }
 
 /// ahead[i] = now[i] + k (now[i] - old[i]), i < n, as one Eigen expression (the
@@ -43,9 +65,8 @@ inline void extrapolate(const float* now, const float* old, size_t n, float k, f
 /// gives the same floats over pieces as over the whole).
 template <class Kernel>
 void run_dense_ahead(const Kernel& kernel, float* values, const float* grads, size_t n, slot_block& s, float k,
-                     float* ahead) {
-  constexpr size_t piece = 2048;  // 8 KiB of old values
-  float old[piece];
+                     float* ahead, optimizer::average_step avg = {}) {
+  float old[piece];  // 8 KiB of old values
   float* slots[max_slots] = {};
   for (size_t j = 0; j < s.slots.size(); ++j) slots[j] = s.slots[j].data();
   float* at[max_slots] = {};
@@ -55,6 +76,7 @@ void run_dense_ahead(const Kernel& kernel, float* values, const float* grads, si
     for (size_t j = 0; j < s.slots.size(); ++j) at[j] = slots[j] + off;
     kernel(values + off, grads + off, at, len);
     extrapolate(values + off, old, len, k, ahead + off);
+    if (avg.slot >= 0) keep_average(values + off, at[avg.slot], len, avg.momentum);
   }
 }
 

@@ -52,6 +52,8 @@ const std::vector<entry>& registry() {
        a.get("learning_rate", o.learning_rate);
        a.get("initial_accumulator_value", o.initial_accumulator_value);
        a.get("epsilon", o.epsilon);
+       a.get("use_ema", o.use_ema);
+       a.get("ema_momentum", o.ema_momentum);
        return make_adagrad(o);
      }},
     {"adam",
@@ -61,6 +63,8 @@ const std::vector<entry>& registry() {
        a.get("beta_1", o.beta_1);
        a.get("beta_2", o.beta_2);
        a.get("epsilon", o.epsilon);
+       a.get("use_ema", o.use_ema);
+       a.get("ema_momentum", o.ema_momentum);
        return make_adam(o);
      }},
     {"rmsprop",
@@ -71,6 +75,8 @@ const std::vector<entry>& registry() {
        a.get("momentum", o.momentum);
        a.get("epsilon", o.epsilon);
        a.get("centered", o.centered);
+       a.get("use_ema", o.use_ema);
+       a.get("ema_momentum", o.ema_momentum);
        return make_rmsprop(o);
      }},
     {"sgd",
@@ -79,6 +85,8 @@ const std::vector<entry>& registry() {
        a.get("learning_rate", o.learning_rate);
        a.get("momentum", o.momentum);
        a.get("nesterov", o.nesterov);
+       a.get("use_ema", o.use_ema);
+       a.get("ema_momentum", o.ema_momentum);
        return make_sgd(o);
      }},
   };

@@ -18,9 +18,14 @@ optimizer::optimizer(std::string name, std::vector<std::string> slot_names)
 
 std::string optimizer::describe() const {
   std::string out = name_ + "(";
+  bool first = true;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& p = params_[i];
-    if (i > 0) out += ", ";
+    // Without averaging its two settings are left out: the text is the one from before
+    // averaging existed (checkpoint manifests and job descriptions compare it).
+    if (average_slot_ < 0 && (p.name == "use_ema" || p.name == "ema_momentum")) continue;
+    if (!first) out += ", ";
+    first = false;
     if (p.range == value_range::flag)
       out += fmt::format("{}={}", p.name, p.value != 0.0 ? "true" : "false");
     else
@@ -29,12 +34,29 @@ std::string optimizer::describe() const {
   return out + ")";
 }
 
-slot_block optimizer::make_slots(size_t n) const {
+slot_block optimizer::make_slots(size_t n, const float* values) const {
   slot_block s;
   s.slots.reserve(slot_names_.size());
   for (size_t k = 0; k < slot_names_.size(); ++k)
-    s.slots.emplace_back(n, initial_slot_value(k));
+    if (static_cast<int>(k) == average_slot_ && values)
+      s.slots.emplace_back(values, values + n);
+    else
+      s.slots.emplace_back(n, static_cast<int>(k) == average_slot_ ? 0.0f : initial_slot_value(k));
   return s;
+}
+
+void optimizer::declare_average(bool use_ema, double ema_momentum) {
+  declare("use_ema", use_ema ? 1.0 : 0.0, value_range::flag, true);
+  ema_momentum_ = declare("ema_momentum", ema_momentum, value_range::unit_open);
+  if (use_ema) {
+    average_slot_ = static_cast<int>(slot_names_.size());
+    slot_names_.emplace_back("average");
+  }
+}
+
+optimizer::average_step optimizer::average(const slot_block& s) const {
+  if (average_slot_ < 0) return {};
+  return {average_slot_, s.iterations <= 1 ? 0.0f : static_cast<float>(hp(ema_momentum_))};
 }
 
 float optimizer::initial_slot_value(size_t) const {
@@ -85,6 +107,11 @@ void optimizer::update_dense_ahead(float* values, const float* grads, size_t n, 
 
 void optimizer::apply_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,
                            const float* grad_rows, slot_block& s, double lr_scale) const {
+  if (average_slot_ >= 0)
+    throw std::invalid_argument(fmt::format(
+      "{}: use_ema averages dense blocks only, and this is an update of rows (an embedding pulled by id or a table "
+      "keyed by id): give such variables an optimizer without use_ema",
+      name_));
   check_scale(lr_scale);
   if (row_width == 0)
     throw std::invalid_argument(fmt::format("{}: apply_rows with row_width 0", name_));

@@ -63,6 +63,7 @@ rmsprop::rmsprop(const rmsprop_options& o)
   momentum_ = declare("momentum", o.momentum, value_range::unit_closed);
   epsilon_ = declare("epsilon", o.epsilon, value_range::positive);
   centered_ = declare("centered", o.centered ? 1.0 : 0.0, value_range::flag, /*fixed=*/true);
+  declare_average(o.use_ema, o.ema_momentum);
 }
 
 optimizer_ptr rmsprop::clone() const {
@@ -99,12 +100,12 @@ void rmsprop::dispatch(double lr_scale, Run&& run) const {
 }
 
 void rmsprop::update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const {
-  dispatch(lr_scale, [&](const auto& k) { detail::run_dense(k, values, grads, n, s); });
+  dispatch(lr_scale, [&](const auto& k) { detail::run_dense(k, values, grads, n, s, average(s)); });
 }
 
 void rmsprop::update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
                                  float k, float* ahead) const {
-  dispatch(lr_scale, [&](const auto& kernel) { detail::run_dense_ahead(kernel, values, grads, n, s, k, ahead); });
+  dispatch(lr_scale, [&](const auto& kernel) { detail::run_dense_ahead(kernel, values, grads, n, s, k, ahead, average(s)); });
 }
 
 void rmsprop::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,

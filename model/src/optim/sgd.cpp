@@ -55,6 +55,7 @@ sgd::sgd(const sgd_options& o) : optimizer("sgd", sgd_slots(o)) {
   learning_rate_ = declare("learning_rate", o.learning_rate, value_range::non_negative);
   momentum_ = declare("momentum", o.momentum, value_range::unit_closed);
   nesterov_ = declare("nesterov", o.nesterov ? 1.0 : 0.0, value_range::flag);
+  declare_average(o.use_ema, o.ema_momentum);
 }
 
 optimizer_ptr sgd::clone() const {
@@ -62,7 +63,7 @@ optimizer_ptr sgd::clone() const {
 }
 
 std::string sgd::check_change(size_t index, double value) const {
-  if (index == momentum_ && value != 0.0 && num_slots() == 0)
+  if (index == momentum_ && value != 0.0 && !has_velocity())
     return fmt::format("momentum cannot become {} at run time: the optimizer was built with "
                        "momentum 0 and has no velocity slot (build it with momentum > 0)",
                        value);
@@ -74,7 +75,7 @@ template <class Run>
 void sgd::dispatch(double lr_scale, Run&& run) const {
   const auto lr = static_cast<float>(hp(learning_rate_) * lr_scale);
   const auto momentum = static_cast<float>(hp(momentum_));
-  if (num_slots() == 0)
+  if (!has_velocity())
     run(plain_kernel{lr});
   else if (hp(nesterov_) != 0.0)
     run(nesterov_kernel{lr, momentum});
@@ -83,12 +84,12 @@ void sgd::dispatch(double lr_scale, Run&& run) const {
 }
 
 void sgd::update_dense(float* values, const float* grads, size_t n, slot_block& s, double lr_scale) const {
-  dispatch(lr_scale, [&](const auto& k) { detail::run_dense(k, values, grads, n, s); });
+  dispatch(lr_scale, [&](const auto& k) { detail::run_dense(k, values, grads, n, s, average(s)); });
 }
 
 void sgd::update_dense_ahead(float* values, const float* grads, size_t n, slot_block& s, double lr_scale,
                              float k, float* ahead) const {
-  dispatch(lr_scale, [&](const auto& kernel) { detail::run_dense_ahead(kernel, values, grads, n, s, k, ahead); });
+  dispatch(lr_scale, [&](const auto& kernel) { detail::run_dense_ahead(kernel, values, grads, n, s, k, ahead, average(s)); });
 }
 
 void sgd::update_rows(float* values, size_t row_width, const int64_t* rows, size_t num_rows,

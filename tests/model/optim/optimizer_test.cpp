@@ -35,14 +35,18 @@ BOOST_AUTO_TEST_SUITE(optim_optimizer)
 BOOST_AUTO_TEST_CASE(hyperparams_are_sorted_by_name) {
   adam opt;
   const auto hp = opt.hyperparams();
-  BOOST_TEST_REQUIRE(hp.size() == 4u);
+  BOOST_TEST_REQUIRE(hp.size() == 6u);
   BOOST_TEST(hp[0].first == "beta_1");
   BOOST_TEST(hp[1].first == "beta_2");
-  BOOST_TEST(hp[2].first == "epsilon");
-  BOOST_TEST(hp[3].first == "learning_rate");
-  BOOST_TEST(hp[3].second == 0.001);
+  BOOST_TEST(hp[2].first == "ema_momentum");
+  BOOST_TEST(hp[3].first == "epsilon");
+  BOOST_TEST(hp[4].first == "learning_rate");
+  BOOST_TEST(hp[4].second == 0.001);
+  BOOST_TEST(hp[5].first == "use_ema");
+  BOOST_TEST(hp[5].second == 0.0);
+  // The rule's own first (positional arguments), then averaging's (Keras's order).
   BOOST_TEST(opt.hyperparam_names() ==
-             (std::vector<std::string>{"learning_rate", "beta_1", "beta_2", "epsilon"}));
+             (std::vector<std::string>{"learning_rate", "beta_1", "beta_2", "epsilon", "use_ema", "ema_momentum"}));
 }
 
 BOOST_AUTO_TEST_CASE(set_hyperparam_rejects_unknown_names_and_bad_values) {
@@ -158,7 +162,7 @@ BOOST_AUTO_TEST_CASE(parser_rejects_with_the_bad_token_named) {
   BOOST_TEST(contains(error_of([] { make_optimizer("adam(learning_rate=-1)"); }), "learning_rate"));
   BOOST_TEST(contains(error_of([] { make_optimizer("adam(beta_1=0.9, beta_1=0.8)"); }), "twice"));
   BOOST_TEST(contains(error_of([] { make_optimizer("adam(beta_1=0.9, 0.1)"); }), "positional"));
-  BOOST_TEST(contains(error_of([] { make_optimizer("sgd(1,2,3,4)"); }), "too many"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("sgd(1,2,3,4,5,6)"); }), "too many"));
   BOOST_TEST(contains(error_of([] { make_optimizer("sgd(nesterov=2)"); }), "nesterov"));
   BOOST_TEST(contains(error_of([] { make_optimizer(""); }), "empty"));
   BOOST_TEST(contains(error_of([] { make_optimizer("(0.1)"); }), "expected a name"));
@@ -223,6 +227,79 @@ BOOST_AUTO_TEST_CASE(apply_dense_ahead_is_apply_dense_and_the_extrapolation) {
   BOOST_CHECK_THROW(opt->apply_dense_ahead(w.data(), g.data(), n, s, 1.0, NAN, ahead.data()), std::invalid_argument);
   BOOST_TEST(s.iterations == 0);  // rejected: nothing changed
   BOOST_TEST((w == w0));
+}
+
+// Averaging (use_ema): the values train exactly as without it, and the "average" slot
+// is the moving average of the values after each apply, computed here on its own from
+// the values each step left. The same through apply_dense_ahead, for every built-in rule.
+BOOST_AUTO_TEST_CASE(use_ema_keeps_the_moving_average_of_the_values_and_trains_the_same) {
+  const size_t n = 5000;  // more than one piece of the kernels, not a multiple of one
+  std::vector<float> w0(n), g(n);
+  for (size_t i = 0; i < n; ++i) {
+    w0[i] = std::sin(0.37f * static_cast<float>(i));
+    g[i] = 0.1f * std::cos(0.11f * static_cast<float>(i)) + 0.01f;
+  }
+  for (std::string spec : {"sgd(0.1", "sgd(0.1, momentum=0.9, nesterov=true", "adam(0.01", "adagrad(0.1",
+                           "rmsprop(0.01, momentum=0.5, centered=true"}) {
+    auto plain = make_optimizer(spec + ")");
+    auto avg = make_optimizer(spec + ", use_ema=true, ema_momentum=0.75)");
+    BOOST_TEST_CONTEXT(avg->describe()) {
+      BOOST_TEST(avg->slot_names().back() == "average");
+      BOOST_TEST(avg->num_slots() == plain->num_slots() + 1);
+      BOOST_TEST(avg->average_slot() == static_cast<int>(plain->num_slots()));
+      BOOST_TEST(plain->average_slot() == -1);
+      std::vector<float> wp = w0, wa = w0, wb = w0, ahead(n);
+      auto sp = plain->make_slots(n), sa = avg->make_slots(n, w0.data()), sb = avg->make_slots(n, w0.data());
+      BOOST_TEST((sa.slots.back() == w0));  // it starts as the values
+      std::vector<double> expected(n);
+      for (int step = 1; step <= 4; ++step) {
+        plain->apply_dense(wp.data(), g.data(), n, sp);
+        avg->apply_dense(wa.data(), g.data(), n, sa);
+        avg->apply_dense_ahead(wb.data(), g.data(), n, sb, 1.0, 2.0f, ahead.data());
+        for (size_t i = 0; i < n; ++i) expected[i] = step == 1 ? wa[i] : 0.75 * expected[i] + 0.25 * wa[i];
+      }
+      BOOST_TEST((wa == wp));  // averaging does not change what trains
+      BOOST_TEST((wb == wp));
+      BOOST_TEST((sb.slots == sa.slots));
+      for (size_t k = 0; k < sp.slots.size(); ++k) BOOST_TEST((sa.slots[k] == sp.slots[k]));
+      size_t off = 0;
+      double moved = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (std::abs(sa.slots.back()[i] - expected[i]) > 1e-6 * (1 + std::abs(expected[i]))) ++off;
+        moved = std::max(moved, std::abs(static_cast<double>(sa.slots.back()[i]) - wa[i]));
+      }
+      BOOST_TEST(off == 0u);
+      BOOST_TEST(moved > 1e-4);  // the average lags the values: it is not a copy of them
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(use_ema_is_fixed_refuses_rows_and_round_trips_through_the_parser) {
+  auto opt = make_optimizer("adam(0.01, use_ema=true)");
+  BOOST_TEST(opt->hyperparam("ema_momentum") == 0.99);  // Keras's default
+  BOOST_TEST(opt->describe() == "adam(learning_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-07, use_ema=true, "
+                                "ema_momentum=0.99)");
+  BOOST_TEST(make_optimizer(opt->describe())->describe() == opt->describe());
+  BOOST_TEST(contains(error_of([&] { opt->set_hyperparam("use_ema", 0); }), "fixed at construction"));
+  opt->set_hyperparam("ema_momentum", 0.5);
+  BOOST_TEST(opt->hyperparam("ema_momentum") == 0.5);
+  BOOST_TEST(contains(error_of([&] { opt->set_hyperparam("ema_momentum", 1.0); }), "ema_momentum"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("sgd(use_ema=true, ema_momentum=1)"); }), "ema_momentum"));
+  // Without averaging the text is the one from before it existed.
+  BOOST_TEST(make_optimizer("adam(0.01)")->describe() ==
+             "adam(learning_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-07)");
+  // A row update is refused, before anything changes.
+  std::vector<float> w(6, 1.0f), grad(3, 0.5f);
+  auto s = opt->make_slots(6, w.data());
+  const int64_t row = 1;
+  auto why = error_of([&] { opt->apply_rows(w.data(), 3, &row, 1, grad.data(), s); });
+  BOOST_TEST(contains(why, "use_ema averages dense blocks only"));
+  BOOST_TEST(s.iterations == 0);
+  BOOST_TEST((w == std::vector<float>(6, 1.0f)));
+  // SGD without momentum: the average is its only slot, and momentum still cannot appear.
+  auto plain = make_optimizer("sgd(0.1, use_ema=true)");
+  BOOST_TEST(plain->slot_names() == (std::vector<std::string>{"average"}));
+  BOOST_TEST(contains(error_of([&] { plain->set_hyperparam("momentum", 0.9); }), "no velocity slot"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -63,6 +63,13 @@ struct fashion_mnist_options {
   /// staleness (about 1 with 2 workers). The sweep, and why looking past the staleness
   /// helps one worker too: docs/benchmarks.md, "How far ahead".
   staleness_compensation compensation = staleness_compensation::lookahead(6);
+  /// Adam keeps a moving average of the values (Keras's use_ema and ema_momentum;
+  /// model/optim/optimizer.hpp, "Averaging"): the cluster evaluates it and reads it as
+  /// the model, while training moves the values. On by default, measured best for this
+  /// job (docs/benchmarks.md, "Averaging the model"); fashion_mnist_local, the baseline,
+  /// turns it off.
+  bool use_ema = true;
+  double ema_momentum = 0.99;
   /// Both splits already in memory (dataset::load_fashion_mnist), instead of reading
   /// data_dir: the benchmarks load them once for many runs.
   std::shared_ptr<const dataset::fashion_mnist_arrays> train_arrays, test_arrays;

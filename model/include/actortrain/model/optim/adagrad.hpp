@@ -28,6 +28,11 @@ struct adagrad_options {
   double initial_accumulator_value = 0.1;
   /// Added under the square root, > 0. Keras's default 1e-7.
   double epsilon = 1e-7;
+  /// Keep an exponential moving average of the values (optimizer.hpp, "Averaging").
+  /// Keras's default false.
+  bool use_ema = false;
+  /// The average's momentum, in [0, 1). Keras's default 0.99.
+  double ema_momentum = 0.99;
 };
 
 class adagrad final : public optimizer {

@@ -37,6 +37,11 @@ struct adam_options {
   /// "Epsilon hat" (see above), > 0. Keras's default 1e-7 (the paper's 1e-8 is for its
   /// Algorithm 1 placement).
   double epsilon = 1e-7;
+  /// Keep an exponential moving average of the values (optimizer.hpp, "Averaging").
+  /// Keras's default false.
+  bool use_ema = false;
+  /// The average's momentum, in [0, 1). Keras's default 0.99.
+  double ema_momentum = 0.99;
 };
 
 class adam final : public optimizer {

@@ -19,6 +19,23 @@
 // Errors: a call that is rejected (std::invalid_argument / std::out_of_range) changes
 // nothing — not the values, not the slots, not the iteration count — because every
 // argument is checked before the first write.
+//
+// Averaging (Keras's `use_ema` and `ema_momentum`, every rule here): with use_ema the
+// optimizer keeps one more slot, "average", an exponential moving average of the values
+// after each dense apply,
+//
+//   average = ema_momentum * average + (1 - ema_momentum) * values      (t > 1)
+//   average = values                                                    (t = 1)
+//
+// (Keras 3's `_update_model_variables_moving_average`, where the first step's momentum is
+// 0.) The values train as they would without it; what reads the average is the caller: a
+// model::trainer validates on it and leaves it as the values at the end of fit (Keras's
+// `finalize_variable_values`), a ps shard serves it to every read that is not a training
+// step's (evaluation, the application's reads of the variables). The average is of dense
+// blocks only: apply_rows on an averaging optimizer throws std::invalid_argument (a lazy
+// row update leaves the other rows' average behind), so variables updated by rows
+// (embeddings pulled by id, tables keyed by id) need an optimizer without use_ema
+// (model/optim/groups.hpp gives them one of their own).
 
 #include <cstddef>
 #include <cstdint>
@@ -66,8 +83,19 @@ class optimizer {
   size_t num_slots() const { return slot_names_.size(); }
 
   /// Fresh state for a block of n values: every slot sized n and set to its initial value,
-  /// iterations 0.
-  slot_block make_slots(size_t n) const;
+  /// iterations 0. With use_ema the average starts as a copy of `values` (n floats;
+  /// zeros when null, which only a block whose values are not known yet should take).
+  slot_block make_slots(size_t n, const float* values = nullptr) const;
+
+  /// use_ema: the index of the "average" slot (the last one), or -1 without averaging.
+  int average_slot() const { return average_slot_; }
+
+  /// One apply's averaging: the average slot's index (-1: none) and the momentum of this
+  /// apply (0 at t = 1).
+  struct average_step {
+    int slot = -1;
+    float momentum = 0;
+  };
 
   /// Dense update: values[i] from grads[i], i < n. Increments s.iterations.
   /// Requires s.slots.size() == num_slots() and every slot of size n (else
@@ -148,6 +176,16 @@ class optimizer {
   /// Initial value of slot k (default 0).
   virtual float initial_slot_value(size_t k) const;
 
+  /// Declares use_ema and ema_momentum (constructors only, after the rule's own
+  /// hyperparameters) and, with use_ema, the "average" slot after the rule's slots.
+  /// ema_momentum must lie in [0, 1) (else std::invalid_argument).
+  void declare_average(bool use_ema, double ema_momentum);
+
+  /// What update_dense and update_dense_ahead pass to detail::run_dense and
+  /// detail::run_dense_ahead (optim/kernel.hpp) so that the average is kept in the same
+  /// pass (average_step). A rule of your own that declares averaging keeps it there too.
+  average_step average(const slot_block& s) const;
+
   /// Extra validation of a run-time change of hyperparameter `index` to `value` (already
   /// range-checked). Return an error text to reject, or an empty string to accept.
   virtual std::string check_change(size_t index, double value) const;
@@ -185,6 +223,8 @@ class optimizer {
   std::string name_;
   std::vector<std::string> slot_names_;
   std::vector<param> params_;
+  int average_slot_ = -1;
+  size_t ema_momentum_ = 0;  // its hyperparameter's index, with use_ema
 };
 
 }  // namespace actortrain::model

@@ -38,6 +38,11 @@ struct rmsprop_options {
   /// Normalize by the estimated variance (Graves 2013) instead of the second moment;
   /// costs one more slot.
   bool centered = false;
+  /// Keep an exponential moving average of the values (optimizer.hpp, "Averaging").
+  /// Keras's default false.
+  bool use_ema = false;
+  /// The average's momentum, in [0, 1). Keras's default 0.99.
+  double ema_momentum = 0.99;
 };
 
 class rmsprop final : public optimizer {

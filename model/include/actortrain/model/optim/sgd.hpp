@@ -30,6 +30,11 @@ struct sgd_options {
   double momentum = 0.0;
   /// Nesterov's look-ahead form of momentum (has no effect when momentum is 0).
   bool nesterov = false;
+  /// Keep an exponential moving average of the values (optimizer.hpp, "Averaging").
+  /// Keras's default false.
+  bool use_ema = false;
+  /// The average's momentum, in [0, 1). Keras's default 0.99.
+  double ema_momentum = 0.99;
 };
 
 class sgd final : public optimizer {
@@ -50,6 +55,8 @@ class sgd final : public optimizer {
  private:
   template <class Run>
   void dispatch(double lr_scale, Run&& run) const;
+  // Built with momentum > 0: slot 0 is the velocity (an average slot comes after it).
+  bool has_velocity() const { return num_slots() > (average_slot() >= 0 ? 1u : 0u); }
 
   size_t learning_rate_;
   size_t momentum_;
