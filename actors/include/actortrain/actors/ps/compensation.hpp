@@ -17,7 +17,8 @@
 //    estimate of the future parameters is DANA's (Hakimi, Barkai, Gabel and Schuster,
 //    "Taming Momentum in a Distributed Asynchronous Environment", 2019); this form needs
 //    no knowledge of the optimizer, only the last update. Training metrics are computed
-//    on the extrapolated values; evaluation and reads of the variables see the real ones.
+//    on the extrapolated values; evaluation and reads of the variables see the real ones
+//    (or, with an averaging optimizer, their average: model/optim/optimizer.hpp).
 //  - staleness_lr: the learning rate of a gradient tau versions old is divided by tau
 //    (tau >= 1), as in Zhang, Gupta, Lian and Liu, "Staleness-aware Async-SGD for
 //    Distributed Deep Learning", IJCAI 2016.

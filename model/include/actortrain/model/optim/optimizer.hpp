@@ -29,13 +29,14 @@
 //
 // (Keras 3's `_update_model_variables_moving_average`, where the first step's momentum is
 // 0.) The values train as they would without it; what reads the average is the caller: a
-// model::trainer validates on it and leaves it as the values at the end of fit (Keras's
+// model::trainer validates on it and sets the values to it at the end of fit (Keras's
 // `finalize_variable_values`), a ps shard serves it to every read that is not a training
 // step's (evaluation, the application's reads of the variables). The average is of dense
 // blocks only: apply_rows on an averaging optimizer throws std::invalid_argument (a lazy
 // row update leaves the other rows' average behind), so variables updated by rows
-// (embeddings pulled by id, tables keyed by id) need an optimizer without use_ema
-// (model/optim/groups.hpp gives them one of their own).
+// (embeddings pulled by id, tables keyed by id) need an optimizer without use_ema (on a
+// cluster, model/optim/groups.hpp gives them one of their own). The built-in rules keep
+// the average in their kernel's pass over the block; a rule of your own has no use_ema.
 
 #include <cstddef>
 #include <cstdint>
@@ -176,14 +177,13 @@ class optimizer {
   /// Initial value of slot k (default 0).
   virtual float initial_slot_value(size_t k) const;
 
-  /// Declares use_ema and ema_momentum (constructors only, after the rule's own
-  /// hyperparameters) and, with use_ema, the "average" slot after the rule's slots.
+  /// The built-in rules' constructors, after their own hyperparameters: declares use_ema
+  /// and ema_momentum and, with use_ema, the "average" slot after the rule's slots.
   /// ema_momentum must lie in [0, 1) (else std::invalid_argument).
   void declare_average(bool use_ema, double ema_momentum);
 
-  /// What update_dense and update_dense_ahead pass to detail::run_dense and
-  /// detail::run_dense_ahead (optim/kernel.hpp) so that the average is kept in the same
-  /// pass (average_step). A rule of your own that declares averaging keeps it there too.
+  /// What the built-in rules' update_dense and update_dense_ahead pass to their kernels'
+  /// runners (model/src/optim/kernel.hpp) so that the average is kept in the same pass.
   average_step average(const slot_block& s) const;
 
   /// Extra validation of a run-time change of hyperparameter `index` to `value` (already
