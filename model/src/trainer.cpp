@@ -49,13 +49,12 @@ class averaged_values {
                   const std::vector<std::shared_ptr<dynamic_table>>& tables)
     : params_(params) {
     if (slot < 0) return;
-    for (size_t v = 0; v < params.size(); ++v) {
-      const auto& s = slots[v];
-      if (tables[v] || s.iterations == 0) continue;
-      auto& value = params[static_cast<variable_id>(v)];
-      saved_.emplace_back(v, value);
-      const auto& average = s.slots[static_cast<size_t>(slot)];
-      std::copy(average.begin(), average.end(), value.data());
+    // Every value saved before the first is overwritten: a failed copy changes nothing.
+    for (size_t v = 0; v < params.size(); ++v)
+      if (!tables[v] && slots[v].iterations > 0) saved_.emplace_back(v, params[static_cast<variable_id>(v)]);
+    for (auto& [v, value] : saved_) {
+      const auto& average = slots[v].slots[static_cast<size_t>(slot)];
+      std::copy(average.begin(), average.end(), params[static_cast<variable_id>(v)].data());
     }
   }
   averaged_values(const averaged_values&) = delete;
@@ -93,6 +92,11 @@ trainer::trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed)
   params_ = model_.initial_parameters(seed_);
   grads_ = gradient_store{model_.variables()};
   const auto& vars = model_.variables();
+  for (size_t v = 0; v < vars.size(); ++v)
+    if (vars[v].sparse && opt_->average_slot() >= 0)
+      throw std::invalid_argument(fmt::format("trainer: '{}' is updated by rows, and {} averages dense variables only "
+                                              "(use_ema)",
+                                              vars[v].name, opt_->describe()));
   for (size_t v = 0; v < vars.size(); ++v) {
     const auto& value = params_[static_cast<variable_id>(v)];
     const auto n = static_cast<size_t>(vars[v].shape.size());
@@ -102,10 +106,6 @@ trainer::trainer(model m, optimizer_ptr opt, loss_ptr l, uint64_t seed)
   table_ids_.resize(vars.size());
   for (size_t v = 0; v < vars.size(); ++v) {
     if (!vars[v].dynamic) continue;
-    if (opt_->average_slot() >= 0)
-      throw std::invalid_argument(fmt::format("trainer: the dynamic table '{}' is updated by rows, and {} averages "
-                                              "dense variables only (use_ema)",
-                                              vars[v].name, opt_->describe()));
     if (!model_.compact_rows()[v])
       throw std::invalid_argument(fmt::format(
         "trainer: the dynamic table '{}' must be applied straight to model inputs that nothing else reads",
@@ -565,10 +565,8 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
         }
       }
       current();
-      if (validation && validates_after(opts, epoch)) {
-        averaged_values on_average{params_, slots_, opt_->average_slot(), tables_};  // use_ema: Keras's SwapEMAWeights
+      if (validation && validates_after(opts, epoch))
         for (auto& [k, v] : run_evaluate(*validation, cbs)) values["val_" + k] = v;
-      }
       progress.end_epoch(step_in_epoch, samples, values);
       for (auto& [k, v] : values) h.add(k, v);
       each(cbs, [&](callback& c) { c.on_epoch_end(*this, epoch, values); });
@@ -646,6 +644,7 @@ std::map<std::string, double> trainer::evaluate(const batch_source& data, int ve
 std::map<std::string, double> trainer::run_evaluate(const batch_source& data, const std::vector<callback_ptr>& cbs) {
   if (data.count().infinite)
     throw std::invalid_argument("evaluate: the dataset is infinite (repeat())");
+  averaged_values on_average{params_, slots_, opt_->average_slot(), tables_};  // use_ema: Keras's SwapEMAWeights
   std::vector<metric_ptr> ms;
   for (auto& m : metrics_) ms.push_back(m->clone());
   each(cbs, [&](callback& c) { c.on_test_begin(*this); });
@@ -734,6 +733,7 @@ class mapped_batches final : public batch_source::impl {
 matrix trainer::predict(const batch_source& data, const std::vector<callback_ptr>& cbs) {
   for (size_t i = 0; i < cbs.size(); ++i)
     if (!cbs[i]) throw std::invalid_argument(fmt::format("predict: callbacks[{}] is null", i));
+  averaged_values on_average{params_, slots_, opt_->average_slot(), tables_};  // use_ema
   // With dynamic tables each batch is renumbered as it is taken, just before its forward.
   batch_source source = data;
   bool any = false;

@@ -208,6 +208,7 @@ BOOST_AUTO_TEST_CASE(use_ema_validates_on_the_average_and_ends_with_it) {
   planted p{400, 11};
   const matrix vx = random_matrix(100, 5, 99);
   const matrix vy = ((vx * p.w).array() + p.b).matrix();
+  double evaluated_in_fit = -1;  // evaluate() at the last epoch's end, before fit ends
   auto run = [&](bool use_ema, std::vector<std::pair<matrix, float>>* steps) {
     sgd_options o;
     o.learning_rate = 0.05;
@@ -217,13 +218,16 @@ BOOST_AUTO_TEST_CASE(use_ema_validates_on_the_average_and_ends_with_it) {
     auto f = quiet(3);
     f.batch_size = 32;
     f.validation = ds::from_tensor_slices({vx}, vy).batch(50);
-    if (steps) {
-      lambda_hooks h;
-      h.on_train_batch_end = [&, tp = t.get()](training&, const step_info&) {
+    lambda_hooks hooks;
+    if (steps)
+      hooks.on_train_batch_end = [&, tp = t.get()](training&, const step_info&) {
         steps->emplace_back(tp->variable("dense/kernel"), tp->variable("dense/bias")(0, 0));
       };
-      f.callbacks.push_back(lambda_callback(h));
-    }
+    else
+      hooks.on_epoch_end = [&, tp = t.get()](training&, int64_t epoch, const logs&) {
+        if (epoch == 2) evaluated_in_fit = tp->evaluate({vx}, vy, 50).at("loss");
+      };
+    f.callbacks.push_back(lambda_callback(hooks));
     auto h = t->fit(p.x, p.y, f);
     return std::make_pair(std::move(t), h);
   };
@@ -245,9 +249,23 @@ BOOST_AUTO_TEST_CASE(use_ema_validates_on_the_average_and_ends_with_it) {
     return (((vx * kernel).array() + static_cast<float>(bias)) - vy.array()).square().mean();
   };
   BOOST_TEST(avg_h["val_loss"].back() == mse(w, b), boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(evaluated_in_fit == mse(w, b), boost::test_tools::tolerance(1e-4));  // evaluate() too
   BOOST_TEST(plain_h["val_loss"].back() == mse(steps.back().first, steps.back().second),
              boost::test_tools::tolerance(1e-4));
   BOOST_TEST(avg_h["loss"] == plain_h["loss"]);  // training moved the values the same way
+  // A variable updated by rows cannot keep an average: refused when the trainer is made.
+  auto why = [] {
+    try {
+      graph g;
+      auto ids = g.input(2, "ids");
+      trainer t{model::functional(g, {ids}, g.apply(layers::embedding(10, 3), ids)),
+                make_optimizer("adam(0.01, use_ema=true)"), mean_squared_error(), 1};
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  BOOST_TEST(why.find("'embedding/embeddings' is updated by rows") != std::string::npos, why);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

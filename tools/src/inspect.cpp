@@ -59,7 +59,8 @@ inspect_options parse_options(int argc, char** argv, int first, bool& help_print
           "judges them."};
   f.add("all", o.all, "under a root, print every committed checkpoint, not just the newest")
     .add("digest", o.digest, "print only the digest of the variables' values (what `actortrain node` prints for the "
-         "parameters a worker pulled at the end), one line per checkpoint")
+         "parameters a worker pulled at the end; with an averaging optimizer, of their average), one line per "
+         "checkpoint")
     .add("values", o.values, "also print the first N values of each partition");
   help_printed = !f.parse(argc, argv, first);
   if (help_printed) return o;
@@ -294,12 +295,17 @@ void print_ledgers(const json& extra) {
   }
 }
 
-// The digest of every variable's values, in the manifest's order (the model's).
+// The digest of every variable's values, in the manifest's order (the model's). With an
+// averaging optimizer (use_ema) a read of the model gets the average, the workers' final
+// pull among them: a partition with an "average" slot and an update counts that.
 uint64_t digest_of(const md::checkpoint_data& d) {
   std::vector<actortrain::model::matrix> all;
   for (auto& v : d.variables) {
     if (!v.dynamic) {
-      all.push_back(md::assemble_variable(v));
+      auto read = v;
+      for (auto& p : read.partitions)
+        if (auto a = p.slots.find("average"); a != p.slots.end() && p.iterations > 0) p.values = a->second;
+      all.push_back(md::assemble_variable(read));
       continue;
     }
     // A dynamic table: its rows in id order, and the ids (as their bits), whatever the
