@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
            "Adam keeps a moving average of the weights, which evaluation and reads of the model see "
            "(--use-ema=off: the weights themselves)")
       .add("ema-momentum", o.ema_momentum, "the average's momentum (Keras's ema_momentum)", range<double>{0, 0.999999})
+      .add("ema-every", o.ema_every,
+           "update the average on every k-th update of a shard's partition only, with the momentum to the k-th power",
+           range<int>{1, 1000})
       .add("threads", threads, "CAF scheduler threads", range<int>{1, 256})
       .add("metrics", metrics, "write JSON-lines metrics to this file (actortrain plot draws them)")
       .add("data-dir", o.data_dir, "directory with the four Fashion-MNIST .gz files")

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
       .add("lr", o.learning_rate, "Adam learning rate", range<double>{1e-9, 10})
       .add("seed", o.seed, "seed of initialization and shuffling")
       .add("use-ema", o.use_ema, "keep a moving average of the weights, validate it and end with it (Keras's use_ema)")
+      .add("ema-every", o.ema_every, "with --use-ema: update the average on every k-th step only, with the momentum "
+           "to the k-th power (1: Keras's rule)", range<int>{1, 1000})
       .add("data-dir", o.data_dir, "directory with the four Fashion-MNIST .gz files")
       .add("verbose", verbose, "0 silent, 1 progress bar, 2 one line per epoch", range<int>{0, 2});
     if (!f.parse(argc, argv)) return 0;

@@ -40,22 +40,23 @@ size_t history::epochs() const {
 
 namespace {
 
-// use_ema (optimizer.hpp, "Averaging"): while it lives, the dense variables that have
-// been updated hold their averages (slot `slot` of their block); the values come back
-// when it ends, unless keep() made the averages the values.
+// use_ema (optimizer.hpp, "Averaging"): while it lives, the dense variables hold what a
+// read of the model sees (optimizer::model_view: their averages, once updated); the
+// values come back when it ends, unless keep() made the averages the values.
 class averaged_values {
  public:
-  averaged_values(parameter_store& params, const std::vector<slot_block>& slots, int slot,
+  averaged_values(parameter_store& params, const std::vector<slot_block>& slots, const optimizer& opt,
                   const std::vector<std::shared_ptr<dynamic_table>>& tables)
     : params_(params) {
-    if (slot < 0) return;
+    std::vector<const std::vector<float>*> views;
     // Every value saved before the first is overwritten: a failed copy changes nothing.
     for (size_t v = 0; v < params.size(); ++v)
-      if (!tables[v] && slots[v].iterations > 0) saved_.emplace_back(v, params[static_cast<variable_id>(v)]);
-    for (auto& [v, value] : saved_) {
-      const auto& average = slots[v].slots[static_cast<size_t>(slot)];
-      std::copy(average.begin(), average.end(), params[static_cast<variable_id>(v)].data());
-    }
+      if (const auto* view = tables[v] ? nullptr : opt.model_view(slots[v])) {
+        saved_.emplace_back(v, params[static_cast<variable_id>(v)]);
+        views.push_back(view);
+      }
+    for (size_t i = 0; i < saved_.size(); ++i)
+      std::copy(views[i]->begin(), views[i]->end(), params[static_cast<variable_id>(saved_[i].first)].data());
   }
   averaged_values(const averaged_values&) = delete;
   averaged_values& operator=(const averaged_values&) = delete;
@@ -596,7 +597,7 @@ history trainer::run_fit(const batch_source& data, const fit_options& opts, cons
     kept_.reset();
   }
   // use_ema: the model is its average from now on (Keras's finalize_variable_values).
-  averaged_values{params_, slots_, opt_->average_slot(), tables_}.keep();
+  averaged_values{params_, slots_, *opt_, tables_}.keep();
   each(cbs, [&](callback& c) { c.on_train_end(*this, false); });
   return h;
 }
@@ -644,7 +645,7 @@ std::map<std::string, double> trainer::evaluate(const batch_source& data, int ve
 std::map<std::string, double> trainer::run_evaluate(const batch_source& data, const std::vector<callback_ptr>& cbs) {
   if (data.count().infinite)
     throw std::invalid_argument("evaluate: the dataset is infinite (repeat())");
-  averaged_values on_average{params_, slots_, opt_->average_slot(), tables_};  // use_ema: Keras's SwapEMAWeights
+  averaged_values on_average{params_, slots_, *opt_, tables_};  // use_ema: Keras's SwapEMAWeights
   std::vector<metric_ptr> ms;
   for (auto& m : metrics_) ms.push_back(m->clone());
   each(cbs, [&](callback& c) { c.on_test_begin(*this); });
@@ -733,7 +734,7 @@ class mapped_batches final : public batch_source::impl {
 matrix trainer::predict(const batch_source& data, const std::vector<callback_ptr>& cbs) {
   for (size_t i = 0; i < cbs.size(); ++i)
     if (!cbs[i]) throw std::invalid_argument(fmt::format("predict: callbacks[{}] is null", i));
-  averaged_values on_average{params_, slots_, opt_->average_slot(), tables_};  // use_ema
+  averaged_values on_average{params_, slots_, *opt_, tables_};  // use_ema
   // With dynamic tables each batch is renumbered as it is taken, just before its forward.
   batch_source source = data;
   bool any = false;

@@ -297,7 +297,8 @@ void print_ledgers(const json& extra) {
 
 // The digest of every variable's values, in the manifest's order (the model's). With an
 // averaging optimizer (use_ema) a read of the model gets the average, the workers' final
-// pull among them: a partition with an "average" slot and an update counts that.
+// pull among them: a partition with an "average" slot and an update counts that (the rule
+// of optimizer::model_view, here on a checkpoint's slots by name).
 uint64_t digest_of(const md::checkpoint_data& d) {
   std::vector<actortrain::model::matrix> all;
   for (auto& v : d.variables) {

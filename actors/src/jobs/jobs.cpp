@@ -71,6 +71,7 @@ job fashion_mnist(const fashion_mnist_options& o) {
   adam.learning_rate = o.learning_rate;
   adam.use_ema = o.use_ema;
   adam.ema_momentum = o.ema_momentum;
+  adam.ema_every = o.ema_every;
   j.optimizer = md::make_adam(adam);
   j.loss = md::softmax_cross_entropy();
   j.metrics = accuracy_only();

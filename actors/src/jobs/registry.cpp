@@ -137,7 +137,9 @@ bool make_fashion_mnist(const std::vector<std::string>& args, job& j) {
     .add("limit", o.limit, "train on the first N images and validate on the first N/4 test images (0: all)",
          range<int64_t>{0, 60000})
     .add("use-ema", o.use_ema, "keep a moving average of the weights and evaluate it (--use-ema=off: the weights)")
-    .add("ema-momentum", o.ema_momentum, "the average's momentum", range<double>{0, 0.999999});
+    .add("ema-momentum", o.ema_momentum, "the average's momentum", range<double>{0, 0.999999})
+    .add("ema-every", o.ema_every, "update the average on every k-th update only, with the momentum to the k-th power",
+         range<int>{1, 1000});
   common_flags common{2};
   common.add_to(f);
   if (!parse(f, "fashion_mnist", args)) return false;

@@ -748,14 +748,12 @@ failure shard_store::pull(const pull_request& req, pull_reply& out) {
                      fmt::format("ps shard {}: no partition {}:{}", index_, k.variable, k.index)};
     auto& p = i->second;
     // A training step computes on the compensated view (lookahead); everyone else, on
-    // the values, or with use_ema on their average once there was an update.
+    // what a read of the model sees (optimizer::model_view: with use_ema the average).
     auto values = req.training && !p.sparse ? p.comp.view(p.value, p.version)
                                             : std::shared_ptr<const model::matrix>(p.value);
-    const int average = opts_.at(p.optimizer).average_slot();
-    if (!req.training && average >= 0 && p.slots.iterations > 0) {
-      const auto& a = p.slots.slots[static_cast<size_t>(average)];
+    if (const auto* a = req.training ? nullptr : opts_.at(p.optimizer).model_view(p.slots)) {
       auto copy = std::make_shared<model::matrix>(p.value->rows(), p.value->cols());
-      std::copy(a.begin(), a.end(), copy->data());
+      std::copy(a->begin(), a->end(), copy->data());
       values = std::move(copy);
     }
     out.values.push_back(partition_value{k, p.version, tensor{std::move(values)}});

@@ -26,7 +26,7 @@ adagrad::adagrad(const adagrad_options& o) : optimizer("adagrad", {"accumulator"
   initial_accumulator_value_ = declare("initial_accumulator_value", o.initial_accumulator_value,
                                        value_range::non_negative, /*fixed=*/true);
   epsilon_ = declare("epsilon", o.epsilon, value_range::positive);
-  declare_average(o.use_ema, o.ema_momentum);
+  declare_average(o.use_ema, o.ema_momentum, o.ema_every);
 }
 
 optimizer_ptr adagrad::clone() const {

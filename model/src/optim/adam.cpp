@@ -31,7 +31,7 @@ adam::adam(const adam_options& o) : optimizer("adam", {"m", "v"}) {
   beta_1_ = declare("beta_1", o.beta_1, value_range::unit_open);
   beta_2_ = declare("beta_2", o.beta_2, value_range::unit_open);
   epsilon_ = declare("epsilon", o.epsilon, value_range::positive);
-  declare_average(o.use_ema, o.ema_momentum);
+  declare_average(o.use_ema, o.ema_momentum, o.ema_every);
 }
 
 optimizer_ptr adam::clone() const {

@@ -26,6 +26,14 @@ class arg_values {
     if (auto it = values_.find(name); it != values_.end()) out = it->second;
   }
 
+  void get(const char* name, int& out) const {
+    auto it = values_.find(name);
+    if (it == values_.end()) return;
+    if (!(it->second >= 1.0 && it->second <= 1e9 && it->second == static_cast<double>(static_cast<int>(it->second))))
+      throw std::invalid_argument(fmt::format("{} must be a whole number >= 1, got {}", name, it->second));
+    out = static_cast<int>(it->second);
+  }
+
   void get(const char* name, bool& out) const {
     auto it = values_.find(name);
     if (it == values_.end()) return;
@@ -54,6 +62,7 @@ const std::vector<entry>& registry() {
        a.get("epsilon", o.epsilon);
        a.get("use_ema", o.use_ema);
        a.get("ema_momentum", o.ema_momentum);
+       a.get("ema_every", o.ema_every);
        return make_adagrad(o);
      }},
     {"adam",
@@ -65,6 +74,7 @@ const std::vector<entry>& registry() {
        a.get("epsilon", o.epsilon);
        a.get("use_ema", o.use_ema);
        a.get("ema_momentum", o.ema_momentum);
+       a.get("ema_every", o.ema_every);
        return make_adam(o);
      }},
     {"rmsprop",
@@ -77,6 +87,7 @@ const std::vector<entry>& registry() {
        a.get("centered", o.centered);
        a.get("use_ema", o.use_ema);
        a.get("ema_momentum", o.ema_momentum);
+       a.get("ema_every", o.ema_every);
        return make_rmsprop(o);
      }},
     {"sgd",
@@ -87,6 +98,7 @@ const std::vector<entry>& registry() {
        a.get("nesterov", o.nesterov);
        a.get("use_ema", o.use_ema);
        a.get("ema_momentum", o.ema_momentum);
+       a.get("ema_every", o.ema_every);
        return make_sgd(o);
      }},
   };

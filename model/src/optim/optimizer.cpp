@@ -21,9 +21,11 @@ std::string optimizer::describe() const {
   bool first = true;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& p = params_[i];
-    // Without averaging its two settings are left out: the text is the one from before
-    // averaging existed (checkpoint manifests and job descriptions compare it).
-    if (average_slot_ < 0 && (p.name == "use_ema" || p.name == "ema_momentum")) continue;
+    // Without averaging its settings are left out, and ema_every when it is 1: the text
+    // is the one from before they existed (checkpoint manifests and job descriptions
+    // compare it).
+    if (average_slot_ < 0 && (p.name == "use_ema" || p.name == "ema_momentum" || p.name == "ema_every")) continue;
+    if (p.name == "ema_every" && p.value == 1.0) continue;
     if (!first) out += ", ";
     first = false;
     if (p.range == value_range::flag)
@@ -45,9 +47,10 @@ slot_block optimizer::make_slots(size_t n, const float* values) const {
   return s;
 }
 
-void optimizer::declare_average(bool use_ema, double ema_momentum) {
+void optimizer::declare_average(bool use_ema, double ema_momentum, double ema_every) {
   declare("use_ema", use_ema ? 1.0 : 0.0, value_range::flag, true);
   ema_momentum_ = declare("ema_momentum", ema_momentum, value_range::unit_open);
+  ema_every_ = declare("ema_every", ema_every, value_range::count);
   if (use_ema) {
     average_slot_ = static_cast<int>(slot_names_.size());
     slot_names_.emplace_back("average");
@@ -56,7 +59,10 @@ void optimizer::declare_average(bool use_ema, double ema_momentum) {
 
 optimizer::average_step optimizer::average(const slot_block& s) const {
   if (average_slot_ < 0) return {};
-  return {average_slot_, s.iterations <= 1 ? 0.0f : static_cast<float>(hp(ema_momentum_))};
+  if (s.iterations <= 1) return {average_slot_, 0.0f};
+  const auto every = static_cast<int64_t>(hp(ema_every_));
+  if ((s.iterations - 1) % every != 0) return {};
+  return {average_slot_, static_cast<float>(std::pow(hp(ema_momentum_), static_cast<double>(every)))};
 }
 
 float optimizer::initial_slot_value(size_t) const {
@@ -200,6 +206,9 @@ std::string optimizer::range_error(const param& p, double v) const {
       break;
     case value_range::flag:
       if (!(v == 0.0 || v == 1.0)) want = "0 or 1 (false or true)";
+      break;
+    case value_range::count:
+      if (!(v >= 1.0 && v <= 1e9 && v == std::floor(v))) want = "a whole number >= 1";
       break;
   }
   if (!want) return {};

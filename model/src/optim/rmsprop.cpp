@@ -63,7 +63,7 @@ rmsprop::rmsprop(const rmsprop_options& o)
   momentum_ = declare("momentum", o.momentum, value_range::unit_closed);
   epsilon_ = declare("epsilon", o.epsilon, value_range::positive);
   centered_ = declare("centered", o.centered ? 1.0 : 0.0, value_range::flag, /*fixed=*/true);
-  declare_average(o.use_ema, o.ema_momentum);
+  declare_average(o.use_ema, o.ema_momentum, o.ema_every);
 }
 
 optimizer_ptr rmsprop::clone() const {

@@ -55,7 +55,7 @@ sgd::sgd(const sgd_options& o) : optimizer("sgd", sgd_slots(o)) {
   learning_rate_ = declare("learning_rate", o.learning_rate, value_range::non_negative);
   momentum_ = declare("momentum", o.momentum, value_range::unit_closed);
   nesterov_ = declare("nesterov", o.nesterov ? 1.0 : 0.0, value_range::flag);
-  declare_average(o.use_ema, o.ema_momentum);
+  declare_average(o.use_ema, o.ema_momentum, o.ema_every);
 }
 
 optimizer_ptr sgd::clone() const {

@@ -35,18 +35,21 @@ BOOST_AUTO_TEST_SUITE(optim_optimizer)
 BOOST_AUTO_TEST_CASE(hyperparams_are_sorted_by_name) {
   adam opt;
   const auto hp = opt.hyperparams();
-  BOOST_TEST_REQUIRE(hp.size() == 6u);
+  BOOST_TEST_REQUIRE(hp.size() == 7u);
   BOOST_TEST(hp[0].first == "beta_1");
   BOOST_TEST(hp[1].first == "beta_2");
-  BOOST_TEST(hp[2].first == "ema_momentum");
-  BOOST_TEST(hp[3].first == "epsilon");
-  BOOST_TEST(hp[4].first == "learning_rate");
-  BOOST_TEST(hp[4].second == 0.001);
-  BOOST_TEST(hp[5].first == "use_ema");
-  BOOST_TEST(hp[5].second == 0.0);
-  // The rule's own first (positional arguments), then averaging's (Keras's order).
-  BOOST_TEST(opt.hyperparam_names() ==
-             (std::vector<std::string>{"learning_rate", "beta_1", "beta_2", "epsilon", "use_ema", "ema_momentum"}));
+  BOOST_TEST(hp[2].first == "ema_every");
+  BOOST_TEST(hp[2].second == 1.0);
+  BOOST_TEST(hp[3].first == "ema_momentum");
+  BOOST_TEST(hp[4].first == "epsilon");
+  BOOST_TEST(hp[5].first == "learning_rate");
+  BOOST_TEST(hp[5].second == 0.001);
+  BOOST_TEST(hp[6].first == "use_ema");
+  BOOST_TEST(hp[6].second == 0.0);
+  // The rule's own first (positional arguments), then averaging's (Keras's order, then
+  // ema_every, which Keras does not have).
+  BOOST_TEST(opt.hyperparam_names() == (std::vector<std::string>{"learning_rate", "beta_1", "beta_2", "epsilon",
+                                                                  "use_ema", "ema_momentum", "ema_every"}));
 }
 
 BOOST_AUTO_TEST_CASE(set_hyperparam_rejects_unknown_names_and_bad_values) {
@@ -162,7 +165,7 @@ BOOST_AUTO_TEST_CASE(parser_rejects_with_the_bad_token_named) {
   BOOST_TEST(contains(error_of([] { make_optimizer("adam(learning_rate=-1)"); }), "learning_rate"));
   BOOST_TEST(contains(error_of([] { make_optimizer("adam(beta_1=0.9, beta_1=0.8)"); }), "twice"));
   BOOST_TEST(contains(error_of([] { make_optimizer("adam(beta_1=0.9, 0.1)"); }), "positional"));
-  BOOST_TEST(contains(error_of([] { make_optimizer("sgd(1,2,3,4,5,6)"); }), "too many"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("sgd(1,2,3,4,5,6,7)"); }), "too many"));
   BOOST_TEST(contains(error_of([] { make_optimizer("sgd(nesterov=2)"); }), "nesterov"));
   BOOST_TEST(contains(error_of([] { make_optimizer(""); }), "empty"));
   BOOST_TEST(contains(error_of([] { make_optimizer("(0.1)"); }), "expected a name"));
@@ -272,6 +275,53 @@ BOOST_AUTO_TEST_CASE(use_ema_keeps_the_moving_average_of_the_values_and_trains_t
       BOOST_TEST(moved > 1e-4);  // the average lags the values: it is not a copy of them
     }
   }
+}
+
+// ema_every = k: the average moves on applies 1, 1 + k, 1 + 2k, ... only, each time with
+// the momentum to the k-th power; the applies between leave it as it was. Worked out
+// here from the values each apply left, for a rule without slots and one with two.
+BOOST_AUTO_TEST_CASE(ema_every_updates_the_average_on_every_kth_apply_with_the_momentum_to_the_kth) {
+  const size_t n = 3000;
+  std::vector<float> w0(n), g(n);
+  for (size_t i = 0; i < n; ++i) {
+    w0[i] = std::cos(0.23f * static_cast<float>(i));
+    g[i] = 0.05f * std::sin(0.07f * static_cast<float>(i)) - 0.02f;
+  }
+  for (std::string spec : {"sgd(0.1", "adam(0.01"}) {
+    auto plain = make_optimizer(spec + ")");
+    auto every = make_optimizer(spec + ", use_ema=true, ema_momentum=0.8, ema_every=3)");
+    BOOST_TEST_CONTEXT(every->describe()) {
+      BOOST_TEST(contains(every->describe(), "ema_momentum=0.8, ema_every=3)"));
+      std::vector<float> wp = w0, wa = w0, wb = w0, ahead(n);
+      auto sp = plain->make_slots(n), sa = every->make_slots(n, w0.data()), sb = every->make_slots(n, w0.data());
+      std::vector<double> expected(w0.begin(), w0.end());
+      for (int step = 1; step <= 8; ++step) {
+        plain->apply_dense(wp.data(), g.data(), n, sp);
+        every->apply_dense(wa.data(), g.data(), n, sa);
+        every->apply_dense_ahead(wb.data(), g.data(), n, sb, 1.0, 2.0f, ahead.data());
+        const double m = 0.8 * 0.8 * 0.8;
+        if (step == 1)
+          expected.assign(wa.begin(), wa.end());
+        else if ((step - 1) % 3 == 0)  // steps 4 and 7
+          for (size_t i = 0; i < n; ++i) expected[i] = m * expected[i] + (1 - m) * wa[i];
+        size_t off = 0;
+        for (size_t i = 0; i < n; ++i)
+          if (std::abs(sa.slots.back()[i] - expected[i]) > 1e-6 * (1 + std::abs(expected[i]))) ++off;
+        BOOST_TEST(off == 0u, "step " << step << ": " << off << " averages off");
+      }
+      BOOST_TEST((wa == wp));  // what trains does not change
+      BOOST_TEST((wb == wp));
+      BOOST_TEST((sb.slots == sa.slots));
+      BOOST_TEST(make_optimizer(every->describe())->describe() == every->describe());
+    }
+  }
+  // It is a whole number >= 1, given or set.
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(use_ema=true, ema_every=0)"); }), "ema_every"));
+  BOOST_TEST(contains(error_of([] { make_optimizer("adam(use_ema=true, ema_every=2.5)"); }), "whole number"));
+  auto opt = make_optimizer("adam(use_ema=true, ema_every=2)");
+  BOOST_TEST(contains(error_of([&] { opt->set_hyperparam("ema_every", 0.5); }), "whole number"));
+  opt->set_hyperparam("ema_every", 4);
+  BOOST_TEST(opt->hyperparam("ema_every") == 4.0);
 }
 
 BOOST_AUTO_TEST_CASE(use_ema_is_fixed_refuses_rows_and_round_trips_through_the_parser) {

@@ -33,6 +33,8 @@ struct adagrad_options {
   bool use_ema = false;
   /// The average's momentum, in [0, 1). Keras's default 0.99.
   double ema_momentum = 0.99;
+  /// Update the average on every k-th apply only (optimizer.hpp, "Averaging"); 1 as Keras.
+  int ema_every = 1;
 };
 
 class adagrad final : public optimizer {

@@ -37,6 +37,11 @@
 // (embeddings pulled by id, tables keyed by id) need an optimizer without use_ema (on a
 // cluster, model/optim/groups.hpp gives them one of their own). The built-in rules keep
 // the average in their kernel's pass over the block; a rule of your own has no use_ema.
+//
+// `ema_every` = k > 1 (not in Keras; default 1) updates the average on apply 1 and every
+// k-th after it (t = 1, 1 + k, 1 + 2k, ...) with the momentum raised to the k-th power,
+// so the average spans the same number of updates at a k-th of its memory traffic; it
+// then lags the values by up to k - 1 more updates.
 
 #include <cstddef>
 #include <cstdint>
@@ -91,8 +96,16 @@ class optimizer {
   /// use_ema: the index of the "average" slot (the last one), or -1 without averaging.
   int average_slot() const { return average_slot_; }
 
-  /// One apply's averaging: the average slot's index (-1: none) and the momentum of this
-  /// apply (0 at t = 1).
+  /// What a read of the model sees of a block (every read but a training step's: the
+  /// trainer's validation, evaluate and predict, a ps shard's non-training pulls): with
+  /// use_ema and at least one apply, the block's average; otherwise null, the values.
+  const std::vector<float>* model_view(const slot_block& s) const {
+    if (average_slot_ < 0 || s.iterations == 0) return nullptr;
+    return &s.slots[static_cast<size_t>(average_slot_)];
+  }
+
+  /// One apply's averaging: the average slot's index (-1: none, also on the applies that
+  /// ema_every skips) and the momentum of this apply (0 at t = 1).
   struct average_step {
     int slot = -1;
     float momentum = 0;
@@ -160,6 +173,7 @@ class optimizer {
     unit_open,        ///< [0, 1)
     unit_closed,      ///< [0, 1]
     flag,             ///< 0 or 1, printed as false / true
+    count,            ///< a whole number >= 1
   };
 
   optimizer(std::string name, std::vector<std::string> slot_names);
@@ -177,10 +191,11 @@ class optimizer {
   /// Initial value of slot k (default 0).
   virtual float initial_slot_value(size_t k) const;
 
-  /// The built-in rules' constructors, after their own hyperparameters: declares use_ema
-  /// and ema_momentum and, with use_ema, the "average" slot after the rule's slots.
-  /// ema_momentum must lie in [0, 1) (else std::invalid_argument).
-  void declare_average(bool use_ema, double ema_momentum);
+  /// The built-in rules' constructors, after their own hyperparameters: declares use_ema,
+  /// ema_momentum and ema_every and, with use_ema, the "average" slot after the rule's
+  /// slots. ema_momentum must lie in [0, 1) and ema_every be a whole number >= 1 (else
+  /// std::invalid_argument).
+  void declare_average(bool use_ema, double ema_momentum, double ema_every);
 
   /// What the built-in rules' update_dense and update_dense_ahead pass to their kernels'
   /// runners (model/src/optim/kernel.hpp) so that the average is kept in the same pass.
@@ -224,7 +239,8 @@ class optimizer {
   std::vector<std::string> slot_names_;
   std::vector<param> params_;
   int average_slot_ = -1;
-  size_t ema_momentum_ = 0;  // its hyperparameter's index, with use_ema
+  size_t ema_momentum_ = 0;  // the hyperparameters' indices, with use_ema
+  size_t ema_every_ = 0;
 };
 
 }  // namespace actortrain::model
