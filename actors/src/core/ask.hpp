@@ -57,4 +57,28 @@ caf::expected<Reply> ask(caf::actor_system& sys, Handle dest, caf::timespan time
   return fut.get();
 }
 
+/// ask, and the request fails as soon as `dest` is down (a remote actor whose process
+/// or connection is lost: CAF 0.17 answers a request in flight to it with nothing, so
+/// plain ask waits for the whole timeout). The error of a loss is caf::sec::
+/// request_receiver_down.
+template <class Reply, class Handle, class... Ts>
+caf::expected<Reply> ask_while_up(caf::actor_system& sys, Handle dest, caf::timespan timeout, Ts... xs) {
+  auto promise = std::make_shared<std::promise<caf::expected<Reply>>>();
+  auto fut = promise->get_future();
+  sys.spawn([=](caf::event_based_actor* self) mutable {
+    auto answered = std::make_shared<bool>(false);
+    auto answer = [=](caf::expected<Reply> x) {
+      if (*answered) return;
+      *answered = true;
+      promise->set_value(std::move(x));
+      self->quit();
+    };
+    self->set_down_handler([=](caf::down_msg&) { answer(caf::make_error(caf::sec::request_receiver_down)); });
+    self->monitor(dest);
+    self->request(dest, timeout, std::move(xs)...)
+      .then([=](Reply& r) { answer(std::move(r)); }, [=](caf::error& e) { answer(std::move(e)); });
+  });
+  return fut.get();
+}
+
 }  // namespace actortrain

@@ -440,8 +440,14 @@ node_result worker_session(node_context& cx, std::chrono::milliseconds dial_budg
   reg.replica = w;
   reg.node = cx.node_as_peer();
   reg.task = task_at(def, me);
-  // The coordinator admits workers in id order: wait as long as the others may take.
-  auto admitted = ask<uint64_t>(cx.sys, host, cx.timeout() + cx.connect_budget(), register_atom::value, reg);
+  // The coordinator admits workers in id order: wait as long as the others may take,
+  // but not for a coordinator's task that is gone (a chief killed while this task waits
+  // its turn): that is a lost coordinator, rejoined as any other.
+  log(fmt::format("registering with {} (it admits workers in id order)", task_at(def, host_task)));
+  auto admitted = ask_while_up<uint64_t>(cx.sys, host, cx.timeout() + cx.connect_budget(), register_atom::value, reg);
+  if (!admitted && admitted.error() == caf::sec::request_receiver_down)
+    throw coordinator_lost(fmt::format("lost the coordinator ({}) while waiting to be admitted",
+                                       task_at(def, host_task)));
   if (!admitted) {
     auto text = fmt::format("{} refused this task: {}", task_at(def, host_task), describe(admitted.error()));
     // Another job's fingerprint or a bad registration is final; a coordinator that did
