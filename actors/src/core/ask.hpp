@@ -45,24 +45,13 @@ void request_each_from_outside(caf::actor_system& sys, std::vector<Handle> dests
   });
 }
 
-/// Waits for the reply (or the error) of one request; the request's timeout bounds the
-/// wait.
-template <class Reply, class Handle, class... Ts>
-caf::expected<Reply> ask(caf::actor_system& sys, Handle dest, caf::timespan timeout, Ts... xs) {
-  auto promise = std::make_shared<std::promise<caf::expected<Reply>>>();
-  auto fut = promise->get_future();
-  request_from_outside<Reply>(
-    sys, std::move(dest), timeout, [promise](Reply& r) { promise->set_value(std::move(r)); },
-    [promise](caf::error& e) { promise->set_value(std::move(e)); }, std::move(xs)...);
-  return fut.get();
-}
+namespace detail {
 
-/// ask, and the request fails as soon as `dest` is down (a remote actor whose process
-/// or connection is lost: CAF 0.17 answers a request in flight to it with nothing, so
-/// plain ask waits for the whole timeout). The error of a loss is caf::sec::
-/// request_receiver_down.
+// ask and ask_while_up: one one-shot actor answers the waiting thread once, with the
+// reply, the error, or (when `watch`) request_receiver_down on `dest`'s down message.
 template <class Reply, class Handle, class... Ts>
-caf::expected<Reply> ask_while_up(caf::actor_system& sys, Handle dest, caf::timespan timeout, Ts... xs) {
+caf::expected<Reply> ask_from_outside(caf::actor_system& sys, Handle dest, caf::timespan timeout, bool watch,
+                                      Ts... xs) {
   auto promise = std::make_shared<std::promise<caf::expected<Reply>>>();
   auto fut = promise->get_future();
   sys.spawn([=](caf::event_based_actor* self) mutable {
@@ -73,12 +62,32 @@ caf::expected<Reply> ask_while_up(caf::actor_system& sys, Handle dest, caf::time
       promise->set_value(std::move(x));
       self->quit();
     };
-    self->set_down_handler([=](caf::down_msg&) { answer(caf::make_error(caf::sec::request_receiver_down)); });
-    self->monitor(dest);
+    if (watch) {
+      self->set_down_handler([=](caf::down_msg&) { answer(caf::make_error(caf::sec::request_receiver_down)); });
+      self->monitor(dest);
+    }
     self->request(dest, timeout, std::move(xs)...)
       .then([=](Reply& r) { answer(std::move(r)); }, [=](caf::error& e) { answer(std::move(e)); });
   });
   return fut.get();
+}
+
+}  // namespace detail
+
+/// Waits for the reply (or the error) of one request; the request's timeout bounds the
+/// wait.
+template <class Reply, class Handle, class... Ts>
+caf::expected<Reply> ask(caf::actor_system& sys, Handle dest, caf::timespan timeout, Ts... xs) {
+  return detail::ask_from_outside<Reply>(sys, std::move(dest), timeout, false, std::move(xs)...);
+}
+
+/// ask, and the request fails as soon as `dest` is down (a remote actor whose process
+/// or connection is lost: CAF 0.17 answers a request in flight to it with nothing, so
+/// plain ask waits for the whole timeout). The error of a loss is caf::sec::
+/// request_receiver_down.
+template <class Reply, class Handle, class... Ts>
+caf::expected<Reply> ask_while_up(caf::actor_system& sys, Handle dest, caf::timespan timeout, Ts... xs) {
+  return detail::ask_from_outside<Reply>(sys, std::move(dest), timeout, true, std::move(xs)...);
 }
 
 }  // namespace actortrain
