@@ -10,6 +10,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 using actortrain::tools::fault_schedule;
 
@@ -100,4 +101,50 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_refused_by_name) {
   BOOST_TEST(refusal("chief@4", {{"ps", 1}, {"worker", 2}}).find("the cluster has no chief task") != std::string::npos);
   BOOST_TEST(refusal("worker=0.0001").find("more than 100,000 kills") != std::string::npos);
   BOOST_TEST(refusal("worker=3,ps@7") == "accepted");
+}
+
+// -- recovery_seconds: how bench faults judges one kill's recovery ---------------------
+
+namespace {
+
+using actortrain::tools::recovery_mark;
+using actortrain::tools::recovery_seconds;
+
+bool near(double a, double b) { return std::abs(a - b) < 1e-9; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_workers_recovery_ends_at_its_replacements_first_step) {
+  std::vector<recovery_mark> m{{9.0, "step", 1},           {10.2, "step", 0},          {10.4, "step", 2},
+                               {12.0, "worker_joined", 1}, {12.1, "step", 0},          {12.5, "step", 1}};
+  BOOST_TEST(near(recovery_seconds(m, "worker:1", 10.0), 2.5));
+  // Another worker's step after the join does not count, nor a step before the kill.
+  BOOST_TEST(std::isnan(recovery_seconds(m, "worker:2", 10.0)));
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_tasks_recovery_ends_at_the_first_step_after_the_roll_back) {
+  std::vector<recovery_mark> m{{30.1, "step", 0}, {30.2, "step", 1}, {30.6, "ps_restored", -1}, {30.7, "step", 2}};
+  // Steps still in flight between the kill and the roll-back are not a recovery.
+  BOOST_TEST(near(recovery_seconds(m, "ps:0", 30.0), 0.7));
+}
+
+// bench faults --seed 3 (2026-12-07): ps:1 killed 0.3 s after the chief, while the chief
+// restarted. The restarted chief's run resumed from a checkpoint, which restored every
+// shard, ps:1's included, and trained 1.4 s after the chief's kill; the next roll-back
+// (ps_restored) came only with the next ps kill, 31 s later, and was counted instead.
+BOOST_AUTO_TEST_CASE(a_ps_task_killed_while_the_chief_restarts_is_restored_by_the_resumed_run) {
+  std::vector<recovery_mark> m{{60.05, "step", 0},          {61.30, "worker_joined", 0}, {61.35, "run_begin", -1},
+                               {61.45, "resumed", -1},      {61.50, "step", 1},          {91.40, "step", 0},
+                               {91.90, "ps_restored", -1},  {92.00, "step", 2}};
+  BOOST_TEST(near(recovery_seconds(m, "chief:0", 60.0), 1.5));
+  BOOST_TEST(near(recovery_seconds(m, "ps:1", 60.3), 1.2));
+  // A ps kill after that run began waits for its own roll-back.
+  BOOST_TEST(near(recovery_seconds(m, "ps:0", 91.3), 0.7));
+}
+
+BOOST_AUTO_TEST_CASE(no_recovery_seen_is_nan) {
+  std::vector<recovery_mark> m{{5.0, "step", 0}, {6.0, "step", 1}};
+  BOOST_TEST(std::isnan(recovery_seconds(m, "ps:0", 5.5)));
+  BOOST_TEST(std::isnan(recovery_seconds(m, "chief:0", 5.5)));
+  BOOST_TEST(std::isnan(recovery_seconds({}, "worker:0", 1.0)));
 }

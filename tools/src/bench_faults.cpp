@@ -48,13 +48,7 @@ struct run_record {
   double examples = 0;                   // over every applied step line, redone ones too
   uint64_t step_lines = 0;
   double final_accuracy = NAN;  // the last epoch's val_accuracy
-  // (wall, event, worker) of the lines recovery is judged by.
-  struct mark {
-    double wall;
-    std::string event;
-    int64_t worker;
-  };
-  std::vector<mark> marks;
+  std::vector<recovery_mark> marks;  // the lines recovery is judged by
   std::vector<kill_event> kills;
   std::vector<double> checkpoint_pauses;  // each checkpoint's pause_seconds
   int restarts = 0;
@@ -102,31 +96,6 @@ run_record read_run(const std::string& metrics, const std::string& launch_log) {
   return r;
 }
 
-// Seconds from a kill until the cluster trains again without the killed task's loss: a
-// worker's replacement applied a step (its slot's first step after it rejoined); after
-// a ps task, the first step after the roll-back (ps_restored); after the chief, the
-// first step of the restarted chief's run (resumed from a checkpoint, or begun again
-// when none was committed). NaN when the run never got there.
-double recovery(const run_record& r, const kill_event& k) {
-  auto role = k.task.substr(0, k.task.find(':'));
-  int64_t index = std::atoll(k.task.c_str() + k.task.find(':') + 1);
-  bool back = false;
-  for (auto& m : r.marks) {
-    if (m.wall < k.wall) continue;
-    if (role == "worker") {
-      if (m.event == "worker_joined" && m.worker == index) back = true;
-      if (back && m.event == "step" && m.worker == index) return m.wall - k.wall;
-    } else if (role == "ps") {
-      if (m.event == "ps_restored") back = true;
-      if (back && m.event == "step") return m.wall - k.wall;
-    } else {
-      if (m.event == "resumed" || m.event == "run_begin") back = true;
-      if (back && m.event == "step") return m.wall - k.wall;
-    }
-  }
-  return NAN;
-}
-
 }  // namespace
 
 int bench_faults(int argc, char** argv, int first) {
@@ -147,7 +116,8 @@ int bench_faults(int argc, char** argv, int first) {
           "one's), the step lines beyond the job's (steps redone after roll-backs and lost workers;\n"
           "lines a killed chief had not written yet are missing), the recovery time of every kill (median and worst per\n"
           "role: until a worker's replacement applied a step, until the first step after a ps\n"
-          "task's roll-back, or of the restarted chief's run), Young's checkpoint interval from the\n"
+          "task's roll-back (or after a restarted chief's run restored every shard), or of the\n"
+          "restarted chief's run), Young's checkpoint interval from the\n"
           "measured checkpoint pause and the roll-backs seen, the final test accuracies, and exactly-once as\n"
           "`actortrain ledger check` judges the ps tasks' ledgers. Goals: goodput >= 0.85, accuracy\n"
           "within 0.01 of the fault-free run's, exactly once. The fault-free run should take at least\n"
@@ -223,7 +193,7 @@ int bench_faults(int argc, char** argv, int first) {
   std::map<std::string, std::vector<double>> rec;
   std::map<std::string, int> never;
   for (auto& k : hit.kills) {
-    double t = recovery(hit, k);
+    double t = recovery_seconds(hit.marks, k.task, k.wall);
     auto role = k.task.substr(0, k.task.find(':'));
     if (std::isnan(t))
       ++never[role];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <set>
 #include <sstream>
@@ -67,6 +68,25 @@ std::vector<planned_kill> fault_schedule::due(double now) {
   std::vector<planned_kill> out;
   while (next_ < kills_.size() && kills_[next_].at <= now) out.push_back(kills_[next_++]);
   return out;
+}
+
+double recovery_seconds(const std::vector<recovery_mark>& marks, const std::string& task, double kill_wall) {
+  auto colon = task.find(':');
+  auto role = task.substr(0, colon);
+  int64_t index = colon == std::string::npos ? -1 : std::atoll(task.c_str() + colon + 1);
+  bool back = false;
+  for (auto& m : marks) {
+    if (m.wall < kill_wall) continue;
+    bool restarted_chief = m.event == "resumed" || m.event == "run_begin";
+    if (role == "worker")
+      back = back || (m.event == "worker_joined" && m.worker == index);
+    else if (role == "ps")
+      back = back || m.event == "ps_restored" || restarted_chief;
+    else
+      back = back || restarted_chief;
+    if (back && m.event == "step" && (role != "worker" || m.worker == index)) return m.wall - kill_wall;
+  }
+  return NAN;
 }
 
 }  // namespace actortrain::tools

@@ -2,7 +2,8 @@
 // A seeded schedule of process kills for `actortrain launch --kill` and
 // `actortrain bench faults`: kill -9 of a task of a role every so many seconds (a random
 // one of the role's tasks, at a jittered time), or once at a given time. CAF-free, pure:
-// the launcher asks it what is due and does the killing.
+// the launcher asks it what is due and does the killing. Also the rule by which bench
+// faults judges how long the cluster took to recover from one kill (recovery_seconds).
 
 #include <cstdint>
 #include <map>
@@ -41,5 +42,26 @@ class fault_schedule {
   std::vector<planned_kill> kills_;
   size_t next_ = 0;
 };
+
+/// A line of the chief's metrics file that recovery is judged by: "step" (a step applied,
+/// by `worker`), "worker_joined" (`worker` admitted), "ps_restored" (every shard rolled
+/// back to a checkpoint after a lost ps task), "resumed" (a restarted chief's run began
+/// from a checkpoint), "run_begin" (a run began).
+struct recovery_mark {
+  double wall = 0;  ///< seconds since the epoch
+  std::string event;
+  int64_t worker = -1;
+};
+
+/// Seconds from the kill of `task` ("worker:1", "ps:0", "chief:0") at `kill_wall` until
+/// the cluster trains again without that task's loss, read from `marks` (sorted by wall):
+/// - a worker: its replacement was admitted and applied a step;
+/// - a ps task: the first step after every shard was restored from a checkpoint, by the
+///   chief's roll-back (ps_restored) or by a restarted chief's run (resumed, or run_begin
+///   when it begins again from the start), whichever comes first: a ps task killed
+///   while the chief restarts is restored with the rest when the chief's run resumes;
+/// - the chief: the first step of the restarted chief's run.
+/// NaN when the marks never get there (the run ended first).
+double recovery_seconds(const std::vector<recovery_mark>& marks, const std::string& task, double kill_wall);
 
 }  // namespace actortrain::tools
