@@ -14,15 +14,52 @@
 
 namespace actortrain {
 
+namespace detail {
+
+// The one-shot actor behind request_from_outside, ask and ask_while_up: `ok` gets the
+// reply or `err` the error, once; with `watch`, `dest` is monitored as well and its down
+// message is the error caf::sec::request_receiver_down (CAF 0.17 answers a request in
+// flight to a lost remote actor with nothing, only its timeout).
+template <class Reply, class Handle, class Ok, class Err, class... Ts>
+void request_once(caf::actor_system& sys, bool watch, Handle dest, caf::timespan timeout, Ok ok, Err err, Ts... xs) {
+  sys.spawn([=](caf::event_based_actor* self) mutable {
+    // Answered once (a reply and a down message may both come); the handlers may be
+    // mutable callables, so they live beside the flag.
+    struct pending {
+      Ok ok;
+      Err err;
+      bool answered = false;
+    };
+    auto p = std::make_shared<pending>(pending{ok, err});
+    auto settle = [self, p](auto&& call) {
+      if (p->answered) return;
+      p->answered = true;
+      call(*p);
+      self->quit();
+    };
+    if (watch) {
+      self->set_down_handler([settle](caf::down_msg&) {
+        settle([](pending& q) {
+          caf::error e = caf::make_error(caf::sec::request_receiver_down);
+          q.err(e);
+        });
+      });
+      self->monitor(dest);
+    }
+    self->request(dest, timeout, std::move(xs)...)
+      .then([settle](Reply& r) { settle([&r](pending& q) { q.ok(r); }); },
+            [settle](caf::error& e) { settle([&e](pending& q) { q.err(e); }); });
+  });
+}
+
+}  // namespace detail
+
 /// Sends `xs...` to `dest` (a typed or untyped handle) with `timeout` and calls `ok`
 /// with the reply (a `Reply&`) or `err` with the error (a `caf::error&`), once, in the
 /// one-shot actor's context.
 template <class Reply, class Handle, class Ok, class Err, class... Ts>
 void request_from_outside(caf::actor_system& sys, Handle dest, caf::timespan timeout, Ok ok, Err err, Ts... xs) {
-  sys.spawn([=](caf::event_based_actor* self) mutable {
-    self->request(dest, timeout, std::move(xs)...)
-      .then([ok](Reply& r) mutable { ok(r); }, [err](caf::error& e) mutable { err(e); });
-  });
+  detail::request_once<Reply>(sys, false, std::move(dest), timeout, std::move(ok), std::move(err), std::move(xs)...);
 }
 
 /// The same request to each of `dests`; `done` gets every answer or error, by index,
@@ -47,28 +84,15 @@ void request_each_from_outside(caf::actor_system& sys, std::vector<Handle> dests
 
 namespace detail {
 
-// ask and ask_while_up: one one-shot actor answers the waiting thread once, with the
-// reply, the error, or (when `watch`) request_receiver_down on `dest`'s down message.
+// ask and ask_while_up: the waiting thread gets the one answer of request_once.
 template <class Reply, class Handle, class... Ts>
 caf::expected<Reply> ask_from_outside(caf::actor_system& sys, Handle dest, caf::timespan timeout, bool watch,
                                       Ts... xs) {
   auto promise = std::make_shared<std::promise<caf::expected<Reply>>>();
   auto fut = promise->get_future();
-  sys.spawn([=](caf::event_based_actor* self) mutable {
-    auto answered = std::make_shared<bool>(false);
-    auto answer = [=](caf::expected<Reply> x) {
-      if (*answered) return;
-      *answered = true;
-      promise->set_value(std::move(x));
-      self->quit();
-    };
-    if (watch) {
-      self->set_down_handler([=](caf::down_msg&) { answer(caf::make_error(caf::sec::request_receiver_down)); });
-      self->monitor(dest);
-    }
-    self->request(dest, timeout, std::move(xs)...)
-      .then([=](Reply& r) { answer(std::move(r)); }, [=](caf::error& e) { answer(std::move(e)); });
-  });
+  request_once<Reply>(
+    sys, watch, std::move(dest), timeout, [promise](Reply& r) { promise->set_value(std::move(r)); },
+    [promise](caf::error& e) { promise->set_value(std::move(e)); }, std::move(xs)...);
   return fut.get();
 }
 
