@@ -5,33 +5,82 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
+#include <utility>
 
 namespace actortrain::dataset::detail {
 
-std::vector<unsigned char> read_file_bytes(const std::string& path) {
+namespace {
+
+constexpr size_t huge_page = size_t{2} << 20;
+
+/// The mapping length for `size` bytes: whole 4 KiB pages, whole 2 MiB pages from 2 MiB.
+size_t mapped_length(size_t size) {
+  const size_t unit = size >= huge_page ? huge_page : 4096;
+  return (size + unit - 1) / unit * unit;
+}
+
+}  // namespace
+
+byte_buffer::~byte_buffer() {
+  if (data_) ::munmap(data_, capacity_);
+}
+
+void byte_buffer::swap(byte_buffer& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  std::swap(capacity_, other.capacity_);
+}
+
+void byte_buffer::resize(size_t size) {
+  if (size > capacity_) {
+    const size_t length = mapped_length(size);
+    void* p = data_ ? ::mremap(data_, capacity_, length, MREMAP_MAYMOVE)
+                    : ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<unsigned char*>(p);
+    capacity_ = length;
+    if (length >= huge_page) ::madvise(data_, length, MADV_HUGEPAGE);  // a hint: 4 KiB pages otherwise
+  }
+  size_ = size;
+}
+
+byte_buffer read_file_bytes(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw file_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  std::vector<unsigned char> bytes;
-  unsigned char chunk[1 << 16];
-  size_t got = 0;
-  while ((got = std::fread(chunk, 1, sizeof chunk, f.get())) > 0)
-    bytes.insert(bytes.end(), chunk, chunk + got);
+  byte_buffer bytes;
+  // Sized once from the file's length when it has one (a pipe or /proc file reads on).
+  struct stat sb;
+  if (::fstat(::fileno(f.get()), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
+    bytes.resize(static_cast<size_t>(sb.st_size));
+  size_t used = 0;
+  while (true) {
+    if (used == bytes.size()) bytes.resize(std::max<size_t>(bytes.size() * 2, 1 << 16));
+    const size_t got = std::fread(bytes.data() + used, 1, bytes.size() - used, f.get());
+    used += got;
+    if (got == 0) break;
+  }
+  bytes.resize(used);
   if (std::ferror(f.get()))
     throw file_error(path, fmt::format("read error after {} bytes: {}", bytes.size(),
                                        std::strerror(errno)));
   return bytes;
 }
 
-bool is_gzip(const std::vector<unsigned char>& bytes) {
+bool is_gzip(const byte_buffer& bytes) {
   return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
 }
 
-gunzip_result gunzip(const std::vector<unsigned char>& compressed, const std::string& path) {
+gunzip_result gunzip(const byte_buffer& compressed, const std::string& path) {
   gunzip_result result;
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
@@ -40,7 +89,19 @@ gunzip_result gunzip(const std::vector<unsigned char>& compressed, const std::st
 
   size_t in_offset = 0;
   auto& out = result.bytes;
-  out.resize(std::max<size_t>(compressed.size() * 2, 1 << 16));
+  // Sized once when the last member's trailer tells the length (ISIZE, the length mod
+  // 2^32: exact for one member under 4 GiB), else grown by doubling. A hostile trailer
+  // gets at most deflate's largest ratio (1032:1) of what was read, no more than honest
+  // data of that size could take.
+  size_t hint = 0;
+  if (compressed.size() >= 18) {
+    const unsigned char* t = compressed.data() + compressed.size() - 4;
+    hint = static_cast<size_t>(t[0]) | static_cast<size_t>(t[1]) << 8 | static_cast<size_t>(t[2]) << 16 |
+           static_cast<size_t>(t[3]) << 24;
+    hint = std::min(hint, compressed.size() * 1032);
+  }
+  // One byte over the hint, so that inflate finds room to report the end of the stream.
+  out.resize(std::max<size_t>({hint + 1, compressed.size() * 2, 1 << 16}));
   size_t out_used = 0;
   constexpr size_t max_chunk = std::numeric_limits<uInt>::max();
   while (true) {

@@ -5,7 +5,10 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <actortrain/dataset/fashion_mnist.hpp>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 using namespace actortrain::dataset;
@@ -78,6 +81,22 @@ BOOST_AUTO_TEST_CASE(training_pipeline_batches_a_shuffled_epoch,
   }
   BOOST_TEST(rows == 60000);
   BOOST_TEST(batches == 469);
+}
+
+// The dataset keeps the images as bytes and scales the rows it gathers: they must be the
+// floats load_fashion_mnist gives (and from_idx gave when it held floats), bit for bit,
+// or every seed's training would change.
+BOOST_AUTO_TEST_CASE(dataset_rows_are_the_loaded_arrays_bit_for_bit,
+                     *boost::unit_test::precondition(files_present())) {
+  auto arrays = load_fashion_mnist(split::train, dir);
+  auto all = collect(actortrain::dataset::fashion_mnist(split::train, dir).batch(60000));
+  BOOST_REQUIRE_EQUAL(all.size(), 1u);
+  const auto& x = all[0].features.at(0);
+  BOOST_REQUIRE_EQUAL(x.rows(), arrays.images.rows());
+  BOOST_REQUIRE_EQUAL(x.cols(), arrays.images.cols());
+  BOOST_TEST(std::memcmp(x.data(), arrays.images.data(), sizeof(float) * static_cast<size_t>(x.size())) == 0);
+  BOOST_TEST(std::memcmp(all[0].labels.data(), arrays.labels.data(),
+                         sizeof(float) * static_cast<size_t>(arrays.labels.size())) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

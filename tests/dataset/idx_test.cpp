@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+#include <functional>
 
 using namespace actortrain::dataset;
 using namespace actortrain::dataset::test;
@@ -30,6 +31,21 @@ std::vector<unsigned char> idx_labels(const std::vector<unsigned char>& labels) 
   std::vector<unsigned char> out = {0, 0, 0x08, 1};
   put_be32(out, static_cast<uint32_t>(labels.size()));
   out.insert(out.end(), labels.begin(), labels.end());
+  return out;
+}
+
+/// An IDX file of `code` values `width` bytes wide with the given dimensions; value i is
+/// raw(i), written big-endian.
+std::vector<unsigned char> idx_of(unsigned char code, size_t width, const std::vector<uint32_t>& dims,
+                                  const std::function<uint64_t(size_t)>& raw) {
+  std::vector<unsigned char> out = {0, 0, code, static_cast<unsigned char>(dims.size())};
+  size_t n = 1;
+  for (auto d : dims) {
+    put_be32(out, d);
+    n *= d;
+  }
+  for (size_t i = 0; i < n; ++i)
+    for (size_t b = width; b-- > 0;) out.push_back(static_cast<unsigned char>(raw(i) >> (8 * b)));
   return out;
 }
 
@@ -163,6 +179,88 @@ BOOST_AUTO_TEST_CASE(label_count_must_match_image_count) {
 BOOST_AUTO_TEST_CASE(missing_file_is_an_error_naming_it) {
   auto msg = error_of([] { read_idx("/nonexistent/dir/train.idx"); });
   BOOST_TEST(mentions(msg, "/nonexistent/dir/train.idx: cannot open"), msg);
+}
+
+// from_idx keeps the values as stored and decodes the rows a batch gathers: they must be
+// read_idx's floats times the scale, bit for bit, for every element type, in any order.
+BOOST_AUTO_TEST_CASE(from_idx_rows_are_read_idx_values_times_scale_for_every_type) {
+  temp_dir dir;
+  auto float_bits = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return uint64_t{b};
+  };
+  auto double_bits = [](double d) {
+    uint64_t b;
+    std::memcpy(&b, &d, 8);
+    return b;
+  };
+  const std::vector<uint32_t> dims = {7, 3, 5};
+  struct kind {
+    const char* name;
+    std::vector<unsigned char> bytes;
+  };
+  const std::vector<kind> kinds = {
+      {"ubyte", idx_of(0x08, 1, dims, [](size_t i) { return (i * 37) % 256; })},
+      {"byte", idx_of(0x09, 1, dims, [](size_t i) { return (i * 53) % 256; })},
+      {"int16", idx_of(0x0B, 2, dims, [](size_t i) { return static_cast<uint16_t>(i * 911 - 20000); })},
+      {"int32", idx_of(0x0C, 4, dims, [](size_t i) { return static_cast<uint32_t>(i * 104729 - 3000000); })},
+      {"float32", idx_of(0x0D, 4, dims, [&](size_t i) { return float_bits(0.37f * static_cast<float>(i) - 9.1f); })},
+      {"float64", idx_of(0x0E, 8, dims, [&](size_t i) { return double_bits(1.0 / (static_cast<double>(i) + 0.3)); })},
+  };
+  for (const auto& k : kinds) {
+    BOOST_TEST_CONTEXT(k.name) {
+      write_file(dir.file(k.name), gzip(k.bytes));
+      for (float scale : {1.0f, 1.0f / 255.0f, 0.3f}) {
+        auto expected = read_idx(dir.file(k.name)).data;
+        expected *= scale;
+        // Shuffled, so that a batch gathers rows out of order; element by element too.
+        auto batches = collect(from_idx(dir.file(k.name), "", scale).shuffle(7, 3).batch(3));
+        auto one_by_one = collect(from_idx(dir.file(k.name), "", scale));
+        BOOST_REQUIRE_EQUAL(one_by_one.size(), 7u);
+        std::vector<bool> seen(7, false);
+        for (const auto& b : batches)
+          for (Eigen::Index r = 0; r < b.rows(); ++r) {
+            BOOST_REQUIRE_EQUAL(b.features.at(0).cols(), 15);
+            // Which row is it? The one whose values match bit for bit (each row differs).
+            int found = -1;
+            for (Eigen::Index i = 0; i < 7; ++i)
+              if (std::memcmp(b.features[0].row(r).data(), expected.row(i).data(), 15 * sizeof(float)) == 0)
+                found = static_cast<int>(i);
+            BOOST_REQUIRE_MESSAGE(found >= 0, "scale " << scale << ": a gathered row matches no row of read_idx");
+            seen[static_cast<size_t>(found)] = true;
+          }
+        BOOST_TEST(std::count(seen.begin(), seen.end(), true) == 7);
+        for (Eigen::Index i = 0; i < 7; ++i)
+          BOOST_TEST(std::memcmp(one_by_one[static_cast<size_t>(i)].features.at(0).data(), expected.row(i).data(),
+                                 15 * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+// The gzip trailer's length sizes the output once; when it is not the whole (several
+// members) or lies, the data decides.
+BOOST_AUTO_TEST_CASE(gzip_length_trailer_is_only_a_hint) {
+  temp_dir dir;
+  const auto bytes = idx_ubyte({400, 30, 30});
+  const std::vector<unsigned char> head(bytes.begin(), bytes.begin() + 5000);
+  const std::vector<unsigned char> tail(bytes.begin() + 5000, bytes.end());
+  auto two = gzip(head);
+  auto second = gzip(tail);  // its trailer tells 355,016 bytes of 360,016
+  two.insert(two.end(), second.begin(), second.end());
+  write_file(dir.file("two.gz"), two);
+  auto a = read_idx(dir.file("two.gz"));
+  BOOST_REQUIRE_EQUAL(a.data.size(), 360000);
+  for (Eigen::Index i = 0; i < a.data.size(); ++i)
+    if (a.data.data()[i] != static_cast<float>((i * 7) % 256)) BOOST_FAIL("value " << i << " differs");
+  // A trailer claiming 4 GiB: zlib's length check refuses it, the file is named, and the
+  // output was sized by the compressed length, not by the claim.
+  auto lying = gzip(bytes);
+  for (size_t b = lying.size() - 4; b < lying.size(); ++b) lying[b] = 0xff;
+  write_file(dir.file("lying.gz"), lying);
+  auto msg = error_of([&] { read_idx(dir.file("lying.gz")); });
+  BOOST_TEST(mentions(msg, dir.file("lying.gz") + ": corrupt gzip data"), msg);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

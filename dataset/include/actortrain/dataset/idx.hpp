@@ -34,7 +34,9 @@ idx_array read_idx(const std::string& path);
 /// train-labels-idx1-ubyte.gz: element i is image i flattened to one row with every pixel
 /// multiplied by `scale` (1 / 255.f gives [0, 1]), and its label as one float column.
 /// `labels_path` may be empty for unlabeled data. Reads both files now; throws what
-/// read_idx throws, and file_error when the label and image counts differ.
+/// read_idx throws, and file_error when the label and image counts differ. The images
+/// stay in memory as stored (a byte per ubyte pixel) and each row is converted when a
+/// batch reads it, to the floats read_idx would give times `scale`, bit for bit.
 dataset from_idx(const std::string& images_path, const std::string& labels_path,
                  float scale = 1.0f);
 
