@@ -99,7 +99,7 @@ run_record read_run(const std::string& metrics, const std::string& launch_log) {
 }  // namespace
 
 int bench_faults(int argc, char** argv, int first) {
-  int epochs = 180, ps = 2, workers = 3, baselines = 2;
+  int epochs = 200, ps = 2, workers = 3, baselines = 2;
   int64_t checkpoint_every = 1000, timeout = 3600;
   uint64_t seed = 1;
   bool keep = false;
