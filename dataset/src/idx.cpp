@@ -61,7 +61,7 @@ struct raw_idx {
   std::vector<int64_t> dims;
   const idx_type* type = nullptr;
   detail::byte_buffer bytes;  // the whole (decompressed) file
-  size_t header = 0;                 // where the values start in bytes
+  size_t header = 0;          // where the values start in bytes
   Eigen::Index rows = 0, cols = 0;
 
   const unsigned char* values() const { return bytes.data() + header; }
@@ -150,8 +150,8 @@ raw_idx read_raw(const std::string& path) {
   return out;
 }
 
-// from_idx's images: the values as stored (a byte per ubyte pixel, a quarter of them as
-// floats), decoded and scaled row by row as batches gather them. A process reading
+// from_idx's images: the values as stored (a byte per ubyte pixel, a quarter of their
+// size as floats), decoded and scaled row by row as batches gather them. A process reading
 // Fashion-MNIST's 60,000 training images holds 47 MB instead of 188 MB and never converts
 // the rows it does not read: a restarted worker is training sooner.
 class idx_node final : public detail::node {
