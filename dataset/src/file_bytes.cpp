@@ -58,10 +58,11 @@ byte_buffer read_file_bytes(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw file_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
   byte_buffer bytes;
-  // Sized once from the file's length when it has one (a pipe or /proc file reads on).
+  // Sized once from the file's length when it has one, with a byte to spare so that
+  // fread finds the end without growing the buffer (a pipe or /proc file reads on).
   struct stat sb;
   if (::fstat(::fileno(f.get()), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
-    bytes.resize(static_cast<size_t>(sb.st_size));
+    bytes.resize(static_cast<size_t>(sb.st_size) + 1);
   size_t used = 0;
   while (true) {
     if (used == bytes.size()) bytes.resize(std::max<size_t>(bytes.size() * 2, 1 << 16));
@@ -80,6 +81,14 @@ bool is_gzip(const byte_buffer& bytes) {
   return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
 }
 
+size_t gunzip_size_hint(const unsigned char* compressed, size_t size) {
+  if (size < 18) return 0;  // shorter than a gzip header and trailer
+  const unsigned char* t = compressed + size - 4;
+  const size_t isize = static_cast<size_t>(t[0]) | static_cast<size_t>(t[1]) << 8 |
+                       static_cast<size_t>(t[2]) << 16 | static_cast<size_t>(t[3]) << 24;
+  return std::min(isize, size * max_deflate_ratio);
+}
+
 gunzip_result gunzip(const byte_buffer& compressed, const std::string& path) {
   gunzip_result result;
   z_stream zs{};
@@ -89,19 +98,14 @@ gunzip_result gunzip(const byte_buffer& compressed, const std::string& path) {
 
   size_t in_offset = 0;
   auto& out = result.bytes;
-  // Sized once when the last member's trailer tells the length (ISIZE, the length mod
-  // 2^32: exact for one member under 4 GiB), else grown by doubling. A hostile trailer
-  // gets at most deflate's largest ratio (1032:1) of what was read, no more than honest
-  // data of that size could take.
-  size_t hint = 0;
-  if (compressed.size() >= 18) {
-    const unsigned char* t = compressed.data() + compressed.size() - 4;
-    hint = static_cast<size_t>(t[0]) | static_cast<size_t>(t[1]) << 8 | static_cast<size_t>(t[2]) << 16 |
-           static_cast<size_t>(t[3]) << 24;
-    hint = std::min(hint, compressed.size() * 1032);
+  // One byte over the hint, so that inflate finds room to report the end of the stream;
+  // a hint the host cannot reserve is dropped (the data decides, by doubling).
+  const size_t floor = std::max<size_t>(compressed.size() * 2, 1 << 16);
+  try {
+    out.resize(std::max(gunzip_size_hint(compressed.data(), compressed.size()) + 1, floor));
+  } catch (const std::bad_alloc&) {
+    out.resize(floor);
   }
-  // One byte over the hint, so that inflate finds room to report the end of the stream.
-  out.resize(std::max<size_t>({hint + 1, compressed.size() * 2, 1 << 16}));
   size_t out_used = 0;
   constexpr size_t max_chunk = std::numeric_limits<uInt>::max();
   while (true) {

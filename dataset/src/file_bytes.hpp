@@ -60,6 +60,15 @@ struct gunzip_result {
 /// True when `bytes` start with the gzip magic 1f 8b.
 bool is_gzip(const byte_buffer& bytes);
 
+/// Deflate's largest ratio of output to input bytes.
+inline constexpr size_t max_deflate_ratio = 1032;
+
+/// What gzip data of `size` bytes says its output is: the last member's trailer (ISIZE,
+/// the length mod 2^32: exact for one member under 4 GiB), at most max_deflate_ratio
+/// times `size` (a hostile trailer gets no more than honest data of that size could
+/// take); 0 when too short to have a trailer. A hint for sizing the output once.
+size_t gunzip_size_hint(const unsigned char* compressed, size_t size);
+
 /// Decompresses gzip data (several concatenated members allowed). Throws file_error
 /// naming `path` for corrupt data; reports a truncated stream in the result.
 gunzip_result gunzip(const byte_buffer& compressed, const std::string& path);

@@ -1,5 +1,7 @@
 #include "test_util.hpp"
 
+#include "../../dataset/src/file_bytes.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
@@ -208,6 +210,8 @@ BOOST_AUTO_TEST_CASE(from_idx_rows_are_read_idx_values_times_scale_for_every_typ
       {"float32", idx_of(0x0D, 4, dims, [&](size_t i) { return float_bits(0.37f * static_cast<float>(i) - 9.1f); })},
       {"float64", idx_of(0x0E, 8, dims, [&](size_t i) { return double_bits(1.0 / (static_cast<double>(i) + 0.3)); })},
   };
+  // Row i's label is 10 + i: a row gathered out of order must bring its own.
+  write_file(dir.file("labels"), idx_labels({10, 11, 12, 13, 14, 15, 16}));
   for (const auto& k : kinds) {
     BOOST_TEST_CONTEXT(k.name) {
       write_file(dir.file(k.name), gzip(k.bytes));
@@ -215,8 +219,8 @@ BOOST_AUTO_TEST_CASE(from_idx_rows_are_read_idx_values_times_scale_for_every_typ
         auto expected = read_idx(dir.file(k.name)).data;
         expected *= scale;
         // Shuffled, so that a batch gathers rows out of order; element by element too.
-        auto batches = collect(from_idx(dir.file(k.name), "", scale).shuffle(7, 3).batch(3));
-        auto one_by_one = collect(from_idx(dir.file(k.name), "", scale));
+        auto batches = collect(from_idx(dir.file(k.name), dir.file("labels"), scale).shuffle(7, 3).batch(3));
+        auto one_by_one = collect(from_idx(dir.file(k.name), dir.file("labels"), scale));
         BOOST_REQUIRE_EQUAL(one_by_one.size(), 7u);
         std::vector<bool> seen(7, false);
         for (const auto& b : batches)
@@ -228,12 +232,15 @@ BOOST_AUTO_TEST_CASE(from_idx_rows_are_read_idx_values_times_scale_for_every_typ
               if (std::memcmp(b.features[0].row(r).data(), expected.row(i).data(), 15 * sizeof(float)) == 0)
                 found = static_cast<int>(i);
             BOOST_REQUIRE_MESSAGE(found >= 0, "scale " << scale << ": a gathered row matches no row of read_idx");
+            BOOST_TEST(b.labels(r, 0) == static_cast<float>(10 + found));
             seen[static_cast<size_t>(found)] = true;
           }
         BOOST_TEST(std::count(seen.begin(), seen.end(), true) == 7);
-        for (Eigen::Index i = 0; i < 7; ++i)
+        for (Eigen::Index i = 0; i < 7; ++i) {
           BOOST_TEST(std::memcmp(one_by_one[static_cast<size_t>(i)].features.at(0).data(), expected.row(i).data(),
                                  15 * sizeof(float)) == 0);
+          BOOST_TEST(one_by_one[static_cast<size_t>(i)].labels(0, 0) == static_cast<float>(10 + i));
+        }
       }
     }
   }
@@ -254,10 +261,17 @@ BOOST_AUTO_TEST_CASE(gzip_length_trailer_is_only_a_hint) {
   BOOST_REQUIRE_EQUAL(a.data.size(), 360000);
   for (Eigen::Index i = 0; i < a.data.size(); ++i)
     if (a.data.data()[i] != static_cast<float>((i * 7) % 256)) BOOST_FAIL("value " << i << " differs");
+  // The size hint: the trailer's length when honest, at most 1032 times the compressed
+  // bytes when not, nothing without a trailer.
+  const auto one = gzip(bytes);
+  BOOST_TEST(actortrain::dataset::detail::gunzip_size_hint(one.data(), one.size()) == bytes.size());
+  BOOST_TEST(actortrain::dataset::detail::gunzip_size_hint(second.data(), second.size()) == tail.size());
+  BOOST_TEST(actortrain::dataset::detail::gunzip_size_hint(one.data(), 17) == 0u);
   // A trailer claiming 4 GiB: zlib's length check refuses it, the file is named, and the
-  // output was sized by the compressed length, not by the claim.
+  // output is sized by the compressed length, not by the claim.
   auto lying = gzip(bytes);
   for (size_t b = lying.size() - 4; b < lying.size(); ++b) lying[b] = 0xff;
+  BOOST_TEST(actortrain::dataset::detail::gunzip_size_hint(lying.data(), lying.size()) == lying.size() * 1032);
   write_file(dir.file("lying.gz"), lying);
   auto msg = error_of([&] { read_idx(dir.file("lying.gz")); });
   BOOST_TEST(mentions(msg, dir.file("lying.gz") + ": corrupt gzip data"), msg);
