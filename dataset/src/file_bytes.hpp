@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace actortrain::dataset::detail {
 
@@ -16,7 +15,6 @@ namespace actortrain::dataset::detail {
 class byte_buffer {
  public:
   byte_buffer() = default;
-  explicit byte_buffer(size_t size) { resize(size); }
   byte_buffer(byte_buffer&& other) noexcept { swap(other); }
   byte_buffer& operator=(byte_buffer&& other) noexcept {
     byte_buffer gone(std::move(other));
