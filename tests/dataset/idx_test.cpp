@@ -184,7 +184,8 @@ BOOST_AUTO_TEST_CASE(missing_file_is_an_error_naming_it) {
 }
 
 // from_idx keeps the values as stored and decodes the rows a batch gathers: they must be
-// read_idx's floats times the scale, bit for bit, for every element type, in any order.
+// the file's values as floats times the scale, bit for bit (worked out here, and what
+// read_idx gives), for every element type, in any order.
 BOOST_AUTO_TEST_CASE(from_idx_rows_are_read_idx_values_times_scale_for_every_type) {
   temp_dir dir;
   auto float_bits = [](float f) {
@@ -198,17 +199,25 @@ BOOST_AUTO_TEST_CASE(from_idx_rows_are_read_idx_values_times_scale_for_every_typ
     return b;
   };
   const std::vector<uint32_t> dims = {7, 3, 5};
+  // Each kind's file, and value i as a float worked out here, apart from the reader.
   struct kind {
     const char* name;
     std::vector<unsigned char> bytes;
+    std::function<float(size_t)> value;
   };
   const std::vector<kind> kinds = {
-      {"ubyte", idx_of(0x08, 1, dims, [](size_t i) { return (i * 37) % 256; })},
-      {"byte", idx_of(0x09, 1, dims, [](size_t i) { return (i * 53) % 256; })},
-      {"int16", idx_of(0x0B, 2, dims, [](size_t i) { return static_cast<uint16_t>(i * 911 - 20000); })},
-      {"int32", idx_of(0x0C, 4, dims, [](size_t i) { return static_cast<uint32_t>(i * 104729 - 3000000); })},
-      {"float32", idx_of(0x0D, 4, dims, [&](size_t i) { return float_bits(0.37f * static_cast<float>(i) - 9.1f); })},
-      {"float64", idx_of(0x0E, 8, dims, [&](size_t i) { return double_bits(1.0 / (static_cast<double>(i) + 0.3)); })},
+      {"ubyte", idx_of(0x08, 1, dims, [](size_t i) { return (i * 37) % 256; }),
+       [](size_t i) { return static_cast<float>((i * 37) % 256); }},
+      {"byte", idx_of(0x09, 1, dims, [](size_t i) { return (i * 53) % 256; }),
+       [](size_t i) { return static_cast<float>(static_cast<int8_t>((i * 53) % 256)); }},
+      {"int16", idx_of(0x0B, 2, dims, [](size_t i) { return static_cast<uint16_t>(i * 911 - 20000); }),
+       [](size_t i) { return static_cast<float>(static_cast<int16_t>(static_cast<uint16_t>(i * 911 - 20000))); }},
+      {"int32", idx_of(0x0C, 4, dims, [](size_t i) { return static_cast<uint32_t>(i * 104729 - 3000000); }),
+       [](size_t i) { return static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(i * 104729 - 3000000))); }},
+      {"float32", idx_of(0x0D, 4, dims, [&](size_t i) { return float_bits(0.37f * static_cast<float>(i) - 9.1f); }),
+       [](size_t i) { return 0.37f * static_cast<float>(i) - 9.1f; }},
+      {"float64", idx_of(0x0E, 8, dims, [&](size_t i) { return double_bits(1.0 / (static_cast<double>(i) + 0.3)); }),
+       [](size_t i) { return static_cast<float>(1.0 / (static_cast<double>(i) + 0.3)); }},
   };
   // Row i's label is 10 + i: a row gathered out of order must bring its own.
   write_file(dir.file("labels"), idx_labels({10, 11, 12, 13, 14, 15, 16}));
@@ -216,8 +225,16 @@ BOOST_AUTO_TEST_CASE(from_idx_rows_are_read_idx_values_times_scale_for_every_typ
     BOOST_TEST_CONTEXT(k.name) {
       write_file(dir.file(k.name), gzip(k.bytes));
       for (float scale : {1.0f, 1.0f / 255.0f, 0.3f}) {
-        auto expected = read_idx(dir.file(k.name)).data;
-        expected *= scale;
+        // Every value times the scale, one float multiply each (what read_idx and a
+        // scaling pass over its floats give).
+        matrix expected(7, 15);
+        for (Eigen::Index i = 0; i < expected.size(); ++i) {
+          expected.data()[i] = k.value(static_cast<size_t>(i));
+          if (scale != 1.0f) expected.data()[i] *= scale;
+        }
+        auto whole = read_idx(dir.file(k.name)).data;
+        whole *= scale;
+        BOOST_TEST(std::memcmp(whole.data(), expected.data(), sizeof(float) * 105) == 0);
         // Shuffled, so that a batch gathers rows out of order; element by element too.
         auto batches = collect(from_idx(dir.file(k.name), dir.file("labels"), scale).shuffle(7, 3).batch(3));
         auto one_by_one = collect(from_idx(dir.file(k.name), dir.file("labels"), scale));
@@ -231,7 +248,7 @@ BOOST_AUTO_TEST_CASE(from_idx_rows_are_read_idx_values_times_scale_for_every_typ
             for (Eigen::Index i = 0; i < 7; ++i)
               if (std::memcmp(b.features[0].row(r).data(), expected.row(i).data(), 15 * sizeof(float)) == 0)
                 found = static_cast<int>(i);
-            BOOST_REQUIRE_MESSAGE(found >= 0, "scale " << scale << ": a gathered row matches no row of read_idx");
+            BOOST_REQUIRE_MESSAGE(found >= 0, "scale " << scale << ": a gathered row matches no expected row");
             BOOST_TEST(b.labels(r, 0) == static_cast<float>(10 + found));
             seen[static_cast<size_t>(found)] = true;
           }
