@@ -1,6 +1,6 @@
 // survive_faults — an embedded cluster survives real faults, injected through its fault
 // plan (sim/fault_plan.hpp) in the middle of training the registered fashion_mnist
-// job: worker 0 crashes at its Nth pull and is replaced (its steps are re-queued, none
+// job: worker 0 crashes at its Nth push and is replaced (its steps are re-queued, none
 // applied twice), and ps shard 0 is killed when its Nth push arrives: it is respawned
 // and every shard rolls back to the last coordinated checkpoint. The metrics file
 // records each failure and recovery (actortrain plot draws them on a time line).
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
                              "Trains the fashion_mnist job on an embedded cluster (2 ps shards, 2 workers) while a "
                              "worker crashes and a ps shard is killed, and prints the test accuracy it still reaches."};
     f.add("epochs", o.epochs, "passes over the 60,000 training images", range<int>{1, 10000})
-      .add("kill-worker-at", kill_worker_at, "crash worker 0 at its Nth pull; it is replaced (0: never)",
+      .add("kill-worker-at", kill_worker_at, "crash worker 0 at its Nth push; it is replaced (0: never)",
            range<int64_t>{0, int64_t{1} << 40})
       .add("kill-ps-at", kill_ps_at,
            "kill ps shard 0 when its Nth push arrives; it is respawned and every shard rolls back to the last "
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     using actortrain::delivery;
     std::vector<actortrain::fault_rule> faults;
     if (kill_worker_at > 0)
-      faults.push_back({delivery::kind::crash, actor_role::worker, 0, actor_role::ps, -1, "pull",
+      faults.push_back({delivery::kind::crash, actor_role::worker, 0, actor_role::ps, -1, "push",
                         static_cast<uint64_t>(kill_worker_at), 1, {}});
     if (kill_ps_at > 0)
       faults.push_back({delivery::kind::kill_receiver, actor_role::worker, -1, actor_role::ps, 0, "push",

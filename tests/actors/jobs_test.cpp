@@ -49,6 +49,27 @@ BOOST_AUTO_TEST_CASE(flags_reach_the_job_and_the_common_ones_its_spec) {
   BOOST_TEST(!j.spec.partitioner);  // whole variables unless asked
 }
 
+// The main job's tasks are of 8 steps unless --steps-per-execution says otherwise;
+// --push-every N keeps them when 8 is a multiple of N, else takes N (a push never spans
+// tasks); a value given is kept, and the cluster refuses it if it does not fit.
+BOOST_AUTO_TEST_CASE(the_main_job_sends_tasks_of_8_steps_unless_told) {
+  auto spe = [](std::vector<std::string> args) {
+    at::job j;
+    args.insert(args.begin(), {"--limit", "64"});
+    BOOST_TEST(jobs::make_job("fashion_mnist", args, j));
+    return j.spec.steps_per_execution;
+  };
+  BOOST_TEST(spe({}) == 8);
+  BOOST_TEST(jobs::fashion_mnist().spec.steps_per_execution == 8);
+  BOOST_TEST(spe({"--push-every", "4"}) == 8);
+  BOOST_TEST(spe({"--push-every", "3"}) == 3);
+  BOOST_TEST(spe({"--steps-per-execution", "2"}) == 2);
+  BOOST_TEST(spe({"--steps-per-execution", "8", "--push-every", "3"}) == 8);
+  at::job j;
+  BOOST_TEST(jobs::make_job("linear", {}, j));
+  BOOST_TEST(j.spec.steps_per_execution == 1);  // the other jobs: one step per task
+}
+
 BOOST_AUTO_TEST_CASE(a_partitioner_splits_the_variables_over_the_shards) {
   at::job j;
   BOOST_TEST(jobs::make_job("linear", {"--partitioner", "fixed_shards(2)"}, j));

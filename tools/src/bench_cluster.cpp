@@ -98,9 +98,8 @@ int bench_cluster(int argc, char** argv, int first) {
           "then the medians, processes/embedded, data plane/BASP and the goals. Flags after\n"
           "`--` go to every run's job (actortrain node --example fashion_mnist -- --help lists them),\n"
           "e.g. -- --pull-every 4 --push-every 4 --local-lr 0.3 for Downpour's n_fetch, n_push and local\n"
-          "update. Unless they set --steps-per-execution or --push-every,\n"
-          "the runs take --steps-per-execution 8 (a worker reports to the coordinator once per 8\n"
-          "steps instead of after each; the same steps).\n\n"
+          "update. The job's defaults include tasks of 8 steps (--steps-per-execution 8: a worker\n"
+          "reports to the coordinator once per 8 steps instead of after each; the same steps).\n\n"
           "The baselines, run in the same rounds, are PyTorch's RPC framework as a parameter server\n"
           "(tools/bench/pytorch_rpc_ps.py: 2 trainer processes of one thread each, 1 server, TensorPipe)\n"
           "and PyTorch Hogwild (tools/bench/pytorch_hogwild.py: 2 processes of one thread on a shared\n"
@@ -129,15 +128,6 @@ int bench_cluster(int argc, char** argv, int first) {
     }
   }
   extra_args = f.positional();
-  // Tasks of 8 steps: a worker reports to the coordinator once per 8 steps instead of
-  // every step (Keras's steps_per_execution). PyTorch's trainers report to nobody.
-  auto given = [&](const std::string& flag) {
-    for (auto& a : extra_args)
-      if (a == "--" + flag || a.rfind("--" + flag + "=", 0) == 0) return true;
-    return false;
-  };
-  if (!given("steps-per-execution") && !given("push-every"))
-    extra_args.insert(extra_args.begin(), {"--steps-per-execution", "8"});
   if (!extra_args.empty()) {
     job probe;  // refuse bad job flags before the first run
     jobs::make_job("fashion_mnist", extra_args, probe);

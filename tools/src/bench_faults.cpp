@@ -144,8 +144,7 @@ int bench_faults(int argc, char** argv, int first) {
   } catch (const std::invalid_argument& e) {
     throw usage_error(fmt::format("--kill: {}", e.what()));
   }
-  std::vector<std::string> job_args{"--epochs", std::to_string(epochs), "--verbose", "0", "--seed", std::to_string(seed),
-                                    "--steps-per-execution", "8"};
+  std::vector<std::string> job_args{"--epochs", std::to_string(epochs), "--verbose", "0", "--seed", std::to_string(seed)};
   auto base = fmt::format("/tmp/actortrain-bench-faults-{}", ::getpid());
   ::mkdir(base.c_str(), 0700);
   auto run = [&](const std::string& name, bool faulty) {

@@ -101,6 +101,7 @@ job fashion_mnist(const fashion_mnist_options& o) {
   j.fit.validation = (o.limit > 0 ? test.take(std::max<int64_t>(1, o.limit / 4)) : test).batch(1000);
   j.spec.seed = o.seed;
   j.spec.compensation = o.compensation;
+  j.spec.steps_per_execution = o.steps_per_execution;
   return j;
 }
 

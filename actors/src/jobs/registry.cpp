@@ -24,7 +24,7 @@ using cli::usage_error;
 // options, async only; the coordinator refuses them otherwise), and the callbacks run on
 // the coordinator's task.
 struct common_flags {
-  int verbose = 0, spe = 1, pull_every = 1, push_every = 1;
+  int verbose = 0, pull_every = 1, push_every = 1;
   bool pull_ahead = false, pull_separately = false, loop = false;
   double local_lr = 0, clip_norm = 0;
   std::string metrics;
@@ -33,13 +33,20 @@ struct common_flags {
   std::shared_ptr<const model::partitioner> partitioner;
   std::optional<staleness_compensation> compensation;
 
-  explicit common_flags(int default_verbose) : verbose(default_verbose) {}
+  int spe;  // the job's unless --steps-per-execution is given
+  const cli::flags* parsed = nullptr;  // add_to's: apply asks it what was given
+
+  // `job_spe`: the job's steps_per_execution, the flag's default.
+  common_flags(int default_verbose, int job_spe) : verbose(default_verbose), spe(job_spe) {}
 
   void add_to(cli::flags& f) {
+    parsed = &f;
     f.add("verbose", verbose, "progress on the coordinator's task: 0 none, 1 bar, 2 a line per epoch",
           range<int>{0, 2})
       .add("metrics", metrics, "JSON-lines metrics file, written by the coordinator's task")
-      .add("steps-per-execution", spe, "steps per task sent to a worker (default with --push-every N: N)",
+      .add("steps-per-execution", spe,
+           "steps per task sent to a worker (unless given, with --push-every N: N when the default is not a "
+           "multiple of N)",
            range<int>{1, 1 << 20})
       .add("pull-every", pull_every,
            "workers pull the parameters every N training steps and reuse them in between (Downpour's n_fetch; "
@@ -93,7 +100,8 @@ struct common_flags {
     if (loop && (early_stopping > 0 || !csv_log.empty()))
       throw usage_error(fmt::format("{}: --loop: callbacks (--early-stopping, --csv-log) run with fit only", name));
     j.loop = loop;
-    j.spec.steps_per_execution = push_every > 1 && spe == 1 ? push_every : spe;
+    j.spec.steps_per_execution =
+      push_every > 1 && spe % push_every != 0 && !parsed->given("steps-per-execution") ? push_every : spe;
     if (early_stopping > 0)
       j.callbacks.push_back(
         std::make_shared<actortrain::early_stopping>(early_stopping_options{monitor, early_stopping, 0, mode, true}));
@@ -118,7 +126,7 @@ bool make_linear(const std::vector<std::string>& args, job& j) {
     .add("lr", o.learning_rate, "SGD learning rate", range<double>{1e-12, 1e3})
     .add("noise", o.noise, "standard deviation of the label noise", range<double>{0, 1e6})
     .add("seed", o.seed, "seed of the data and of initialization");
-  common_flags common{0};
+  common_flags common{0, 1};
   common.add_to(f);
   if (!parse(f, "linear", args)) return false;
   j = linear(o);
@@ -140,7 +148,7 @@ bool make_fashion_mnist(const std::vector<std::string>& args, job& j) {
     .add("ema-momentum", o.ema_momentum, "the average's momentum", range<double>{0, 0.999999})
     .add("ema-every", o.ema_every, "update the average on every k-th update only, with the momentum to the k-th power",
          range<int>{1, 1000});
-  common_flags common{2};
+  common_flags common{2, o.steps_per_execution};
   common.add_to(f);
   if (!parse(f, "fashion_mnist", args)) return false;
   j = fashion_mnist(o);
@@ -195,7 +203,7 @@ bool make_ctr(const std::vector<std::string>& args, job& j) {
   ctr_options o;
   cli::flags f{"ctr", "Click-through prediction with sparse embeddings on generated data whose best scores are known."};
   add_flags(f, o);
-  common_flags common{2};
+  common_flags common{2, 1};
   common.add_to(f);
   if (!parse(f, "ctr", args)) return false;
   try {
@@ -215,7 +223,7 @@ bool make_tutorial(const std::vector<std::string>& args, job& j) {
     .add("steps-per-epoch", o.steps_per_epoch, "steps per epoch (the data repeats)", range<int64_t>{1, 1 << 30})
     .add("lr", o.learning_rate, "Adam learning rate", range<double>{1e-12, 1e3})
     .add("seed", o.seed, "seed of initialization and shuffling");
-  common_flags common{0};
+  common_flags common{0, 1};
   common.add_to(f);
   if (!parse(f, "tutorial", args)) return false;
   j = tutorial(o);

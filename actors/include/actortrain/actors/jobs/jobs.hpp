@@ -74,6 +74,12 @@ struct fashion_mnist_options {
   /// to the 8th power (adam_options::ema_every): the same accuracy as every update, at a
   /// fraction of its cost in speed (docs/benchmarks.md, "Averaging the model").
   int ema_every = 8;
+  /// Steps per task the coordinator sends a worker (cluster_spec::steps_per_execution,
+  /// Keras's steps_per_execution): a worker reports once per 8 steps instead of after
+  /// each, the same steps on the same batches. With 2 workers embedded, the report and the
+  /// next task after every step cost about 5% of the samples/s (docs/benchmarks.md,
+  /// "Steps per task"). Consistency "sync" needs 1 (a round is one step per replica).
+  int steps_per_execution = 8;
   /// Both splits already in memory (dataset::load_fashion_mnist), instead of reading
   /// data_dir: the benchmarks load them once for many runs.
   std::shared_ptr<const dataset::fashion_mnist_arrays> train_arrays, test_arrays;
