@@ -63,8 +63,6 @@ int main(int argc, char** argv) {
     if (!f.parse(argc, argv)) return 0;
     if (!f.positional().empty()) throw actortrain::cli::usage_error("unexpected argument '" + f.positional()[0] + "'");
 
-    // A synchronous round is one step per worker: tasks of one step instead of the job's 8.
-    if (consistency.mode() == actortrain::consistency_mode::kind::sync) o.steps_per_execution = 1;
     auto j = actortrain::jobs::fashion_mnist(o);
     j.spec.num_ps = ps;
     j.spec.num_workers = workers;

@@ -19,7 +19,6 @@ inline actortrain::job fashion_mnist_job(const std::string& data_dir, int64_t im
   o.batch = 64;
   o.limit = images;
   o.data_dir = data_dir;
-  if (sync) o.steps_per_execution = 1;  // a synchronous round is one step per worker
   auto j = actortrain::jobs::fashion_mnist(o);
   j.spec.num_ps = 2;
   j.spec.num_workers = 2;

@@ -56,7 +56,7 @@ mode_figures run_mode(const ds::fashion_mnist_arrays& train, const ds::fashion_m
   jobs::fashion_mnist_options o;
   o.batch = batch;
   o.seed = seed;
-  o.steps_per_execution = 1;  // every mode alike: 'sync' rounds are one step per worker
+  o.steps_per_execution = 1;  // every mode alike, as 'sync' rounds are: tasks of one step
   // Not owned: the arrays, loaded once, outlive every run's job.
   o.train_arrays = std::shared_ptr<const ds::fashion_mnist_arrays>(&train, [](const ds::fashion_mnist_arrays*) {});
   o.test_arrays = std::shared_ptr<const ds::fashion_mnist_arrays>(&test, [](const ds::fashion_mnist_arrays*) {});

@@ -126,12 +126,9 @@ cluster::cluster(caf::actor_system& sys, cluster_spec spec, model::model structu
       "cluster: push_every = {} needs steps_per_execution a multiple of it (it is {}): a push never spans tasks",
       d.spec.push_every, d.spec.steps_per_execution));
   d.gate = make_gate(d.spec.consistency, d.spec.num_workers);
-  if (d.gate->round_size() > 0) {
-    if (d.spec.steps_per_execution > 1)
-      throw std::invalid_argument(fmt::format(
-        "cluster: steps_per_execution = {} with consistency 'sync' (a synchronous round is one step per replica)",
-        d.spec.steps_per_execution));
-  }
+  // A synchronous round is one step per replica: tasks of one step, whatever the job's
+  // steps_per_execution (it changes how often a worker reports, never what is trained).
+  if (d.gate->round_size() > 0) d.spec.steps_per_execution = 1;
   if (structure.empty()) throw std::invalid_argument("cluster: empty model");
   if (!loss) throw std::invalid_argument("cluster: no loss");
   d.structure = std::move(structure);

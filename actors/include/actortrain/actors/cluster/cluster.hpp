@@ -113,7 +113,7 @@ struct cluster_spec : exchange_options {
   ///    round equals one step on the global batch (TensorFlow's MultiWorkerMirrored).
   ///    A lost worker's batch is re-run within its round instead of failing the job.
   ///    input_context.num_replicas_in_sync = R (1 in the other modes): per-replica batch
-  ///    = global batch / R. Needs steps_per_execution = 1.
+  ///    = global batch / R. Tasks are of one step (steps_per_execution does not apply).
   consistency_mode consistency = consistency_mode::async();
   /// What the ps shards do about a stale gradient, one computed on parameters other
   /// steps have moved since (ps/compensation.hpp, with each method's paper;
@@ -123,7 +123,10 @@ struct cluster_spec : exchange_options {
   /// same (the job fingerprint compares it).
   staleness_compensation compensation;
   /// Steps per task sent to a worker (Keras's steps_per_execution): fewer round trips
-  /// with the coordinator for tiny models.
+  /// with the coordinator for small models, and with pull_with_push every step of a task
+  /// but the first reads on its predecessor's push. It changes what a worker waits for,
+  /// never which steps are trained. "sync" rounds are one step per replica: there tasks
+  /// are of one step whatever this says.
   int steps_per_execution = 1;
   /// Tasks a worker holds at once (it queues them, so its next step needs no round trip
   /// to the coordinator); 0 picks 3, or 4 with pull_ahead. More in flight means more

@@ -78,7 +78,7 @@ struct fashion_mnist_options {
   /// Keras's steps_per_execution): a worker reports once per 8 steps instead of after
   /// each, the same steps on the same batches. With 2 workers embedded, the report and the
   /// next task after every step cost about 5% of the samples/s (docs/benchmarks.md,
-  /// "Steps per task"). Consistency "sync" needs 1 (a round is one step per replica).
+  /// "Steps per task"). Sync rounds are one step per replica whatever it says.
   int steps_per_execution = 8;
   /// Both splits already in memory (dataset::load_fashion_mnist), instead of reading
   /// data_dir: the benchmarks load them once for many runs.
