@@ -237,6 +237,25 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_keeps_its_bound_under_a_straggler) {
   }
 }
 
+// Tasks of several steps (the main job's 8) share a bounded window: the first worker's
+// task takes its share of the room, so the other worker computes from the start instead
+// of waiting for the first worker's steps to be applied.
+BOOST_AUTO_TEST_CASE(tasks_of_several_steps_share_a_bounded_window) {
+  auto data = planted(160);
+  auto fn = [data](const ds::input_context& ctx) {
+    return data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(8);
+  };
+  auto s = spec(1, 2, "bounded_staleness(2)");
+  s.steps_per_execution = 8;
+  cluster c{sys, s, linear(), *model::make_sgd({0.05}), model::mean_squared_error()};
+  auto r = run(c, fn);
+  BOOST_TEST(r.steps == 20);
+  BOOST_REQUIRE(step_events.size() == 20u);
+  std::set<uint32_t> first;
+  for (size_t i = 0; i < 3; ++i) first.insert(step_events[i].worker);
+  BOOST_TEST(first.size() == 2u, "the first 3 steps applied were all one worker's");
+}
+
 BOOST_AUTO_TEST_CASE(a_worker_that_joins_enters_at_the_current_window) {
   // bounded_staleness(1), one straggler; a third worker joins after 20 steps and is
   // given steps at once, within the window: the bound of 2 holds throughout.
@@ -313,6 +332,10 @@ BOOST_AUTO_TEST_CASE(bad_consistency_modes_are_refused_naming_the_value) {
       BOOST_TEST(std::string(e.what()).find("'" + bad + "'") != std::string::npos, e.what());
     }
   }
+  // An option a mode cannot take is refused by the cluster, naming both.
+  auto s = spec(1, 2, "sync");
+  s.push_every = 2;
+  refused(s, "push_every = 2 with consistency 'sync'");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

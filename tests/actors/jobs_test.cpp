@@ -7,6 +7,8 @@
 #include <actortrain/dataset/all.hpp>
 #include <actortrain/model/all.hpp>
 
+#include <filesystem>
+
 namespace at = actortrain;
 namespace jobs = actortrain::jobs;
 
@@ -21,6 +23,16 @@ std::string refusal(const std::string& name, std::vector<std::string> args) {
   }
   return "accepted";
 }
+
+// The main job reads the test images when it is built (tools/setup installs them).
+struct fashion_mnist_installed {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    auto dir = std::filesystem::path(at::dataset::fashion_mnist_default_dir);
+    boost::test_tools::assertion_result r{std::filesystem::exists(dir / "t10k-images-idx3-ubyte.gz")};
+    r.message() << "no Fashion-MNIST under " << dir.string() << " (tools/setup installs it)";
+    return r;
+  }
+};
 
 }  // namespace
 
@@ -52,7 +64,8 @@ BOOST_AUTO_TEST_CASE(flags_reach_the_job_and_the_common_ones_its_spec) {
 // The main job's tasks are of 8 steps unless --steps-per-execution says otherwise;
 // --push-every N keeps them when 8 is a multiple of N, else takes N (a push never spans
 // tasks); a value given is kept, and the cluster refuses it if it does not fit.
-BOOST_AUTO_TEST_CASE(the_main_job_sends_tasks_of_8_steps_unless_told) {
+BOOST_AUTO_TEST_CASE(the_main_job_sends_tasks_of_8_steps_unless_told,
+                     *boost::unit_test::precondition(fashion_mnist_installed())) {
   auto spe = [](std::vector<std::string> args) {
     at::job j;
     args.insert(args.begin(), {"--limit", "64"});
@@ -64,6 +77,7 @@ BOOST_AUTO_TEST_CASE(the_main_job_sends_tasks_of_8_steps_unless_told) {
   BOOST_TEST(spe({"--push-every", "4"}) == 8);
   BOOST_TEST(spe({"--push-every", "3"}) == 3);
   BOOST_TEST(spe({"--steps-per-execution", "2"}) == 2);
+  BOOST_TEST(spe({"--push-every", "16"}) == 16);
   BOOST_TEST(spe({"--steps-per-execution", "8", "--push-every", "3"}) == 8);
   at::job j;
   BOOST_TEST(jobs::make_job("linear", {}, j));

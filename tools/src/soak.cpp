@@ -180,7 +180,8 @@ int soak(int argc, char** argv, int first) {
     s.plant = plant;
     if (s.take_over_after > 0 && s.checkpoint_every == 0)
       throw usage_error("--take-over-after needs checkpoints (--checkpoint-every > 0)");
-    if (sync && s.steps_per_execution != 1) throw usage_error("--consistency sync needs --steps-per-execution 1");
+    if (sync && s.steps_per_execution != 1)
+      throw usage_error("--consistency sync: its rounds take tasks of one step, give --steps-per-execution 1");
     // push_every sums dense gradients only: a shape drawn with it and made sparse by a
     // flag drops it; asked for with a table, it is refused.
     if (s.sparse && s.push_every > 1) {

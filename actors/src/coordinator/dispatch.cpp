@@ -181,6 +181,13 @@ std::optional<pending_task> next_task(coord_state& st, const worker_slot& to) {
   if (!p) return std::nullopt;
   int64_t k = std::min<int64_t>(st.opts.steps_per_execution, budget);
   if (room < static_cast<uint64_t>(k)) k = static_cast<int64_t>(room);
+  if (room != UINT64_MAX) {
+    // A bounded window is shared: a task takes at most one worker's share of it (a step
+    // at least), so tasks of several steps do not hand all of it to the first worker.
+    int64_t live = 0;
+    for (auto& w : st.workers) live += w.alive ? 1 : 0;
+    k = std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>(room) / std::max<int64_t>(1, live)));
+  }
   return steps_at(st, *p, k);
 }
 

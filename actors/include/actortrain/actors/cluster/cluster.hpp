@@ -126,7 +126,8 @@ struct cluster_spec : exchange_options {
   /// with the coordinator for small models, and with pull_with_push every step of a task
   /// but the first reads on its predecessor's push. It changes what a worker waits for,
   /// never which steps are trained. "sync" rounds are one step per replica: there tasks
-  /// are of one step whatever this says.
+  /// are of one step whatever this says. Under bounded_staleness a task takes at most
+  /// its worker's share of the window (room / workers, one step at least).
   int steps_per_execution = 1;
   /// Tasks a worker holds at once (it queues them, so its next step needs no round trip
   /// to the coordinator); 0 picks 3, or 4 with pull_ahead. More in flight means more

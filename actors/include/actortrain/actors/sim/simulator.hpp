@@ -249,7 +249,7 @@ struct sim_shape {
   /// 0: no checkpoints, and random plans kill no ps shard.
   int64_t checkpoint_every = 10;
   int64_t take_over_after = 0;
-  /// cluster_spec::consistency (sync: R = workers; needs steps_per_execution = 1).
+  /// cluster_spec::consistency (sync: R = workers, tasks of one step).
   consistency_mode consistency = consistency_mode::async();
   int fits = 1;
   int failing_fit = -1;
