@@ -4,7 +4,7 @@
 // fashion_mnist job (actortrain::jobs::fashion_mnist: model, optimizer, loss, metrics,
 // input pipelines) on a slice of the data: the first `images` training images, a
 // quarter as many test images for validation, two epochs of batches of 64, on 2 ps
-// shards and 2 workers (asynchronous, or in sync mode). The same value runs as a cluster of processes (run_node) and is
+// shards and 2 workers. The same value runs as a cluster of processes (run_node) and is
 // tested under simulated faults (simulate).
 
 #include <actortrain/actors/jobs/jobs.hpp>
@@ -13,7 +13,7 @@
 
 namespace example {
 
-inline actortrain::job fashion_mnist_job(const std::string& data_dir, int64_t images, bool sync = false) {
+inline actortrain::job fashion_mnist_job(const std::string& data_dir, int64_t images) {
   actortrain::jobs::fashion_mnist_options o;
   o.epochs = 2;
   o.batch = 64;
@@ -22,7 +22,6 @@ inline actortrain::job fashion_mnist_job(const std::string& data_dir, int64_t im
   auto j = actortrain::jobs::fashion_mnist(o);
   j.spec.num_ps = 2;
   j.spec.num_workers = 2;
-  if (sync) j.spec.consistency = actortrain::consistency_mode::sync();
   return j;
 }
 

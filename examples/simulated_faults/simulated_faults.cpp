@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
     if (!f.parse(argc, argv)) return 0;
     if (!f.positional().empty())
       throw actortrain::cli::usage_error("unexpected argument '" + f.positional().front() + "'");
-    auto job = example::fashion_mnist_job(data_dir, images, sync);
+    auto job = example::fashion_mnist_job(data_dir, images);
+    if (sync) job.spec.consistency = actortrain::consistency_mode::sync();
     int bad = 0;
     for (int seed = 1; seed <= plans; ++seed) {
       actortrain::sim_options o;

@@ -49,7 +49,8 @@ BOOST_AUTO_TEST_CASE(two_hundred_random_plans_keep_exactly_once, *boost::unit_te
 
 BOOST_AUTO_TEST_CASE(in_sync_mode_the_values_equal_a_fault_free_runs,
                      *boost::unit_test::precondition(have_fashion_mnist())) {
-  auto job = example::fashion_mnist_job(actortrain::dataset::fashion_mnist_default_dir, 512, /*sync=*/true);
+  auto job = example::fashion_mnist_job(actortrain::dataset::fashion_mnist_default_dir, 512);
+  job.spec.consistency = actortrain::consistency_mode::sync();
   int compared = 0;
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     actortrain::sim_options o;
