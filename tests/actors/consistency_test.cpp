@@ -73,6 +73,7 @@ struct fixture : testing::cluster_fixture {
     auto s = spec(2, workers, "sync");
     s.faults = faults;
     s.steps_per_execution = steps_per_execution;
+    s.apply_log = true;
     s.request_timeout = std::chrono::seconds(1);
     cluster c{sys, s, net, *model::make_adam({0.01}), model::mean_squared_error()};
     auto r = run(c, [data, global](const ds::input_context& ctx) {
@@ -94,8 +95,17 @@ struct fixture : testing::cluster_fixture {
       by_round[e.round].push_back(e.loss);
       workers_of[e.round].insert(e.worker);
     }
-    if (!faults)  // one step per replica: every worker computes one of each round's steps
+    if (!faults) {  // one step per replica: every worker computes one of each round's steps
       for (auto& [round, w] : workers_of) BOOST_TEST(w.size() == static_cast<size_t>(workers), "round " << round);
+      // The same from the shard's own log: it applies a round's steps together.
+      auto log = shard_stats(c).at(0).apply_log;
+      BOOST_REQUIRE(log.size() == static_cast<size_t>(rounds * workers));
+      for (size_t k = 0; k < log.size(); k += static_cast<size_t>(workers)) {
+        std::set<uint32_t> w;
+        for (size_t i = k; i < k + static_cast<size_t>(workers); ++i) w.insert(log[i].worker);
+        BOOST_TEST(w.size() == static_cast<size_t>(workers), "the shard's round at " << k);
+      }
+    }
     BOOST_REQUIRE(by_round.size() == static_cast<size_t>(rounds));
     for (auto& [round, ls] : by_round) {
       BOOST_REQUIRE(round >= 1u);
